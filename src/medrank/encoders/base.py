@@ -1,0 +1,74 @@
+"""The encoder interface every dense component of medrank uses.
+
+An encoder maps texts to L2-normalised float32 vectors. ``kind`` says whether a
+text is a query or a passage so asymmetric models (e5's ``"query: "`` /
+``"passage: "`` prompts) get the right prompt; symmetric models ignore it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+TextKind = Literal["query", "passage"]
+
+
+def validate_texts(texts: Sequence[str] | str, what: str = "texts") -> list[str]:
+    """Return ``texts`` as a list of strings, raising a clear error on bad input."""
+    if isinstance(texts, str):
+        texts = [texts]
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"{what}[{i}] must be a string, got {type(t).__name__}")
+    return out
+
+
+class Encoder(ABC):
+    """Text → vector. Subclasses implement :meth:`_encode`."""
+
+    #: a short name used in reports and saved index configs
+    name: str = "encoder"
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Embedding dimensionality."""
+
+    @abstractmethod
+    def _encode(
+        self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool
+    ) -> np.ndarray: ...
+
+    def encode(
+        self,
+        texts: Sequence[str] | str,
+        kind: TextKind | None = None,
+        *,
+        batch_size: int = 64,
+        show_progress: bool | None = None,
+    ) -> np.ndarray:
+        """Encode ``texts`` into an ``(n, dim)`` float32 array of unit vectors.
+
+        A single string gives a ``(dim,)`` vector. ``show_progress`` defaults to
+        on for more than 1,000 texts.
+        """
+        single = isinstance(texts, str)
+        items = validate_texts(texts)
+        if kind not in (None, "query", "passage"):
+            raise ValueError(f"kind must be 'query', 'passage' or None, got {kind!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if show_progress is None:
+            show_progress = len(items) > 1000
+        emb = np.ascontiguousarray(self._encode(items, kind, batch_size, show_progress), dtype=np.float32)
+        return emb[0] if single else emb
+
+    def spec(self) -> dict[str, Any]:
+        """A JSON-serialisable description that :func:`medrank.encoders.load_encoder` can rebuild."""
+        return {"name": self.name}

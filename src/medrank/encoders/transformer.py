@@ -1,0 +1,245 @@
+"""A Hugging Face transformer encoder with mean or CLS pooling.
+
+Loads any ``transformers`` model folder or hub id, and reads
+sentence-transformers folders (``modules.json``, ``1_Pooling/config.json``,
+``config_sentence_transformers.json``) to pick the pooling mode, the maximum
+length and query/passage prompts, so the same weights behave the same way as
+under sentence-transformers.
+
+Speed: every batch is tokenised once up front with the fast (Rust) tokenizer,
+texts are sorted by *token* length (sentence-transformers sorts by character
+length) so padding is minimal, and the forward pass runs under
+``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from medrank.encoders.base import Encoder, TextKind
+
+Pooling = Literal["mean", "cls"]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def sentence_transformers_settings(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Pooling mode, max length and prompts declared by a sentence-transformers folder (if any)."""
+    p = Path(path)
+    out: dict[str, Any] = {}
+    if not p.is_dir():
+        return out
+    pool_cfg = p / "1_Pooling" / "config.json"
+    if pool_cfg.exists():
+        cfg = _read_json(pool_cfg)
+        if cfg.get("pooling_mode_cls_token"):
+            out["pooling"] = "cls"
+        elif cfg.get("pooling_mode_mean_tokens"):
+            out["pooling"] = "mean"
+    sb = p / "sentence_bert_config.json"
+    if sb.exists():
+        out["max_length"] = int(_read_json(sb).get("max_seq_length", 512))
+    st = p / "config_sentence_transformers.json"
+    if st.exists():
+        prompts = _read_json(st).get("prompts") or {}
+        if "query" in prompts:
+            out["query_prompt"] = prompts["query"]
+        if "passage" in prompts:
+            out["passage_prompt"] = prompts["passage"]
+        elif "document" in prompts:
+            out["passage_prompt"] = prompts["document"]
+    return out
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
+    """Mean over non-padding tokens, or the first ([CLS]) token."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+class TransformerEncoder(Encoder):
+    """Encoder over a ``transformers`` model.
+
+    Args:
+        model: a model folder, a hub id (only where a hub is reachable), or an
+            already-built ``transformers.PreTrainedModel``.
+        tokenizer: the tokenizer when ``model`` is a model object.
+        pooling: ``"mean"`` or ``"cls"``; default from the folder's
+            sentence-transformers config, else mean.
+        query_prompt / passage_prompt: prepended to queries / passages.
+        max_length: truncation length in tokens.
+        normalize: L2-normalise the output (on by default; inner product = cosine).
+        name: report name.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | Any,
+        tokenizer: Any | None = None,
+        *,
+        pooling: Pooling | None = None,
+        query_prompt: str | None = None,
+        passage_prompt: str | None = None,
+        max_length: int | None = None,
+        normalize: bool = True,
+        device: str = "cpu",
+        name: str | None = None,
+    ) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        settings: dict[str, Any] = {}
+        if isinstance(model, (str, os.PathLike)):
+            self.model_path: str | None = str(model)
+            settings = sentence_transformers_settings(model)
+            self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_path)
+            self.model = AutoModel.from_pretrained(self.model_path)
+        else:
+            if tokenizer is None:
+                raise ValueError("pass the tokenizer together with a model object")
+            self.model_path = None
+            self.model, self.tokenizer = model, tokenizer
+        self.pooling: Pooling = pooling or settings.get("pooling", "mean")
+        if self.pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling must be 'mean' or 'cls', got {self.pooling!r}")
+        self.query_prompt = query_prompt if query_prompt is not None else settings.get("query_prompt", "")
+        self.passage_prompt = (
+            passage_prompt if passage_prompt is not None else settings.get("passage_prompt", "")
+        )
+        limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
+        # RoBERTa-style models reserve two positions for the padding offset.
+        if getattr(self.model.config, "model_type", "") in ("xlm-roberta", "roberta"):
+            limit -= 2
+        self.max_length = min(max_length or settings.get("max_length", 512), limit)
+        self.normalize = normalize
+        self.device = torch.device(device)
+        self.model.to(self.device).eval()
+        self.name = name or (Path(self.model_path).name if self.model_path else type(self.model).__name__)
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def _prompt(self, kind: TextKind | None) -> str:
+        if kind == "query":
+            return self.query_prompt
+        if kind == "passage":
+            return self.passage_prompt
+        return ""
+
+    def tokenize(self, texts: list[str], kind: TextKind | None = None) -> dict[str, torch.Tensor]:
+        """Tokenise with the prompt for ``kind``, padded to the longest text (for training loops)."""
+        prompt = self._prompt(kind)
+        batch = self.tokenizer(
+            [prompt + t for t in texts],
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Differentiable pooled (and optionally normalised) embeddings, for training."""
+        out = self.model(**features)
+        emb = pool(out.last_hidden_state, features["attention_mask"], self.pooling)
+        if self.normalize:
+            emb = torch.nn.functional.normalize(emb, dim=-1)
+        return emb
+
+    def _encode(
+        self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool
+    ) -> np.ndarray:
+        prompt = self._prompt(kind)
+        enc = self.tokenizer(
+            [prompt + t for t in texts],
+            truncation=True,
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        order = np.argsort([-len(ids) for ids in enc], kind="stable")
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        was_training = self.model.training
+        self.model.eval()
+        with torch.inference_mode():
+            for start in tqdm(
+                range(0, len(texts), batch_size),
+                desc=f"encode[{self.name}]",
+                disable=not show_progress,
+                unit="batch",
+            ):
+                idx = order[start : start + batch_size]
+                longest = len(enc[idx[0]])
+                ids = torch.full((len(idx), longest), pad_id, dtype=torch.long)
+                mask = torch.zeros((len(idx), longest), dtype=torch.long)
+                for row, i in enumerate(idx):
+                    seq = enc[i]
+                    ids[row, : len(seq)] = torch.as_tensor(seq)
+                    mask[row, : len(seq)] = 1
+                features = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+                hidden = self.model(**features).last_hidden_state
+                emb = pool(hidden, features["attention_mask"], self.pooling)
+                if self.normalize:
+                    emb = torch.nn.functional.normalize(emb, dim=-1)
+                out[idx] = emb.float().cpu().numpy()
+        if was_training:
+            self.model.train()
+        return out
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save weights (safetensors), tokenizer and pooling/prompt settings atomically."""
+        from medrank.utils.io import atomic_dir
+
+        with atomic_dir(path) as tmp:
+            self.model.save_pretrained(tmp, safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp)
+            (tmp / "1_Pooling").mkdir(exist_ok=True)
+            (tmp / "2_Normalize").mkdir(exist_ok=True)
+            with open(tmp / "1_Pooling" / "config.json", "w", encoding="utf-8") as fh:
+                json.dump(
+                    {
+                        "word_embedding_dimension": self.dim,
+                        "pooling_mode_cls_token": self.pooling == "cls",
+                        "pooling_mode_mean_tokens": self.pooling == "mean",
+                    },
+                    fh,
+                )
+            with open(tmp / "sentence_bert_config.json", "w", encoding="utf-8") as fh:
+                json.dump({"max_seq_length": self.max_length, "do_lower_case": False}, fh)
+            with open(tmp / "config_sentence_transformers.json", "w", encoding="utf-8") as fh:
+                json.dump({"prompts": {"query": self.query_prompt, "passage": self.passage_prompt}}, fh)
+            with open(tmp / "modules.json", "w", encoding="utf-8") as fh:
+                json.dump(
+                    [
+                        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+                    ],
+                    fh,
+                )
+        self.model_path = str(path)
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.model_path,
+            "pooling": self.pooling,
+            "query_prompt": self.query_prompt,
+            "passage_prompt": self.passage_prompt,
+            "max_length": self.max_length,
+            "normalize": self.normalize,
+        }

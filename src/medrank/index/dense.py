@@ -1,0 +1,180 @@
+"""Dense vector index over faiss.
+
+Vectors are L2-normalised by the encoder, so inner product is cosine. The
+default is exact search (``IndexFlatIP``); ``factory="hnsw"`` builds an HNSW
+graph (``M`` links, ``ef_search`` at query time) and ``factory="ivf"`` an
+inverted file with ``nlist`` cells probed ``nprobe`` at a time, for large
+collections where exact search is too slow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from medrank.encoders.base import Encoder
+from medrank.index.base import Index, IndexFormatError, register, top_items
+from medrank.records import Ranking
+
+
+@register
+class DenseIndex(Index):
+    """Encoder + faiss. ``encoder`` may be ``None`` when only :meth:`search_vectors` is used."""
+
+    kind: ClassVar[str] = "dense"
+
+    def __init__(
+        self,
+        encoder: Encoder | None,
+        factory: str = "flat",
+        hnsw_m: int = 32,
+        ef_search: int = 128,
+        ef_construction: int = 200,
+        nlist: int | None = None,
+        nprobe: int = 16,
+        batch_size: int = 128,
+        show_progress: bool | None = None,
+    ) -> None:
+        super().__init__()
+        if factory not in ("flat", "hnsw", "ivf"):
+            raise ValueError(f"factory must be 'flat', 'hnsw' or 'ivf', got {factory!r}")
+        self.encoder = encoder
+        self.factory = factory
+        self.hnsw_m, self.ef_search, self.ef_construction = hnsw_m, ef_search, ef_construction
+        self.nlist, self.nprobe = nlist, nprobe
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.faiss_index: Any = None
+        self._items = np.array([], dtype=object)
+        self._n_unique = 0
+
+    # -- faiss plumbing ---------------------------------------------------------------------------
+    def _new_faiss(self, dim: int, train: np.ndarray | None) -> Any:
+        import faiss
+
+        if self.factory == "flat":
+            return faiss.IndexFlatIP(dim)
+        if self.factory == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = self.ef_construction
+            index.hnsw.efSearch = self.ef_search
+            return index
+        nlist = self.nlist or max(1, int(4 * np.sqrt(len(train) if train is not None else 1)))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        if train is None or len(train) < nlist:
+            raise ValueError(f"IVF with nlist={nlist} needs at least {nlist} vectors to train")
+        index.train(train)
+        index.nprobe = self.nprobe
+        return index
+
+    def _require_encoder(self) -> Encoder:
+        if self.encoder is None:
+            raise RuntimeError("this DenseIndex has no encoder; pass encoder= or use *_vectors methods")
+        return self.encoder
+
+    def encode_entries(self, texts: list[str]) -> np.ndarray:
+        return self._require_encoder().encode(
+            texts, kind="passage", batch_size=self.batch_size, show_progress=self.show_progress
+        )
+
+    def _build(self) -> None:
+        self.build_from_vectors(self.encode_entries(self.entry_texts))
+
+    def build_from_vectors(self, vectors: np.ndarray) -> None:
+        """(Re)build the faiss index from precomputed entry vectors aligned with the entries."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(self.entry_ids):
+            raise ValueError(f"expected ({len(self.entry_ids)}, dim) vectors, got {vectors.shape}")
+        self.faiss_index = self._new_faiss(vectors.shape[1], vectors)
+        self.faiss_index.add(vectors)
+        self._items = np.array(self.entry_items, dtype=object)
+        self._n_unique = len(set(self.entry_items))
+
+    def _add(self, start: int) -> None:
+        vectors = self.encode_entries(self.entry_texts[start:])
+        if self.faiss_index is None:
+            self.build_from_vectors(vectors)
+            return
+        self.faiss_index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        self._items = np.array(self.entry_items, dtype=object)
+        self._n_unique = len(set(self.entry_items))
+
+    def search_vectors(self, qids: list[str], vectors: np.ndarray, k: int) -> list[Ranking]:
+        """Search with precomputed query vectors."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim == 1:
+            vectors = vectors[None]
+        n_items = self._n_unique
+        depth = k if n_items == len(self._items) else min(len(self._items), k * 4)
+        results: list[Ranking | None] = [None] * len(qids)
+        pending = list(range(len(qids)))
+        while pending:
+            scores, idx = self.faiss_index.search(vectors[pending], min(depth, len(self._items)))
+            still = []
+            for row, qi in enumerate(pending):
+                ids, sc = top_items(self._items, idx[row], scores[row], k)
+                if len(ids) < min(k, n_items) and depth < len(self._items):
+                    still.append(qi)
+                    continue
+                results[qi] = Ranking(qids[qi], tuple(ids), tuple(sc))
+            pending = still
+            depth = min(len(self._items), depth * 4)
+        return [r for r in results if r is not None]
+
+    def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
+        q = self._require_encoder().encode(texts, kind="query", batch_size=self.batch_size, show_progress=False)
+        return self.search_vectors(qids, q, k)
+
+    def vectors(self) -> np.ndarray:
+        """All entry vectors (reconstructed from faiss)."""
+        return self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)
+
+    # -- persistence -------------------------------------------------------------------------
+    def _save(self, path: Path) -> None:
+        import faiss
+
+        faiss.write_index(self.faiss_index, str(path / "vectors.faiss"))
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "factory": self.factory,
+            "hnsw_m": self.hnsw_m,
+            "ef_search": self.ef_search,
+            "ef_construction": self.ef_construction,
+            "nlist": self.nlist,
+            "nprobe": self.nprobe,
+            "encoder": self.encoder.spec() if self.encoder is not None else None,
+        }
+
+    @classmethod
+    def _from_saved(cls, path: Path, config: dict[str, Any], **kwargs: Any) -> DenseIndex:
+        import faiss
+
+        encoder = kwargs.pop("encoder", None)
+        if encoder is None and config.get("encoder") and kwargs.pop("load_encoder", True):
+            from medrank.encoders import load_encoder
+
+            encoder = load_encoder(config["encoder"])
+        cfg = {k: v for k, v in config.items() if k != "encoder"}
+        index = cls(encoder, **cfg, **kwargs)
+        vec_path = path / "vectors.faiss"
+        if not vec_path.exists():
+            raise IndexFormatError(f"{path}: vectors.faiss missing")
+        index.faiss_index = faiss.read_index(str(vec_path))
+        if index.factory == "hnsw":
+            index.faiss_index.hnsw.efSearch = index.ef_search
+        if index.factory == "ivf":
+            index.faiss_index.nprobe = index.nprobe
+        return index
+
+    def _load_entries(self, path: Path) -> None:
+        super()._load_entries(path)
+        if self.faiss_index.ntotal != len(self.entry_ids):
+            raise IndexFormatError(
+                f"{path}: {self.faiss_index.ntotal} vectors but {len(self.entry_ids)} entries (corrupt index)"
+            )
+        self._items = np.array(self.entry_items, dtype=object)
+        self._n_unique = len(set(self.entry_items))

@@ -1,0 +1,120 @@
+"""Hybrid retrieval: fuse the rankings of several indexes over the same entries.
+
+Two fusion rules:
+
+* ``"rrf"`` — reciprocal rank fusion (Cormack et al., SIGIR 2009):
+  ``score(d) = Σ_i w_i / (rrf_k + rank_i(d))`` with ranks from 1; robust to
+  score scales, the usual default.
+* ``"linear"`` — min-max normalise each ranking's scores to [0, 1] over its
+  top-``depth`` list, then ``Σ_i w_i · s_i(d)`` (items absent from a list get 0).
+
+Each component retrieves ``depth`` items per query before fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from medrank.index.base import Index, load_index, register
+from medrank.records import Ranking
+
+
+def fuse_rankings(
+    rankings: Sequence[Ranking], method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = 60
+) -> list[tuple[str, float]]:
+    """Fuse rankings of one query into ``[(item, score)]`` sorted by descending score.
+
+    Ties are broken by first appearance (earlier component, then higher rank).
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(rankings)} rankings but {len(weights)} weights")
+    fused: dict[str, float] = {}
+    for ranking, w in zip(rankings, weights, strict=True):
+        if method == "rrf":
+            for rank, item in enumerate(ranking.ids, 1):
+                fused[item] = fused.get(item, 0.0) + w / (rrf_k + rank)
+        elif method == "linear":
+            if not ranking.ids:
+                continue
+            lo, hi = min(ranking.scores), max(ranking.scores)
+            span = hi - lo
+            for item, s in zip(ranking.ids, ranking.scores, strict=True):
+                norm = (s - lo) / span if span > 0 else 1.0
+                fused[item] = fused.get(item, 0.0) + w * norm
+        else:
+            raise ValueError(f"fusion method must be 'rrf' or 'linear', got {method!r}")
+    order = {item: i for i, item in enumerate(fused)}
+    return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+@register
+class HybridIndex(Index):
+    """Several indexes (e.g. BM25 + dense) over the same entries, fused per query."""
+
+    kind: ClassVar[str] = "hybrid"
+
+    def __init__(
+        self,
+        components: Sequence[Index],
+        method: str = "rrf",
+        weights: Sequence[float] | None = None,
+        depth: int = 100,
+        rrf_k: int = 60,
+    ) -> None:
+        super().__init__()
+        if len(components) < 2:
+            raise ValueError("a hybrid index needs at least two component indexes")
+        if method not in ("rrf", "linear"):
+            raise ValueError(f"fusion method must be 'rrf' or 'linear', got {method!r}")
+        self.components = list(components)
+        self.method = method
+        self.weights = list(weights) if weights is not None else [1.0] * len(self.components)
+        if len(self.weights) != len(self.components):
+            raise ValueError(f"{len(self.components)} components but {len(self.weights)} weights")
+        self.depth = depth
+        self.rrf_k = rrf_k
+
+    def _build(self) -> None:
+        for c in self.components:
+            c.build(self.entry_ids, self.entry_texts, self.entry_items)
+
+    def _add(self, start: int) -> None:
+        for c in self.components:
+            c.add(self.entry_ids[start:], self.entry_texts[start:], self.entry_items[start:])
+
+    def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
+        from medrank.records import Query
+
+        queries = [Query(q, t) if t.strip() else q for q, t in zip(qids, texts, strict=True)]
+        per_component = []
+        for c in self.components:
+            valid = [q for q in queries if isinstance(q, Query)]
+            rankings = {r.query_id: r for r in c.search(valid, k=max(k, self.depth))} if valid else {}
+            per_component.append(rankings)
+        out = []
+        for qid in qids:
+            parts = [comp.get(qid, Ranking(qid, (), ())) for comp in per_component]
+            fused = fuse_rankings(parts, self.method, self.weights, self.rrf_k)[:k]
+            out.append(Ranking.from_pairs(qid, fused))
+        return out
+
+    def _save(self, path: Path) -> None:
+        for i, c in enumerate(self.components):
+            c.save(path / f"component{i}")
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "weights": self.weights,
+            "depth": self.depth,
+            "rrf_k": self.rrf_k,
+            "n_components": len(self.components),
+        }
+
+    @classmethod
+    def _from_saved(cls, path: Path, config: dict[str, Any], **kwargs: Any) -> HybridIndex:
+        components = [load_index(path / f"component{i}", **kwargs) for i in range(config["n_components"])]
+        return cls(components, config["method"], config["weights"], config["depth"], config["rrf_k"])

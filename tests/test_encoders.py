@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from medrank.encoders import TransformerEncoder
+from medrank.encoders.transformer import pool
+
+
+def test_encode_shapes_and_unit_norm(tiny_encoder):
+    emb = tiny_encoder.encode(["fever and cough", "chest pain", "头痛"])
+    assert emb.shape == (3, 32) and emb.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    single = tiny_encoder.encode("chest pain")
+    np.testing.assert_allclose(single, emb[1], atol=1e-5)
+
+
+def test_length_sorted_batching_matches_one_by_one(tiny_encoder):
+    texts = ["fever", "chest pain back pain nausea vomiting rash", "cough", "heart attack hypertension"]
+    batched = tiny_encoder.encode(texts, batch_size=3)
+    single = np.stack([tiny_encoder.encode(t) for t in texts])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+
+
+def test_prompts_change_query_but_not_plain_kind(tiny_encoder):
+    tiny_encoder.query_prompt = "fever "
+    q = tiny_encoder.encode("cough", kind="query")
+    plain = tiny_encoder.encode("cough")
+    assert not np.allclose(q, plain)
+    np.testing.assert_allclose(tiny_encoder.encode("fever cough"), q, atol=1e-5)
+
+
+def test_pooling_mean_ignores_padding():
+    hidden = torch.tensor([[[1.0, 1.0], [3.0, 3.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert pool(hidden, mask, "mean").tolist() == [[2.0, 2.0]]
+    assert pool(hidden, mask, "cls").tolist() == [[1.0, 1.0]]
+
+
+def test_bad_inputs(tiny_encoder):
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        tiny_encoder.encode(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="kind"):
+        tiny_encoder.encode(["ok"], kind="doc")  # type: ignore[arg-type]
+    assert tiny_encoder.encode([]).shape == (0, 32)
+
+
+def test_save_reload_roundtrip(tiny_encoder, tmp_path):
+    tiny_encoder.save(tmp_path / "enc")
+    again = TransformerEncoder(tmp_path / "enc")
+    texts = ["fever cough", "乳腺癌"]
+    np.testing.assert_allclose(again.encode(texts), tiny_encoder.encode(texts), atol=1e-5)
+    assert (tmp_path / "enc" / "model.safetensors").exists()
+    assert again.pooling == "mean"
+
+
+def test_sentence_transformers_loads_our_saved_folder(tiny_encoder, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    tiny_encoder.save(tmp_path / "enc")
+    st = SentenceTransformer(str(tmp_path / "enc"), device="cpu")
+    texts = ["fever cough", "chest pain"]
+    np.testing.assert_allclose(st.encode(texts), tiny_encoder.encode(texts), atol=1e-5)

@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from medrank.index import BM25Index, DenseIndex, HybridIndex, IndexFormatError, fuse_rankings, load_index
+from medrank.index.tokenize import LexicalTokenizer, TokenizerConfig
+from medrank.index.topk import topk_stable
+from medrank.records import Query, Ranking
+
+DOCS = [
+    "chest pain radiating to the left arm",
+    "chronic cough with fever",
+    "fever and headache in children",
+    "breast cancer screening",
+    "headache after head injury",
+    "abdominal pain with nausea and vomiting",
+]
+
+
+def reference_bm25(docs_tokens, query_tokens, k1=1.2, b=0.75):
+    """Lucene BM25 (Kamphuis et al., ECIR 2020), written out independently of bm25s."""
+    n = len(docs_tokens)
+    avgdl = sum(len(d) for d in docs_tokens) / n
+    df = Counter(t for d in docs_tokens for t in set(d))
+    scores = []
+    for d in docs_tokens:
+        tf = Counter(d)
+        s = 0.0
+        for t in query_tokens:
+            if tf[t] == 0:
+                continue
+            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+            s += idf * tf[t] / (tf[t] + k1 * (1 - b + b * len(d) / avgdl))
+        scores.append(s)
+    return np.array(scores)
+
+
+def test_bm25_matches_reference_implementation():
+    ids = [f"d{i}" for i in range(len(DOCS))]
+    index = BM25Index(language="en").build(ids, DOCS)
+    tok = LexicalTokenizer(TokenizerConfig(language="en"))
+    for q in ["headache with fever", "pain", "breast cancers", "nausea vomiting abdominal pain"]:
+        ref = reference_bm25([tok(d) for d in DOCS], tok(q))
+        np.testing.assert_allclose(index.query_scores(q), ref, rtol=1e-5)
+        ranking = index.search(q, k=3)[0]
+        expected = [ids[i] for i in np.argsort(-ref, kind="stable")[:3] if ref[i] > 0]
+        assert list(ranking.ids) == expected
+
+
+def test_bm25_english_stemming_and_no_match():
+    index = BM25Index(language="en").build(["a", "b"], ["Cancers of the breast", "heart attack"])
+    assert index.search("breast cancer", k=2)[0].ids == ("a",)
+    assert index.search("zzz unknown", k=2)[0].ids == ()
+
+
+def test_chinese_tokenizers():
+    char = LexicalTokenizer(TokenizerConfig(language="zh", zh_mode="char"))
+    assert char("高血压") == ["高", "血", "压", "高血", "血压"]
+    assert "iv" in char("乳腺癌IV期")
+    jieba_tok = LexicalTokenizer(TokenizerConfig(language="zh", zh_mode="jieba"))
+    assert "高血压" in jieba_tok("高血压冠心病")
+    auto = LexicalTokenizer(TokenizerConfig(language="auto"))
+    toks = auto("头痛 headaches")
+    assert "头痛" in toks and "headach" in toks
+
+
+def test_items_aggregate_synonyms_max_score():
+    index = BM25Index(language="en").build(
+        ["c1#0", "c1#1", "c2#0"], ["myocardial infarction", "heart attack", "heart failure"], ["c1", "c1", "c2"]
+    )
+    r = index.search("heart attack", k=5)[0]
+    assert r.ids == ("c1", "c2")  # c1 once, via its synonym
+    assert len(set(r.ids)) == len(r.ids)
+
+
+def test_dense_exact_search_and_roundtrip(tiny_encoder, tmp_path):
+    ids = [f"d{i}" for i in range(len(DOCS))]
+    index = DenseIndex(tiny_encoder).build(ids, DOCS)
+    queries = [Query("q1", "fever headache"), Query("q2", "breast cancer")]
+    before = index.search(queries, k=4)
+    # exact inner product = brute force over normalised vectors
+    vecs = tiny_encoder.encode(DOCS, kind="passage")
+    q = tiny_encoder.encode("fever headache", kind="query")
+    brute = [ids[i] for i in np.argsort(-(vecs @ q), kind="stable")[:4]]
+    assert list(before[0].ids) == brute
+    index.save(tmp_path / "dense")
+    again = load_index(tmp_path / "dense", encoder=tiny_encoder)
+    after = again.search(queries, k=4)
+    assert [r.ids for r in after] == [r.ids for r in before]
+    np.testing.assert_allclose([r.scores for r in after], [r.scores for r in before], rtol=1e-6)
+
+
+def test_dense_add_and_hnsw(tiny_encoder):
+    index = DenseIndex(tiny_encoder, factory="hnsw").build(["a", "b"], DOCS[:2])
+    index.add(["c", "d"], DOCS[2:4])
+    assert len(index) == 4
+    assert index.search(DOCS[3], k=1)[0].ids == ("d",)
+    with pytest.raises(ValueError, match="already indexed"):
+        index.add(["a"], ["dup"])
+
+
+def test_bm25_add_and_save_roundtrip(tmp_path):
+    index = BM25Index(language="auto").build(["a", "b"], ["高血压", "fever and cough"])
+    index.add(["c"], ["头痛头晕"])
+    before = index.search(["头痛", "cough", "血压"], k=2)
+    index.save(tmp_path / "bm25")
+    after = load_index(tmp_path / "bm25").search(["头痛", "cough", "血压"], k=2)
+    assert before == after
+
+
+def test_hybrid_rrf_and_roundtrip(tiny_encoder, tmp_path):
+    ids = [f"d{i}" for i in range(len(DOCS))]
+    index = HybridIndex([BM25Index(language="en"), DenseIndex(tiny_encoder)], method="rrf", depth=6)
+    index.build(ids, DOCS)
+    r = index.search("fever headache", k=3)[0]
+    assert len(r.ids) == 3
+    index.save(tmp_path / "hyb")
+    again = load_index(tmp_path / "hyb", encoder=tiny_encoder)
+    assert again.search("fever headache", k=3)[0] == r
+
+
+def test_fuse_rankings_hand_computed():
+    a = Ranking("q", ("x", "y"), (2.0, 1.0))
+    b = Ranking("q", ("y", "z"), (0.9, 0.1))
+    fused = dict(fuse_rankings([a, b], "rrf", rrf_k=60))
+    assert fused["y"] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused["x"] == pytest.approx(1 / 61)
+    lin = fuse_rankings([a, b], "linear", weights=[0.5, 0.5])
+    # min-max: a -> x 1, y 0 ; b -> y 1, z 0
+    assert dict(lin) == {"x": 0.5, "y": 0.5, "z": 0.0}
+    assert lin[0][0] == "x"  # tie broken by first appearance
+
+
+def test_topk_stable_ties():
+    s = np.array([1.0, 3.0, 3.0, 2.0, 3.0])
+    assert topk_stable(s, 2).tolist() == [1, 2]
+    assert topk_stable(s, 5).tolist() == [1, 2, 4, 3, 0]
+
+
+def test_bad_inputs_and_corrupt_index(tmp_path):
+    index = BM25Index()
+    with pytest.raises(RuntimeError, match="empty"):
+        index.search("x")
+    with pytest.raises(ValueError, match="3 ids but 2 texts"):
+        index.build(["a", "b", "c"], ["x", "y"])
+    index.build(["a"], ["fever"])
+    with pytest.raises(ValueError, match="positive"):
+        index.search("fever", k=0)
+    with pytest.raises(TypeError):
+        index.search([1])  # type: ignore[list-item]
+    index.save(tmp_path / "ix")
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    manifest["format_version"] = 999
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="version 999"):
+        load_index(tmp_path / "ix")
+    with pytest.raises(IndexFormatError, match="not a medrank index"):
+        load_index(tmp_path)
+
+
+def test_atomic_save_keeps_old_index_on_failure(tmp_path, monkeypatch):
+    index = BM25Index().build(["a"], ["fever"])
+    index.save(tmp_path / "ix")
+
+    def boom(self, path):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(BM25Index, "_save", boom)
+    with pytest.raises(OSError):
+        BM25Index().build(["b"], ["cough"]).save(tmp_path / "ix")
+    assert load_index(tmp_path / "ix").search("fever", k=1)[0].ids == ("a",)
+    assert [p.name for p in tmp_path.iterdir()] == ["ix"]
