@@ -6,6 +6,7 @@ entries changes every score. Re-indexing 50k short texts takes about a second.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,6 +16,13 @@ from medrank.index.base import Index, register, top_items
 from medrank.index.tokenize import LexicalTokenizer, TokenizerConfig
 from medrank.index.topk import topk_stable
 from medrank.records import Ranking
+
+
+def _bm25s() -> Any:
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its logger to DEBUG on import
+    return bm25s
 
 
 @register
@@ -48,7 +56,7 @@ class BM25Index(Index):
         self._n_unique = 0
 
     def _new_retriever(self) -> Any:
-        import bm25s
+        bm25s = _bm25s()
 
         return bm25s.BM25(**self.params)
 
@@ -97,8 +105,7 @@ class BM25Index(Index):
 
     @classmethod
     def _from_saved(cls, path: Path, config: dict[str, Any], **kwargs: Any) -> BM25Index:
-        import bm25s
-
+        bm25s = _bm25s()
         index = cls(tokenizer=TokenizerConfig.from_dict(config["tokenizer"]), **config["params"])
         index.retriever = bm25s.BM25.load(str(path / "bm25s"), show_progress=False, verbosity=0)
         return index

@@ -1,0 +1,32 @@
+# Two set-up commands on a fresh machine: `make demo` (main job) and `make test` (test suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.medrank-installed
+
+.PHONY: install demo test test-slow lint bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch is pinned in pyproject (2.13.0 = the CPU build); install it first so nothing pulls a CUDA build.
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(VENV)/bin/medrank demo
+
+test: install
+	$(PY) -m pytest
+
+test-slow: install
+	$(PY) -m pytest -m slow
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+
+bench: install
+	$(PY) bench/run_all.py

@@ -1,0 +1,240 @@
+"""NCBI disease corpus and the MEDIC vocabulary (disease mention normalisation).
+
+Files (``<data root>/ncbi-disease``, see its README): ``NCBItrainset_corpus.txt``
+and ``NCBIdevelopset_corpus.txt`` (PubTator, see :mod:`medrank.data.pubtator`)
+and ``medic_06Jul2012.txt`` (MEDIC, ``ids||name|synonym|...``).
+
+Conventions
+-----------
+* **Ids.** Bare numeric ids (MEDIC's OMIM numbers, rare in the corpus) become
+  ``OMIM:######``; a ``MESH:`` prefix (newer PubTator releases) is removed, so
+  MeSH ids are plain ``D######``/``C######`` everywhere.
+* **MEDIC concepts.** One concept per line: ``id`` = first id, ``alt_ids`` =
+  the other ids of the line, ``name`` = first name, ``synonyms`` = the rest.
+  The line ``C||Diseases`` (the root of the MeSH disease tree, id ``C``) is
+  legitimate and kept.
+* **Gold ids.** The concept column is split on ``|`` (composite mention: any of
+  these) and ``+`` (a mention needing several concepts); both give a *set* of
+  gold ids. Each gold id is resolved through the map
+  ``id or alt_id -> concept ids`` (:func:`concept_id_map`); an id that is
+  listed on more than one MEDIC line (OMIM 260350 is its own line and an
+  alt id of D010190) resolves to all of them. ``qrels[qid]`` = every resolved
+  concept id, grade 1.
+* **Unmappable mentions are dropped.** A mention none of whose gold ids
+  resolves (or with no id, ``-1``) is not a query; it is counted in
+  :attr:`ConceptDataset.unmapped` (BioSyn also drops unmappable mentions).
+  Ids of a kept mention that do not resolve are listed in
+  ``meta["unresolved_ids"]``.
+* **Evaluation (BioSyn convention).** A prediction is correct if it shares
+  any id with the gold set. With the qrels above, Acc@k is "any relevant
+  concept in the top k" (hit rate at k); for ``+`` mentions a single
+  component concept counts as correct, exactly as in BioSyn.
+* **Query ids** are ``f"{pmid}:{start}-{end}"``; an exact duplicate document
+  (PMID 8528200 occurs twice, identically, in the training file) is skipped
+  with a log message, and any other colliding id gets a ``#2``, ``#3`` suffix.
+  ``meta``: ``pmid``, ``start``, ``end``, ``class`` (mention class / entity
+  type), ``raw_ids`` (the concept column verbatim), ``ids`` (normalised gold
+  ids), ``unresolved_ids``, ``individual_mentions``, ``offset_ok``, ``line``,
+  ``n_unmapped`` (always 0 for a kept mention). The query text is the mention
+  string with surrounding whitespace removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from medrank.config import dataset_dir
+from medrank.data.errors import DataFormatError
+from medrank.data.pubtator import PubTatorDocument, parse_pubtator
+from medrank.records import Concept, ConceptDataset, Qrels, Query
+
+log = logging.getLogger(__name__)
+
+DATASET = "ncbi-disease"
+MEDIC_FILE = "medic_06Jul2012.txt"
+SPLIT_FILES = {"train": "NCBItrainset_corpus.txt", "devel": "NCBIdevelopset_corpus.txt"}
+
+PathLike = str | os.PathLike[str]
+
+# MeSH ids (D/C + digits; "C" alone is the disease-tree root), OMIM with or without prefix.
+_MEDIC_ID = re.compile(r"^(?:MESH:)?[CD]\d*$|^(?:OMIM:)?\d+$")
+
+
+def normalise_concept_id(raw: str) -> str:
+    """``"123456"`` -> ``"OMIM:123456"``, ``"MESH:D001"`` -> ``"D001"``; other ids stripped and unchanged."""
+    x = raw.strip()
+    if x.isdigit():
+        return f"OMIM:{x}"
+    if x.upper().startswith("MESH:"):
+        return x[5:]
+    return x
+
+
+def load_medic(path: PathLike) -> tuple[Concept, ...]:
+    """Load MEDIC (``ids||name|synonym|...``) as concepts; raise on lines that break the format."""
+    path = Path(path)
+    concepts: list[Concept] = []
+    first_line: dict[str, int] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if "||" not in line:
+                raise DataFormatError(path, lineno, "missing '||' between the ids and the names")
+            id_part, name_part = line.split("||", 1)
+            raw_ids = id_part.split("|")
+            if not id_part or any(not i.strip() for i in raw_ids):
+                raise DataFormatError(path, lineno, f"empty id in {id_part!r}")
+            bad = [i for i in raw_ids if not _MEDIC_ID.match(i.strip())]
+            if bad:
+                raise DataFormatError(
+                    path, lineno, f"malformed id {bad[0]!r} (expected MeSH D/C id or OMIM number)"
+                )
+            names = name_part.split("|")
+            if any(not n.strip() for n in names):
+                pos = next(k for k, n in enumerate(names) if not n.strip())
+                raise DataFormatError(
+                    path, lineno, f"empty name at position {pos + 1} of the names after '||'"
+                )
+            ids = list(dict.fromkeys(normalise_concept_id(i) for i in raw_ids))
+            if ids[0] in first_line:
+                raise DataFormatError(
+                    path, lineno, f"concept id {ids[0]} already defined on line {first_line[ids[0]]}"
+                )
+            first_line[ids[0]] = lineno
+            names = [n.strip() for n in names]
+            concepts.append(
+                Concept(
+                    id=ids[0],
+                    name=names[0],
+                    synonyms=tuple(names[1:]),
+                    alt_ids=tuple(ids[1:]),
+                    meta={"line": lineno},
+                )
+            )
+    if not concepts:
+        raise DataFormatError(path, None, "no concept lines")
+    return tuple(concepts)
+
+
+def concept_id_map(vocabulary: Iterable[Concept]) -> dict[str, tuple[str, ...]]:
+    """Map every id and alt id to the concept ids that carry it (primary owner first)."""
+    owners: dict[str, list[str]] = {}
+    alt_owners: dict[str, list[str]] = {}
+    for c in vocabulary:
+        owners.setdefault(c.id, []).append(c.id)
+        for a in c.alt_ids:
+            alt_owners.setdefault(a, []).append(c.id)
+    out: dict[str, tuple[str, ...]] = {}
+    for key in dict.fromkeys([*owners, *alt_owners]):
+        out[key] = tuple(dict.fromkeys([*owners.get(key, ()), *alt_owners.get(key, ())]))
+    return out
+
+
+def pubtator_to_dataset(
+    docs: Iterable[PubTatorDocument],
+    vocabulary: tuple[Concept, ...],
+    name: str,
+    entity_type: str | None = None,
+    id_map: Mapping[str, tuple[str, ...]] | None = None,
+) -> ConceptDataset:
+    """Turn PubTator annotations into a :class:`ConceptDataset` (conventions in the module docstring).
+
+    ``entity_type`` keeps only annotations of that type (``None``: all).
+    """
+    id_map = concept_id_map(vocabulary) if id_map is None else id_map
+    queries: list[Query] = []
+    qrels = Qrels()
+    dropped = 0
+    seen_docs: dict[str, tuple[object, ...]] = {}
+    seen_qids: set[str] = set()
+    for doc in docs:
+        signature = (
+            doc.title,
+            doc.abstract,
+            tuple((a.start, a.end, a.type, a.raw_id) for a in doc.annotations),
+        )
+        if seen_docs.get(doc.pmid) == signature:
+            log.info("%s: skipping exact duplicate of document %s (line %d)", name, doc.pmid, doc.line)
+            continue
+        seen_docs.setdefault(doc.pmid, signature)
+        for a in doc.annotations:
+            if entity_type is not None and a.type != entity_type:
+                continue
+            gold = tuple(dict.fromkeys(normalise_concept_id(i) for i in a.ids))
+            resolved: list[str] = []
+            unresolved: list[str] = []
+            for g in gold:
+                hits = id_map.get(g)
+                if hits:
+                    resolved.extend(h for h in hits if h not in resolved)
+                else:
+                    unresolved.append(g)
+            if not resolved:
+                dropped += 1
+                continue
+            qid = f"{a.pmid}:{a.start}-{a.end}"
+            if qid in seen_qids:
+                k = 2
+                while f"{qid}#{k}" in seen_qids:
+                    k += 1
+                qid = f"{qid}#{k}"
+            seen_qids.add(qid)
+            queries.append(
+                Query(
+                    id=qid,
+                    text=a.mention.strip(),
+                    meta={
+                        "pmid": a.pmid,
+                        "start": a.start,
+                        "end": a.end,
+                        "class": a.type,
+                        "raw_ids": a.raw_id,
+                        "ids": gold,
+                        "unresolved_ids": tuple(unresolved),
+                        "individual_mentions": a.individual_mentions,
+                        "offset_ok": a.offset_ok,
+                        "line": a.line,
+                        "n_unmapped": 0,
+                    },
+                )
+            )
+            for cid in resolved:
+                qrels.add(qid, cid, 1)
+    if dropped:
+        log.info("%s: dropped %d mention(s) whose gold ids are not in the vocabulary", name, dropped)
+    return ConceptDataset(
+        name=name, queries=tuple(queries), qrels=qrels, vocabulary=vocabulary, unmapped=dropped
+    )
+
+
+def load_ncbi_disease(
+    split: str = "devel",
+    root: PathLike | None = None,
+    path: PathLike | None = None,
+    vocabulary: tuple[Concept, ...] | None = None,
+) -> ConceptDataset:
+    """NCBI disease mentions (``split`` = ``"devel"`` or ``"train"``, or any PubTator file via ``path``) against MEDIC.
+
+    Evaluation follows BioSyn: a prediction is correct if it shares any id with
+    the gold set, i.e. Acc@k = any relevant concept in the top k. Mentions
+    whose ids do not resolve are dropped and counted in ``unmapped``.
+    ``vocabulary`` overrides MEDIC (default: ``medic_06Jul2012.txt`` under the
+    data root).
+    """
+    if path is None:
+        if split not in SPLIT_FILES:
+            raise ValueError(f"unknown NCBI disease split {split!r}; expected one of {sorted(SPLIT_FILES)}")
+        path = dataset_dir(DATASET, root) / SPLIT_FILES[split]
+        name = f"{DATASET}/{split}"
+    else:
+        path = Path(path)
+        name = f"{DATASET}/{path.stem}"
+    if vocabulary is None:
+        vocabulary = load_medic(dataset_dir(DATASET, root) / MEDIC_FILE)
+    return pubtator_to_dataset(parse_pubtator(path), vocabulary, name)
