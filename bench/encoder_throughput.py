@@ -80,13 +80,15 @@ def main() -> None:
         for threads in (1, 2):
             set_threads(threads)
             ours_sps = time_encode(
-                lambda t: ours.encode(t, kind=kind_prompt, batch_size=args.batch_size, show_progress=False),
+                lambda t, ours=ours, kind=kind_prompt: ours.encode(
+                    t, kind=kind, batch_size=args.batch_size, show_progress=False
+                ),
                 texts,
                 args.repeats,
             )
             st_sps = time_encode(
-                lambda t: st.encode(
-                    t, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=False, **st_kwargs
+                lambda t, st=st, kw=st_kwargs: st.encode(
+                    t, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=False, **kw
                 ),
                 texts,
                 args.repeats,

@@ -139,13 +139,23 @@ def evaluate(
     method: Annotated[list[str], typer.Option(help="bm25 | dense | hybrid (repeatable).")] = ["bm25"],  # noqa: B006
     encoder: Annotated[list[str], typer.Option(help="Encoders for dense/hybrid (repeatable).")] = [],  # noqa: B006
     index_dir: Annotated[Path | None, typer.Option("--index", help="Evaluate a saved index instead.")] = None,
+    model: Annotated[Path | None, typer.Option(help="A trained model / run directory to evaluate.")] = None,
+    option: Annotated[list[str], typer.Option("--set", help="Task option KEY=VALUE (repeatable).")] = [],  # noqa: B006
     report: Annotated[Path | None, typer.Option(help="JSON report path; a .md table is written beside it.")] = None,
 ) -> None:
-    """Score concept retrieval on a split or any file in the visible format."""
+    """Score a dataset's task on a split or on any file in the dataset's visible format.
+
+    Concept datasets (chip-cdn, ncbi-disease, bc5cdr) score retrieval; other
+    datasets dispatch to the evaluator their pipeline registers.
+    """
     from medrank.metrics import to_markdown_table
     from medrank.pipelines.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
-    from medrank.pipelines.concept_data import default_encoder, load_eval_set
+    from medrank.pipelines.concept_data import DATASETS, default_encoder, load_eval_set
     from medrank.utils.io import atomic_write_json, atomic_write_text
+
+    if dataset not in DATASETS:
+        _evaluate_task(dataset, test, split, model, _parse_options(option), report)
+        return
 
     try:
         eval_set = load_eval_set(dataset, split, test, root=_STATE["data"])
@@ -184,6 +194,68 @@ def evaluate(
         console.print(f"report → {report} and {report.with_suffix('.md')}")
 
 
+def _parse_options(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            _fail(f"--set expects KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _evaluate_task(
+    dataset: str, test: Path | None, split: str | None, model: Path | None, options: dict[str, Any], report: Path | None
+) -> None:
+    from medrank.metrics import to_markdown_table
+    from medrank.registry import EVALUATORS
+    from medrank.utils.io import atomic_write_json, atomic_write_text
+
+    if dataset not in EVALUATORS:
+        from medrank.pipelines.concept_data import DATASETS
+
+        _fail(f"unknown dataset {dataset!r}; known: {sorted([*DATASETS, *EVALUATORS])}")
+    try:
+        payload = EVALUATORS[dataset](test, split, model, options)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    systems = payload.get("systems", {})
+    metric_names = payload.get("metric_names") or sorted({m for r in systems.values() for m in r})
+    for name, metrics in systems.items():
+        console.print(f"[bold]{name}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+    if report is not None:
+        atomic_write_json(report, payload)
+        atomic_write_text(report.with_suffix(".md"), to_markdown_table(systems, metric_names) + "\n")
+        console.print(f"report → {report} and {report.with_suffix('.md')}")
+
+
+@app.command()
+def train(
+    config_path: Annotated[Path, typer.Argument(help="JSON or YAML config with a 'task' key.", metavar="CONFIG")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default: from the config).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue after the last complete checkpoint.")] = True,
+) -> None:
+    """Train a model from a config file; checkpoints every epoch and resumes after interruption."""
+    from medrank.registry import TRAINERS, read_config
+
+    try:
+        cfg = read_config(config_path)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    task = cfg["task"]
+    if task not in TRAINERS:
+        _fail(f"unknown task {task!r} in {config_path}; known tasks: {sorted(TRAINERS)}")
+    output_dir = out or Path(cfg.get("output_dir", Path("runs") / f"{task}-{config_path.stem}"))
+    try:
+        summary = TRAINERS[task](cfg, output_dir, resume)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    console.print_json(json.dumps(summary, ensure_ascii=False, default=str))
+
+
 EXAMPLES_ZH = ["左膝退变伴游离体", "糖尿病反复低血糖", "头痛头晕", "陈旧型心梗", "右乳腺癌IV期"]
 
 
@@ -216,6 +288,17 @@ def demo(
     qs = queries or EXAMPLES_ZH
     for q, ranking in zip(qs, retriever.search(qs, k=k), strict=True):
         _print_results(q, retriever.describe(ranking))
+
+
+def _register_plugins() -> None:
+    from medrank.registry import load_plugins
+
+    for module in load_plugins():
+        if hasattr(module, "register"):
+            module.register(app)
+
+
+_register_plugins()
 
 
 if __name__ == "__main__":  # pragma: no cover
