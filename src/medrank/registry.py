@@ -27,7 +27,11 @@ TRAINERS: dict[str, TrainFn] = {}
 EVALUATORS: dict[str, EvalFn] = {}
 
 #: modules that register trainers, evaluators and commands (imported lazily by the CLI)
-PLUGINS: list[str] = []
+PLUGINS: list[str] = [
+    "medrank.pipelines.symptom.cli",
+    "medrank.pipelines.passages.cli",
+    "medrank.pipelines.similar.cli",
+]
 
 
 def register_trainer(task: str) -> Callable[[TrainFn], TrainFn]:
@@ -48,8 +52,19 @@ def register_evaluator(*datasets: str) -> Callable[[EvalFn], EvalFn]:
 
 
 def load_plugins() -> list[Any]:
-    """Import every plugin module; returns the modules (each may define ``register(app)``)."""
-    return [importlib.import_module(name) for name in PLUGINS]
+    """Import every plugin module; returns the modules (each may define ``register(app)``).
+
+    A pipeline whose module is not present in this installation is skipped;
+    any other import error is raised.
+    """
+    modules = []
+    for name in PLUGINS:
+        try:
+            modules.append(importlib.import_module(name))
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise
+    return modules
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
