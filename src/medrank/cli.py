@@ -27,7 +27,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger("medrank")
 
 _STATE: dict[str, Any] = {"data": None}
