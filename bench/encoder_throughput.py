@@ -42,14 +42,22 @@ def chinese_texts(n: int) -> list[str]:
     return zh[: n // 2] + english_texts(n - n // 2)
 
 
-def time_encode(fn, texts: list[str], repeats: int) -> float:
-    fn(texts[:64])  # warm-up
-    best = float("inf")
+def time_pair(fn_a, fn_b, texts: list[str], repeats: int) -> tuple[float, float]:
+    """Best-of-``repeats`` sentences/s of two encoders, runs interleaved (a, b, a, b, …).
+
+    Interleaving keeps slow drifts of a shared machine from favouring either side.
+    """
+    fn_a(texts[:64])  # warm-up
+    fn_b(texts[:64])
+    best_a = best_b = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn(texts)
-        best = min(best, time.perf_counter() - t0)
-    return len(texts) / best
+        fn_a(texts)
+        best_a = min(best_a, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        fn_b(texts)
+        best_b = min(best_b, time.perf_counter() - t0)
+    return len(texts) / best_a, len(texts) / best_b
 
 
 def main() -> None:
@@ -79,14 +87,10 @@ def main() -> None:
         cos = float(np.min(np.sum(a * b, axis=1)))
         for threads in (1, 2):
             set_threads(threads)
-            ours_sps = time_encode(
+            ours_sps, st_sps = time_pair(
                 lambda t, ours=ours, kind=kind_prompt: ours.encode(
                     t, kind=kind, batch_size=args.batch_size, show_progress=False
                 ),
-                texts,
-                args.repeats,
-            )
-            st_sps = time_encode(
                 lambda t, st=st, kw=st_kwargs: st.encode(
                     t, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=False, **kw
                 ),
