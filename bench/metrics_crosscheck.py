@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 
 import common
+
 from medrank.config import data_root
 from medrank.metrics import evaluate
 from medrank.pipelines.concept import ConceptRetriever

