@@ -13,8 +13,9 @@ import argparse
 import time
 
 import common
-from medrank.config import data_root, seed_everything, set_threads
-from medrank.encoders import load_encoder
+
+from medrank.config import cache_dir, data_root, seed_everything, set_threads
+from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.concept import ConceptRetriever
 from medrank.pipelines.concept_data import load_candidates, load_eval_set
 
@@ -31,7 +32,10 @@ def main() -> None:
     queries = [q.text for q in eval_set.queries[: args.queries]]
     concepts = load_candidates("chip-cdn", "vocab")
     encoder = load_encoder("e5-small")
-    dense = ConceptRetriever.build(concepts, method="dense", encoder=encoder, language="zh")
+    # entry vectors come from the embedding cache the zero-shot bench fills; queries are encoded live
+    cached = CachedEncoder(encoder, cache_dir() / "embeddings")
+    dense = ConceptRetriever.build(concepts, method="dense", encoder=cached, language="zh")
+    dense.index.encoder = encoder
     vectors = dense.index.vectors()
     systems = {"dense e5-small (flat)": dense}
     from medrank.index import DenseIndex
@@ -45,8 +49,7 @@ def main() -> None:
     systems["bm25 (char 1-2 grams)"] = ConceptRetriever.build(concepts, method="bm25", language="zh")
     from medrank.index import BM25Index, HybridIndex
 
-    hybrid_index = HybridIndex([systems["bm25 (char 1-2 grams)"].index, dense.index], depth=50)
-    hybrid_index.entry_ids, hybrid_index.entry_texts, hybrid_index.entry_items = ids, texts, items
+    hybrid_index = HybridIndex.from_built([systems["bm25 (char 1-2 grams)"].index, dense.index], depth=50)
     systems["hybrid (rrf)"] = ConceptRetriever(hybrid_index, concepts)
     assert isinstance(systems["bm25 (char 1-2 grams)"].index, BM25Index)
 

@@ -67,8 +67,26 @@ def _build_retriever(
     concepts = load_candidates(dataset, candidates, eval_set=eval_set, root=_STATE["data"])
     encoder = None
     if method in ("dense", "hybrid"):
-        encoder = load_encoder(encoder_name or default_encoder(dataset))
-    return ConceptRetriever.build(concepts, method=method, encoder=encoder, language=default_language(dataset))
+        from medrank.encoders import CachedEncoder
+        from medrank.encoders.registry import ALIASES
+
+        name = encoder_name or default_encoder(dataset)
+        encoder = load_encoder(name)
+        if name.lower() in ALIASES:
+            # packaged weights never change: reuse vocabulary vectors across runs ($MEDRANK_CACHE/embeddings)
+            encoder = CachedEncoder(encoder, config.cache_dir() / "embeddings")
+    retriever = ConceptRetriever.build(concepts, method=method, encoder=encoder, language=default_language(dataset))
+    _uncache_queries(retriever.index)
+    return retriever
+
+
+def _uncache_queries(index: Any) -> None:
+    """Queries must not go through the on-disk cache (it would persist hashes of patient text)."""
+    from medrank.encoders import CachedEncoder
+
+    for part in getattr(index, "components", [index]):
+        if isinstance(getattr(part, "encoder", None), CachedEncoder):
+            part.encoder = part.encoder.encoder
 
 
 @app.command()
