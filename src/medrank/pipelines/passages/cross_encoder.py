@@ -1,0 +1,201 @@
+"""Cross-encoder re-ranking baseline: MiniLM over ``[CLS] entity ; aspect [SEP] passage [SEP]`` → one score.
+
+Built on the all-MiniLM-L6-v2 weights (``AutoModelForSequenceClassification``,
+a fresh 1-output head) and trained on the self-supervised (entity; aspect) →
+passage groups of :mod:`medrank.pipelines.passages.pairs` with the listwise
+softmax loss (task ``passage-cross-encoder``).
+
+Config keys: ``base`` "minilm", ``max_length`` 128, ``group_size`` 8,
+``queries_per_batch`` 4, ``epochs`` 1, ``lr`` 3e-5, ``max_steps_per_epoch``
+(CPU recipe cap), ``seed`` 13, ``valid_fraction`` 0.2, ``min_passages`` 2,
+``threads``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from medrank.data.medquad import PassageCorpus, corpus_from_documents
+from medrank.pipelines.passages.losses import ListwiseSoftmaxLoss
+from medrank.pipelines.passages.pairs import TrainingGroup, query_text, training_groups
+from medrank.pipelines.passages.protocol import query_fields
+from medrank.records import Query
+
+DEFAULTS: dict[str, Any] = {
+    "base": "minilm",
+    "max_length": 128,
+    "group_size": 8,
+    "queries_per_batch": 4,
+    "epochs": 1,
+    "lr": 3e-5,
+    "max_steps_per_epoch": None,
+    "seed": 13,
+    "valid_fraction": 0.2,
+    "min_passages": 2,
+    "threads": None,
+}
+
+
+def load_base(name_or_path: str) -> tuple[Any, Any]:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from medrank.encoders import resolve_model_path
+
+    path = resolve_model_path(name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    return model, tokenizer
+
+
+class CrossEncoderScorer:
+    """Scores (query, passage) text pairs with a sequence-classification model (one logit)."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_length: int = 128) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+
+    def features(self, queries: Sequence[str], passages: Sequence[str]) -> dict[str, torch.Tensor]:
+        return self.tokenizer(
+            list(queries), list(passages), padding=True, truncation="only_second", max_length=self.max_length,
+            return_tensors="pt",
+        )
+
+    def logits(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(**features).logits[:, 0]
+
+    @torch.inference_mode()
+    def score_pairs(
+        self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 64, show_progress: bool = False
+    ) -> np.ndarray:
+        was_training = self.model.training
+        self.model.eval()
+        # Tokenise once, then batch by length so padding stays small.
+        enc = self.tokenizer(list(queries), list(passages), truncation="only_second", max_length=self.max_length)
+        order = np.argsort([-len(x) for x in enc["input_ids"]], kind="stable")
+        out = np.empty(len(queries), dtype=np.float32)
+        pad = self.tokenizer.pad_token_id or 0
+        for s in tqdm(range(0, len(order), batch_size), disable=not show_progress, desc="cross-encoder", unit="batch"):
+            idx = order[s : s + batch_size]
+            longest = max(len(enc["input_ids"][i]) for i in idx)
+            feats = {k: torch.full((len(idx), longest), pad if k == "input_ids" else 0, dtype=torch.long) for k in enc}
+            for r, i in enumerate(idx):
+                for k in enc:
+                    seq = enc[k][i]
+                    feats[k][r, : len(seq)] = torch.as_tensor(seq)
+            out[idx] = self.logits(feats).float().numpy()
+        if was_training:
+            self.model.train()
+        return out
+
+
+class CrossEncoderRanker:
+    """Re-ranks each query's candidates with a trained cross-encoder."""
+
+    name = "Cross-encoder (MiniLM)"
+
+    def __init__(self, scorer: CrossEncoderScorer, corpus: PassageCorpus, show_progress: bool = False) -> None:
+        self.scorer = scorer
+        self.texts = {p.id: p.text for p in corpus.passages}
+        self.show_progress = show_progress
+
+    @classmethod
+    def load(cls, run_dir: str | Path, corpus: PassageCorpus, show_progress: bool = False) -> CrossEncoderRanker:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        run_dir = Path(run_dir)
+        model_dir = run_dir / "model" if (run_dir / "model" / "config.json").exists() else run_dir
+        if not (model_dir / "config.json").exists():
+            raise FileNotFoundError(f"{run_dir} holds no trained cross-encoder (config.json)")
+        meta = json.loads((model_dir / "medrank_cross_encoder.json").read_text()) if (
+            model_dir / "medrank_cross_encoder.json"
+        ).exists() else {}
+        model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        return cls(CrossEncoderScorer(model, tokenizer, int(meta.get("max_length", 128))), corpus, show_progress)
+
+    def score(self, queries: Sequence[Query], candidates: Mapping[str, Sequence[str]]) -> dict[str, np.ndarray]:
+        qs, ps, owners = [], [], []
+        for q in queries:
+            qt = query_text(*query_fields(q))
+            for c in candidates[q.id]:
+                qs.append(qt)
+                ps.append(self.texts[c])
+                owners.append(q.id)
+        flat = self.scorer.score_pairs(qs, ps, show_progress=self.show_progress)
+        out: dict[str, np.ndarray] = {}
+        pos = 0
+        for q in queries:
+            n = len(candidates[q.id])
+            out[q.id] = flat[pos : pos + n]
+            pos += n
+        return out
+
+
+class GroupBatches:
+    def __init__(self, groups: list[TrainingGroup], per_batch: int, seed: int) -> None:
+        self.groups = groups
+        self.per_batch = per_batch
+        self.seed = seed
+
+    def __call__(self, epoch: int) -> list[list[TrainingGroup]]:
+        order = np.random.default_rng(self.seed + epoch).permutation(len(self.groups))
+        return [[self.groups[i] for i in order[s : s + self.per_batch]] for s in range(0, len(order), self.per_batch)]
+
+
+def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
+    from medrank.config import seed_everything, set_threads
+    from medrank.pipelines.passages.cdv import load_split
+    from medrank.training import Trainer
+    from medrank.utils.io import atomic_dir, atomic_write_json
+
+    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k != "task"}}
+    unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
+    if unknown:
+        raise ValueError(f"unknown passage-cross-encoder config keys: {sorted(unknown)}")
+    if cfg["threads"]:
+        set_threads(cfg["threads"])
+    seed_everything(cfg["seed"])
+    output_dir = Path(output_dir)
+    t0 = time.perf_counter()
+    train_docs, _ = load_split(cfg)
+    groups = training_groups(corpus_from_documents(train_docs, "medquad:train"), cfg["group_size"], cfg["seed"])
+    model, tokenizer = load_base(cfg["base"])
+    scorer = CrossEncoderScorer(model, tokenizer, cfg["max_length"])
+    loss = ListwiseSoftmaxLoss()
+    g = cfg["group_size"]
+
+    def loss_fn(batch: list[TrainingGroup]) -> torch.Tensor:
+        qs = [grp.query for grp in batch for _ in grp.passages]
+        ps = [p for grp in batch for p in grp.passages]
+        return loss(scorer.logits(scorer.features(qs, ps)).view(len(batch), g))
+
+    batches = GroupBatches(groups, cfg["queries_per_batch"], cfg["seed"])
+    trainer = Trainer(
+        model, loss_fn, batches, output_dir, epochs=cfg["epochs"], lr=cfg["lr"], scheduler="linear",
+        steps_per_epoch=len(batches(0)), max_steps_per_epoch=cfg["max_steps_per_epoch"], seed=cfg["seed"],
+    )
+    state = trainer.fit(resume=resume)
+    model.eval()
+    with atomic_dir(output_dir / "model") as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "medrank_cross_encoder.json").write_text(json.dumps({"max_length": cfg["max_length"], "train_config": cfg}))
+    summary = {
+        "task": "passage-cross-encoder",
+        "model_dir": str(output_dir / "model"),
+        "training_groups": len(groups),
+        "steps": state.global_step,
+        "final_train_loss": state.history[-1].get("train_loss") if state.history else None,
+        "train_seconds": round(time.perf_counter() - t0, 1),
+    }
+    atomic_write_json(output_dir / "summary.json", summary)
+    return summary

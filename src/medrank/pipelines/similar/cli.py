@@ -1,0 +1,224 @@
+"""CLI plugin of the similar-question pipeline.
+
+Registers
+
+* the trainer task ``similar`` (``medrank train configs/similar/<dataset>/<model>.yaml``),
+* evaluators for ``chip-sts``, ``kuake-qqr``, ``medical-question-pairs`` and
+  ``rqe`` (``medrank evaluate --dataset chip-sts --model RUN [--test FILE]``),
+* ``medrank similar "<question>"`` — BM25 top-20 recall + matcher re-ranking
+  over a question corpus,
+* ``medrank make-pairs`` — labelled training pairs from an unlabelled question list.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from medrank.data.questions import PAIR_DATASETS, QuestionPair, load_question_pairs, split_pairs
+from medrank.registry import register_evaluator, register_trainer
+
+SPLITS = ("valid", "train", "all")
+
+
+@register_trainer("similar")
+def train_similar(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    """``medrank train`` entry point: one configured experiment (see :mod:`.experiment`)."""
+    from medrank.pipelines.similar.experiment import run_experiment
+
+    summary = run_experiment(config, output_dir, resume=resume)
+    return {k: v for k, v in summary.items() if k != "history"} | {"output_dir": str(output_dir)}
+
+
+def _run_dirs(model: Path) -> list[Path]:
+    """A matcher folder, a run with ``matcher/``, or a folder of such runs (sorted)."""
+    if (model / "matcher.json").exists() or (model / "matcher" / "matcher.json").exists():
+        return [model]
+    runs = sorted(p for p in model.iterdir() if p.is_dir() and (p / "matcher" / "matcher.json").exists()) if model.is_dir() else []
+    if not runs:
+        raise FileNotFoundError(f"{model}: no matcher (a run directory with matcher/, a matcher folder, or a folder of runs)")
+    return runs
+
+
+def evaluation_pairs(dataset: str, test: Path | None, split: str | None, options: dict[str, Any]) -> list[QuestionPair]:
+    """The pairs to score: a file in the dataset's visible format, or a split of the visible file."""
+    if test is not None:
+        return load_question_pairs(dataset, test)
+    split = split or "valid"
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    pairs = load_question_pairs(dataset, options.get("data"))
+    if split == "all":
+        return pairs
+    parts = split_pairs(pairs, float(options.get("valid_fraction", 0.2)), int(options.get("split_seed", 13)))
+    return parts.valid if split == "valid" else parts.train
+
+
+def _make_evaluator(dataset: str) -> Any:
+    def evaluate_pairs(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+        from medrank.pipelines.similar.evaluation import PAIR_METRICS, metric_subset, pair_metrics
+        from medrank.pipelines.similar.matchers import load_matcher
+
+        if model is None:
+            raise ValueError(f"--model is required for {dataset}: a run directory from `medrank train` (or a folder of runs)")
+        pairs = evaluation_pairs(dataset, test, split, options)
+        threshold = float(options.get("threshold", 0.5))
+        systems, details = {}, {}
+        for run in _run_dirs(model):
+            matcher = load_matcher(run)
+            t0 = time.perf_counter()
+            scores = matcher.score([(p.text1, p.text2) for p in pairs], int(options.get("batch_size", 256)))
+            seconds = time.perf_counter() - t0
+            metrics = pair_metrics(pairs, scores, threshold)
+            name = matcher.name if matcher.name not in systems else f"{matcher.name} ({run.name})"
+            systems[name] = metric_subset(metrics)
+            details[name] = {**metrics, "run": str(run), "seconds": round(seconds, 2),
+                             "pairs_per_second": round(len(pairs) / seconds, 1) if seconds > 0 else None}
+        return {
+            "dataset": dataset, "split": None if test else (split or "valid"), "test_file": str(test) if test else None,
+            "n_pairs": len(pairs), "n_positive": sum(p.label for p in pairs), "threshold": threshold,
+            "systems": systems, "details": details, "metric_names": list(PAIR_METRICS),
+        }
+
+    evaluate_pairs.__name__ = f"evaluate_{dataset.replace('-', '_')}"
+    return evaluate_pairs
+
+
+for _name in PAIR_DATASETS:
+    register_evaluator(_name)(_make_evaluator(_name))
+
+
+def _fail(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``similar`` and ``make-pairs`` to the ``medrank`` app."""
+
+    @app.command()
+    def similar(
+        questions: Annotated[list[str], typer.Argument(help="One or more new questions.")],
+        model: Annotated[Path | None, typer.Option("--model", "-m", help="A run directory from `medrank train` (its matcher re-ranks).")] = None,
+        corpus: Annotated[Path | None, typer.Option(help="Question corpus: a .txt (one per line) or .jsonl file.")] = None,
+        dataset: Annotated[list[str], typer.Option(help="Use the questions of these pair datasets as the corpus (repeatable).")] = [],  # noqa: B006
+        index_dir: Annotated[Path | None, typer.Option("--index", help="A saved recall index (from --save-index).")] = None,
+        save_index: Annotated[Path | None, typer.Option(help="Save the recall index built here.")] = None,
+        language: Annotated[str | None, typer.Option(help="zh | en (default: the model's, else guessed).")] = None,
+        recall: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "bm25",
+        encoder: Annotated[str | None, typer.Option(help="Encoder for dense/hybrid recall (default e5-small / minilm).")] = None,
+        k: Annotated[int, typer.Option("-k", help="How many similar questions to show.")] = 5,
+        recall_k: Annotated[int, typer.Option(help="Candidates recalled before re-ranking.")] = 20,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ) -> None:
+        """Find solved questions similar to a new one: BM25 top-20 recall, re-ranked by the matcher.
+
+        Without --corpus/--dataset/--index the corpus is every question of the
+        language's pair datasets (Chinese: CHIP-STS + KUAKE-QQR; English: MQP +
+        RQE + MedQuAD), indexed once and cached.
+        """
+        from rich.console import Console
+        from rich.table import Table
+
+        from medrank.pipelines.similar.corpus import guess_language, language_corpus, read_question_file
+        from medrank.pipelines.similar.matchers import load_matcher
+        from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher, cached_searcher
+
+        console = Console()
+        if k < 1 or recall_k < 1:
+            _fail("-k and --recall-k must be >= 1")
+        try:
+            matcher = load_matcher(model) if model is not None else None
+            lang = language or (getattr(getattr(matcher, "spec", None), "language", None))
+            enc = None
+            if recall != "bm25":
+                from medrank.encoders import load_encoder
+
+                enc = load_encoder(encoder or ("e5-small" if (lang or guess_language(questions)) == "zh" else "minilm"))
+            t0 = time.perf_counter()
+            if index_dir is not None:
+                searcher = SimilarQuestionSearcher.load(index_dir, matcher, recall_k, **({"encoder": enc} if enc else {}))
+            else:
+                if corpus is not None:
+                    texts = read_question_file(corpus)
+                elif dataset:
+                    texts = []
+                    for d in dataset:
+                        if d not in PAIR_DATASETS:
+                            _fail(f"unknown dataset {d!r}; known: {sorted(PAIR_DATASETS)}")
+                        from medrank.data.questions import unique_questions
+
+                        texts += unique_questions(load_question_pairs(d))
+                    texts = list(dict.fromkeys(texts))
+                else:
+                    lang = lang or guess_language(questions)
+                    texts = language_corpus(lang)
+                lang = lang or guess_language(texts)
+                searcher = cached_searcher(texts, lang, matcher, recall, enc, recall_k)
+            if save_index is not None:
+                searcher.save(save_index)
+            ready = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            results = searcher.search_many(questions, k=k, recall_k=recall_k)
+            per_query_ms = (time.perf_counter() - t1) * 1000 / len(questions)
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        payload = [{"question": q, "results": [r.to_dict() for r in res]} for q, res in zip(questions, results, strict=True)]
+        if as_json:
+            console.print_json(json.dumps(payload, ensure_ascii=False))
+            return
+        console.print(f"{len(searcher):,} questions indexed (ready in {ready:.1f}s); {per_query_ms:.1f} ms per question")
+        for item in payload:
+            table = Table(title=item["question"], title_justify="left")
+            table.add_column("#", justify="right")
+            table.add_column("similar question")
+            table.add_column("match", justify="right")
+            table.add_column("bm25", justify="right")
+            for rank, row in enumerate(item["results"], 1):
+                match = "-" if row["match_score"] is None else f"{row['match_score']:.3f}"
+                table.add_row(str(rank), row["text"], match, f"{row['recall_score']:.2f}")
+            console.print(table)
+
+    @app.command("make-pairs")
+    def make_pairs(
+        out: Annotated[Path, typer.Option("--out", "-o", help="Output JSON-lines pair file.")],
+        questions: Annotated[Path | None, typer.Argument(help="Question list: .txt (one per line) or .jsonl.")] = None,
+        dataset: Annotated[list[str], typer.Option(help="Take the (unlabelled) questions of these pair datasets (repeatable).")] = [],  # noqa: B006
+        language: Annotated[str | None, typer.Option(help="zh | en (default: guessed from the text).")] = None,
+        n_queries: Annotated[int | None, typer.Option(help="Sample this many query questions (default: all).")] = None,
+        top_k: Annotated[int, typer.Option(help="BM25 candidates per query.")] = 20,
+        positive_min: Annotated[float, typer.Option(help="Positive if score in [positive_min, 1).")] = 0.9,
+        negative_max: Annotated[float, typer.Option(help="Negative if score in [0, negative_max].")] = 0.6,
+        ratio: Annotated[float, typer.Option(help="Negatives per positive.")] = 3.0,
+        seed: Annotated[int, typer.Option(help="Sampling seed.")] = 13,
+    ) -> None:
+        """Turn any question list into labelled training pairs (BM25 top-20 + word-vector cosine)."""
+        from rich.console import Console
+
+        from medrank.data.questions import unique_questions, write_pairs_jsonl
+        from medrank.pipelines.similar.corpus import guess_language, read_question_file
+        from medrank.pipelines.similar.pairs import PairGenerationConfig, generate_pairs
+
+        if questions is None and not dataset:
+            _fail("give a question file or --dataset")
+        try:
+            texts: list[str] = read_question_file(questions) if questions is not None else []
+            for d in dataset:
+                if d not in PAIR_DATASETS:
+                    _fail(f"unknown dataset {d!r}; known: {sorted(PAIR_DATASETS)}")
+                texts += unique_questions(load_question_pairs(d))
+            lang = language or guess_language(texts)
+            cfg = PairGenerationConfig(top_k=top_k, positive=(positive_min, 1.0), negative=(0.0, negative_max),
+                                       negatives_per_positive=ratio, n_queries=n_queries, seed=seed)
+            pairs, stats = generate_pairs(texts, lang, cfg)
+            write_pairs_jsonl(pairs, out)
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        Console().print(f"{stats['pairs']:,} pairs ({stats['positives']:,} positive, {stats['negatives']:,} negative) "
+                        f"from {stats['questions']:,} questions → {out}")

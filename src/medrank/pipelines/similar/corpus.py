@@ -1,0 +1,96 @@
+"""Question corpora for retrieval: every question of the pair datasets of a language (+ MedQuAD for English).
+
+* Chinese: the distinct questions of CHIP-STS and KUAKE-QQR (35,491).
+* English: the distinct questions of medical-question-pairs and RQE plus the
+  ``<Question>`` elements of the MedQuAD XML files (52,915 in all).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from medrank.config import dataset_dir
+from medrank.data.questions import PAIR_DATASETS, clean_question, load_question_pairs, unique_questions
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+
+
+def load_medquad_questions(root: PathLike | None = None) -> list[str]:
+    """Distinct ``<Question>`` texts of every MedQuAD XML file (sorted file order; unparsable files skipped)."""
+    folder = dataset_dir("medquad", root)
+    out: dict[str, None] = {}
+    skipped = 0
+    for path in sorted(folder.glob("*/*.xml")):
+        try:
+            tree = ET.parse(path)
+        except ET.ParseError:
+            skipped += 1
+            continue
+        for q in tree.getroot().iter("Question"):
+            text = clean_question("".join(q.itertext()))
+            if text:
+                out.setdefault(text, None)
+    if skipped:
+        log.warning("medquad: skipped %d unparsable XML file(s)", skipped)
+    return list(out)
+
+
+def language_corpus(language: str, root: PathLike | None = None, include_medquad: bool = True) -> list[str]:
+    """Distinct questions of all pair datasets of ``language`` (and MedQuAD for ``en``)."""
+    if language not in ("zh", "en"):
+        raise ValueError(f"language must be 'zh' or 'en', got {language!r}")
+    texts: dict[str, None] = {}
+    for name, info in PAIR_DATASETS.items():
+        if info.language == language:
+            texts.update(dict.fromkeys(unique_questions(load_question_pairs(name, root))))
+    if language == "en" and include_medquad:
+        texts.update(dict.fromkeys(load_medquad_questions(root)))
+    return list(texts)
+
+
+def read_question_file(path: PathLike) -> list[str]:
+    """Questions from a text file (one per line) or JSON lines (``text`` / ``question`` field, or pairs)."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"question file {path} not found")
+    out: list[str] = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if path.suffix == ".jsonl":
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: invalid JSON ({exc.msg})") from exc
+                if isinstance(rec, str):
+                    out.append(rec)
+                elif isinstance(rec, dict) and any(k in rec for k in ("text", "question", "text1")):
+                    for key in ("text", "question", "text1", "text2"):
+                        if isinstance(rec.get(key), str):
+                            out.append(rec[key])
+                else:
+                    raise ValueError(f"{path}:{n}: expected a string or an object with 'text' or 'question'")
+            else:
+                out.append(line)
+    texts = [t for t in (clean_question(x) for x in out) if t]
+    if not texts:
+        raise ValueError(f"{path}: no questions")
+    return list(dict.fromkeys(texts))
+
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def guess_language(texts: list[str]) -> str:
+    """``zh`` when most texts contain CJK characters, else ``en``."""
+    sample = texts[:1000]
+    return "zh" if sum(bool(_CJK.search(t)) for t in sample) * 2 >= len(sample) else "en"

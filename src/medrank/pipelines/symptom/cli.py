@@ -1,0 +1,78 @@
+"""CLI plugin: ``medrank train configs/symptom/*.yaml`` (task ``symptom``) and ``medrank detect``.
+
+Trained runs are also scored by the core command, through the same protocol as the zero-shot
+baselines::
+
+    medrank evaluate --dataset chip-cdn --split valid --index runs/symptom/bi-hardnce/index-gold
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from medrank.registry import register_trainer
+
+
+@register_trainer("symptom")
+def train(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    """Train one symptom-detection model (Bi-HardNCE or a baseline) from a config."""
+    from medrank.pipelines.symptom.training import train_symptom
+
+    summary = train_symptom(config, output_dir, resume)
+    # the full history and config are in the run directory; print the headline numbers
+    return {
+        "name": summary["name"],
+        "output_dir": str(output_dir),
+        "best_epoch": summary["best_epoch"],
+        "results": {c: r["metrics"] for c, r in summary["results"].items()},
+        "seconds": summary["seconds"],
+    }
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def detect(
+        queries: Annotated[list[str], typer.Argument(help="Patient queries / diagnosis strings.")],
+        model: Annotated[Path, typer.Option("--model", "-m", help="A run directory written by `medrank train`.")],
+        candidates: Annotated[str, typer.Option(help="Which saved index: 'gold' (~4k terms) or 'vocab' (40k).")] = "gold",
+        k: Annotated[int, typer.Option("-k", help="Terms per query (the paper's deployment shows 5).")] = 5,
+        threshold: Annotated[bool, typer.Option("--threshold/--no-threshold", help="Keep only terms scoring >= the calibrated beta.")] = False,
+        beta: Annotated[float | None, typer.Option(help="Use this threshold instead of the calibrated one.")] = None,
+        alpha: Annotated[
+            float | None,
+            typer.Option(help="Re-calibrate beta on the run's validation split for top-k precision ALPHA (implies --threshold)."),
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ) -> None:
+        """Detect symptoms / diagnosis terms: query -> top-k standard terms of a trained model."""
+        from medrank.cli import _fail, _print_results, console, err
+        from medrank.index import IndexFormatError
+        from medrank.pipelines.symptom.inference import SymptomDetector
+
+        if k < 1:
+            _fail("-k must be >= 1")
+        try:
+            detector = SymptomDetector.load(model, candidates)
+            if alpha is not None:
+                if not 0.0 < alpha <= 1.0:
+                    _fail(f"--alpha must be in (0, 1], got {alpha}")
+                detector.k = k
+                if detector.calibrate(SymptomDetector.validation_set(model), alpha) is None:
+                    _fail(f"no threshold reaches top-{k} precision {alpha} on the validation split")
+                threshold = True
+            cut: bool | float = beta if beta is not None else threshold
+            rankings = detector.detect(queries, k=k, threshold=cut)
+        except (ValueError, FileNotFoundError, IndexFormatError) as exc:
+            _fail(str(exc))
+        if beta is not None or threshold:
+            err.print(f"threshold beta = {beta if beta is not None else detector.beta:.4f}")
+        results = [{"query": q, "results": detector.describe(r)} for q, r in zip(queries, rankings, strict=True)]
+        if as_json:
+            console.print_json(json.dumps(results, ensure_ascii=False))
+            return
+        for res in results:
+            _print_results(res["query"], res["results"])

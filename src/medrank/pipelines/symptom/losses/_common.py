@@ -1,0 +1,63 @@
+"""Shape checks and masking shared by the symptom-detection losses."""
+
+from __future__ import annotations
+
+import torch
+
+#: added to logits that must not count (a false negative or padding); large but finite so an
+#: all-masked row still gives a finite loss instead of NaN
+MASK_VALUE = -1e4
+
+
+def check_pairs(query_emb: torch.Tensor, term_emb: torch.Tensor) -> int:
+    """Validate ``(B, d)`` query/term embeddings of ``B`` positive pairs; returns ``B``."""
+    if query_emb.ndim != 2 or term_emb.ndim != 2:
+        raise ValueError(
+            f"query_emb and term_emb must be (batch, dim), got {tuple(query_emb.shape)} and {tuple(term_emb.shape)}"
+        )
+    if query_emb.shape != term_emb.shape:
+        raise ValueError(f"query_emb {tuple(query_emb.shape)} and term_emb {tuple(term_emb.shape)} differ")
+    if query_emb.shape[0] == 0:
+        raise ValueError("empty batch")
+    return int(query_emb.shape[0])
+
+
+def check_hard(hard: torch.Tensor | None, batch: int, dim: int, what: str) -> None:
+    if hard is None:
+        return
+    if hard.ndim != 3 or hard.shape[0] != batch or hard.shape[2] != dim:
+        raise ValueError(f"{what} must be (batch={batch}, n_hard, dim={dim}), got {tuple(hard.shape)}")
+
+
+def check_mask(mask: torch.Tensor | None, shape: tuple[int, ...], what: str) -> None:
+    if mask is None:
+        return
+    if tuple(mask.shape) != shape or mask.dtype != torch.bool:
+        raise ValueError(f"{what} must be a bool tensor of shape {shape}, got {mask.dtype} {tuple(mask.shape)}")
+
+
+def contrastive_logits(
+    anchor: torch.Tensor,
+    positives: torch.Tensor,
+    hard: torch.Tensor | None,
+    temperature: float,
+    in_batch_false_negatives: torch.Tensor | None = None,
+    hard_valid: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Logits ``(B, B + n_hard)`` of anchor ``i`` against every in-batch positive and its own hard negatives.
+
+    Column ``i`` of the first ``B`` columns is the target. In-batch columns flagged in
+    ``in_batch_false_negatives`` (``(B, B)``, diagonal ignored) and hard-negative slots flagged
+    invalid in ``hard_valid`` (``(B, n_hard)``, False = padding) are pushed to ``MASK_VALUE``.
+    """
+    logits = anchor @ positives.T  # (B, B) cosine for unit vectors
+    if in_batch_false_negatives is not None:
+        drop = in_batch_false_negatives.clone()
+        drop.fill_diagonal_(False)  # the positive itself always counts
+        logits = logits.masked_fill(drop, MASK_VALUE * temperature)
+    if hard is not None and hard.shape[1] > 0:
+        hard_logits = torch.einsum("bd,bnd->bn", anchor, hard)  # (B, n_hard)
+        if hard_valid is not None:
+            hard_logits = hard_logits.masked_fill(~hard_valid, MASK_VALUE * temperature)
+        logits = torch.cat([logits, hard_logits], dim=1)
+    return logits / temperature
