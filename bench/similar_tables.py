@@ -181,14 +181,19 @@ def main() -> None:
         f"{c['parameters']:,} | {c['valid_pairs_per_s']} |" for v, c in cost.items())
     md.append("### Cost (CPU recipe)\n\n| run | total min | pre-train min | epochs | best epoch | parameters | valid pairs/s |\n"
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + rows)
+    name = f"similar_{args.dataset.replace('-', '_')}"
     common.write(
-        f"similar_{args.dataset.replace('-', '_')}",
+        name,
         {"environment": common.environment(args.threads, 13, str(data_root())), "dataset": args.dataset,
          "without_transfer": plain, "with_transfer": transfer, "cost": cost,
          "ensemble": {"members": ENSEMBLE, "valid": ensemble_metrics},
          "runs": {v: {k: s[k] for k in s if k not in ("history",)} | {"history": s.get("history")} for v, s in results.items()}},
         "\n\n".join(md),
     )
+    # common.write names the script after the result; this script writes one result per dataset
+    md_path = common.RESULTS / f"{name}.md"
+    md_path.write_text(md_path.read_text(encoding="utf-8").replace(
+        f"bench/{name}.py", f"bench/similar_tables.py --dataset {args.dataset}", 1), encoding="utf-8")
 
 
 if __name__ == "__main__":
