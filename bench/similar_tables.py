@@ -109,6 +109,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--models", default=None, help="comma-separated subset of config names")
     ap.add_argument("--no-transfer", action="store_true", help="skip the transfer variants")
+    ap.add_argument("--variants", default=None,
+                    help="comma-separated variants to train (e.g. stmt,stmt+transfer,bilstm); others are only collected")
     ap.add_argument("--collect-only", action="store_true", help="only tabulate finished runs")
     ap.add_argument("--runs", default=str(ROOT / "runs" / "similar"))
     args = ap.parse_args()
@@ -116,6 +118,7 @@ def main() -> None:
     config_dir = ROOT / "configs" / "similar" / args.dataset
     names = [n for n in ORDER if (config_dir / f"{n}.yaml").exists()]
     wanted = set(args.models.split(",")) if args.models else None
+    variant_filter = set(args.variants.split(",")) if args.variants else None
     results: dict[str, dict[str, Any]] = {}
     for model in names:
         base = yaml.safe_load((config_dir / f"{model}.yaml").read_text(encoding="utf-8"))
@@ -125,7 +128,8 @@ def main() -> None:
                 continue
             run = Path(args.runs) / args.dataset / variant
             summary = finished(run, cfg)
-            if summary is None and not args.collect_only and (wanted is None or model in wanted):
+            chosen = (wanted is None or model in wanted) and (variant_filter is None or variant in variant_filter)
+            if summary is None and not args.collect_only and chosen:
                 print(f"== {variant}: training ({run})", flush=True)
                 t0 = time.perf_counter()
                 summary = run_experiment(cfg, run, resume=True, show_progress=False)
