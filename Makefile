@@ -1,10 +1,11 @@
-# Two set-up commands on a fresh machine: `make demo` (main job) and `make test` (test suite).
+# Two set-up commands on a fresh machine: `make serve` (main job: the service on the embedded default store)
+# and `make test` (test suite).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.medrank-installed
 
-.PHONY: install demo test test-slow lint bench
+.PHONY: install serve demo test test-slow lint bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+serve: install
+	$(VENV)/bin/medrank serve
 
 demo: install
 	$(VENV)/bin/medrank demo

@@ -31,6 +31,7 @@ PLUGINS: list[str] = [
     "medrank.pipelines.symptom.cli",
     "medrank.pipelines.passages.cli",
     "medrank.pipelines.similar.cli",
+    "medrank.service.cli",
 ]
 
 

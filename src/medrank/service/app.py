@@ -1,0 +1,270 @@
+"""The FastAPI app: JSON endpoints over :class:`~medrank.service.pipelines.Services` and the web page at ``/``.
+
+Safety defaults:
+
+* request bodies above ``max_body_bytes`` → 413 (checked on ``Content-Length`` and on the bytes read);
+* invalid input → 422 with ``{"detail": [{"loc", "msg", "type"}]}`` (the offending input is never echoed);
+* with ``api_token`` set, every API route needs ``Authorization: Bearer <token>`` (401 otherwise);
+  ``/``, ``/static``, ``/health`` and the OpenAPI document stay open;
+* the access log (logger ``medrank.service.access``) has method, path, status and time only — never query
+  strings or bodies; uvicorn's own access log is switched off by ``medrank serve``;
+* each request waits at most ``request_timeout_s`` for a worker slot (503) and runs at most that long (504).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from medrank.service import schemas as S
+from medrank.service.pipelines import Services, UnavailableError
+from medrank.service.settings import ServiceSettings
+
+access_log = logging.getLogger("medrank.service.access")
+log = logging.getLogger("medrank.service")
+
+
+class BodyLimitMiddleware:
+    """Reject bodies larger than ``max_bytes`` with 413, whether or not ``Content-Length`` is sent."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._reject(scope, receive, send)
+                    return
+        if scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        # Read the (bounded) body up front: a streamed body without Content-Length is cut off at the limit.
+        chunks, seen, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # client went away
+                return
+            body = message.get("body", b"")
+            seen += len(body)
+            if seen > self.max_bytes:
+                await self._reject(scope, receive, send)
+                return
+            chunks.append(body)
+            more = message.get("more_body", False)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse({"detail": f"request body larger than {self.max_bytes} bytes"}, status_code=413)
+        await response(scope, receive, send)
+
+
+class AccessLogMiddleware:
+    """One log line per request: method, path (no query string), status, milliseconds."""
+
+    def __init__(self, app: ASGIApp, log_text: bool = False) -> None:
+        self.app = app
+        self.log_text = log_text
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            path = scope.get("path", "")
+            if self.log_text and scope.get("query_string"):
+                path += "?" + scope["query_string"].decode("latin-1")
+            access_log.info("%s %s %d %.1fms", scope.get("method", "-"), path, status["code"], (time.perf_counter() - t0) * 1000)
+
+
+def create_app(settings: ServiceSettings | None = None, services: Services | None = None) -> FastAPI:
+    """The app serving ``services`` (built from ``settings`` by :func:`medrank.service.build.build_services` if omitted)."""
+    settings = settings or ServiceSettings()
+    if services is None:
+        from medrank.service.build import build_services
+
+        services = build_services(settings)
+    started = time.time()
+    app = FastAPI(
+        title="medrank",
+        version=_version(),
+        description="Medical retrieval and ranking: symptoms, procedure codes, answer passages, next history-taking "
+        "questions and similar solved questions. Every response names the model that served it.",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.services = services
+    limiter: dict[str, asyncio.Semaphore] = {}
+    bearer = HTTPBearer(auto_error=False, description="Required when the server has an API token.")
+
+    def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:  # noqa: B008
+        if settings.api_token is None:
+            return
+        if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), settings.api_token.encode()):
+            raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    auth = [Depends(require_token)]
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
+        return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=422)
+
+    def check_limits(texts: list[str], lists: dict[str, int]) -> None:
+        problems = []
+        for t in texts:
+            if len(t) > settings.max_text_chars:
+                problems.append({"loc": ["body"], "msg": f"text longer than {settings.max_text_chars} characters",
+                                 "type": "string_too_long"})
+                break
+        for name, n in lists.items():
+            if n > settings.max_list_items:
+                problems.append({"loc": ["body", name], "msg": f"more than {settings.max_list_items} items", "type": "too_long"})
+        if problems:
+            raise RequestValidationError(problems)
+
+    async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` in a worker thread: 503 when no slot frees up in time, 504 when it runs too long."""
+        sem = limiter.get("sem")
+        if sem is None:
+            sem = limiter["sem"] = asyncio.Semaphore(settings.max_concurrency)
+        t0 = time.perf_counter()
+        try:
+            await asyncio.wait_for(sem.acquire(), timeout=settings.request_timeout_s)
+        except TimeoutError:
+            raise HTTPException(503, "server busy, try again", headers={"Retry-After": "1"}) from None
+        try:
+            remaining = max(0.001, settings.request_timeout_s - (time.perf_counter() - t0))
+            return await asyncio.wait_for(run_in_threadpool(fn, *args, **kwargs), timeout=remaining)
+        except TimeoutError:
+            raise HTTPException(504, f"request took longer than {settings.request_timeout_s:g}s") from None
+        except UnavailableError as exc:
+            raise HTTPException(404, str(exc)) from None
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        finally:
+            sem.release()
+
+    def need(svc: Any, name: str) -> Any:
+        if svc is None:
+            raise HTTPException(503, f"the {name} pipeline is not served by this deployment")
+        return svc
+
+    responses: dict[int | str, dict[str, Any]] = {
+        401: {"description": "Missing or invalid bearer token"},
+        404: {"description": "Unknown knowledge base or unsupported language"},
+        413: {"description": "Request body too large"},
+        503: {"description": "Pipeline not served, or server busy"},
+        504: {"description": "Request timed out"},
+    }
+
+    @app.post("/symptoms", response_model=S.SymptomsResponse, dependencies=auth, responses=responses, tags=["patient"])
+    async def symptoms(req: S.SymptomsRequest) -> Any:
+        """Patient complaint (English or Chinese, auto-detected) → top-k symptom / diagnosis terms with scores."""
+        svc = need(services.symptoms, "symptoms")
+        check_limits([req.query], {})
+        return await call(svc.detect, req.query, req.language, req.kb, req.k)
+
+    @app.post("/normalize", response_model=S.NormalizeResponse, dependencies=auth, responses=responses, tags=["coder"])
+    async def normalize(req: S.NormalizeRequest) -> Any:
+        """Procedure mention → standard procedure names with their codes and scores."""
+        svc = need(services.normalize, "normalize")
+        check_limits([req.mention], {})
+        return await call(svc.normalize, req.mention, req.k)
+
+    @app.post("/passages", response_model=S.PassagesResponse, dependencies=auth, responses=responses, tags=["clinician"])
+    async def passages(req: S.PassagesRequest) -> Any:
+        """(entity, aspect) → answer passages with per-sentence scores and the best document's score curve."""
+        svc = need(services.passages, "passages")
+        return await call(svc.search, req.entity, req.aspect, req.k)
+
+    @app.post("/next-questions", response_model=S.NextQuestionsResponse, dependencies=auth, responses=responses,
+              tags=["patient"])
+    async def next_questions(req: S.NextQuestionsRequest) -> Any:
+        """Dialogue so far (+ confirmed symptoms, optional candidate questions) → next history-taking questions."""
+        svc = need(services.next_questions, "next-questions")
+        texts = [t.text for t in req.dialogue] + list(req.candidates or [])
+        check_limits(texts, {"dialogue": len(req.dialogue), "symptoms": len(req.symptoms),
+                             "candidates": len(req.candidates or [])})
+        dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
+        return await call(svc.rank, dialogue, list(req.symptoms), req.candidates, req.language, req.k)
+
+    @app.post("/similar-questions", response_model=S.SimilarResponse, dependencies=auth, responses=responses,
+              tags=["patient"])
+    async def similar_questions(req: S.SimilarRequest) -> Any:
+        """New question → similar solved questions (BM25 recall, matcher re-ranking when trained)."""
+        svc = need(services.similar, "similar-questions")
+        check_limits([req.question], {})
+        return await call(svc.search, req.question, req.language, req.k)
+
+    @app.get("/health", response_model=S.HealthResponse, tags=["service"])
+    async def health() -> Any:
+        """Liveness: which pipelines this deployment serves."""
+        return {"status": "ok", "pipelines": services.available(), "uptime_s": round(time.time() - started, 1)}
+
+    @app.get("/models", response_model=S.ModelsResponse, dependencies=auth, responses={401: responses[401]}, tags=["service"])
+    async def models() -> Any:
+        """Which model and version serves each pipeline, and whether it is trained or zero-shot / first-stage."""
+        return {"pipelines": services.models()}
+
+    static = resources.files("medrank.service") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(str(static / "index.html"), media_type="text/html")
+
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AccessLogMiddleware, log_text=settings.log_request_text)
+    return app
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("medrank")
+    except PackageNotFoundError:  # pragma: no cover
+        return "0"

@@ -1,0 +1,228 @@
+"""Knowledge bases: a concept vocabulary behind one ``search(texts, k)`` call.
+
+Two backends answer the same call:
+
+* :class:`IndexBackend` — a :class:`~medrank.pipelines.concept.ConceptRetriever` over
+  ``medrank.index`` (BM25, dense or RRF hybrid; one entry per name/synonym, a concept scores its
+  best entry), saved in the service's state directory;
+* :class:`StoreBackend` — a ``medrank.store`` store (embedded faiss + bm25s + SQLite, or
+  PostgreSQL + pgvector) holding one row per name/synonym with ``{"concept": id}`` metadata;
+  the concept records themselves stay in the state directory.
+
+:class:`KnowledgeBase` adds the concept records and the facts ``/models`` reports
+(source, version, licence, method, encoder, trained or zero-shot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from medrank.encoders.base import Encoder
+from medrank.pipelines.concept import ConceptRetriever, concept_entries
+from medrank.records import Concept
+from medrank.utils.io import atomic_dir
+
+FORMAT = "medrank-service-kb"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class KBInfo:
+    """What a knowledge base is: name, language, source, version, licence, and how it is searched."""
+
+    name: str
+    language: str
+    source: str
+    version: str
+    licence: str
+    method: str = "hybrid"
+    model: str = "zero-shot"
+    trained: bool = False
+
+
+@dataclass(frozen=True)
+class ConceptHit:
+    id: str
+    name: str
+    score: float
+    codes: tuple[str, ...] = ()
+
+
+class Backend(Protocol):
+    def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]: ...
+
+    def __len__(self) -> int: ...
+
+
+class IndexBackend:
+    """A :class:`ConceptRetriever` (any ``medrank.index`` index)."""
+
+    kind = "index"
+
+    def __init__(self, retriever: ConceptRetriever) -> None:
+        self.retriever = retriever
+
+    def __len__(self) -> int:
+        return len(self.retriever.index)
+
+    def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        return [list(zip(r.ids, r.scores, strict=True)) for r in self.retriever.search(list(texts), k=k)]
+
+
+class StoreBackend:
+    """A ``medrank.store`` store: entries are names/synonyms, hits collapse to their concept (best entry)."""
+
+    kind = "store"
+
+    def __init__(self, store: Any, encoder: Encoder | None, mode: str = "hybrid", overfetch: int = 4) -> None:
+        if mode not in ("dense", "bm25", "hybrid"):
+            raise ValueError(f"mode must be dense, bm25 or hybrid, got {mode!r}")
+        if mode != "bm25" and encoder is None:
+            raise ValueError(f"store mode {mode!r} needs an encoder")
+        self.store = store
+        self.encoder = encoder
+        self.mode = mode
+        self.overfetch = overfetch
+
+    def __len__(self) -> int:
+        return int(self.store.count())
+
+    @staticmethod
+    def ingest(store: Any, concepts: Sequence[Concept], encoder: Encoder | None, batch_size: int = 2048,
+               show_progress: bool = True) -> int:
+        """Add every name/synonym of ``concepts`` to ``store`` in batches (vectors from ``encoder``)."""
+        from tqdm.auto import tqdm
+
+        ids, texts, items = concept_entries(concepts)
+        added = 0
+        bar = tqdm(total=len(ids), desc="ingest", unit="entry", disable=not show_progress)
+        for start in range(0, len(ids), batch_size):
+            sl = slice(start, start + batch_size)
+            vectors = (encoder.encode(texts[sl], kind="passage", batch_size=128, show_progress=False)
+                       if encoder is not None else None)
+            added += store.add(ids[sl], texts[sl], vectors, [{"concept": c} for c in items[sl]])
+            bar.update(len(ids[sl]))
+        bar.close()
+        store.save()
+        return added
+
+    def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        depth = k * self.overfetch
+        vectors = (self.encoder.encode(list(texts), kind="query", batch_size=32, show_progress=False)
+                   if self.mode != "bm25" else None)
+        if hasattr(self.store, "search_batch"):
+            batches = self.store.search_batch(vectors, list(texts), k=depth, mode=self.mode)
+        else:  # pragma: no cover - a store without batch search
+            batches = [self.store.search(None if vectors is None else vectors[i], t, k=depth, mode=self.mode)
+                       for i, t in enumerate(texts)]
+        out = []
+        for hits in batches:
+            best: dict[str, float] = {}
+            for h in hits:
+                concept = (h.metadata or {}).get("concept") or h.id.split("#", 1)[0]
+                if concept not in best:  # hits come best first
+                    best[concept] = float(h.score)
+            out.append(sorted(best.items(), key=lambda x: -x[1])[:k])
+        return out
+
+
+class KnowledgeBase:
+    """Concept records + a backend + the facts served by ``/models``."""
+
+    def __init__(self, info: KBInfo, concepts: Sequence[Concept], backend: Backend) -> None:
+        self.info = info
+        self.concepts = {c.id: c for c in concepts}
+        self.backend = backend
+
+    def __len__(self) -> int:
+        return len(self.concepts)
+
+    @classmethod
+    def build_index(cls, info: KBInfo, concepts: Sequence[Concept], encoder: Encoder | None,
+                    show_progress: bool | None = None) -> KnowledgeBase:
+        """Index every name and synonym with ``info.method`` (bm25 | dense | hybrid)."""
+        kwargs = {"show_progress": show_progress} if info.method != "bm25" else {}
+        retriever = ConceptRetriever.build(concepts, method=info.method, encoder=encoder, language=info.language, **kwargs)
+        return cls(info, concepts, IndexBackend(retriever))
+
+    def search(self, texts: Sequence[str], k: int = 5) -> list[list[ConceptHit]]:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        out = []
+        for hits in self.backend.search(list(texts), k):
+            rows = []
+            for cid, score in hits:
+                c = self.concepts.get(cid)
+                codes = tuple(c.meta.get("codes", ())) if c is not None else ()
+                rows.append(ConceptHit(cid, c.name if c is not None else cid, round(float(score), 6), codes))
+            out.append(rows)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),
+                "backend": getattr(self.backend, "kind", type(self.backend).__name__)}
+
+    # -- persistence --------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], fingerprint: str = "") -> None:
+        """Index backend: index + concepts; store backend: concepts + manifest (the store saves itself)."""
+        with atomic_dir(path) as tmp:
+            if isinstance(self.backend, IndexBackend):
+                self.backend.retriever.save(tmp / "retriever")
+            write_concepts(tmp / "concepts.jsonl", self.concepts.values())
+            manifest = {"format": FORMAT, "version": VERSION, "info": asdict(self.info),
+                        "backend": getattr(self.backend, "kind", "index"), "fingerprint": fingerprint}
+            (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+
+    @staticmethod
+    def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """The manifest of a saved knowledge base, or ``None`` when absent / of another format."""
+        mpath = Path(path) / "manifest.json"
+        if not mpath.exists():
+            return None
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except ValueError:
+            return None
+        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+            return None
+        return manifest
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], encoder: Encoder | None = None, store: Any = None,
+             store_mode: str = "hybrid") -> KnowledgeBase:
+        path = Path(path)
+        manifest = cls.read_manifest(path)
+        if manifest is None:
+            raise FileNotFoundError(f"{path} holds no saved knowledge base (manifest.json of format {FORMAT} v{VERSION})")
+        info = KBInfo(**manifest["info"])
+        concepts = read_concepts(path / "concepts.jsonl")
+        if manifest["backend"] == "store":
+            if store is None:
+                raise ValueError(f"{path} is a store-backed knowledge base: pass the opened store")
+            return cls(info, concepts, StoreBackend(store, encoder, store_mode))
+        kwargs = {"encoder": encoder} if encoder is not None else {}
+        retriever = ConceptRetriever.load(path / "retriever", **kwargs)
+        return cls(info, concepts, IndexBackend(retriever))
+
+
+def write_concepts(path: Path, concepts: Any) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for c in concepts:
+            meta = {k: list(v) if isinstance(v, tuple) else v for k, v in c.meta.items()}
+            fh.write(json.dumps({"id": c.id, "name": c.name, "synonyms": list(c.synonyms), "alt_ids": list(c.alt_ids),
+                                 "meta": meta}, ensure_ascii=False) + "\n")
+
+
+def read_concepts(path: Path) -> list[Concept]:
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            meta = {k: tuple(v) if isinstance(v, list) else v for k, v in d.get("meta", {}).items()}
+            out.append(Concept(d["id"], d["name"], tuple(d.get("synonyms", ())), tuple(d.get("alt_ids", ())), meta))
+    return out

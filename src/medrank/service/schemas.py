@@ -1,0 +1,185 @@
+"""Request and response models of the HTTP API (they define the OpenAPI schema).
+
+The hard caps here (text length, list lengths, ``k``) are the largest any
+deployment accepts; :class:`~medrank.service.settings.ServiceSettings` may set
+lower ones, checked by the app with the same 422 error shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+MAX_TEXT_CHARS = 2000
+MAX_LIST_ITEMS = 50
+MAX_K = 50
+
+
+def _encodable(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    return text
+
+
+Text = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_encodable)
+]
+ShortText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), AfterValidator(_encodable)
+]
+K = Annotated[int, Field(ge=1, le=MAX_K, description="How many results to return.")]
+Language = Literal["auto", "en", "zh"]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Response(BaseModel):
+    model: str = Field(description="The model (and version) that served this response.")
+    trained: bool = Field(description="False when the pipeline serves its zero-shot / first-stage form.")
+
+
+# -- /symptoms ----------------------------------------------------------------------------------------
+class SymptomsRequest(_Request):
+    query: Text = Field(description="What the patient says, in English or Chinese.", examples=["I have a bad headache and feel sick"])
+    language: Language = "auto"
+    kb: str = Field("auto", max_length=32, pattern=r"^[a-z0-9\-]+$",
+                    description="Knowledge base: 'auto' (HPO for English, CHIP-CDN ICD-10 for Chinese) or a name from /models.")
+    k: K = 5
+
+
+class ConceptResult(BaseModel):
+    id: str
+    name: str
+    score: float
+    codes: list[str] = []
+
+
+class SymptomsResponse(_Response):
+    language: str
+    kb: str
+    results: list[ConceptResult]
+
+
+# -- /normalize ---------------------------------------------------------------------------------------
+class NormalizeRequest(_Request):
+    mention: Text = Field(description="A procedure as written in a record.", examples=["腹腔镜下胆囊切除术"])
+    k: K = 5
+
+
+class NormalizeResponse(_Response):
+    kb: str
+    results: list[ConceptResult]
+    predicted: list[str] | None = Field(None, description="The standard names a trained normaliser decides on "
+                                                          "(its term-count rule); absent for the zero-shot form.")
+
+
+# -- /passages ----------------------------------------------------------------------------------------
+class PassagesRequest(_Request):
+    entity: ShortText = Field(examples=["IgA nephropathy"])
+    aspect: ShortText = Field(examples=["symptoms"])
+    k: K = 5
+
+
+class SentenceScore(BaseModel):
+    text: str
+    score: float
+
+
+class PassageResult(BaseModel):
+    passage_id: str
+    document: str
+    aspect: str | None
+    score: float
+    text: str
+    sentences: list[SentenceScore]
+
+
+class CurveSpan(BaseModel):
+    passage_id: str
+    aspect: str | None
+    start: int
+    end: int
+    score: float
+
+
+class ScoreCurve(BaseModel):
+    document: str
+    scores: list[float]
+    passages: list[CurveSpan]
+
+
+class PassagesResponse(_Response):
+    sentence_scores: str = Field(description="How the per-sentence scores were computed.")
+    results: list[PassageResult]
+    curve: ScoreCurve | None = Field(None, description="Per-sentence scores over the best passage's whole document.")
+
+
+# -- /next-questions ----------------------------------------------------------------------------------
+class Turn(_Request):
+    speaker: Literal["patient", "doctor"]
+    text: Text
+
+
+class NextQuestionsRequest(_Request):
+    dialogue: list[Turn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
+    symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed.")
+    candidates: list[Text] | None = Field(None, max_length=MAX_LIST_ITEMS,
+                                          description="Questions to rank; default: the service's question bank.")
+    language: Language = "auto"
+    k: K = 5
+
+
+class QuestionResult(BaseModel):
+    id: str
+    text: str
+    score: float
+
+
+class NextQuestionsResponse(_Response):
+    language: str
+    retrieval: str
+    results: list[QuestionResult]
+
+
+# -- /similar-questions -------------------------------------------------------------------------------
+class SimilarRequest(_Request):
+    question: Text = Field(examples=["What are the side effects of metformin?"])
+    language: Language = "auto"
+    k: K = 5
+
+
+class SimilarResult(BaseModel):
+    id: str
+    text: str
+    recall_score: float
+    match_score: float | None
+
+
+class SimilarResponse(_Response):
+    language: str
+    recall: str
+    results: list[SimilarResult]
+
+
+# -- /health, /models ---------------------------------------------------------------------------------
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    pipelines: dict[str, bool]
+    uptime_s: float
+
+
+class PipelineModel(BaseModel):
+    pipeline: str
+    model: str
+    version: str
+    trained: bool
+    details: dict[str, object] = {}
+
+
+class ModelsResponse(BaseModel):
+    pipelines: list[PipelineModel]

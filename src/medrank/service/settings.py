@@ -1,0 +1,97 @@
+"""Service settings: where the data, models and built indexes live, and the request limits.
+
+Every field can come from the environment (``MEDRANK_API_TOKEN``,
+``MEDRANK_SERVICE_STATE``, ``MEDRANK_MODELS``, ``MEDRANK_STORE``,
+``MEDRANK_REQUEST_TIMEOUT``) or from ``medrank serve`` options.
+
+Trained checkpoints are looked up under ``models_dir`` (``$MEDRANK_MODELS``,
+default ``./runs``, where ``medrank train`` writes) at these paths, unless
+``model_paths`` names another folder for a pipeline:
+
+=================  ============================================================
+pipeline           default path under ``models_dir``
+=================  ============================================================
+``symptoms-zh``    ``symptom/cpu/chip-cdn-bi-hardnce`` (a Bi-HardNCE run: ``detector.json``)
+``similar-zh``     ``similar/chip-sts/stmt`` (an STMT run: ``matcher/``)
+``similar-en``     ``similar/medical-question-pairs/stmt``
+``passages``       ``passages/index-all`` (a CDV sentence index) or ``passages/cdv`` (a CDV run)
+``normalize``      ``procedures/kar`` (issue 4's normaliser: a KAR run with ``normalizer.json``)
+``next-questions`` ``history/global-listnet``, ``history/cross-encoder`` or ``history/bi-encoder`` (issue 6)
+=================  ============================================================
+
+A pipeline without a checkpoint serves its zero-shot / BM25 form and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medrank.config import cache_dir
+
+DEFAULT_MODEL_PATHS: dict[str, tuple[str, ...]] = {
+    "symptoms-zh": ("symptom/cpu/chip-cdn-bi-hardnce",),
+    "similar-zh": ("similar/chip-sts/stmt",),
+    "similar-en": ("similar/medical-question-pairs/stmt",),
+    "passages": ("passages/index-all", "passages/cdv"),
+    "normalize": ("procedures/kar",),
+    "next-questions": ("history/global-listnet", "history/cross-encoder", "history/bi-encoder"),
+}
+
+#: knowledge bases ``medrank serve`` builds by default
+DEFAULT_KBS = ("hpo", "icd10cm", "chip-cdn", "procedures")
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+@dataclass
+class ServiceSettings:
+    """Everything the app and the builder need; plain data so tests can construct it directly."""
+
+    #: ``Authorization: Bearer <token>`` required on every API route when set (``$MEDRANK_API_TOKEN``)
+    api_token: str | None = field(default_factory=lambda: os.environ.get("MEDRANK_API_TOKEN") or None)
+    #: built indexes and knowledge bases (``$MEDRANK_SERVICE_STATE``, default ``$MEDRANK_CACHE/service``)
+    state_dir: Path = field(default_factory=lambda: Path(os.environ.get("MEDRANK_SERVICE_STATE") or cache_dir() / "service"))
+    #: where trained runs are looked up (``$MEDRANK_MODELS``, default ``./runs``)
+    models_dir: Path = field(default_factory=lambda: Path(os.environ.get("MEDRANK_MODELS") or "runs"))
+    #: explicit checkpoint folders per pipeline (overrides :data:`DEFAULT_MODEL_PATHS`)
+    model_paths: dict[str, Path] = field(default_factory=dict)
+    #: ``embedded:DIR`` or ``postgresql://…`` for the knowledge bases; ``None`` = medrank indexes in ``state_dir``
+    store: str | None = field(default_factory=lambda: os.environ.get("MEDRANK_STORE") or None)
+    #: dataset root (``None`` = ``$MEDRANK_DATA`` or ``../shared/data``)
+    data_root: Path | None = None
+    kbs: tuple[str, ...] = DEFAULT_KBS
+    #: retrieval method per knowledge base (bm25 | dense | hybrid; default hybrid). ICD-10-CM (98k codes) is BM25
+    #: by default: encoding its 110k names takes tens of minutes on a small CPU.
+    kb_methods: dict[str, str] = field(default_factory=lambda: {"icd10cm": "bm25"})
+    encoder_en: str = "minilm"
+    encoder_zh: str = "e5-small"
+    #: request limits: body bytes, characters of one text, items of one list
+    max_body_bytes: int = 64 * 1024
+    max_text_chars: int = 2000
+    max_list_items: int = 50
+    max_k: int = 50
+    #: seconds a request may run (504 after) and may wait for a worker (503 after)
+    request_timeout_s: float = field(default_factory=lambda: _env_float("MEDRANK_REQUEST_TIMEOUT", 30.0))
+    max_concurrency: int = 32
+    #: coalesce concurrent query encodes into one forward pass (:mod:`medrank.service.batching`)
+    batch_queries: bool = True
+    #: log request paths, status and time only; never query strings or bodies (keep False in production)
+    log_request_text: bool = False
+
+    def model_path(self, pipeline: str) -> Path | None:
+        """The checkpoint folder of ``pipeline`` if one exists (explicit path first, then the defaults)."""
+        if pipeline in self.model_paths:
+            path = Path(self.model_paths[pipeline])
+            if not path.exists():
+                raise FileNotFoundError(f"model path for {pipeline!r} does not exist: {path}")
+            return path
+        for rel in DEFAULT_MODEL_PATHS.get(pipeline, ()):
+            path = self.models_dir / rel
+            if path.exists():
+                return path
+        return None

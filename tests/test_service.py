@@ -1,0 +1,305 @@
+"""The HTTP API on tiny random-weight encoders and tiny knowledge bases (no data, no downloads)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from medrank.index import BM25Index, DenseIndex, HybridIndex  # noqa: E402
+from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher  # noqa: E402
+from medrank.records import Concept  # noqa: E402
+from medrank.service.app import create_app  # noqa: E402
+from medrank.service.backends import KBInfo, KnowledgeBase  # noqa: E402
+from medrank.service.pipelines import (  # noqa: E402
+    FIRST_STAGE,
+    BM25PassageService,
+    NextQuestionService,
+    NormalizeService,
+    QuestionBank,
+    Services,
+    SimilarSearcher,
+    SimilarService,
+    SymptomService,
+    detect_language,
+)
+from medrank.service.settings import ServiceSettings  # noqa: E402
+
+SECRET = "headache fever zebra-7731"
+
+
+def _kb(name: str, language: str, concepts: list[Concept], encoder) -> KnowledgeBase:
+    return KnowledgeBase.build_index(KBInfo(name, language, "test", "1", "test", model="tiny zero-shot"), concepts, encoder)
+
+
+@pytest.fixture(scope="module")
+def tiny_services() -> Services:
+    """Built once per module (a few seconds on a busy machine); tests get a shallow copy they may modify."""
+    from conftest import make_tiny_bert
+
+    from medrank.encoders import TransformerEncoder
+
+    model, tok = make_tiny_bert()
+    return _build_services(TransformerEncoder(model, tok, pooling="mean", name="tiny"))
+
+
+@pytest.fixture
+def services(tiny_services) -> Services:
+    return dataclasses.replace(tiny_services)
+
+
+def _build_services(tiny_encoder) -> Services:
+    en = [Concept("HP:1", "headache", ("head pain",)), Concept("HP:2", "fever"), Concept("HP:3", "cough"),
+          Concept("HP:4", "chest pain"), Concept("HP:5", "nausea", ("vomiting",)), Concept("HP:6", "rash")]
+    zh = [Concept("头痛", "头痛", (), (), {"codes": ("R51",)}), Concept("发热", "发热", (), (), {"codes": ("R50",)}),
+          Concept("咳嗽", "咳嗽", (), (), {"codes": ("R05",)})]
+    procedures = [Concept("乳腺切除术", "乳腺切除术", (), ("85.41",), {"codes": ("85.4", "85.41")}),
+                  Concept("膝关节置换术", "膝关节置换术", (), (), {"codes": ("81.54",)})]
+    passages = [
+        {"id": "d1-p1", "doc_id": "d1", "title": "Asthma", "label": "symptoms",
+         "text": "Asthma causes cough. Chest pain can occur. Fever is rare."},
+        {"id": "d1-p2", "doc_id": "d1", "title": "Asthma", "label": "treatment", "text": "Inhalers help. Rest helps."},
+        {"id": "d2-p1", "doc_id": "d2", "title": "Diabetes", "label": "symptoms", "text": "Fatigue and thirst are common."},
+    ]
+    bank_texts = ["Do you have a fever?", "Is the headache worse in the morning?", "Any chest pain?", "Do you cough at night?"]
+    bank_ids = [f"en-q{i}" for i in range(len(bank_texts))]
+    bank_index = HybridIndex([BM25Index(language="en"), DenseIndex(tiny_encoder)], method="rrf").build(bank_ids, bank_texts)
+    similar_en = SimilarQuestionSearcher.build(["what causes headache", "how to treat fever", "is cough contagious"], None, "en")
+    similar_zh = SimilarQuestionSearcher.build(["头痛怎么办", "发热吃什么药", "咳嗽会传染吗"], None, "zh")
+    return Services(
+        symptoms=SymptomService({"tiny-en": _kb("tiny-en", "en", en, tiny_encoder), "tiny-zh": _kb("tiny-zh", "zh", zh, tiny_encoder)},
+                                {"en": "tiny-en", "zh": "tiny-zh"}),
+        normalize=NormalizeService(_kb("procedures", "zh", procedures, tiny_encoder)),
+        passages=BM25PassageService.build(passages, tiny_encoder, "test"),
+        next_questions=NextQuestionService({"en": QuestionBank("en", bank_ids, bank_texts, bank_index, "hybrid", "test")},
+                                           {"en": tiny_encoder}),
+        similar=SimilarService({"en": SimilarSearcher(similar_en, "BM25 only", False, "BM25 top-20", "test"),
+                                "zh": SimilarSearcher(similar_zh, "BM25 only", False, "BM25 top-20", "test")}),
+    )
+
+
+def _client(services: Services, **settings) -> TestClient:
+    return TestClient(create_app(ServiceSettings(api_token=None, **settings), services))
+
+
+def test_language_detection():
+    assert detect_language("I have a headache") == "en"
+    assert detect_language("头痛两天") == "zh"
+    assert detect_language("CT检查后头痛") == "zh"
+
+
+def test_symptoms_endpoint(services):
+    c = _client(services)
+    r = c.post("/symptoms", json={"query": "bad headache and fever", "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["language"] == "en" and body["kb"] == "tiny-en" and body["model"] == "tiny zero-shot"
+    assert body["trained"] is False and len(body["results"]) == 3
+    assert {"id", "name", "score", "codes"} <= set(body["results"][0])
+    zh = c.post("/symptoms", json={"query": "头痛发热"}).json()
+    assert zh["language"] == "zh" and zh["kb"] == "tiny-zh" and zh["results"][0]["codes"]
+    assert c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh"}).json()["kb"] == "tiny-zh"
+    assert c.post("/symptoms", json={"query": "fever", "kb": "nope"}).status_code == 404
+
+
+def test_normalize_endpoint(services):
+    r = _client(services).post("/normalize", json={"mention": "乳腺切除", "k": 2})
+    assert r.status_code == 200, r.text
+    top = r.json()["results"][0]
+    assert top["name"] == "乳腺切除术" and top["codes"] == ["85.4", "85.41"]
+
+
+def test_passages_endpoint(services):
+    r = _client(services).post("/passages", json={"entity": "asthma", "aspect": "symptoms", "k": 2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["trained"] is False and "BM25" in body["model"]
+    assert body["results"][0]["passage_id"] == "d1-p1"
+    assert [s["text"] for s in body["results"][0]["sentences"]][0].startswith("Asthma causes cough")
+    curve = body["curve"]
+    assert curve["document"] == "Asthma" and len(curve["scores"]) == 5  # 3 + 2 sentences of d1
+    assert [(p["start"], p["end"]) for p in curve["passages"]] == [(0, 3), (3, 5)]
+
+
+def test_next_questions_bank_and_candidates(services):
+    c = _client(services)
+    dialogue = [{"speaker": "patient", "text": "I have a headache"}, {"speaker": "doctor", "text": "Any chest pain?"},
+                {"speaker": "patient", "text": "no"}]
+    r = c.post("/next-questions", json={"dialogue": dialogue, "symptoms": ["headache"], "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model"] == FIRST_STAGE and body["trained"] is False
+    texts = [q["text"] for q in body["results"]]
+    assert "Any chest pain?" not in texts and len(texts) == 3  # already asked
+    r = c.post("/next-questions", json={"dialogue": dialogue, "candidates": ["Any chest pain?", "Do you smoke?", "Fever?"], "k": 5})
+    assert r.status_code == 200
+    assert sorted(q["text"] for q in r.json()["results"]) == ["Do you smoke?", "Fever?"]
+    zh = c.post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "头痛"}]})
+    assert zh.status_code == 404  # no Chinese bank in this deployment, and the message says so
+    assert "candidates" in zh.json()["detail"]
+
+
+def test_similar_questions_endpoint(services):
+    c = _client(services)
+    r = c.post("/similar-questions", json={"question": "what causes a headache", "k": 2})
+    assert r.status_code == 200, r.text
+    assert r.json()["results"][0]["text"] == "what causes headache" and r.json()["results"][0]["match_score"] is None
+    assert c.post("/similar-questions", json={"question": "头痛怎么办"}).json()["language"] == "zh"
+
+
+def test_health_models_and_page(services):
+    c = _client(services)
+    assert c.get("/health").json()["pipelines"] == {"symptoms": True, "normalize": True, "passages": True,
+                                                   "next-questions": True, "similar-questions": True}
+    models = {m["pipeline"]: m for m in c.get("/models").json()["pipelines"]}
+    assert models["next-questions"]["model"] == FIRST_STAGE and models["passages"]["trained"] is False
+    page = c.get("/")
+    assert page.status_code == 200 and "<title>medrank</title>" in page.text
+    assert c.get("/static/app.js").status_code == 200
+    schema = c.get("/openapi.json").json()
+    assert {"/symptoms", "/normalize", "/passages", "/next-questions", "/similar-questions", "/health", "/models"} <= set(schema["paths"])
+
+
+def test_missing_pipeline_is_503(services):
+    services.passages = None
+    r = _client(services).post("/passages", json={"entity": "a", "aspect": "b"})
+    assert r.status_code == 503 and "not served" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [
+    {"query": ""}, {"query": "   "}, {"query": "fever", "k": 0}, {"query": "fever", "k": 51}, {"query": "fever", "extra": 1},
+    {"query": 3}, {}, {"query": "fever", "language": "fr"},
+])
+def test_validation_errors_are_422_without_echo(services, body):
+    r = _client(services).post("/symptoms", json=body)
+    assert r.status_code == 422
+    assert all(set(d) == {"loc", "msg", "type"} for d in r.json()["detail"])
+
+
+def test_size_limits(services):
+    c = _client(services, max_text_chars=20, max_list_items=2, max_body_bytes=2000)
+    r = c.post("/symptoms", json={"query": "fever " * 10})
+    assert r.status_code == 422 and "longer than 20" in r.json()["detail"][0]["msg"]
+    turns = [{"speaker": "patient", "text": "fever"}] * 3
+    assert c.post("/next-questions", json={"dialogue": turns}).status_code == 422
+    assert c.post("/symptoms", json={"query": "x" * 5000}).status_code == 413
+    big = b'{"query": "' + b"a" * 3000 + b'"}'
+    chunks = iter([big[:1000], big[1000:2000], big[2000:]])  # streamed, no Content-Length
+    assert c.post("/symptoms", content=chunks, headers={"content-type": "application/json"}).status_code == 413
+    assert _client(services).post("/symptoms", json={"query": "a" * 2001}).status_code == 422  # schema hard cap
+
+
+def test_bearer_token(services):
+    c = TestClient(create_app(ServiceSettings(api_token="s3cret"), services))
+    assert c.post("/symptoms", json={"query": "fever"}).status_code == 401
+    assert c.post("/symptoms", json={"query": "fever"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.post("/symptoms", json={"query": "fever"}, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert c.get("/models").status_code == 401
+    assert c.get("/health").status_code == 200 and c.get("/").status_code == 200
+
+
+def test_no_query_text_in_logs(services, caplog):
+    c = _client(services)
+    with caplog.at_level(logging.DEBUG):
+        c.post("/symptoms?debug=" + SECRET.replace(" ", "+"), json={"query": SECRET})
+        c.post("/similar-questions", json={"question": SECRET})
+        c.post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": SECRET}]})
+        c.post("/symptoms", json={"query": SECRET, "k": 0})  # validation error path
+    server_side = "\n".join(r.getMessage() for r in caplog.records if not r.name.startswith(("httpx", "httpcore")))
+    assert server_side and "zebra" not in server_side and "7731" not in server_side  # (the test client logs its own URLs)
+    access = [r.getMessage() for r in caplog.records if r.name == "medrank.service.access"]
+    assert any(m.startswith("POST /symptoms 200") for m in access) and any(" 422 " in m for m in access)
+
+
+def test_timeout_is_504(services):
+    class Slow:
+        def detect(self, *args):
+            time.sleep(1.0)
+
+        def info(self):  # pragma: no cover
+            raise NotImplementedError
+
+    services.symptoms = Slow()
+    r = _client(services, request_timeout_s=0.2).post("/symptoms", json={"query": "fever"})
+    assert r.status_code == 504
+
+
+# -- schemathesis: generated requests from the OpenAPI schema never cause a 5xx (bounded, in-process) --------
+def test_schemathesis_no_server_errors(services):
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hypothesis_settings
+
+    app = create_app(ServiceSettings(api_token=None, request_timeout_s=20), services)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == 7
+    seen: dict[int, int] = {}
+    for op in operations:
+        modes = [schemathesis.GenerationMode.POSITIVE]
+        if op.method.upper() == "POST":  # GET routes take no input: nothing to make invalid
+            modes.append(schemathesis.GenerationMode.NEGATIVE)
+        for mode in modes:
+
+            @given(op.as_strategy(generation_mode=mode))
+            @hypothesis_settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+            def check(case):
+                response = case.call()
+                seen[response.status_code] = seen.get(response.status_code, 0) + 1
+                assert response.status_code < 500, f"{case.method} {case.path} → {response.status_code}: {response.text[:300]}"
+
+            check()
+    assert seen.get(200) and seen.get(422)
+
+
+def test_next_questions_with_a_reranker(services):
+    class ReverseAlphabetical:  # stands in for issue 6's re-rankers: score(dialogue, questions) -> list[float]
+        def __init__(self):
+            self.dialogues = []
+
+        def score(self, dialogue, questions):
+            self.dialogues.append(dialogue)
+            order = sorted(questions, reverse=True)
+            return [float(len(questions) - order.index(q)) for q in questions]
+
+    rr = ReverseAlphabetical()
+    old = services.next_questions
+    services.next_questions = NextQuestionService(old.banks, old.encoders, "fake re-ranker", True, reranker=rr)
+    r = _client(services).post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "headache"}], "k": 2})
+    body = r.json()
+    assert body["trained"] is True and body["model"] == "fake re-ranker"
+    assert [q["text"] for q in body["results"]] == ["Is the headache worse in the morning?", "Do you have a fever?"]
+    assert rr.dialogues == ["patient: headache"]
+
+
+def test_normalize_with_a_trained_normalizer(services):
+    from types import SimpleNamespace
+
+    from medrank.service.pipelines import TrainedNormalizeService
+
+    class FakeNormalizer:  # issue 4's ProcedureNormalizer.normalize_one(text) -> Prediction
+        def normalize_one(self, text):
+            return SimpleNamespace(terms=["乳腺切除术"], candidates=["膝关节置换术", "乳腺切除术"], final=[0.2, 0.9])
+
+    services.normalize = TrainedNormalizeService(FakeNormalizer(), {"乳腺切除术": ("85.4", "85.41")}, "fake MTCG+KAR", "1")
+    body = _client(services).post("/normalize", json={"mention": "左乳切除", "k": 5}).json()
+    assert body["trained"] is True and body["predicted"] == ["乳腺切除术"]
+    assert [(r["name"], r["codes"]) for r in body["results"]] == [("乳腺切除术", ["85.4", "85.41"]), ("膝关节置换术", [])]
+
+
+def test_token_and_limits_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEDRANK_API_TOKEN", "from-env")
+    monkeypatch.setenv("MEDRANK_REQUEST_TIMEOUT", "7.5")
+    monkeypatch.setenv("MEDRANK_MODELS", str(tmp_path))
+    settings = ServiceSettings()
+    assert settings.api_token == "from-env" and settings.request_timeout_s == 7.5
+    assert settings.model_path("passages") is None  # nothing trained under an empty models dir
+    (tmp_path / "passages" / "cdv").mkdir(parents=True)
+    assert settings.model_path("passages") == tmp_path / "passages" / "cdv"
+    with pytest.raises(FileNotFoundError):
+        ServiceSettings(model_paths={"passages": tmp_path / "missing"}).model_path("passages")

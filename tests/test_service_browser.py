@@ -1,0 +1,125 @@
+"""Headless Chromium (Debian ``chromium``) driven by Playwright walks the web page like a person would.
+
+Patient tab: complaint → detected symptoms (checkboxes) → next questions → answer one (the dialogue grows
+and the questions re-rank) → similar solved questions; clinician tab: (entity, aspect) → passages with a
+sentence-score curve; coder tab: procedure → codes. Screenshots go to ``bench/results/service_screenshot*.png``.
+
+By default the page is served from this process over the tiny test services (random-weight encoder, tiny
+knowledge bases); set ``MEDRANK_SERVICE_URL=http://127.0.0.1:8000`` to walk a running ``medrank serve``
+instead (then only the structure of what is shown is checked, not the exact terms).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_service import services, tiny_services  # noqa: F401 - the tiny-services fixtures
+
+CHROMIUM = os.environ.get("MEDRANK_CHROMIUM", "/usr/bin/chromium")
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def base_url(services):  # noqa: F811 - the imported fixture
+    if os.environ.get("MEDRANK_SERVICE_URL"):
+        yield os.environ["MEDRANK_SERVICE_URL"].rstrip("/")
+        return
+    import uvicorn
+
+    from medrank.service.app import create_app
+    from medrank.service.settings import ServiceSettings
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ServiceSettings(api_token=None), services), host="127.0.0.1",
+                                           port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started, "test server did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (Playwright's own download needs the internet)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        pg = browser.new_page(viewport={"width": 1100, "height": 900})
+        pg.set_default_timeout(120_000)  # a real server on a busy 2-core machine can take a while
+        yield pg
+        browser.close()
+
+
+def test_patient_clinician_and_coder_flows(base_url, page):
+    real = bool(os.environ.get("MEDRANK_SERVICE_URL"))
+    page.goto(base_url + "/")
+    assert page.title() == "medrank"
+    # patient: complaint → symptoms
+    page.fill("#complaint", "I have a headache and fever since yesterday")
+    page.click("#detect")
+    page.wait_for_selector("#symptoms li")
+    symptoms = page.inner_text("#symptoms")
+    assert len(page.query_selector_all("#symptoms li")) == 5
+    if not real:
+        assert "headache" in symptoms
+    assert "served by" in page.inner_text("#symptoms-meta")
+    assert page.is_checked("#sym-0")
+    # confirm → next questions + similar questions
+    page.click("#confirm")
+    page.wait_for_selector("#questions li")
+    page.wait_for_selector("#similar li")
+    assert "first-stage (re-ranker not trained)" in page.inner_text("#questions-meta")
+    first = page.inner_text("#questions li:first-child .question")
+    # answer the first question: it joins the dialogue and leaves the list
+    page.fill("#answer-0", "yes, since yesterday")
+    page.click("#questions li:first-child button")
+    page.wait_for_function("document.querySelectorAll('#dialogue li').length === 3")
+    dialogue = page.inner_text("#dialogue")
+    assert first in dialogue and "yes, since yesterday" in dialogue
+    page.wait_for_function(f"![...document.querySelectorAll('#questions .question')].some(q => q.textContent === {first!r})")
+    similar = page.inner_text("#similar")
+    assert similar.strip()
+    if not real:
+        assert "what causes headache" in similar
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(RESULTS / "service_screenshot.png"), full_page=True)
+    # clinician: (entity, aspect) → passages with highlighted sentences and the score curve
+    page.click("#tab-clinician")
+    entity, aspect = ("IgA nephropathy", "symptoms") if real else ("asthma", "symptoms")
+    page.fill("#entity", entity)
+    page.fill("#aspect", aspect)
+    page.click("#ask")
+    page.wait_for_selector("#passages li")
+    first_passage = page.inner_text("#passages li:first-child .title")
+    assert (" — " in first_passage) if real else first_passage == "Asthma — symptoms"
+    assert page.query_selector("#curve svg polyline") is not None
+    assert page.query_selector_all("#passages .sentence")
+    page.screenshot(path=str(RESULTS / "service_screenshot_clinician.png"), full_page=True)
+    # coder: procedure → codes
+    page.click("#tab-coder")
+    page.fill("#mention", "乳腺切除")
+    page.click("#code")
+    page.wait_for_selector("#codes tbody tr")
+    if not real:
+        assert "85.4, 85.41" in page.inner_text("#codes")
+    assert not page.is_visible("#error")

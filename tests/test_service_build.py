@@ -1,0 +1,119 @@
+"""Building service components from data folders, and the store-backed knowledge base."""
+
+from __future__ import annotations
+
+import pytest
+
+from medrank.records import Concept
+from medrank.service.backends import KBInfo, KnowledgeBase, StoreBackend
+from medrank.service.build import Builder
+from medrank.service.settings import ServiceSettings
+
+
+def _data(tmp_path):
+    folder = tmp_path / "data" / "chip2019-procedures"
+    folder.mkdir(parents=True)
+    (folder / "kb.tsv").write_text("85.4\t乳腺切除术\n85.41\t乳腺切除术\n81.54\t膝关节置换术\n51.22\t胆囊切除术", encoding="utf-8")
+    return tmp_path / "data"
+
+
+def test_builder_builds_then_loads_kb(tmp_path, tiny_encoder, monkeypatch):
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    settings = ServiceSettings(state_dir=tmp_path / "state", data_root=_data(tmp_path), models_dir=tmp_path / "runs",
+                               kbs=("procedures",))
+    b = Builder(settings, show_progress=False, encoders={"zh": tiny_encoder})
+    kb = b.knowledge_base("procedures")
+    assert kb.info.method == "hybrid" and not kb.info.trained and len(kb) == 3
+    assert kb.search(["乳腺切除"], 1)[0][0].codes == ("85.4", "85.41")
+    manifest = KnowledgeBase.read_manifest(tmp_path / "state" / "kbs" / "procedures")
+    assert manifest is not None and manifest["backend"] == "index"
+    # second start: loaded, not rebuilt (the concept file is not read again)
+    (tmp_path / "data" / "chip2019-procedures" / "kb.tsv").unlink()
+    again = Builder(settings, show_progress=False, encoders={"zh": tiny_encoder}).knowledge_base("procedures")
+    assert again.search(["乳腺切除"], 1)[0][0].id == "乳腺切除术"
+    # a different method changes the fingerprint → rebuild (which now fails loudly: the data is gone)
+    settings.kb_methods["procedures"] = "bm25"
+    with pytest.raises(FileNotFoundError):
+        Builder(settings, show_progress=False, encoders={"zh": tiny_encoder}).knowledge_base("procedures")
+
+
+def test_store_spec_per_kb(tmp_path):
+    b = Builder(ServiceSettings(state_dir=tmp_path, store="embedded:"), show_progress=False)
+    assert b.store_spec("hpo") == f"embedded:{tmp_path / 'store' / 'hpo'}"
+    b.settings.store = "postgresql://u@127.0.0.1:5432/db?collection=svc&sslmode=disable"
+    spec = b.store_spec("chip-cdn")
+    assert "collection=svc_chip_cdn" in spec and "sslmode=disable" in spec
+    b.settings.store = "mysql://x"
+    with pytest.raises(ValueError, match="--store"):
+        b.store_spec("hpo")
+
+
+def test_store_backed_kb(tmp_path, tiny_encoder):
+    store_mod = pytest.importorskip("medrank.store")
+    concepts = [Concept("HP:1", "headache", ("head pain",)), Concept("HP:2", "fever"), Concept("HP:3", "cough")]
+    store = store_mod.open_store(f"embedded:{tmp_path / 'store'}", dim=tiny_encoder.dim, language="en")
+    assert StoreBackend.ingest(store, concepts, tiny_encoder, batch_size=2, show_progress=False) == 4
+    info = KBInfo("tiny", "en", "test", "1", "test")
+    kb = KnowledgeBase(info, concepts, StoreBackend(store, tiny_encoder))
+    hits = kb.search(["head pain", "fever"], 2)
+    assert hits[0][0].id == "HP:1" and hits[1][0].id == "HP:2"
+    assert len({h.id for h in hits[0]}) == len(hits[0])  # collapsed to concepts
+    kb.save(tmp_path / "kb")
+    again = KnowledgeBase.load(tmp_path / "kb", tiny_encoder, store)
+    assert again.describe()["backend"] == "store" and again.search(["cough"], 1)[0][0].id == "HP:3"
+    store.close()
+
+
+def test_serve_command_rejects_bad_options(tmp_path):
+    from typer.testing import CliRunner
+
+    from medrank.cli import app
+
+    res = CliRunner().invoke(app, ["serve", "--model", "bogus=/x", "--state", str(tmp_path)])
+    assert res.exit_code == 2 and "unknown pipeline" in res.output
+    res = CliRunner().invoke(app, ["serve", "--model", "no-equals", "--state", str(tmp_path)])
+    assert res.exit_code == 2 and "NAME=PATH" in res.output
+    res = CliRunner().invoke(app, ["serve", "--build-only", "--kb", "nope", "--pipelines", "symptoms", "--state", str(tmp_path)])
+    assert res.exit_code == 2 and "unknown knowledge base" in res.output
+
+
+def test_batching_encoder_coalesces_concurrent_calls(tiny_encoder):
+    import threading
+
+    import numpy as np
+
+    from medrank.service.batching import BatchingEncoder
+
+    texts = [f"fever cough {'headache ' * i}" for i in range(16)]
+    direct = tiny_encoder.encode(texts, kind="query")
+    enc = BatchingEncoder(tiny_encoder, max_batch=32, max_wait_s=0.2)
+    out: dict[int, np.ndarray] = {}
+    barrier = threading.Barrier(len(texts))
+
+    def call(i: int) -> None:
+        barrier.wait()
+        out[i] = enc.encode([texts[i]], kind="query")[0]
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    got = np.stack([out[i] for i in range(len(texts))])
+    assert np.allclose(got, direct, atol=1e-5)  # same vectors as one direct call (padding does not change them)
+    assert enc.stats["texts"] == 16 and enc.stats["batches"] < 16
+    assert enc.encode("fever", kind="passage").shape == (tiny_encoder.dim,)
+    assert enc.encode(texts * 3, kind="query").shape == (48, tiny_encoder.dim)  # large call: straight through
+    assert enc.spec() == tiny_encoder.spec() and enc.dim == tiny_encoder.dim
+
+
+def test_batching_encoder_propagates_errors(tiny_encoder):
+    from medrank.service.batching import BatchingEncoder
+
+    class Broken(type(tiny_encoder)):
+        def _encode(self, *args, **kwargs):
+            raise RuntimeError("model exploded")
+
+    broken = Broken(tiny_encoder.model, tiny_encoder.tokenizer, pooling="mean", name="broken")
+    with pytest.raises(RuntimeError, match="exploded"):
+        BatchingEncoder(broken).encode(["fever"], kind="query")
