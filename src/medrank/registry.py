@@ -31,6 +31,8 @@ PLUGINS: list[str] = [
     "medrank.pipelines.symptom.cli",
     "medrank.pipelines.passages.cli",
     "medrank.pipelines.similar.cli",
+    "medrank.pipelines.history.cli",
+    "medrank.pipelines.procedures.cli",
     "medrank.service.cli",
 ]
 

@@ -1,0 +1,183 @@
+"""CLI plugin for history-taking question re-ranking.
+
+* ``medrank history build [--source mts-aci] [--raw SPLIT=FILE ...] [--bank DIR] --out DIR`` — build
+  the JSONL samples (question bank, first-stage candidates, positives) from raw files;
+* ``medrank train configs/history/*.yaml`` — tasks ``history-global``, ``history-cross-encoder``,
+  ``history-bi-encoder``;
+* ``medrank evaluate --dataset history-mts-aci [--test FILE.jsonl | --split valid] [--model RUN]``;
+* ``medrank rerank --model RUN --dialogue FILE --candidates FILE`` — rank candidate questions for a
+  dialogue (one ``speaker: text`` line per turn; one candidate question per line).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from medrank.registry import register_evaluator, register_trainer
+
+
+def _train(task: str, model: str, config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    from medrank.pipelines.history.training import train_history
+
+    if config.get("model", model) != model:
+        raise ValueError(f"task {task} trains model {model!r}, but the config says model={config['model']!r}")
+    report = train_history({**config, "model": model}, output_dir, resume)
+    return {
+        "system": report["system"],
+        "output_dir": str(output_dir),
+        "valid": report["valid"]["metrics"],
+        "first_stage": report["first_stage"],
+        "train_seconds": report["train_seconds"],
+    }
+
+
+@register_trainer("history-global")
+def train_global(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    """Global re-ranker (one input per dialogue, one pooling token per candidate)."""
+    return _train("history-global", "global", config, output_dir, resume)
+
+
+@register_trainer("history-cross-encoder")
+def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    return _train("history-cross-encoder", "cross-encoder", config, output_dir, resume)
+
+
+@register_trainer("history-bi-encoder")
+def train_bi_encoder(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    return _train("history-bi-encoder", "bi-encoder", config, output_dir, resume)
+
+
+@register_evaluator("history-mts-aci")
+def evaluate_mts_aci(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    return evaluate_history(test, split, model, {"dataset": "mts-aci", **options})
+
+
+@register_evaluator("history-ddxplus")
+def evaluate_ddxplus(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    return evaluate_history(test, split, model, {"dataset": "ddxplus", **options})
+
+
+def evaluate_history(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """First stage (and a saved re-ranker) on a built split or any file in the built format.
+
+    Options: ``data_dir`` (built folder; default the cache's ``history/<dataset>``), ``shuffles``
+    (5 for the global re-ranker), ``max_samples`` (seeded subset), ``seed``, ``threads``.
+    """
+    from medrank.config import set_threads
+    from medrank.pipelines.history.builders import default_out_dir
+    from medrank.pipelines.history.data import bank_texts, read_bank, read_samples
+    from medrank.pipelines.history.evaluation import (
+        METRICS,
+        evaluate_scorer,
+        first_stage_metrics,
+        load_reranker,
+        subsample,
+    )
+
+    unknown = set(options) - {"data_dir", "shuffles", "max_samples", "seed", "threads", "dataset"}
+    if unknown:
+        raise ValueError(f"unknown options {sorted(unknown)}")
+    set_threads(int(options.get("threads", 1)))
+    dataset = str(options.get("dataset", "mts-aci"))
+    folder = Path(options["data_dir"]) if options.get("data_dir") else default_out_dir(dataset)
+    path = test if test is not None else folder / f"{split or 'valid'}.jsonl"
+    seed = int(options.get("seed", 13))
+    samples = subsample(read_samples(path), options.get("max_samples"), seed + 1)
+    if not samples:
+        raise ValueError(f"{path}: no samples")
+    systems: dict[str, dict[str, float]] = {"first stage": first_stage_metrics(samples)}
+    details: dict[str, Any] = {}
+    if model is not None:
+        texts = bank_texts(read_bank(folder / "bank.jsonl"))
+        kind, reranker = load_reranker(model)
+        shuffles = int(options.get("shuffles", 5 if kind == "global" else 1))
+        res = evaluate_scorer(reranker.score, samples, texts, shuffles, seed, show_progress=True)
+        systems[f"{kind}:{Path(model).name}"] = res["metrics"]
+        details = res
+    return {"systems": systems, "metric_names": METRICS, "samples": len(samples), "file": str(path), "details": details}
+
+
+def register(app: typer.Typer) -> None:
+    history = typer.Typer(help="History-taking question re-ranking: dataset builders.", no_args_is_help=True)
+    app.add_typer(history, name="history")
+
+    @history.command("build")
+    def build(
+        out: Annotated[Path | None, typer.Option(help="Output folder (default: $MEDRANK_CACHE/history/<source>).")] = None,
+        source: Annotated[str, typer.Option(help="mts-aci (MTS-Dialog / ACI-Bench CSV) or ddxplus (patients).")] = "mts-aci",
+        raw: Annotated[
+            list[str], typer.Option(help="SPLIT=FILE raw file (repeatable); default: the visible train/valid files.")
+        ] = [],  # noqa: B006
+        bank: Annotated[
+            Path | None,
+            typer.Option(help="mts-aci: reuse the bank + first stage of this built folder; ddxplus: the KB JSON folder."),
+        ] = None,
+        valid_fraction: Annotated[float, typer.Option(help="Train dialogues carved into 'valid' (new bank only).")] = 0.2,
+        seed: Annotated[int, typer.Option()] = 13,
+        threads: Annotated[int, typer.Option()] = 1,
+    ) -> None:
+        """Build re-ranking samples (JSONL) from raw dialogues; an independent split builds with --bank."""
+        from medrank.cli import _STATE, _fail, console
+        from medrank.config import set_threads
+        from medrank.pipelines.history.builders import build_mts_aci, default_out_dir
+        from medrank.pipelines.history.builders.ddxplus import build_ddxplus
+
+        if source not in ("mts-aci", "ddxplus"):
+            _fail(f"unknown source {source!r}; available: mts-aci, ddxplus")
+        set_threads(threads)
+        splits: dict[str, list[Path]] = {}
+        for item in raw:
+            if "=" not in item:
+                _fail(f"--raw expects SPLIT=FILE, got {item!r}")
+            name, file = item.split("=", 1)
+            splits.setdefault(name, []).append(Path(file))
+        try:
+            if source == "ddxplus":
+                meta = build_ddxplus(out or default_out_dir(source), splits or None, kb_dir=bank,
+                                     valid_fraction=valid_fraction, seed=seed, data_root=_STATE.get("data"))
+            else:
+                meta = build_mts_aci(out or default_out_dir(source), splits or None, bank_dir=bank,
+                                     valid_fraction=valid_fraction, seed=seed, data_root=_STATE.get("data"))
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        console.print_json(json.dumps(meta))
+
+    @app.command()
+    def rerank(
+        model: Annotated[Path, typer.Option("--model", "-m", help="A run or model folder written by `medrank train`.")],
+        dialogue: Annotated[Path, typer.Option(help="Dialogue text file: one 'speaker: text' line per turn.")],
+        candidates: Annotated[Path, typer.Option(help="Candidate questions, one per line.")],
+        k: Annotated[int | None, typer.Option("-k", help="Print only the top k.")] = None,
+        threads: Annotated[int, typer.Option()] = 1,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ) -> None:
+        """Rank candidate history questions for a dialogue with a trained re-ranker."""
+        from medrank.cli import _fail, console
+        from medrank.config import set_threads
+        from medrank.pipelines.history.builders.mts_aci import parse_transcript
+        from medrank.pipelines.history.data import render_dialogue
+        from medrank.pipelines.history.evaluation import load_reranker
+
+        set_threads(threads)
+        try:
+            turns = parse_transcript(dialogue.read_text(encoding="utf-8"))
+            questions = [q.strip() for q in candidates.read_text(encoding="utf-8").splitlines() if q.strip()]
+            if not turns:
+                _fail(f"{dialogue}: no turns found (expected 'doctor: ...' / 'patient: ...' lines)")
+            if not questions:
+                _fail(f"{candidates}: no candidate questions")
+            _, reranker = load_reranker(model)
+            scores = reranker.score(render_dialogue(turns), questions)
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        ranked = sorted(zip(questions, scores, strict=True), key=lambda x: -x[1])[: k or None]
+        rows = [{"rank": i + 1, "question": q, "score": round(float(s), 4)} for i, (q, s) in enumerate(ranked)]
+        if as_json:
+            console.print_json(json.dumps(rows, ensure_ascii=False))
+            return
+        for r in rows:
+            console.print(f"{r['rank']:>3}  {r['score']:>8.4f}  {r['question']}")

@@ -1,0 +1,85 @@
+"""Scoring built samples with any re-ranker and turning the scores into nDCG / MAP.
+
+Metrics come from :func:`medrank.metrics.evaluate`: ``ndcg`` (no cut-off, linear gain), ``map``,
+``mrr`` and ``ndcg@5`` over each sample's candidate list, with the positives inside the list as
+the relevant items (grade 1). Order-sensitive models are scored on ``shuffles`` random candidate
+orders (seeded) and the metrics averaged, as in the paper.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from medrank.metrics import evaluate
+from medrank.pipelines.history.data import Sample, candidate_qrels, render_dialogue, run_from_scores
+
+METRICS = ["ndcg", "map", "mrr", "ndcg@5"]
+#: (dialogue text, candidate question texts) -> one score per candidate
+ScoreFn = Callable[[str, Sequence[str]], Sequence[float]]
+
+
+def subsample(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:
+    """A seeded random subset of at most ``limit`` samples (original order kept)."""
+    if not limit or limit >= len(samples):
+        return list(samples)
+    keep = sorted(np.random.default_rng(seed).choice(len(samples), size=limit, replace=False).tolist())
+    return [samples[i] for i in keep]
+
+
+def first_stage_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """Metrics of the first stage's own order (the candidate lists as built)."""
+    run = run_from_scores(samples, {s.id: [-i for i in range(len(s.candidates))] for s in samples})
+    return evaluate(candidate_qrels(samples), run, METRICS)
+
+
+def evaluate_scorer(
+    score: ScoreFn, samples: Sequence[Sample], texts: dict[str, str], shuffles: int = 1, seed: int = 13,
+    show_progress: bool = False, desc: str = "rerank",
+) -> dict[str, Any]:
+    """Mean metrics over ``shuffles`` candidate orders, plus their spread and the scoring time."""
+    if shuffles < 1:
+        raise ValueError(f"shuffles must be >= 1, got {shuffles}")
+    qrels = candidate_qrels(samples)
+    per_shuffle = []
+    t0 = time.perf_counter()
+    for r in range(shuffles):
+        rng = np.random.default_rng(seed + r)
+        scores: dict[str, list[float]] = {}
+        for s in tqdm(samples, desc=f"{desc} ({r + 1}/{shuffles})", disable=not show_progress, unit="sample"):
+            perm = rng.permutation(len(s.candidates)) if shuffles > 1 else np.arange(len(s.candidates))
+            out = np.asarray(score(render_dialogue(s.context), [texts[s.candidates[i]] for i in perm]), dtype=np.float64)
+            back = np.empty(len(perm))
+            back[perm] = out
+            scores[s.id] = back.tolist()
+        per_shuffle.append(evaluate(qrels, run_from_scores(samples, scores), METRICS))
+    seconds = time.perf_counter() - t0
+    mean = {m: float(np.mean([p[m] for p in per_shuffle])) for m in METRICS}
+    return {
+        "metrics": mean,
+        "std_over_shuffles": {m: float(np.std([p[m] for p in per_shuffle])) for m in METRICS},
+        "shuffles": shuffles,
+        "samples": len(samples),
+        "seconds_per_sample": seconds / max(1, shuffles * len(samples)),
+    }
+
+
+def load_reranker(path: str | Path) -> tuple[str, Any]:
+    """``(kind, model)`` of a saved re-ranker folder (or a run folder holding ``model/``)."""
+    from medrank.pipelines.history.models import GlobalReranker, HistoryBiEncoder, HistoryCrossEncoder
+
+    path = Path(path)
+    if (path / "model").is_dir():
+        path = path / "model"
+    if (path / "global_reranker.json").exists():
+        return "global", GlobalReranker.load(path)
+    if (path / "history_cross_encoder.json").exists():
+        return "cross-encoder", HistoryCrossEncoder.load(path)
+    if (path / "history_bi_encoder.json").exists():
+        return "bi-encoder", HistoryBiEncoder.load(path)
+    raise FileNotFoundError(f"{path} holds no saved history re-ranker")

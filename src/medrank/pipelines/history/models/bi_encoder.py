@@ -1,0 +1,72 @@
+"""Bi-encoder baseline: cosine between a dialogue embedding and each question embedding.
+
+Both sides go through one MiniLM :class:`~medrank.encoders.TransformerEncoder` (mean pooling, unit
+vectors); the dialogue side is truncated from its start (``truncation_side="left"``) to
+``max_dialogue_tokens``. Trained with InfoNCE over one positive and 7 negatives drawn from the
+sample's own candidate list, temperature 0.05 (the paper's bi-encoder baseline), through
+:class:`medrank.pipelines.passages.losses.ListwiseSoftmaxLoss`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+class HistoryBiEncoder(nn.Module):
+    def __init__(self, encoder, max_dialogue_tokens: int = 256) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.model = encoder.model  # registers the trainable weights
+        self.max_dialogue_tokens = max_dialogue_tokens
+        self.encoder.tokenizer.truncation_side = "left"  # keep the most recent turns
+
+    @classmethod
+    def from_pretrained(cls, name: str = "minilm", max_dialogue_tokens: int = 256) -> HistoryBiEncoder:
+        from medrank.encoders import load_encoder
+
+        return cls(load_encoder(name), max_dialogue_tokens)
+
+    def embed(self, texts: Sequence[str], max_length: int) -> torch.Tensor:
+        saved = self.encoder.max_length
+        self.encoder.max_length = max_length
+        try:
+            return self.encoder.forward(self.encoder.tokenize(list(texts)))
+        finally:
+            self.encoder.max_length = saved
+
+    def embed_dialogues(self, dialogues: Sequence[str]) -> torch.Tensor:
+        return self.embed(dialogues, self.max_dialogue_tokens + 2)
+
+    def embed_questions(self, questions: Sequence[str]) -> torch.Tensor:
+        return self.embed(questions, 64)
+
+    @torch.inference_mode()
+    def score(self, dialogue: str, questions: Sequence[str]) -> list[float]:
+        self.eval()
+        d = self.embed_dialogues([dialogue])
+        q = self.embed_questions(questions)
+        return (q @ d[0]).tolist()
+
+    def save(self, path: str | Path) -> None:
+        from medrank.utils.io import atomic_dir
+
+        with atomic_dir(Path(path)) as tmp:
+            self.encoder.save(tmp / "encoder")
+            (tmp / "history_bi_encoder.json").write_text(json.dumps({"max_dialogue_tokens": self.max_dialogue_tokens}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> HistoryBiEncoder:
+        from medrank.encoders import load_encoder
+
+        path = Path(path)
+        meta = path / "history_bi_encoder.json"
+        if not meta.exists():
+            raise FileNotFoundError(f"{path} holds no history bi-encoder (history_bi_encoder.json missing)")
+        return cls(load_encoder(str(path / "encoder")), **json.loads(meta.read_text())).eval()
+
+

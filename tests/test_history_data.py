@@ -1,0 +1,188 @@
+"""History builders (parsing, question bank, first stage), training and CLI on tiny fixtures."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from medrank.pipelines.history.builders import build_mts_aci
+from medrank.pipelines.history.builders.mts_aci import normalize_question, parse_transcript, questions_in
+from medrank.pipelines.history.builders.question_bank import leader_clusters
+from medrank.pipelines.history.data import read_bank, read_samples, render_dialogue
+from tests.conftest import make_tiny_bert
+
+MTS = [
+    "Doctor: Hello. Do you have fever?\r\nPatient: Yes, fever and cough.\r\nDoctor: Okay. Any chest pain?\r\n"
+    "Patient: No chest pain.\r\nDoctor: Any nausea or vomiting?\r\nPatient: Some nausea.",
+    "Doctor: What brings you in?\r\nPatient: Headache and dizziness.\r\nDoctor: Any nausea or vomiting?\r\n"
+    "Patient: no\r\nand some back pain\r\nDoctor: Do you have fever? Right?",
+    "Doctor: How can I help?\r\nPatient: I have a rash.\r\nDoctor: Any itch? Any fatigue?\r\nPatient: Itch, yes.",
+    "Doctor: Hi there.\r\nPatient: Cough for a week.\r\nDoctor: Do you have fever?\r\nPatient: No.\r\n"
+    "Doctor: Any chest pain?\r\nPatient: Some.",
+]
+ACI = [
+    "[doctor] hi , how are you ?\n[patient] i have abdominal pain .\n[doctor] any nausea or vomiting ?\n"
+    "[patient] yes .\n[doctor] hey dragon , show me the labs ?\n[doctor] do you have fever ?\n[patient] no .",
+    "[doctor] hello .\n[patient] my back pain is bad .\n[doctor] any chest pain ?\n[patient] no .",
+]
+
+
+def write_fixture(tmp_path):
+    mts = tmp_path / "mts.csv"
+    with open(mts, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["ID", "section_header", "section_text", "dialogue"])
+        for i, d in enumerate(MTS):
+            w.writerow([i, "GENHX", "note", d])
+    aci = tmp_path / "aci.csv"
+    with open(aci, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["dataset", "encounter_id", "dialogue", "note"])
+        for i, d in enumerate(ACI):
+            w.writerow(["aci", f"D2N{i:03d}", d, "note"])
+    return mts, aci
+
+
+@pytest.fixture
+def tiny_st(tiny_encoder):
+    return tiny_encoder
+
+
+def test_parse_both_formats_and_continuation_lines():
+    turns = parse_transcript(MTS[1])
+    assert [t.speaker for t in turns] == ["doctor", "patient", "doctor", "patient", "doctor"]
+    assert turns[3].text == "no and some back pain"
+    aci = parse_transcript("[doctor] hi .\n[patient_guest] he is fine .\n[patient] ok .")
+    assert [t.speaker for t in aci] == ["doctor", "family", "patient"]
+
+
+def test_questions_are_normalised_and_backchannels_dropped():
+    assert normalize_question("Okay, so do you SMOKE?") == "do you smoke?"
+    assert questions_in("Okay. Any chest pain? Right? Is that correct? Hey dragon, show me labs?") == ["any chest pain?"]
+    assert questions_in("Do you smoke? Do you smoke? What about alcohol?") == ["do you smoke?", "what about alcohol?"]
+
+
+def test_leader_clustering_by_frequency_and_threshold():
+    v = np.array([[1.0, 0.0], [0.95, np.sqrt(1 - 0.95**2)], [0.0, 1.0]], dtype=np.float32)
+    # the most frequent text leads; the near duplicate (cos 0.95) joins it at 0.9 but not at 0.99
+    assert leader_clusters(["a", "b", "c"], [1, 5, 2], v, 0.9) == [1, 1, 2]
+    assert leader_clusters(["a", "b", "c"], [1, 5, 2], v, 0.99) == [0, 1, 2]
+    with pytest.raises(ValueError):
+        leader_clusters(["a"], [1], v[:1], 0.0)
+
+
+def test_build_split_and_rebuild_independent_split(tmp_path, tiny_st):
+    mts, aci = write_fixture(tmp_path)
+    out = tmp_path / "built"
+    meta = build_mts_aci(out, {"train": [mts, aci]}, valid_fraction=0.34, seed=1, k=5, threshold=0.999,
+                         encoder=tiny_st, show_progress=False)
+    assert meta["bank"]["size"] == len(read_bank(out / "bank.jsonl")) > 0
+    assert meta["carved_from_train"]["dialogues"] == 2
+    train = read_samples(out / "train.jsonl")
+    valid = read_samples(out / "valid.jsonl") if (out / "valid.jsonl").exists() else []
+    assert train
+    assert not {s.dialogue_id for s in train} & {s.dialogue_id for s in valid}
+    for s in train + valid:
+        assert len(s.candidates) <= 5 and set(s.positives) & set(s.candidates)
+        assert s.context and all(t.text for t in s.context)
+        # questions asked earlier in the dialogue are never candidates again
+        assert len(s.candidates) == len(set(s.candidates))
+    # an independent file in the same raw format, built against the saved bank and first stage
+    meta2 = build_mts_aci(tmp_path / "test-built", {"test": [mts]}, bank_dir=out, encoder=tiny_st, show_progress=False)
+    assert meta2["bank"]["size"] == meta["bank"]["size"] and meta2["splits"]["test"]["questioning_turns"] > 0
+    assert json.loads((tmp_path / "test-built" / "meta.json").read_text())["first_stage"] == meta["first_stage"]
+
+
+def _tiny_base(tmp_path):
+    model, tok = make_tiny_bert(seed=1)
+    path = tmp_path / "tiny-bert"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("model_kind", ["global", "cross-encoder", "bi-encoder"])
+def test_train_evaluate_and_rerank_end_to_end(tmp_path, tiny_st, model_kind):
+    from typer.testing import CliRunner
+
+    from medrank.cli import app
+    from medrank.pipelines.history.cli import evaluate_history
+    from medrank.pipelines.history.training import train_history
+
+    mts, aci = write_fixture(tmp_path)
+    built = tmp_path / "built"
+    build_mts_aci(built, {"train": [mts, aci], "valid": [mts]}, valid_fraction=0.0, k=5, threshold=0.999,
+                  encoder=tiny_st, show_progress=False)
+    cfg = {"model": model_kind, "base": str(_tiny_base(tmp_path)), "data_dir": str(built), "max_dialogue_tokens": 16,
+           "max_question_tokens": 8, "max_train_samples": 4, "max_eval_samples": 3, "eval_shuffles": 2,
+           "batch_size": 2, "loss": "lambdaloss", "ce_negatives": 2, "bi_negatives": 2, "threads": 1}
+    report = train_history(cfg, tmp_path / "run", resume=False)
+    assert 0.0 <= report["valid"]["metrics"]["ndcg"] <= 1.0 and report["steps"] == 2
+    assert (tmp_path / "run" / "model").is_dir() and (tmp_path / "run" / "eval_valid.json").exists()
+    res = evaluate_history(None, "valid", tmp_path / "run", {"data_dir": str(built), "shuffles": 1})
+    assert set(res["systems"]) == {"first stage", f"{model_kind}:run"}
+    # the rerank command on a dialogue file and a candidate list
+    sample = read_samples(built / "valid.jsonl")[0]
+    (tmp_path / "d.txt").write_text(render_dialogue(sample.context))
+    (tmp_path / "c.txt").write_text("any chest pain?\ndo you have fever?\nany itch?\n")
+    out = CliRunner().invoke(app, ["rerank", "--model", str(tmp_path / "run"), "--dialogue", str(tmp_path / "d.txt"),
+                                   "--candidates", str(tmp_path / "c.txt"), "--json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert sorted(r["question"] for r in rows) == ["any chest pain?", "any itch?", "do you have fever?"]
+    assert [r["rank"] for r in rows] == [1, 2, 3]
+
+
+def _ddx_fixture(tmp_path):
+    ev = {
+        "E_1": {"name": "E_1", "code_question": "E_1", "question_en": "Do you have a fever?", "data_type": "B",
+                "value_meaning": {}},
+        "E_2": {"name": "E_2", "code_question": "E_2", "question_en": "Do you cough?", "data_type": "B",
+                "value_meaning": {}},
+        "E_3": {"name": "E_3", "code_question": "E_3", "question_en": "Do you feel pain?", "data_type": "B",
+                "value_meaning": {}},
+        "E_4": {"name": "E_4", "code_question": "E_3", "question_en": "Where is the pain?", "data_type": "M",
+                "value_meaning": {"V_1": {"en": "chest"}, "V_2": {"en": "back"}}},
+        "E_5": {"name": "E_5", "code_question": "E_5", "question_en": "Any rash?", "data_type": "B",
+                "value_meaning": {}},
+    }
+    cond = {
+        "Flu": {"condition_name": "Flu", "symptoms": {"E_1": {}, "E_2": {}, "E_3": {}, "E_4": {}}, "antecedents": {}},
+        "Measles": {"condition_name": "Measles", "symptoms": {"E_1": {}, "E_5": {}}, "antecedents": {}},
+    }
+    (tmp_path / "release_evidences.json").write_text(json.dumps(ev))
+    (tmp_path / "release_conditions.json").write_text(json.dumps(cond))
+    rows = [
+        ["30", "[]", "M", "Flu", str(["E_1", "E_2", "E_3", "E_4_@_V_1", "E_4_@_V_2"]), "E_1"],
+        ["40", "[]", "F", "Measles", str(["E_1", "E_5"]), "E_5"],
+        ["50", "[]", "F", "Flu", str(["E_2", "E_3", "E_4_@_V_2"]), "E_2"],
+    ] * 2
+    path = tmp_path / "patients.txt"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["age", "top5_diagnoses", "sex", "diagnosis", "features", "feature_id"])
+        w.writerows(rows)
+    return path
+
+
+def test_ddxplus_builder_knowledge_base_first_stage(tmp_path):
+    from medrank.pipelines.history.builders.ddxplus import KnowledgeBase, build_ddxplus, load_kb
+
+    patients = _ddx_fixture(tmp_path)
+    kb = KnowledgeBase(*load_kb(tmp_path))
+    cands, _ = kb.candidates(["E_1"], k=30)
+    # consistent with E_1: Flu and Measles; the follow-up E_4 waits for its main evidence E_3
+    assert "E_1" not in cands and "E_4" not in cands and set(cands) == {"E_2", "E_3", "E_5"}
+    assert "E_4" in kb.candidates(["E_2", "E_3"], k=30)[0]
+    meta = build_ddxplus(tmp_path / "out", {"train": [patients]}, valid_fraction=0.34, seed=0, k=30)
+    assert meta["splits"]["train"]["patients"] + meta["splits"]["valid"]["patients"] == 6
+    train = read_samples(tmp_path / "out" / "train.jsonl")
+    assert train
+    for s in train:
+        assert set(s.positives) <= set(s.candidates) and s.positives
+        assert s.context[0].speaker == "doctor" and s.context[1].speaker == "patient"
+    flu = [s for s in train if s.context[0].text == "Do you have a fever?"]
+    assert flu and flu[0].context[1].text == "yes"
