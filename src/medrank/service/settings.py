@@ -16,7 +16,7 @@ pipeline           default path under ``models_dir``
 ``similar-en``     ``similar/medical-question-pairs/stmt``
 ``passages``       ``passages/index-all`` (a CDV sentence index) or ``passages/cdv`` (a CDV run)
 ``normalize``      ``procedures/kar`` (issue 4's normaliser: a KAR run with ``normalizer.json``)
-``next-questions`` ``history/global-listnet``, ``history/cross-encoder`` or ``history/bi-encoder`` (issue 6)
+``next-questions`` none: only ``--model next-questions=runs/history/<run>`` (issue 6's CPU runs trail the first stage)
 =================  ============================================================
 
 A pipeline without a checkpoint serves its zero-shot / BM25 form and says so.
@@ -36,7 +36,10 @@ DEFAULT_MODEL_PATHS: dict[str, tuple[str, ...]] = {
     "similar-en": ("similar/medical-question-pairs/stmt",),
     "passages": ("passages/index-all", "passages/cdv"),
     "normalize": ("procedures/kar",),
-    "next-questions": ("history/global-listnet", "history/cross-encoder", "history/bi-encoder"),
+    # No default for the history re-ranker: the CPU-recipe runs score below the first stage on validation
+    # (bench/results/history_table.md), so the service keeps the first stage unless a run is named with
+    # `medrank serve --model next-questions=PATH`.
+    "next-questions": (),
 }
 
 #: knowledge bases ``medrank serve`` builds by default

@@ -1,0 +1,300 @@
+"""KAR, the keyword-attentive ranker: a cross-encoder whose [PS] / [PT] tokens see only keywords.
+
+The paper's input is ``[CLS] [PS] [PT] mention [SEP] candidate [SEP]``; [PS] may attend only to
+procedure-*site* tokens (``keywords/body.txt``) and [PT] only to procedure-*type* tokens
+(``keywords/ot.txt``) of both texts, [CLS] attends to everything; the mean of the three output
+states goes through an FFN to one logit (sigmoid = match probability, BCE loss).
+
+**Keyword masks.** :class:`KeywordMatcher` finds keywords by greedy left-to-right *longest*
+match over characters; :func:`token_keyword_flags` maps those character spans to tokens through
+the fast tokenizer's ``offset_mapping`` (a token is a keyword token when its span overlaps a
+keyword span); :func:`kar_attention_mask` builds the ``(n, 1, L, L)`` mask.
+
+**CPU recipe (the deviation to know about).** A cross-encoder cannot cache anything: every
+(mention, candidate) pair is new input, so training on 10 candidates × 3.6k mentions and the
+50 ms latency bar are both out of reach for a 12-layer encoder on one CPU thread. This KAR
+shares MTCG's frozen bottom instead: the first ``n_frozen`` blocks read the mention and the
+candidate *separately* (both are cached; every standard name is cached once for good), and
+only the top blocks — a trainable copy of the base model's top blocks — read the joint sequence
+
+    [CLS] [PS] [PT]  ⊕  bottom(query: mention)  ⊕  bottom(passage: candidate)
+
+under the keyword mask. [CLS] / [PS] / [PT] therefore enter at the top block as learned vectors
+(the mean of both texts' bottom token states plus a learned offset each) rather than as vocabulary tokens
+run through the frozen bottom, and a learned segment vector marks the candidate's states. With
+``n_frozen = 0`` (``train_layers`` = all blocks) this is the paper's full cross-encoder.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from medrank.encoders.base import TextKind
+from medrank.pipelines.symptom.model import BiEncoder, _blocks, _eval_mode
+
+N_SPECIAL = 3  # [CLS], [PS], [PT]
+CLS, PS, PT = 0, 1, 2
+WEIGHTS = "kar.safetensors"
+SPEC = "kar.json"
+
+
+class KeywordMatcher:
+    """Greedy left-to-right longest-match keyword finder over characters."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self.words = frozenset(w for w in words if w)
+        if not self.words:
+            raise ValueError("KeywordMatcher needs at least one keyword")
+        self.lengths = sorted({len(w) for w in self.words}, reverse=True)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Non-overlapping ``[start, end)`` character spans of keywords, longest match first at each position."""
+        out, i = [], 0
+        while i < len(text):
+            for n in self.lengths:
+                if i + n <= len(text) and text[i : i + n] in self.words:
+                    out.append((i, i + n))
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
+
+    def find(self, text: str) -> list[str]:
+        return [text[s:e] for s, e in self.spans(text)]
+
+
+def token_keyword_flags(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]], shift: int = 0) -> np.ndarray:
+    """``(L,)`` bool: token ``i`` overlaps a keyword span (spans shifted by ``shift`` characters, e.g. a prompt).
+
+    Special tokens have the empty offset ``(0, 0)`` and are never keyword tokens.
+    """
+    flags = np.zeros(len(offsets), dtype=bool)
+    for i, (s, e) in enumerate(offsets):
+        if e <= s:
+            continue
+        for ks, ke in spans:
+            if s < ke + shift and ks + shift < e:
+                flags[i] = True
+                break
+    return flags
+
+
+def kar_attention_mask(key_valid: torch.Tensor, site: torch.Tensor, type_: torch.Tensor) -> torch.Tensor:
+    """The KAR attention mask ``(n, 1, L, L)`` (True = may attend) over ``[CLS] [PS] [PT] tokens...``.
+
+    Args:
+        key_valid: ``(n, L)`` bool, real (non-padding) positions; positions 0-2 are [CLS]/[PS]/[PT].
+        site / type_: ``(n, L)`` bool, site / type keyword tokens (of both texts).
+
+    Every position attends to every real position, except [PS] (only itself and site tokens) and
+    [PT] (only itself and type tokens). A padding row attends to every real position (its output
+    is never read, and a row with no allowed key would give NaN).
+    """
+    if key_valid.shape != site.shape or key_valid.shape != type_.shape or key_valid.ndim != 2:
+        raise ValueError(f"key_valid, site, type_ must share a (n, L) shape, got {key_valid.shape}, {site.shape}, {type_.shape}")
+    if key_valid.shape[1] < N_SPECIAL:
+        raise ValueError("the sequence must start with [CLS] [PS] [PT]")
+    n, length = key_valid.shape
+    mask = key_valid[:, None, :].expand(n, length, length).clone()
+    eye = torch.zeros(length, dtype=torch.bool, device=key_valid.device)
+    ps_self, pt_self = eye.clone(), eye.clone()
+    ps_self[PS], pt_self[PT] = True, True
+    mask[:, PS, :] = (site & key_valid) | ps_self
+    mask[:, PT, :] = (type_ & key_valid) | pt_self
+    return mask[:, None]
+
+
+def _as_model_mask(mask: torch.Tensor, model: nn.Module, dtype: torch.dtype) -> torch.Tensor:
+    """Bool for SDPA / flex attention, additive float for eager attention."""
+    if getattr(model.config, "_attn_implementation", "sdpa") == "eager":
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+    return mask
+
+
+def special_rows_block(block: nn.Module, hidden: torch.Tensor, mask: torch.Tensor, rows: int = N_SPECIAL) -> torch.Tensor:
+    """A BERT block's output at the first ``rows`` positions only: ``(n, rows, d)``.
+
+    KAR reads only [CLS]/[PS]/[PT] from its last block, so that block needs keys and values
+    for every position but queries, the attention output and the feed-forward for three
+    positions — about a fifth of a full block. Same arithmetic as ``block(hidden, mask)[:, :rows]``
+    (``tests/test_procedures.py`` checks it); ``mask`` is the bool ``(n, 1, L, L)`` KAR mask.
+    """
+    sa = block.attention.self
+    n, length, d = hidden.shape
+    head = sa.attention_head_size
+    heads = sa.query.out_features // head
+    q_in = hidden[:, :rows]
+    q = sa.query(q_in).view(n, rows, heads, head).transpose(1, 2)
+    k = sa.key(hidden).view(n, length, heads, head).transpose(1, 2)
+    v = sa.value(hidden).view(n, length, heads, head).transpose(1, 2)
+    attn = nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask[:, :, :rows, :], dropout_p=sa.dropout.p if sa.training else 0.0, scale=sa.scaling
+    )
+    attn = attn.transpose(1, 2).reshape(n, rows, heads * head)
+    return block.feed_forward_chunk(block.attention.output(attn, q_in))
+
+
+def _token_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the real token states of each row, leaving out position 0 (the text's own <s>/[CLS])."""
+    weight = mask.to(hidden.dtype).clone()
+    weight[:, 0] = 0
+    return (hidden * weight[..., None]).sum(1) / weight.sum(1, keepdim=True).clamp(min=1.0)
+
+
+class KeywordAttentiveRanker(nn.Module):
+    """KAR over a frozen (shared, cached) bottom; see the module docstring.
+
+    Args:
+        bottom: the :class:`BiEncoder` whose frozen bottom and cache KAR reads (MTCG's).
+        sites / types: the keyword lists.
+        hidden: width of the FFN on the pooled [CLS]/[PS]/[PT] state.
+        dropout: dropout before the FFN.
+        interaction: also feed the FFN ``[u, v, |u-v|, u*v]`` of the two texts' token means entering
+            the last joint block (CPU-recipe deviation: with the specials alone the cached-bottom
+            KAR's features carried no pair information at initialisation and one CPU epoch did not
+            move its BCE off the label prior; ``False`` is the paper's head).
+    """
+
+    def __init__(
+        self,
+        bottom: BiEncoder,
+        sites: Sequence[str],
+        types: Sequence[str],
+        hidden: int = 256,
+        dropout: float = 0.1,
+        interaction: bool = True,
+    ) -> None:
+        super().__init__()
+        self.bottom = bottom
+        hf = bottom.encoder.model
+        d = bottom.dim
+        # a trainable copy of the *base* top blocks (MTCG trains the originals in place)
+        self.top = nn.ModuleList(copy.deepcopy(b) for b in _blocks(hf)[bottom.n_frozen :])
+        for p in self.top.parameters():
+            p.requires_grad_(True)
+        self.special = nn.Parameter(torch.zeros(N_SPECIAL, d))
+        self.segment = nn.Parameter(torch.zeros(2, d))
+        self.dropout = nn.Dropout(dropout)
+        self.interaction = bool(interaction)
+        self.ffn = nn.Sequential(nn.Linear(d * (5 if self.interaction else 1), hidden), nn.GELU(), nn.Linear(hidden, 1))
+        self.sites, self.types = KeywordMatcher(sites), KeywordMatcher(types)
+        self.ffn_hidden = hidden
+        self._flags: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.trainable = nn.ModuleDict(
+            {"top": self.top, "ffn": self.ffn, "params": nn.ParameterList([self.special, self.segment])}
+        )
+
+    # -- keyword flags of one text as the cache tokenises it -----------------------------------------
+    def keyword_flags(self, text: str, kind: TextKind) -> tuple[np.ndarray, np.ndarray]:
+        """(site, type) bool flags over the tokens of ``prompt + text`` (same tokenisation as the cache)."""
+        key = (kind, text)
+        if key not in self._flags:
+            enc = self.bottom.encoder
+            prompt = enc._prompt(kind)
+            tok = enc.tokenizer(prompt + text, truncation=True, max_length=enc.max_length, return_offsets_mapping=True)
+            offsets = tok["offset_mapping"]
+            self._flags[key] = (
+                token_keyword_flags(offsets, self.sites.spans(text), shift=len(prompt)),
+                token_keyword_flags(offsets, self.types.spans(text), shift=len(prompt)),
+            )
+        return self._flags[key]
+
+    def _flag_matrix(self, texts: Sequence[str], kind: TextKind, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        site = torch.zeros((len(texts), length), dtype=torch.bool)
+        typ = torch.zeros((len(texts), length), dtype=torch.bool)
+        for i, t in enumerate(texts):
+            s, ty = self.keyword_flags(t, kind)
+            site[i, : len(s)], typ[i, : len(ty)] = torch.from_numpy(s), torch.from_numpy(ty)
+        return site, typ
+
+    # -- scoring ---------------------------------------------------------------------------------------
+    def forward_states(
+        self,
+        mentions: Sequence[str],
+        candidates: Sequence[str],
+        mention_hidden: torch.Tensor,
+        mention_mask: torch.Tensor,
+        cand_hidden: torch.Tensor,
+        cand_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """``(P,)`` logits from frozen-bottom states of the pairs' mentions and candidates."""
+        n = len(mentions)
+        if not (len(candidates) == n == mention_hidden.shape[0] == cand_hidden.shape[0]):
+            raise ValueError(f"{n} mentions, {len(candidates)} candidates, {mention_hidden.shape[0]}/{cand_hidden.shape[0]} states")
+        lm, lc = mention_hidden.shape[1], cand_hidden.shape[1]
+        dev = mention_hidden.device
+        # [CLS]/[PS]/[PT] start from the mean of both texts' token states (without their own <s>):
+        # the bottom's <s> state is a near-constant, large-norm attention sink in e5, and specials
+        # started from it stayed input-independent (KAR's loss never left the label prior)
+        special = (_token_mean(mention_hidden, mention_mask) + _token_mean(cand_hidden, cand_mask))[:, None] / 2 + self.special[None]
+        hidden = torch.cat([special, mention_hidden + self.segment[0], cand_hidden + self.segment[1]], dim=1)
+        ms, mt = self._flag_matrix(mentions, "query", lm)
+        cs, ct = self._flag_matrix(candidates, "passage", lc)
+        ones = torch.ones((n, N_SPECIAL), dtype=torch.bool)
+        key_valid = torch.cat([ones, mention_mask.bool().cpu(), cand_mask.bool().cpu()], dim=1)
+        none = torch.zeros((n, N_SPECIAL), dtype=torch.bool)
+        site = torch.cat([none, ms, cs], dim=1)
+        typ = torch.cat([none, mt, ct], dim=1)
+        bool_mask = kar_attention_mask(key_valid, site, typ).to(dev)
+        mask = _as_model_mask(bool_mask, self.bottom.encoder.model, hidden.dtype)
+        for block in self.top[:-1]:
+            hidden = block(hidden, mask)
+        # only [CLS]/[PS]/[PT] of the last block are read
+        pooled = special_rows_block(self.top[-1], hidden, bool_mask).mean(dim=1)
+        if self.interaction:
+            # u, v: the two texts' token means entering the last (joint) block; [u, v, |u-v|, u*v]
+            u = _token_mean(hidden[:, N_SPECIAL : N_SPECIAL + lm], mention_mask)
+            v = _token_mean(hidden[:, N_SPECIAL + lm :], cand_mask)
+            pooled = torch.cat([pooled, u, v, (u - v).abs(), u * v], dim=-1)
+        return self.ffn(self.dropout(pooled))[:, 0]
+
+    def forward(self, mentions: Sequence[str], candidates: Sequence[str]) -> torch.Tensor:
+        """``(P,)`` logits for pairs ``(mentions[p], candidates[p])`` (training: bottoms from the cache)."""
+        from medrank.pipelines.procedures.mtcg import bottom_states
+
+        mh, mm = bottom_states(self.bottom, mentions, "query")
+        ch, cm = bottom_states(self.bottom, candidates, "passage")
+        return self.forward_states(mentions, candidates, mh, mm, ch, cm)
+
+    @torch.no_grad()
+    def score(self, mentions: Sequence[str], candidates: Sequence[str], batch_size: int = 128) -> np.ndarray:
+        """Inference probabilities ``(P,)`` (sigmoid of the logits)."""
+        out = np.empty(len(mentions), dtype=np.float32)
+        with _eval_mode(self):
+            for start in range(0, len(mentions), batch_size):
+                sl = slice(start, start + batch_size)
+                out[sl] = torch.sigmoid(self.forward(mentions[sl], candidates[sl])).float().cpu().numpy()
+        return out
+
+    # -- persistence -------------------------------------------------------------------------------------
+    def spec(self) -> dict[str, Any]:
+        return {"n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "ffn_hidden": self.ffn_hidden, "interaction": self.interaction}
+
+    def save(self, directory: str | Path, extra: dict[str, Any] | None = None) -> None:
+        from safetensors.torch import save_file
+
+        from medrank.utils.io import atomic_dir
+
+        with atomic_dir(directory) as tmp:
+            state = {k: v.detach().cpu().contiguous() for k, v in self.trainable.state_dict().items()}
+            save_file(state, str(tmp / WEIGHTS))
+            (tmp / SPEC).write_text(json.dumps({**self.spec(), **(extra or {})}, indent=1), encoding="utf-8")
+
+    def load_weights(self, directory: str | Path) -> None:
+        from safetensors.torch import load_file
+
+        spec = json.loads((Path(directory) / SPEC).read_text(encoding="utf-8"))
+        if spec["n_frozen"] != self.bottom.n_frozen:
+            raise ValueError(
+                f"{directory}: KAR was trained over {spec['n_frozen']} frozen blocks, the bottom has {self.bottom.n_frozen}"
+            )
+        self.trainable.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))

@@ -1,0 +1,288 @@
+"""The recall-and-rank normaliser: MTCG recall → KAR re-ranking → FB fusion and term-count decision.
+
+:class:`ProcedureNormalizer` runs every variant of the paper's Tables 2 and 3 from one object:
+
+* ``recall="mtcg"`` (the system) or ``"bm25"`` (the "w/o MTCG" ablation: BM25 character recall;
+  the count head and the distances ``s_c`` still come from MTCG);
+* ``fusion="fb"`` (``(s_c + s_r)/2``), ``"recall"`` (``s_c`` only, "w/o KAR") or ``"ranker"``
+  (``s_r`` only, "w/o FB"); the count rule is the same for all three.
+
+:meth:`normalize_one` is the latency path: the mention's frozen bottom is computed once and
+shared by MTCG and KAR; candidate bottoms come from the cache of every standard name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from medrank.metrics import evaluate, exact_set_accuracy
+from medrank.pipelines.procedures.data import Mention, TermBase
+from medrank.pipelines.procedures.fusion import DEFAULT_THETA, fuse, recall_scores, select_terms
+from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
+from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
+from medrank.records import Qrels, Ranking
+
+log = logging.getLogger(__name__)
+
+RECALLS = ("mtcg", "bm25")
+FUSIONS = ("fb", "recall", "ranker")
+MANIFEST = "normalizer.json"
+
+
+@dataclass
+class Prediction:
+    """One mention's output: the predicted terms (best first) with codes and every intermediate score."""
+
+    mention: str
+    terms: list[str]
+    codes: list[tuple[str, ...]]
+    candidates: list[str]
+    final: list[float]
+    recall_score: list[float]
+    ranker_score: list[float] | None
+    count_class: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "terms": [{"name": t, "codes": list(c)} for t, c in zip(self.terms, self.codes, strict=True)],
+            "count": ["1", "2", ">=3"][self.count_class],
+            "candidates": [
+                {"name": c, "final": round(f, 4), "s_c": round(s, 4), "s_r": None if self.ranker_score is None else round(self.ranker_score[i], 4)}
+                for i, (c, f, s) in enumerate(zip(self.candidates, self.final, self.recall_score, strict=True))
+            ],
+        }
+
+
+class ProcedureNormalizer:
+    """MTCG + KAR + FB over a :class:`TermBase`.
+
+    Args:
+        mtcg: the candidate generator; kar: the ranker (``None`` only with ``fusion="recall"``).
+        terms: the standard names; k: candidates per mention (``k_c``, 10); theta: FB threshold.
+    """
+
+    def __init__(
+        self,
+        mtcg: MTCG,
+        kar: KeywordAttentiveRanker | None,
+        terms: TermBase,
+        k: int = 10,
+        theta: float = DEFAULT_THETA,
+        recall: str = "mtcg",
+        fusion: str = "fb",
+        show_progress: bool = False,
+    ) -> None:
+        if recall not in RECALLS:
+            raise ValueError(f"recall must be one of {RECALLS}, got {recall!r}")
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+        if kar is None and fusion != "recall":
+            raise ValueError("a ranker is needed unless fusion='recall'")
+        if k < 3:
+            raise ValueError(f"k must be >= 3 (the count rule outputs up to 3 terms), got {k}")
+        self.mtcg, self.kar, self.terms = mtcg, kar, terms
+        self.k, self.theta, self.recall, self.fusion = k, float(theta), recall, fusion
+        self.show_progress = show_progress
+        self._term_emb: np.ndarray | None = None
+        self._term_emb_version: Any = None
+        self._index: Any = None
+        self._bm25: Any = None
+
+    # -- loading -------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, directory: str | Path, terms: TermBase | None = None, data_root: str | None = None, **kwargs: Any) -> ProcedureNormalizer:
+        """From a KAR run directory (``normalizer.json`` names the MTCG model and the tuned θ)."""
+        from medrank.pipelines.procedures.data import load_keywords, load_term_base
+
+        directory = Path(directory)
+        manifest_path = directory / MANIFEST
+        if not manifest_path.exists():
+            raise FileNotFoundError(f"{directory} has no {MANIFEST}: pass a KAR run directory written by `medrank train`")
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        mtcg_dir = Path(manifest["mtcg"])
+        if not mtcg_dir.is_absolute():
+            mtcg_dir = (directory / mtcg_dir).resolve()
+        mtcg = MTCG.load(mtcg_dir)
+        spec = json.loads((directory / "model" / "kar.json").read_text(encoding="utf-8"))
+        kw = load_keywords(data_root)
+        kar = KeywordAttentiveRanker(mtcg.bi, kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False))
+        kar.load_weights(directory / "model")
+        kwargs.setdefault("theta", manifest.get("theta", DEFAULT_THETA))
+        kwargs.setdefault("k", manifest.get("k", 10))
+        norm = cls(mtcg, kar, terms or load_term_base(data_root), **kwargs)
+        norm.load_cache(manifest.get("cache_dir"))
+        return norm
+
+    def load_cache(self, cache_dir: str | None) -> None:
+        if cache_dir:
+            n = self.mtcg.bi.load_cache(cache_dir)
+            log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
+
+    # -- recall ------------------------------------------------------------------------------------------
+    def term_embeddings(self) -> np.ndarray:
+        if self._term_emb is None or self._term_emb_version != self.mtcg.bi.weights_version():
+            self._term_emb = self.mtcg.encode_terms(self.terms.names)
+            self._term_emb_version = self.mtcg.bi.weights_version()
+            self._index = None
+        return self._term_emb
+
+    def index(self) -> Any:
+        """A flat inner-product vector index of the names (cosine order = Euclidean order for unit vectors)."""
+        from medrank.index import DenseIndex
+
+        emb = self.term_embeddings()
+        if self._index is None:
+            index = DenseIndex(None, factory="flat")
+            index.entry_ids, index.entry_texts, index.entry_items = list(self.terms.names), list(self.terms.names), list(self.terms.names)
+            index.build_from_vectors(emb)
+            self._index = index
+        return self._index
+
+    def bm25(self) -> Any:
+        from medrank.index import BM25Index
+
+        if self._bm25 is None:
+            self._bm25 = BM25Index(language="zh", zh_mode="char")
+            self._bm25.build(self.terms.names, self.terms.names)
+        return self._bm25
+
+    def retrieve(self, mention_emb: np.ndarray, texts: Sequence[str], k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, k)`` candidate rows and their Euclidean distances to the mention (ascending)."""
+        k = k or self.k
+        term_emb = self.term_embeddings()
+        if self.recall == "mtcg":
+            rankings = self.index().search_vectors([str(i) for i in range(len(texts))], mention_emb, k)
+            rows = np.array([[self.terms.row[i] for i in r.ids] for r in rankings], dtype=np.int64)
+        else:
+            rankings = self.bm25().search(list(texts), k=k)
+            rows = np.array([[self.terms.row[i] for i in r.ids] + [0] * (k - len(r.ids)) for r in rankings], dtype=np.int64)
+        cos = np.einsum("nd,nkd->nk", mention_emb, term_emb[rows])
+        dist = euclidean_from_cosine(cos)
+        if self.recall == "bm25":  # keep BM25's order; distances only feed s_c
+            return rows, dist
+        order = np.argsort(dist, axis=1, kind="stable")
+        return np.take_along_axis(rows, order, 1), np.take_along_axis(dist, order, 1)
+
+    # -- the whole pipeline --------------------------------------------------------------------------
+    def _decide(self, text: str, rows: np.ndarray, dist: np.ndarray, s_r: np.ndarray | None, count_class: int) -> Prediction:
+        s_c = recall_scores(dist[None])[0]
+        if self.fusion == "fb":
+            final = fuse(s_c, s_r)
+        elif self.fusion == "recall":
+            final = s_c
+        else:
+            final = np.asarray(s_r, dtype=np.float64)
+        cands = [self.terms.names[i] for i in rows]
+        chosen = select_terms(cands, final.tolist(), count_class, self.theta)
+        return Prediction(
+            mention=text,
+            terms=chosen,
+            codes=[self.terms.codes[self.terms.row[t]] for t in chosen],
+            candidates=cands,
+            final=final.tolist(),
+            recall_score=s_c.tolist(),
+            ranker_score=None if s_r is None else np.asarray(s_r).tolist(),
+            count_class=count_class,
+        )
+
+    def predict(self, texts: Sequence[str], batch_size: int = 256) -> list[Prediction]:
+        """Normalise many mentions (batched; mention bottoms are cached)."""
+        from tqdm.auto import tqdm
+
+        texts = list(texts)
+        emb, probs = self.mtcg.encode_mentions(texts, batch_size=batch_size)
+        rows, dist = self.retrieve(emb, texts)
+        s_r = None
+        if self.kar is not None and self.fusion != "recall":
+            pairs_m = [t for t in texts for _ in range(rows.shape[1])]
+            pairs_c = [self.terms.names[i] for r in rows for i in r]
+            scores = []
+            step = 64 * rows.shape[1]
+            for start in tqdm(range(0, len(pairs_m), step), desc="KAR", disable=not self.show_progress):
+                scores.append(self.kar.score(pairs_m[start : start + step], pairs_c[start : start + step]))
+            s_r = np.concatenate(scores).reshape(rows.shape) if scores else np.zeros(rows.shape)
+        count = probs.argmax(1)
+        return [
+            self._decide(t, rows[i], dist[i], None if s_r is None else s_r[i], int(count[i])) for i, t in enumerate(texts)
+        ]
+
+    @torch.no_grad()
+    def normalize_one(self, text: str) -> Prediction:
+        """One mention end to end, nothing cached for the mention (the latency path)."""
+        from medrank.pipelines.procedures.mtcg import bottom_states
+        from medrank.pipelines.symptom.model import _eval_mode
+
+        with _eval_mode(self.mtcg), (_eval_mode(self.kar) if self.kar is not None else _eval_mode(self.mtcg)):
+            hidden, mask = bottom_states(self.mtcg.bi, [text], "query", use_cache=False)
+            emb_t, logits = self.mtcg.mention_forward(hidden, mask)
+            emb = emb_t.float().cpu().numpy()
+            rows, dist = self.retrieve(emb, [text])
+            s_r = None
+            if self.kar is not None and self.fusion != "recall":
+                cands = [self.terms.names[i] for i in rows[0]]
+                ch, cm = self.mtcg.bi._cache_for("passage").gather(cands, self.mtcg.bi.device)
+                n = len(cands)
+                logit = self.kar.forward_states([text] * n, cands, hidden.expand(n, -1, -1), mask.expand(n, -1), ch, cm)
+                s_r = torch.sigmoid(logit).float().cpu().numpy()
+        return self._decide(text, rows[0], dist[0], s_r, int(logits.argmax(-1)[0]))
+
+    def warm_up(self) -> None:
+        """Encode (and cache the frozen bottom of) every standard name before timing anything."""
+        self.term_embeddings()
+        self.mtcg.bi.fill_cache(self.terms.names, "passage")
+
+
+# -- evaluation -----------------------------------------------------------------------------------------
+
+
+def set_accuracy(mentions: Sequence[Mention], predicted: Sequence[set[str]] | Sequence[Prediction]) -> dict[str, float]:
+    """Exact-set accuracy (%) over all, single-term and multi-term mentions (the paper's Table 2)."""
+    pred = [set(p.terms) if isinstance(p, Prediction) else set(p) for p in predicted]
+    gold = [set(m.terms) for m in mentions]
+    single = [i for i, m in enumerate(mentions) if len(m.terms) == 1]
+    multi = [i for i, m in enumerate(mentions) if len(m.terms) > 1]
+
+    def acc(idx: list[int]) -> float:
+        return round(100.0 * exact_set_accuracy([gold[i] for i in idx], [pred[i] for i in idx]), 2) if idx else float("nan")
+
+    return {"single": acc(single), "multi": acc(multi), "total": acc(list(range(len(mentions)))), "n_single": len(single), "n_multi": len(multi)}
+
+
+def count_accuracy(mentions: Sequence[Mention], count_classes: Sequence[int]) -> dict[str, float]:
+    """Implication-count accuracy (%), overall and per gold class (the paper's Table 8)."""
+    gold = [{str(m.count_class)} for m in mentions]
+    pred = [{str(int(c))} for c in count_classes]
+    out = {"total": round(100.0 * exact_set_accuracy(gold, pred), 2)}
+    for cls, name in enumerate(("1", "2", ">=3")):
+        idx = [i for i, m in enumerate(mentions) if m.count_class == cls]
+        if idx:
+            out[name] = round(100.0 * exact_set_accuracy([gold[i] for i in idx], [pred[i] for i in idx]), 2)
+        out[f"n_{name}"] = len(idx)
+    return out
+
+
+def recall_at(mentions: Sequence[Mention], rows: np.ndarray, terms: TermBase, ks: Sequence[int] = (2, 5, 7, 10)) -> dict[str, float]:
+    """Recall@k (%) of candidate lists (core ``medrank.metrics.evaluate``; gold terms found / gold terms per mention)."""
+    qrels = Qrels({m.id: {t: 1 for t in m.terms} for m in mentions})
+    run = {
+        m.id: Ranking(m.id, tuple(terms.names[i] for i in r), tuple(float(-j) for j in range(len(r))))
+        for m, r in zip(mentions, rows, strict=True)
+    }
+    res = evaluate(qrels, run, [f"recall@{k}" for k in ks])
+    return {k: round(100.0 * float(v), 2) for k, v in res.items()}
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0

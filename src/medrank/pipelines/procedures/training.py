@@ -1,0 +1,414 @@
+"""Training of MTCG and KAR on the shared :class:`~medrank.training.Trainer`, and their evaluation.
+
+``medrank train configs/procedures/mtcg.yaml`` (task ``procedures-mtcg``):
+
+1. split ``train.tsv`` into fit / train-valid (fixed seed, :func:`~.data.carve_validation`);
+   one training pair per (mention, gold term);
+2. every epoch, the negative strategy prepares (``online`` re-mines with the current model) and
+   draws ``k_n`` negatives per pair; the loss is triplet + count cross-entropy;
+3. evaluate recall@10 on train-valid each epoch (selects the best epoch); at the end, recall@2/5/7/10,
+   recall throughput (mentions/s) and count-head accuracy on the visible ``val.tsv``.
+
+``medrank train configs/procedures/kar.yaml`` (task ``procedures-kar``) loads a trained MTCG,
+retrieves its top-``k`` candidates for every fit mention (gold terms it misses are added as
+positives), trains KAR with BCE, selects the epoch by the end-to-end exact-set accuracy on
+train-valid, tunes FB's ``θ`` there, and writes ``normalizer.json`` so the run directory is a
+complete normaliser (``medrank normalize -m RUN``, ``medrank evaluate --dataset
+chip2019-procedures --model RUN``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from medrank.pipelines.procedures.data import (
+    Mention,
+    TermBase,
+    carve_validation,
+    load_keywords,
+    load_mentions,
+    load_term_base,
+)
+from medrank.pipelines.symptom.training import load_best
+from medrank.training import Callback, Trainer
+from medrank.utils.io import atomic_write_json
+
+log = logging.getLogger(__name__)
+
+
+def _default_cache_dir() -> str:
+    from medrank.config import cache_dir
+
+    return str(cache_dir() / "procedures-frozen")
+
+
+@dataclass
+class ProcedureConfig:
+    """Settings of one MTCG or KAR run (YAML keys are the field names)."""
+
+    task: str = "procedures-mtcg"
+    name: str = "mtcg"
+    output_dir: str | None = None  # read by `medrank train` (default run directory)
+    data_root: str | None = None
+    encoder: str = "e5-small"
+    max_length: int = 40
+    train_layers: int = 2
+    # MTCG
+    negatives: str = "online"
+    n_negatives: int = 4
+    negative_pool: int | None = None
+    margin: float = 1.0
+    count_weight: float = 1.0
+    distance_scale: float = 5.0
+    # KAR
+    mtcg: str | None = None
+    k: int = 10
+    negatives_per_mention: int | None = None
+    ffn_hidden: int = 256
+    kar_interaction: bool = True
+    dropout: float = 0.1
+    theta_grid: list[float] = field(default_factory=lambda: [round(x, 3) for x in np.arange(0.3, 1.0001, 0.025)])
+    # optimisation
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    scheduler: str = "linear"
+    warmup_ratio: float = 0.1
+    max_steps_per_epoch: int | None = None
+    seed: int = 13
+    threads: int | None = 1
+    cache_dir: str | None = None
+    keep_checkpoints: int = 1
+    show_progress: bool = True
+    eval_val: bool = True
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ProcedureConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys {unknown}; known keys: {sorted(known)}")
+        cfg = cls(**raw)
+        if cfg.n_negatives < 1:
+            raise ValueError(f"n_negatives must be >= 1, got {cfg.n_negatives}")
+        if cfg.batch_size < 1 or cfg.epochs < 1:
+            raise ValueError("batch_size and epochs must be >= 1")
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _setup(cfg: ProcedureConfig, output_dir: Path) -> None:
+    from medrank.config import seed_everything, set_threads
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.threads is not None:
+        set_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    atomic_write_json(output_dir / "config.json", cfg.to_dict())
+
+
+def _base_encoder(cfg: ProcedureConfig) -> Any:
+    from medrank.encoders import load_encoder
+
+    return load_encoder(cfg.encoder, max_length=cfg.max_length)
+
+
+# -- MTCG -------------------------------------------------------------------------------------------------
+
+
+class MTCGTask:
+    """Data, model, negatives, batches and evaluation of one MTCG run."""
+
+    def __init__(self, cfg: ProcedureConfig, output_dir: Path) -> None:
+        from medrank.pipelines.procedures.mtcg import MTCG
+        from medrank.pipelines.procedures.negatives import make_strategy
+        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+
+        self.cfg, self.output_dir = cfg, output_dir
+        self.terms: TermBase = load_term_base(cfg.data_root)
+        self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
+        self.model = MTCG(_base_encoder(cfg), train_layers=cfg.train_layers)
+        self.cache_dir = cfg.cache_dir or _default_cache_dir()
+        self._cached = self.model.bi.load_cache(self.cache_dir)
+        self.pairs = np.array([(i, self.terms.index(t)) for i, m in enumerate(self.fit) for t in m.terms], dtype=np.int64)
+        self.strategy = make_strategy(
+            cfg.negatives, self.fit, self.terms, load_keywords(cfg.data_root) if cfg.negatives == "keyword-replacing" else None, cfg.negative_pool
+        )
+        self.loss = _mtcg_loss(cfg)
+        self.retriever = ProcedureNormalizer(self.model, None, self.terms, k=10, fusion="recall")
+        self.epoch_batches: list[dict[str, Any]] = []
+
+    def steps_per_epoch(self) -> int:
+        n = math.ceil(len(self.pairs) / self.cfg.batch_size)
+        return min(n, self.cfg.max_steps_per_epoch) if self.cfg.max_steps_per_epoch else n
+
+    def save_cache(self) -> None:
+        if self.model.bi.cache_size() > self._cached:
+            self.model.bi.save_cache(self.cache_dir)
+            self._cached = self.model.bi.cache_size()
+
+    def prepare_epoch(self, epoch: int) -> None:
+        cfg = self.cfg
+        rng = np.random.default_rng([cfg.seed, epoch])
+        t0 = time.perf_counter()
+        self.strategy.prepare(epoch, self.model)
+        order = rng.permutation(len(self.pairs))
+        if cfg.max_steps_per_epoch:
+            order = order[: cfg.max_steps_per_epoch * cfg.batch_size]
+        chosen = self.pairs[order]
+        negs = self.strategy.sample(chosen[:, 0], [self.terms.names[t] for t in chosen[:, 1]], cfg.n_negatives, rng)
+        self.epoch_batches = [
+            {"pairs": chosen[s : s + cfg.batch_size], "negatives": negs[s : s + cfg.batch_size]}
+            for s in range(0, len(chosen), cfg.batch_size)
+        ]
+        self.save_cache()
+        log.info("epoch %d: %d batches of %s negatives in %.1fs", epoch, len(self.epoch_batches), cfg.negatives, time.perf_counter() - t0)
+
+    def loss_fn(self, batch: dict[str, Any]) -> torch.Tensor:
+        pairs, negs = batch["pairs"], batch["negatives"]
+        m_idx = np.unique(pairs[:, 0])
+        m_row = {int(v): i for i, v in enumerate(m_idx)}
+        m_emb, logits = self.model.embed_mentions([self.fit[i].text for i in m_idx])
+        labels = torch.tensor([self.fit[i].count_class for i in m_idx], dtype=torch.long)
+        pos_texts = [self.terms.names[t] for t in pairs[:, 1]]
+        texts = list(dict.fromkeys(pos_texts + [t for row in negs for t in row]))
+        t_row = {t: i for i, t in enumerate(texts)}
+        t_emb = self.model.embed_terms(texts)
+        anchors = m_emb[torch.tensor([m_row[int(i)] for i in pairs[:, 0]])]
+        positives = t_emb[torch.tensor([t_row[t] for t in pos_texts])]
+        negatives = t_emb[torch.tensor([[t_row[t] for t in row] for row in negs])]
+        return self.loss(anchors, positives, negatives, logits, labels)
+
+    def evaluate_split(self, mentions: list[Mention], ks: tuple[int, ...] = (10,)) -> dict[str, float]:
+        from medrank.pipelines.procedures.normalizer import count_accuracy, recall_at
+
+        emb, probs = self.model.encode_mentions([m.text for m in mentions])
+        rows, _ = self.retriever.retrieve(emb, [m.text for m in mentions], k=max(ks))
+        out = recall_at(mentions, rows, self.terms, ks)
+        out["count_acc"] = count_accuracy(mentions, probs.argmax(1))["total"]
+        return out
+
+    def evaluate(self, epoch: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        out = self.evaluate_split(self.valid, (2, 5, 10))
+        out["eval_seconds"] = round(time.perf_counter() - t0, 2)
+        self.save_cache()
+        return out
+
+
+def _mtcg_loss(cfg: ProcedureConfig) -> torch.nn.Module:
+    from medrank.pipelines.procedures.losses import MultiTaskTripletLoss
+
+    return MultiTaskTripletLoss(margin=cfg.margin, count_weight=cfg.count_weight, scale=cfg.distance_scale)
+
+
+class _EpochHook(Callback):
+    def __init__(self, prepare: Any) -> None:
+        self.prepare = prepare
+
+    def on_epoch_begin(self, trainer: Trainer, epoch: int) -> None:
+        self.prepare(epoch)
+
+
+def _trainer(cfg: ProcedureConfig, module: torch.nn.Module, task: Any, output_dir: Path, select: str) -> Trainer:
+    return Trainer(
+        module,
+        task.loss_fn,
+        lambda epoch: task.epoch_batches,
+        output_dir,
+        epochs=cfg.epochs,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        scheduler=cfg.scheduler,
+        warmup_ratio=cfg.warmup_ratio,
+        steps_per_epoch=task.steps_per_epoch(),
+        max_steps_per_epoch=cfg.max_steps_per_epoch,
+        evaluate=task.evaluate,
+        select_metric=select,
+        callbacks=[_EpochHook(task.prepare_epoch)],
+        keep_checkpoints=cfg.keep_checkpoints,
+        seed=cfg.seed,
+        show_progress=cfg.show_progress,
+    )
+
+
+def train_mtcg(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, resume: bool = True) -> dict[str, Any]:
+    """Train MTCG; writes ``model/``, ``history.json``, ``results.json`` under ``output_dir``."""
+    cfg = config if isinstance(config, ProcedureConfig) else ProcedureConfig.from_dict(dict(config))
+    output_dir = Path(output_dir)
+    _setup(cfg, output_dir)
+    started = time.perf_counter()
+    task = MTCGTask(cfg, output_dir)
+    trainer = _trainer(cfg, task.model.trainable, task, output_dir, "recall@10")
+    trainer.fit(resume=resume)
+    best = load_best(trainer)
+    task.model.save(output_dir / "model")
+    summary: dict[str, Any] = {
+        "name": cfg.name,
+        "negatives": cfg.negatives,
+        "best_epoch": best,
+        "history": trainer.state.history,
+        "train_valid": task.evaluate_split(task.valid, (2, 5, 7, 10)),
+        "fit_mentions": len(task.fit),
+        "valid_mentions": len(task.valid),
+        "train_pairs": int(len(task.pairs)),
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "config": cfg.to_dict(),
+    }
+    if cfg.eval_val:
+        summary["val"] = evaluate_mtcg_on(task, load_mentions("val", cfg.data_root))
+    task.save_cache()
+    atomic_write_json(output_dir / "results.json", summary)
+    return summary
+
+
+def evaluate_mtcg_on(task: MTCGTask, mentions: list[Mention]) -> dict[str, Any]:
+    """Recall@2/5/7/10, count accuracy and recall throughput (mentions/s, nothing cached for the mentions)."""
+    from medrank.pipelines.procedures.normalizer import count_accuracy, recall_at
+
+    texts = [m.text for m in mentions]
+    task.retriever.term_embeddings()  # the names are indexed once, not per mention
+    t0 = time.perf_counter()
+    emb, probs = task.model.encode_mentions(texts, use_cache=False)
+    rows, _ = task.retriever.retrieve(emb, texts, k=10)
+    seconds = time.perf_counter() - t0
+    return {
+        "recall": recall_at(mentions, rows, task.terms, (2, 5, 7, 10)),
+        "count": count_accuracy(mentions, probs.argmax(1)),
+        "mentions_per_second": round(len(texts) / seconds, 1),
+        "threads": torch.get_num_threads(),
+        "n": len(mentions),
+    }
+
+
+# -- KAR --------------------------------------------------------------------------------------------------
+
+
+class KARTask:
+    """KAR training over a trained MTCG's candidates."""
+
+    def __init__(self, cfg: ProcedureConfig, output_dir: Path) -> None:
+        from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
+        from medrank.pipelines.procedures.mtcg import MTCG, SPEC
+        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+
+        if not cfg.mtcg:
+            raise ValueError("a KAR config needs 'mtcg': the model folder of a trained MTCG run (RUN/model)")
+        mtcg_dir = Path(cfg.mtcg)
+        if not (mtcg_dir / SPEC).exists():
+            raise FileNotFoundError(f"{mtcg_dir} is not an MTCG model folder (no {SPEC}); train configs/procedures/mtcg.yaml first")
+        self.cfg, self.output_dir, self.mtcg_dir = cfg, output_dir, mtcg_dir.resolve()
+        import json
+
+        spec = json.loads((mtcg_dir / SPEC).read_text(encoding="utf-8"))
+        self.terms = load_term_base(cfg.data_root)
+        self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
+        self.mtcg = MTCG(_base_encoder(cfg), train_layers=spec["train_layers"])
+        kw = load_keywords(cfg.data_root)
+        # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
+        self.kar = KeywordAttentiveRanker(
+            self.mtcg.bi, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction
+        )
+        self.mtcg.load_weights(mtcg_dir)
+        for p in self.mtcg.parameters():
+            p.requires_grad_(False)
+        self.cache_dir = cfg.cache_dir or _default_cache_dir()
+        self._cached = self.mtcg.bi.load_cache(self.cache_dir)
+        self.normalizer = ProcedureNormalizer(self.mtcg, self.kar, self.terms, k=cfg.k)
+        emb, _ = self.mtcg.encode_mentions([m.text for m in self.fit])
+        rows, _ = self.normalizer.retrieve(emb, [m.text for m in self.fit])
+        self.examples: list[tuple[int, int, float]] = []
+        rng = np.random.default_rng(cfg.seed)
+        for i, (m, r) in enumerate(zip(self.fit, rows, strict=True)):
+            gold = {self.terms.index(t) for t in m.terms}
+            negs = [int(c) for c in r if int(c) not in gold]
+            if cfg.negatives_per_mention is not None and len(negs) > cfg.negatives_per_mention:
+                negs = sorted(rng.choice(negs, cfg.negatives_per_mention, replace=False).tolist())
+            self.examples += [(i, g, 1.0) for g in sorted(gold)] + [(i, c, 0.0) for c in negs]
+        from medrank.pipelines.procedures.losses import CrossEncoderBCELoss
+
+        self.loss = CrossEncoderBCELoss()
+        self.epoch_batches: list[np.ndarray] = []
+        self.save_cache()
+
+    def save_cache(self) -> None:
+        if self.mtcg.bi.cache_size() > self._cached:
+            self.mtcg.bi.save_cache(self.cache_dir)
+            self._cached = self.mtcg.bi.cache_size()
+
+    def steps_per_epoch(self) -> int:
+        n = math.ceil(len(self.examples) / self.cfg.batch_size)
+        return min(n, self.cfg.max_steps_per_epoch) if self.cfg.max_steps_per_epoch else n
+
+    def prepare_epoch(self, epoch: int) -> None:
+        rng = np.random.default_rng([self.cfg.seed, epoch])
+        ex = np.array(self.examples, dtype=np.float64)[rng.permutation(len(self.examples))]
+        self.epoch_batches = [ex[s : s + self.cfg.batch_size] for s in range(0, len(ex), self.cfg.batch_size)]
+
+    def loss_fn(self, batch: np.ndarray) -> torch.Tensor:
+        mentions = [self.fit[int(i)].text for i in batch[:, 0]]
+        cands = [self.terms.names[int(c)] for c in batch[:, 1]]
+        logits = self.kar(mentions, cands)
+        return self.loss(logits, torch.as_tensor(batch[:, 2], dtype=torch.float32))
+
+    def evaluate(self, epoch: int) -> dict[str, float]:
+        from medrank.pipelines.procedures.normalizer import set_accuracy
+
+        t0 = time.perf_counter()
+        preds = self.normalizer.predict([m.text for m in self.valid])
+        out = {f"acc_{k}": v for k, v in set_accuracy(self.valid, preds).items() if not k.startswith("n_")}
+        out["eval_seconds"] = round(time.perf_counter() - t0, 2)
+        return out
+
+
+def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, resume: bool = True) -> dict[str, Any]:
+    """Train KAR over a trained MTCG, tune θ on train-valid, write a complete normaliser run directory."""
+    from medrank.pipelines.procedures.fusion import tune_theta
+    from medrank.pipelines.procedures.normalizer import MANIFEST, set_accuracy
+
+    cfg = config if isinstance(config, ProcedureConfig) else ProcedureConfig.from_dict(dict(config))
+    output_dir = Path(output_dir)
+    _setup(cfg, output_dir)
+    started = time.perf_counter()
+    task = KARTask(cfg, output_dir)
+    trainer = _trainer(cfg, task.kar.trainable, task, output_dir, "acc_total")
+    trainer.fit(resume=resume)
+    best = load_best(trainer)
+    task.kar.save(output_dir / "model")
+    preds = task.normalizer.predict([m.text for m in task.valid])
+    theta, theta_acc = tune_theta(
+        [p.candidates for p in preds], [p.final for p in preds], [p.count_class for p in preds],
+        [set(m.terms) for m in task.valid], cfg.theta_grid,
+    )
+    task.normalizer.theta = theta
+    atomic_write_json(
+        output_dir / MANIFEST,
+        {"mtcg": str(task.mtcg_dir), "theta": theta, "k": cfg.k, "cache_dir": task.cache_dir, "encoder": cfg.encoder},
+    )
+    summary: dict[str, Any] = {
+        "name": cfg.name,
+        "best_epoch": best,
+        "theta": theta,
+        "theta_train_valid_acc": round(100 * theta_acc, 2),
+        "history": trainer.state.history,
+        "train_examples": len(task.examples),
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "config": cfg.to_dict(),
+    }
+    if cfg.eval_val:
+        val = load_mentions("val", cfg.data_root)
+        summary["val"] = set_accuracy(val, task.normalizer.predict([m.text for m in val]))
+    task.save_cache()
+    atomic_write_json(output_dir / "results.json", summary)
+    return summary

@@ -1,0 +1,406 @@
+"""Fast tests of the procedure-normalisation pipeline (MTCG + KAR + FB): tiny models, tiny fixture data."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from medrank.pipelines.procedures.data import (
+    Keywords,
+    Mention,
+    TermBase,
+    carve_validation,
+    load_keywords,
+    load_mentions,
+    load_procedure_kb,
+    load_term_base,
+    read_mentions,
+)
+from medrank.pipelines.procedures.fusion import fuse, recall_scores, select_terms, tune_theta
+from medrank.pipelines.procedures.kar import KeywordMatcher, kar_attention_mask, token_keyword_flags
+from medrank.pipelines.procedures.losses import MultiTaskTripletLoss
+from medrank.pipelines.procedures.negatives import STRATEGIES, code_prefixes, make_strategy
+
+KB = [
+    ("01.3100", "脑膜切开术"),
+    ("01.5100", "脑膜病损切除术"),
+    ("06.2100", "单侧甲状腺叶切除术"),
+    ("06.3900", "甲状腺病损切除术"),
+    ("06.3901", "甲状腺部分切除术"),
+    ("06.4x00", "全甲状腺切除术"),
+    ("07.2100", "肾上腺病损切除术"),
+    ("07.2200", "单侧肾上腺切除术"),
+    ("55.0100", "肾切开术"),
+    ("55.5100", "肾切除术"),
+    ("55.5101", "肾切除术"),  # a name shared by two codes
+    ("85.4100", "单侧乳房切除术"),
+    ("85.4300", "单侧根治性乳房切除术"),
+    ("45.7300", "右半结肠切除术"),
+    ("46.5100", "横结肠造口闭合术"),
+]
+TRAIN = [
+    ("右侧甲状腺叶切除术", "单侧甲状腺叶切除术"),
+    ("左侧甲状腺叶切除术", "单侧甲状腺叶切除术"),
+    ("甲状腺肿物切除术", "甲状腺病损切除术"),
+    ("甲状腺全切术", "全甲状腺切除术"),
+    ("右肾上腺肿瘤切除术", "肾上腺病损切除术"),
+    ("左肾上腺切除术", "单侧肾上腺切除术"),
+    ("右肾切除术", "肾切除术"),
+    ("肾切开取石术", "肾切开术"),
+    ("左侧乳房切除术", "单侧乳房切除术"),
+    ("右乳根治性切除术", "单侧根治性乳房切除术"),
+    ("横结肠造口还纳术", "横结肠造口闭合术"),
+    ("右半结肠切除术", "右半结肠切除术"),
+    ("脑膜切开术", "脑膜切开术"),
+    ("脑膜肿物切除术", "脑膜病损切除术"),
+    ("甲状腺叶切除加肾上腺切除术", "单侧甲状腺叶切除术##单侧肾上腺切除术"),
+    ("乳房切除加结肠切除加肾切除术", "单侧乳房切除术##右半结肠切除术##肾切除术"),
+]
+VAL = [
+    ("右甲状腺叶切除术", "单侧甲状腺叶切除术"),
+    ("左肾切除术", "肾切除术"),
+    ("甲状腺叶切除并肾上腺切除术", "单侧甲状腺叶切除术##单侧肾上腺切除术"),
+]
+SITES = ["甲状腺", "甲状腺叶", "肾上腺", "肾", "乳房", "脑膜", "结肠", "横结肠"]
+TYPES = ["切除术", "切开术", "闭合术", "根治性切除术"]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    folder = root / "chip2019-procedures"
+    (folder / "keywords").mkdir(parents=True)
+    (folder / "kb.tsv").write_text("\n".join(f"{c}\t{n}" for c, n in KB), encoding="utf-8")
+    for name, rows in (("train", TRAIN), ("val", VAL)):
+        (folder / f"{name}.tsv").write_text("原始词\t标准词\n" + "".join(f"{m}\t{t}\n" for m, t in rows), encoding="utf-8")
+    (folder / "keywords" / "body.txt").write_text("\n".join(SITES) + "\n", encoding="utf-8")
+    (folder / "keywords" / "ot.txt").write_text("".join(f"{w}\t{i + 1}\n" for i, w in enumerate(TYPES)), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def terms(data_dir: Path) -> TermBase:
+    return load_term_base(data_dir)
+
+
+def tiny_chinese_encoder(path: Path | None = None):
+    """A 3-layer random BERT whose vocabulary is every character of the fixture texts."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from medrank.encoders import TransformerEncoder
+
+    chars = sorted({ch for rows in (KB, TRAIN, VAL) for row in rows for text in row for ch in text if ch not in ".#x"} | set("0123456789:"))
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars])}
+    tok = BertTokenizerFast(vocab=vocab, do_lower_case=True, tokenize_chinese_chars=True)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    enc = TransformerEncoder(BertModel(cfg).eval(), tok, pooling="mean", max_length=40, name="tiny-zh")
+    if path is not None:
+        enc.save(path)
+    return enc
+
+
+# -- data ----------------------------------------------------------------------------------------------
+
+
+def test_data_loading(data_dir: Path, terms: TermBase) -> None:
+    kb = load_procedure_kb(data_dir)
+    assert len(kb) == len(KB) - 1 and kb[0].id == "脑膜切开术" and kb[0].meta["codes"] == ("01.3100",)
+    assert len(terms) == len(KB) - 1 and terms.codes[terms.index("肾切除术")] == ("55.5100", "55.5101")
+    train = load_mentions("train", data_dir)
+    assert len(train) == len(TRAIN) and train[-1].terms == ("单侧乳房切除术", "右半结肠切除术", "肾切除术")
+    assert [m.count_class for m in train[-2:]] == [1, 2]
+    fit, valid = carve_validation(train, fraction=0.25, seed=13)
+    assert len(fit) + len(valid) == len(train) and not {m.text for m in fit} & {m.text for m in valid}
+    assert carve_validation(train, fraction=0.25, seed=13)[1] == valid
+    kw = load_keywords(data_dir)
+    assert kw.types[0] == "切除术" and "甲状腺叶" in kw.sites
+    with pytest.raises(KeyError, match="not in the knowledge base"):
+        terms.index("不存在术")
+
+
+def test_read_mentions_rejects_bad_rows(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("原始词\t标准词\n只有一列\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="expected 'mention<TAB>standard names'"):
+        read_mentions(bad)
+
+
+# -- losses ----------------------------------------------------------------------------------------------
+
+
+def test_multitask_triplet_loss_hand_computed() -> None:
+    mention = torch.tensor([[0.0, 0.0]])
+    positive = torch.tensor([[3.0, 4.0]])  # d+ = 5
+    negatives = torch.tensor([[[0.0, 1.0], [6.0, 8.0]]])  # d- = 1 and 10
+    logits = torch.zeros((1, 3))  # uniform → CE = ln 3
+    labels = torch.tensor([0])
+    # triplet: mean(max(0, 5 - 1 + 1), max(0, 5 - 10 + 1)) = mean(5, 0) = 2.5
+    loss = MultiTaskTripletLoss(margin=1.0)(mention, positive, negatives, logits, labels)
+    assert loss.item() == pytest.approx(2.5 + math.log(3), abs=1e-5)
+    half = MultiTaskTripletLoss(margin=1.0, count_weight=0.5)(mention, positive, negatives, logits, labels)
+    assert half.item() == pytest.approx(2.5 + 0.5 * math.log(3), abs=1e-5)
+    # a padded negative slot does not count: only the (d- = 1) triple remains → 5
+    valid = torch.tensor([[True, False]])
+    masked = MultiTaskTripletLoss(margin=1.0, count_weight=0.0)(mention, positive, negatives, logits, labels, valid)
+    assert masked.item() == pytest.approx(5.0, abs=1e-5)
+
+
+def test_multitask_triplet_loss_gradients_and_errors() -> None:
+    m = torch.randn(4, 8, requires_grad=True)
+    loss = MultiTaskTripletLoss()(m, torch.randn(4, 8), torch.randn(4, 3, 8), torch.randn(4, 3), torch.tensor([0, 1, 2, 0]))
+    loss.backward()
+    assert m.grad is not None and torch.isfinite(m.grad).all()
+    with pytest.raises(ValueError, match="count_logits"):
+        MultiTaskTripletLoss()(m, torch.randn(4, 8), torch.randn(4, 3, 8), torch.randn(4, 3), torch.tensor([0, 1]))
+
+
+# -- KAR keyword masks -----------------------------------------------------------------------------------
+
+
+def test_keyword_matcher_longest_match() -> None:
+    sites = KeywordMatcher(SITES)
+    assert sites.find("单侧甲状腺叶切除术") == ["甲状腺叶"]  # not 甲状腺
+    assert sites.spans("横结肠造口闭合术") == [(0, 3)]  # 横结肠, not 结肠
+    assert sites.find("肾上腺病损切除术") == ["肾上腺"]  # not 肾
+    assert KeywordMatcher(TYPES).find("单侧根治性乳房切除术") == ["切除术"]
+    assert KeywordMatcher(TYPES).find("根治性切除术") == ["根治性切除术"]
+
+
+def test_token_keyword_flags_with_prompt_shift() -> None:
+    # tokens of "q: 肾切除术": [CLS] q : 肾 切 除 术 [SEP]
+    offsets = [(0, 0), (0, 1), (1, 2), (3, 4), (4, 5), (5, 6), (6, 7), (0, 0)]
+    site = token_keyword_flags(offsets, KeywordMatcher(SITES).spans("肾切除术"), shift=3)
+    typ = token_keyword_flags(offsets, KeywordMatcher(TYPES).spans("肾切除术"), shift=3)
+    assert site.tolist() == [False, False, False, True, False, False, False, False]
+    assert typ.tolist() == [False, False, False, False, True, True, True, False]
+    # a multi-character token overlapping a keyword counts as a keyword token
+    assert token_keyword_flags([(0, 2), (2, 4)], [(1, 2)]).tolist() == [True, False]
+
+
+def test_kar_attention_mask_exact_positions() -> None:
+    # [CLS] [PS] [PT] | m0 m1(site) m2(type) | c0(site) c1 c2(type) pad
+    valid = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1, 0]], dtype=torch.bool)
+    site = torch.tensor([[0, 0, 0, 0, 1, 0, 1, 0, 0, 0]], dtype=torch.bool)
+    typ = torch.tensor([[0, 0, 0, 0, 0, 1, 0, 0, 1, 0]], dtype=torch.bool)
+    mask = kar_attention_mask(valid, site, typ)
+    assert mask.shape == (1, 1, 10, 10)
+    m = mask[0, 0]
+    assert torch.nonzero(m[1]).flatten().tolist() == [1, 4, 6]  # [PS]: itself + site tokens of both texts
+    assert torch.nonzero(m[2]).flatten().tolist() == [2, 5, 8]  # [PT]: itself + type tokens of both texts
+    assert torch.nonzero(m[0]).flatten().tolist() == list(range(9))  # [CLS]: every real token
+    for row in (3, 4, 7, 9):  # ordinary tokens (and padding rows) see every real position
+        assert torch.nonzero(m[row]).flatten().tolist() == list(range(9))
+    # a padded site flag never opens a padding key
+    site_pad = site.clone()
+    site_pad[0, 9] = True
+    assert not kar_attention_mask(valid, site_pad, typ)[0, 0, 1, 9]
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_kar_mask_blocks_non_keyword_tokens_in_a_real_block(attn: str) -> None:
+    """[PS]'s output must not change when a non-site token changes (HF block honours the mask)."""
+    from transformers import BertConfig, BertModel
+
+    from medrank.pipelines.procedures.kar import _as_model_mask
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    cfg._attn_implementation = attn
+    model = BertModel(cfg).eval()
+    valid = torch.ones((1, 8), dtype=torch.bool)
+    site = torch.tensor([[0, 0, 0, 1, 0, 0, 1, 0]], dtype=torch.bool)
+    typ = torch.tensor([[0, 0, 0, 0, 1, 0, 0, 0]], dtype=torch.bool)
+    mask = _as_model_mask(kar_attention_mask(valid, site, typ), model, torch.float32)
+    h = torch.randn(1, 8, 16)
+    h2 = h.clone()
+    h2[0, 5] += 3.0  # a non-keyword token
+    block = model.encoder.layer[0]
+    with torch.no_grad():
+        a, b = block(h, mask), block(h2, mask)
+    assert torch.allclose(a[0, 1], b[0, 1], atol=1e-5) and torch.allclose(a[0, 2], b[0, 2], atol=1e-5)
+    assert not torch.allclose(a[0, 0], b[0, 0], atol=1e-5)  # [CLS] sees it
+    h3 = h.clone()
+    h3[0, 6] += 3.0  # a site token
+    with torch.no_grad():
+        c = block(h3, mask)
+    assert not torch.allclose(a[0, 1], c[0, 1], atol=1e-5) and torch.allclose(a[0, 2], c[0, 2], atol=1e-5)
+
+
+# -- fusion ----------------------------------------------------------------------------------------------
+
+
+def test_recall_scores_and_fuse_hand_computed() -> None:
+    s_c = recall_scores(np.array([[1.0, 1.0, 2.0]]))  # Σd = 4
+    assert s_c.tolist() == [[0.75, 0.75, 0.5]]
+    assert fuse(s_c, np.array([[0.25, 0.75, 1.0]])).tolist() == [[0.5, 0.75, 0.75]]
+    assert recall_scores(np.zeros((1, 3))).tolist() == [[1.0, 1.0, 1.0]]
+    with pytest.raises(ValueError):
+        recall_scores(np.array([1.0, 2.0]))
+    with pytest.raises(ValueError):
+        fuse(np.zeros((1, 2)), np.zeros((1, 3)))
+
+
+def test_select_terms_count_rule() -> None:
+    cands = ["a", "b", "c", "d", "e"]
+    scores = [0.5, 0.9, 0.85, 0.82, 0.1]
+    assert select_terms(cands, scores, 0) == ["b"]
+    assert select_terms(cands, scores, 1) == ["b", "c"]
+    # ≥3: the top 3 plus every other candidate above θ
+    assert select_terms(cands, scores, 2, theta=0.8) == ["b", "c", "d"]
+    assert select_terms(cands, scores, 2, theta=0.4) == ["b", "c", "d", "a"]
+    with pytest.raises(ValueError):
+        select_terms(cands, scores, 3)
+
+
+def test_tune_theta_picks_the_best_threshold() -> None:
+    cands = [["a", "b", "c", "d"], ["a", "b", "c", "d"]]
+    scores = [[0.9, 0.8, 0.7, 0.65], [0.9, 0.8, 0.7, 0.5]]
+    gold = [{"a", "b", "c", "d"}, {"a", "b", "c"}]
+    theta, acc = tune_theta(cands, scores, [2, 2], gold, grid=[0.4, 0.6, 0.68, 0.8])
+    assert theta == 0.6 and acc == 1.0
+
+
+# -- negatives ---------------------------------------------------------------------------------------------
+
+
+def test_code_prefixes() -> None:
+    assert code_prefixes("01.3100") == ["01.3", "01"]
+    assert code_prefixes("00") == ["00"]
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "online"])
+def test_gold_is_never_a_negative(strategy: str, data_dir: Path, terms: TermBase) -> None:
+    mentions = load_mentions("train", data_dir)
+    kw = load_keywords(data_dir)
+    strat = make_strategy(strategy, mentions, terms, kw, pool=5)
+    rows = np.repeat(np.arange(len(mentions)), 3)
+    golds = [mentions[r].terms[0] for r in rows]
+    for seed in range(5):
+        negs = strat.sample(rows, golds, 4, np.random.default_rng(seed))
+        assert len(negs) == len(rows)
+        for r, row in zip(rows, negs, strict=True):
+            assert len(row) == 4 and len(set(row)) == 4
+            assert not set(row) & set(mentions[r].terms)
+
+
+def test_tree_coding_prefers_same_category(data_dir: Path, terms: TermBase) -> None:
+    mentions = [Mention("x", "甲状腺叶切除", ("单侧甲状腺叶切除术",))]
+    strat = make_strategy("tree-coding", mentions, terms)
+    negs = strat.sample(np.array([0]), ["单侧甲状腺叶切除术"], 3, np.random.default_rng(0))[0]
+    assert set(negs) == {"甲状腺病损切除术", "甲状腺部分切除术", "全甲状腺切除术"}  # every 06.x name
+
+
+def test_keyword_replacing_swaps_one_keyword(data_dir: Path, terms: TermBase) -> None:
+    mentions = [Mention("x", "右肾切除术", ("肾切除术",))]
+    kw = Keywords(sites=("肾", "乳房", "脑膜"), types=("切除术", "切开术"))
+    strat = make_strategy("keyword-replacing", mentions, terms, kw)
+    negs = strat.sample(np.array([0]), ["肾切除术"], 3, np.random.default_rng(1))[0]
+    assert set(negs) == {"乳房切除术", "脑膜切除术", "肾切开术"}
+
+
+def test_tfidf_negatives_are_lexically_close(data_dir: Path, terms: TermBase) -> None:
+    mentions = [Mention("x", "甲状腺叶切除术", ("单侧甲状腺叶切除术",))]
+    strat = make_strategy("tfidf", mentions, terms, pool=3)
+    negs = strat.sample(np.array([0]), ["单侧甲状腺叶切除术"], 3, np.random.default_rng(0))[0]
+    assert all("甲状腺" in n for n in negs)
+
+
+# -- the whole pipeline on a tiny model ---------------------------------------------------------------------
+
+
+def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path) -> None:
+    from medrank.pipelines.procedures.cli import evaluate_procedures
+    from medrank.pipelines.procedures.negatives import OnlineNegatives
+    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+    from medrank.pipelines.procedures.training import train_kar, train_mtcg
+
+    base = tmp_path / "tiny-zh"
+    tiny_chinese_encoder(base)
+    common = {"data_root": str(data_dir), "encoder": str(base), "max_length": 40, "train_layers": 1, "batch_size": 8,
+              "epochs": 2, "lr": 1e-3, "threads": 1, "cache_dir": str(tmp_path / "cache"), "show_progress": False}
+    mtcg = train_mtcg({"task": "procedures-mtcg", "negatives": "online", "n_negatives": 3, **common}, tmp_path / "mtcg")
+    assert set(mtcg["val"]["recall"]) == {"recall@2", "recall@5", "recall@7", "recall@10"}
+    assert mtcg["val"]["mentions_per_second"] > 0 and [h["epoch"] for h in mtcg["history"]] == [0, 1, 2]
+    assert (tmp_path / "mtcg" / "model" / "mtcg.safetensors").exists()
+    # resuming a finished run trains nothing more and gives the same model
+    again = train_mtcg({"task": "procedures-mtcg", "negatives": "online", "n_negatives": 3, **common}, tmp_path / "mtcg")
+    assert again["train_valid"] == mtcg["train_valid"]
+
+    kar = train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5,
+                     "theta_grid": [0.5, 0.8], **common}, tmp_path / "kar")
+    assert kar["theta"] in (0.5, 0.8) and set(kar["val"]) >= {"single", "multi", "total"}
+
+    norm = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    batch = norm.predict(["右甲状腺叶切除术", "左肾切除术"])
+    one = norm.normalize_one("右甲状腺叶切除术")
+    # the latency path (uncached mention) and the batched path give the same answer
+    assert one.candidates == batch[0].candidates and one.terms == batch[0].terms
+    assert np.allclose(one.final, batch[0].final, atol=1e-4)
+    assert len(one.candidates) == 5 and one.codes[0] == norm.terms.codes[norm.terms.row[one.terms[0]]]
+    for fusion in ("recall", "ranker"):
+        p = ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, fusion=fusion).predict(["左肾切除术"])[0]
+        assert p.terms and p.terms[0] in p.candidates
+    bm25 = ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, recall="bm25").predict(["左肾切除术"])[0]
+    assert "肾切除术" in bm25.candidates
+
+    from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
+
+    paper_head = KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction=False)
+    probs = paper_head.score(["左肾切除术", "左肾切除术"], ["肾切除术", "肾切开术"])
+    assert probs.shape == (2,) and ((probs > 0) & (probs < 1)).all()
+
+    report = evaluate_procedures(None, "val", tmp_path / "kar", {"data": str(data_dir), "baselines": "1"})
+    assert {"tf-idf", "edit-distance"} <= set(report["systems"]) and report["n"] == len(VAL)
+    assert report["systems"]["edit-distance"]["multi"] == 0.0  # one name per mention → every multi-term mention is wrong
+
+    # the online strategy mines with the current model and never returns gold
+    mentions = load_mentions("train", data_dir)
+    strat = OnlineNegatives(mentions, norm.terms, pool=4)
+    strat.prepare(1, norm.mtcg)
+    negs = strat.sample(np.arange(len(mentions)), [m.terms[0] for m in mentions], 4, np.random.default_rng(0))
+    assert all(not set(n) & set(m.terms) for n, m in zip(negs, mentions, strict=True))
+
+
+def test_config_rejects_unknown_keys() -> None:
+    from medrank.pipelines.procedures.training import ProcedureConfig
+
+    with pytest.raises(ValueError, match="unknown config keys"):
+        ProcedureConfig.from_dict({"task": "procedures-mtcg", "negativs": "online"})
+    with pytest.raises(ValueError, match="unknown negative strategy"):
+        make_strategy("nope", [], TermBase(["a"], [("1",)]))
+
+
+def test_multitask_triplet_loss_scale() -> None:
+    # unit vectors scaled by 5: d+ = 5 * 0.6 = 3, d- = 5 * 1.0 = 5 → max(0, 3 - 5 + 1) = 0; margin 3 → 1
+    mention = torch.tensor([[1.0, 0.0]])
+    positive = torch.tensor([[0.82, 0.0]])  # distance 0.18 → scaled 0.9
+    negative = torch.tensor([[[0.0, 0.0]]])  # distance 1.0 → scaled 5
+    zeros, label = torch.zeros((1, 3)), torch.tensor([0])
+    loss = MultiTaskTripletLoss(margin=5.0, count_weight=0.0, scale=5.0)(mention, positive, negative, zeros, label)
+    assert loss.item() == pytest.approx(0.9 - 5.0 + 5.0, abs=1e-5)
+    with pytest.raises(ValueError, match="scale"):
+        MultiTaskTripletLoss(scale=0.0)
+
+
+def test_special_rows_block_matches_the_full_block() -> None:
+    from transformers import BertConfig, BertModel
+
+    from medrank.pipelines.procedures.kar import special_rows_block
+
+    torch.manual_seed(1)
+    cfg = BertConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=32)
+    block = BertModel(cfg).eval().encoder.layer[0]
+    valid = torch.tensor([[1] * 9, [1] * 6 + [0] * 3], dtype=torch.bool)
+    site = torch.zeros((2, 9), dtype=torch.bool)
+    site[:, 4] = True
+    typ = torch.zeros((2, 9), dtype=torch.bool)
+    typ[0, 7] = True
+    mask = kar_attention_mask(valid, site, typ)
+    h = torch.randn(2, 9, 16)
+    with torch.no_grad():
+        assert torch.allclose(special_rows_block(block, h, mask), block(h, mask)[:, :3], atol=1e-5)
