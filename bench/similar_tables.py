@@ -194,10 +194,10 @@ def main() -> None:
          "runs": {v: {k: s[k] for k in s if k not in ("history",)} | {"history": s.get("history")} for v, s in results.items()}},
         "\n\n".join(md),
     )
-    # common.write names the script after the result; this script writes one result per dataset
+    # one script, one result per dataset: name the dataset in the header
     md_path = common.RESULTS / f"{name}.md"
     md_path.write_text(md_path.read_text(encoding="utf-8").replace(
-        f"bench/{name}.py", f"bench/similar_tables.py --dataset {args.dataset}", 1), encoding="utf-8")
+        "bench/similar_tables.py;", f"bench/similar_tables.py --dataset {args.dataset};", 1), encoding="utf-8")
 
 
 if __name__ == "__main__":
