@@ -61,3 +61,33 @@ def contrastive_logits(
             hard_logits = hard_logits.masked_fill(~hard_valid, MASK_VALUE * temperature)
         logits = torch.cat([logits, hard_logits], dim=1)
     return logits / temperature
+
+
+def check_temperature(temperature: float) -> float:
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    return float(temperature)
+
+
+def directional_info_nce(
+    anchor: torch.Tensor,
+    positives: torch.Tensor,
+    hard: torch.Tensor | None,
+    temperature: float,
+    false_negatives: torch.Tensor | None,
+    hard_valid: torch.Tensor | None,
+    hard_name: str,
+) -> torch.Tensor:
+    """InfoNCE of ``anchor[i]`` → ``positives[i]`` over in-batch + hard negatives (one NCE direction).
+
+    Shapes are those of :func:`contrastive_logits`; ``hard_name`` names the hard negatives in errors.
+    The caller validates the pair shapes first (``check_pairs``) so its error names its own arguments.
+    """
+    b = anchor.shape[0]
+    check_hard(hard, b, anchor.shape[1], hard_name)
+    check_mask(false_negatives, (b, b), "false_negatives")
+    if hard is not None:
+        check_mask(hard_valid, (b, hard.shape[1]), f"{hard_name}_valid")
+    logits = contrastive_logits(anchor, positives, hard, temperature, false_negatives, hard_valid)
+    target = torch.arange(b, device=logits.device)
+    return torch.nn.functional.cross_entropy(logits, target)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from medrank.pipelines.symptom.losses._common import check_hard, check_mask, check_pairs, contrastive_logits
+from medrank.pipelines.symptom.losses._common import check_pairs, check_temperature, directional_info_nce
 
 
 class NCEBackwardLoss(nn.Module):
@@ -37,9 +37,7 @@ class NCEBackwardLoss(nn.Module):
 
     def __init__(self, temperature: float = 0.05) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.temperature = float(temperature)
+        self.temperature = check_temperature(temperature)
 
     def forward(
         self,
@@ -49,13 +47,7 @@ class NCEBackwardLoss(nn.Module):
         false_negatives: torch.Tensor | None = None,
         hard_queries_valid: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        b = check_pairs(query_emb, term_emb)
-        check_hard(hard_queries, b, term_emb.shape[1], "hard_queries")
-        check_mask(false_negatives, (b, b), "false_negatives")
-        if hard_queries is not None:
-            check_mask(hard_queries_valid, (b, hard_queries.shape[1]), "hard_queries_valid")
-        logits = contrastive_logits(
-            term_emb, query_emb, hard_queries, self.temperature, false_negatives, hard_queries_valid
+        check_pairs(query_emb, term_emb)
+        return directional_info_nce(
+            term_emb, query_emb, hard_queries, self.temperature, false_negatives, hard_queries_valid, "hard_queries"
         )
-        target = torch.arange(b, device=logits.device)
-        return nn.functional.cross_entropy(logits, target)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from medrank.pipelines.symptom.losses._common import check_hard, check_mask, check_pairs, contrastive_logits
+from medrank.pipelines.symptom.losses._common import check_pairs, check_temperature, directional_info_nce
 
 
 class NCEForwardLoss(nn.Module):
@@ -39,9 +39,7 @@ class NCEForwardLoss(nn.Module):
 
     def __init__(self, temperature: float = 0.05) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.temperature = float(temperature)
+        self.temperature = check_temperature(temperature)
 
     def forward(
         self,
@@ -51,13 +49,7 @@ class NCEForwardLoss(nn.Module):
         false_negatives: torch.Tensor | None = None,
         hard_terms_valid: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        b = check_pairs(query_emb, term_emb)
-        check_hard(hard_terms, b, query_emb.shape[1], "hard_terms")
-        check_mask(false_negatives, (b, b), "false_negatives")
-        if hard_terms is not None:
-            check_mask(hard_terms_valid, (b, hard_terms.shape[1]), "hard_terms_valid")
-        logits = contrastive_logits(
-            query_emb, term_emb, hard_terms, self.temperature, false_negatives, hard_terms_valid
+        check_pairs(query_emb, term_emb)
+        return directional_info_nce(
+            query_emb, term_emb, hard_terms, self.temperature, false_negatives, hard_terms_valid, "hard_terms"
         )
-        target = torch.arange(b, device=logits.device)
-        return nn.functional.cross_entropy(logits, target)
