@@ -58,6 +58,48 @@ def test_inter_attention_lets_the_partner_change_a_question_vector():
         assert (not torch.allclose(v_a, v_b, atol=1e-6)) == depends, arch
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_stmt_packed_fast_path_equals_the_textbook_modules(norm_first):
+    """The packed/SDPA forward must give what the nn.MultiheadAttention / Conv1d modules give on
+    the padded pair (post-norm LN(x + f(x)) as in the paper, or pre-norm)."""
+    torch.manual_seed(0)
+    net = STMT(30, norm_first=norm_first, **SMALL).eval()
+    a, b = ids([2, 3, 4, 5], [6, 7]), ids([8, 9], [10, 11, 12, 13, 14])
+    enc = net.encoder
+
+    def embed(x):
+        return enc.positions(enc.embed(x))
+
+    def sub(norm, x, f):
+        return x + f(norm(x)) if norm_first else norm(x + f(x))
+
+    x, y, px, py = embed(a), embed(b), a == 0, b == 0
+    for layer in enc.layers:
+        def self_f(h, pad, layer=layer):
+            return layer.self_attn(h, h, h, key_padding_mask=pad, need_weights=False)[0]
+
+        x, y = sub(layer.norm_self, x, lambda h: self_f(h, px)), sub(layer.norm_self, y, lambda h: self_f(h, py))
+
+        def inter_f(h, other, pad, layer=layer):
+            kv = layer.norm_inter(other) if norm_first else other
+            return layer.inter_attn(h, kv, kv, key_padding_mask=pad, need_weights=False)[0]
+
+        x_in, y_in = x, y
+        x = sub(layer.norm_inter, x_in, lambda h, o=y_in: inter_f(h, o, py))
+        y = sub(layer.norm_inter, y_in, lambda h, o=x_in: inter_f(h, o, px))
+
+        def ff(h, layer=layer):
+            return layer.conv2(torch.relu(layer.conv1(h.transpose(1, 2)))).transpose(1, 2)
+
+        x, y = sub(layer.norm_ff, x, ff), sub(layer.norm_ff, y, ff)
+    if enc.final_norm is not None:
+        x, y = enc.final_norm(x), enc.final_norm(y)
+    v1, v2 = masked_max(x, ~px), masked_max(y, ~py)
+    with torch.no_grad():
+        fast1, fast2 = enc(a, b)
+    assert torch.allclose(fast1, v1, atol=1e-5) and torch.allclose(fast2, v2, atol=1e-5)
+
+
 def _pair_vectors(net, a, b):
     if isinstance(net, STMT):
         return net.encoder(a, b)

@@ -27,11 +27,15 @@ which trains a 6-layer stack from scratch more reliably on small data;
 ``configs/similar/README.md``): with the paper's ``[v_q, v_c]`` head the
 model learned far more slowly in a short diagnostic run.
 
-Implementation note: the two questions are padded to one length and stacked
-into a ``(2B, L, d)`` batch, so each sublayer is one call for both sides
-(inter-attention uses the stack ``[q; c]`` as queries and ``[c; q]`` as
-keys/values). For pre-training on single questions (:meth:`STMT.encode`) a
-question is its own partner, so the inter-attention weights are trained too.
+Implementation note: token states travel *packed* (``(T, d)``, real tokens
+only); they are scattered into a padded batch just for the attention core, which
+calls ``scaled_dot_product_attention`` directly with the ``nn.MultiheadAttention``
+parameters, and each side keeps its own length (a 10-token query is not padded
+to its 45-token candidate). The kernel-1 convolutions run as ``F.linear``. Same
+parameters and outputs as the textbook stacked ``(2B, L, d)`` batch through the
+modules, ~2.5x faster on 1 CPU thread. For pre-training on single questions
+(:meth:`STMT.encode`) a question is its own partner, so the inter-attention
+weights are trained too.
 """
 
 from __future__ import annotations
@@ -41,14 +45,49 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from medrank.pipelines.similar.models.layers import (
     PairHead,
     SinusoidalPositions,
     embedding_from_matrix,
     masked_max,
-    pad_to,
 )
+
+
+def _unpack(packed: torch.Tensor, valid: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+    """Scatter packed token states ``(T, k)`` back into a padded ``(B, L, k)`` tensor."""
+    out = packed.new_full((*valid.shape, packed.shape[-1]), fill)
+    out[valid] = packed
+    return out
+
+
+def _attend(attn: nn.MultiheadAttention, x: torch.Tensor, x_valid: torch.Tensor, kv: torch.Tensor,
+            kv_valid: torch.Tensor) -> torch.Tensor:
+    """Multi-head attention of packed states ``x`` ``(T1, d)`` over packed ``kv`` ``(T2, d)``.
+
+    ``x_valid`` ``(B, L1)`` / ``kv_valid`` ``(B, L2)`` say where the packed tokens sit (True =
+    token). Same parameters and result as ``attn(x, kv, kv, key_padding_mask=~kv_valid)`` on the
+    padded tensors, but the projections run on real tokens only and the attention core calls
+    ``scaled_dot_product_attention`` directly (with 10-dim heads the module's CPU fast path took
+    ~3x longer than the arithmetic needs; profiled on 1 thread).
+    """
+    d, h = attn.embed_dim, attn.num_heads
+    w, b = attn.in_proj_weight, attn.in_proj_bias
+    if kv is x:
+        q, k, v = _unpack(F.linear(x, w, b), x_valid).chunk(3, dim=-1)
+    else:
+        q = _unpack(F.linear(x, w[:d], b[:d]), x_valid)
+        k, v = _unpack(F.linear(kv, w[d:], b[d:]), kv_valid).chunk(2, dim=-1)
+    bsz, lq, lk = x_valid.shape[0], x_valid.shape[1], kv_valid.shape[1]
+    q = q.reshape(bsz, lq, h, d // h).transpose(1, 2)
+    k = k.reshape(bsz, lk, h, d // h).transpose(1, 2)
+    v = v.reshape(bsz, lk, h, d // h).transpose(1, 2)
+    keep = kv_valid.clone()
+    keep[:, 0] |= ~keep.any(dim=1)  # an all-padding partner would give NaN; let it attend its first slot
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :],
+                                         dropout_p=attn.dropout if attn.training else 0.0)
+    return attn.out_proj(out.transpose(1, 2).reshape(bsz, lq, d)[x_valid])
 
 
 class STMTLayer(nn.Module):
@@ -73,17 +112,20 @@ class STMTLayer(nn.Module):
         self.norm_ff = nn.LayerNorm(dim)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, pad: torch.Tensor, paired: bool = True) -> torch.Tensor:
-        """One layer on a stack ``x`` ``(2B, L, d)`` = ``[q; c]`` with padding mask ``pad`` ``(2B, L)``
-        (True = padding). With ``paired=False``, ``x`` is ``(B, L, d)`` and each question is its own
-        inter-attention partner (single-question pre-training)."""
-        x = self.self_block(x, pad)
-        if paired:
-            b = x.shape[0] // 2
-            x = self.inter_block(x, torch.cat([x[b:], x[:b]], dim=0), torch.cat([pad[b:], pad[:b]], dim=0))
-        else:
-            x = self.inter_block(x, x, pad)
-        return self.ff_block(x)
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, other: torch.Tensor | None = None,
+                other_valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One layer on packed question states ``x`` ``(T1, d)`` (the real tokens of a ``(B, L1)``
+        batch; ``valid`` True = token) and, when paired, their partners ``other`` ``(T2, d)``.
+        Padding never enters a projection or the feed-forward, and each side keeps its own length.
+        Without ``other`` each question is its own inter-attention partner (single-question
+        pre-training)."""
+        x = self.self_block(x, valid)
+        if other is None:
+            return self.ff_block(self.inter_block(x, valid, x, valid)), None
+        assert other_valid is not None
+        other = self.self_block(other, other_valid)
+        x, other = self.inter_block(x, valid, other, other_valid), self.inter_block(other, other_valid, x, valid)
+        return self.ff_block(x), self.ff_block(other)
 
     def _residual(self, x: torch.Tensor, norm: nn.LayerNorm, fn: Any) -> torch.Tensor:
         # post-norm LN(x + f(x)) as in the paper, or pre-norm x + f(LN(x)) (more stable when deep)
@@ -91,25 +133,28 @@ class STMTLayer(nn.Module):
             return x + self.dropout(fn(norm(x)))
         return norm(x + self.dropout(fn(x)))
 
-    def self_block(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+    def self_block(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         if self.self_attn is None:
             return x
         attn = self.self_attn
-        return self._residual(x, self.norm_self, lambda h: attn(h, h, h, key_padding_mask=pad, need_weights=False)[0])
+        return self._residual(x, self.norm_self, lambda h: _attend(attn, h, valid, h, valid))
 
-    def inter_block(self, x: torch.Tensor, other: torch.Tensor, other_pad: torch.Tensor) -> torch.Tensor:
+    def inter_block(self, x: torch.Tensor, valid: torch.Tensor, other: torch.Tensor, other_valid: torch.Tensor) -> torch.Tensor:
         if self.inter_attn is None:
             return x
         attn = self.inter_attn
         if self.norm_first:
             # the partner's states are normalised too, as the keys/values of a pre-norm sublayer
-            kv = self.norm_inter(other)
-            return x + self.dropout(attn(self.norm_inter(x), kv, kv, key_padding_mask=other_pad, need_weights=False)[0])
-        return self.norm_inter(x + self.dropout(attn(x, other, other, key_padding_mask=other_pad, need_weights=False)[0]))
+            h = self.norm_inter(x)
+            kv = h if other is x else self.norm_inter(other)
+            return x + self.dropout(_attend(attn, h, valid, kv, other_valid))
+        return self.norm_inter(x + self.dropout(_attend(attn, x, valid, other, other_valid)))
 
     def ff_block(self, x: torch.Tensor) -> torch.Tensor:
+        # kernel-1 convolutions are position-wise linear maps: F.linear on the packed tokens
         def ff(h: torch.Tensor) -> torch.Tensor:
-            return self.conv2(self.dropout(torch.relu(self.conv1(h.transpose(1, 2))))).transpose(1, 2)
+            h = torch.relu(F.linear(h, self.conv1.weight.squeeze(-1), self.conv1.bias))
+            return F.linear(self.dropout(h), self.conv2.weight.squeeze(-1), self.conv2.bias)
 
         return self._residual(x, self.norm_ff, ff)
 
@@ -135,35 +180,31 @@ class STMTEncoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(dim) if norm_first else None
 
-    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+    def _embed(self, ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)
-        return self.embed_dropout(self.positions(x) if self.positions is not None else x)
+        return self.embed_dropout(self.positions(x) if self.positions is not None else x)[valid]
 
-    def _pool(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+    def _pool(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return masked_max(x, ~pad)
+        return masked_max(_unpack(x, valid), valid)
 
     def forward(self, ids1: torch.Tensor, ids2: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Question vectors ``(v1, v2)``, each ``(B, d)``. Without ``ids2`` a question is its own partner."""
+        valid1 = ids1 != 0
+        x = self._embed(ids1, valid1)
         if ids2 is None:
-            pad = ids1 == 0
-            x = self._embed(ids1)
             for layer in self.layers:
-                x = layer(x, pad, paired=False)
-            v = self._pool(x, pad)
+                x, _ = layer(x, valid1)
+            v = self._pool(x, valid1)
             return v, v
         if ids1.shape[0] != ids2.shape[0]:
             raise ValueError(f"batch sizes differ: {ids1.shape[0]} vs {ids2.shape[0]}")
-        length = max(ids1.shape[1], ids2.shape[1])
-        b = ids1.shape[0]
-        ids = torch.cat([pad_to(ids1, length), pad_to(ids2, length)], dim=0)  # (2B, L)
-        pad = ids == 0
-        x = self._embed(ids)
+        valid2 = ids2 != 0
+        y = self._embed(ids2, valid2)
         for layer in self.layers:
-            x = layer(x, pad, paired=True)
-        v = self._pool(x, pad)
-        return v[:b], v[b:]
+            x, y = layer(x, valid1, y, valid2)
+        return self._pool(x, valid1), self._pool(y, valid2)
 
 
 class STMT(nn.Module):
