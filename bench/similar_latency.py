@@ -7,6 +7,9 @@
   held-out validation questions used as new questions (each timed alone, after
   one warm-up call). The BM25 recall alone and the re-ranking alone are timed too.
 
+Each STMT run found is timed: the paper-size one (N = 6) and the serving-size one (N = 3,
+``stmt-small.yaml``), with transfer when that run exists.
+
 Corpus: ``en`` = every distinct question of medical-question-pairs, RQE and
 MedQuAD (52,915), matcher = the English STMT trained by ``similar_tables.py``;
 ``zh`` = every distinct question of CHIP-STS and KUAKE-QQR (35,491, below the
@@ -33,12 +36,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {"en": "medical-question-pairs", "zh": "chip-sts"}
 
 
-def pick_run(dataset: str) -> Path:
+def pick_runs(dataset: str) -> list[Path]:
+    """The paper-size STMT (N = 6) and the serving-size one (N = 3), each with transfer when trained."""
     base = ROOT / "runs" / "similar" / dataset
-    for name in ("stmt+transfer", "stmt"):
-        if (base / name / "matcher" / "matcher.json").exists():
-            return base / name
-    raise SystemExit(f"no STMT run under {base}; run bench/similar_tables.py --dataset {dataset} first")
+    runs = []
+    for family in ("stmt", "stmt-small"):
+        for name in (f"{family}+transfer", family):
+            if (base / name / "matcher" / "matcher.json").exists():
+                runs.append(base / name)
+                break
+    if not runs:
+        raise SystemExit(f"no STMT run under {base}; run bench/similar_tables.py --dataset {dataset} first")
+    return runs
 
 
 def throughput(matcher, pairs, batch_size: int, repeats: int = 1) -> float:
@@ -61,53 +70,63 @@ def main() -> None:
     results, rows = {}, []
     for lang in args.languages.split(","):
         dataset = SETTINGS[lang]
-        run = pick_run(dataset)
-        matcher = load_matcher(run)
         valid = split_pairs(load_question_pairs(dataset), 0.2, 13).valid
         t0 = time.perf_counter()
         corpus = language_corpus(lang)
         load_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        searcher = SimilarQuestionSearcher.build(corpus, matcher, language=lang, recall_k=20)
+        base_searcher = SimilarQuestionSearcher.build(corpus, None, language=lang, recall_k=20)
         build_s = time.perf_counter() - t0
         queries = unique_questions(valid)[: args.queries]
-        searcher.search(queries[0], k=10)  # warm-up
-        full, recall_only, rerank_only = [], [], []
-        for q in queries:
-            t = time.perf_counter()
-            searcher.search(q, k=10)
-            full.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            ranking = searcher.index.search(q, k=20)[0]
-            recall_only.append(time.perf_counter() - t)
-            cands = [(q, searcher.text(i)) for i in ranking.ids]
-            t = time.perf_counter()
-            if cands:
-                matcher.score(cands)
-            rerank_only.append(time.perf_counter() - t)
-        res = {
-            "dataset_of_matcher": dataset, "run": str(run.relative_to(ROOT)), "matcher": matcher.name,
-            "corpus_questions": len(searcher), "corpus_load_s": round(load_s, 1), "index_build_s": round(build_s, 1),
-            "n_queries": len(queries), "similar_latency": common.percentiles(full),
-            "bm25_top20_latency": common.percentiles(recall_only), "rerank20_latency": common.percentiles(rerank_only),
-            "stmt_pairs_per_s_batch64": round(throughput(matcher, valid[:1024], 64), 1),
-            "stmt_pairs_per_s_batch20": round(throughput(matcher, valid[:400], 20), 1),
-        }
-        results[lang] = res
-        print(lang, res, flush=True)
-        rows.append(
-            f"| {lang} | {res['corpus_questions']:,} | {res['matcher']} | {res['similar_latency']['p50_ms']:.1f} | "
-            f"{res['similar_latency']['p95_ms']:.1f} | {res['bm25_top20_latency']['p50_ms']:.1f} | "
-            f"{res['rerank20_latency']['p50_ms']:.1f} | {res['stmt_pairs_per_s_batch64']:,} | {res['stmt_pairs_per_s_batch20']:,} |"
-        )
+        for run in pick_runs(dataset):
+            matcher = load_matcher(run)
+            searcher = SimilarQuestionSearcher(base_searcher.index, matcher, recall_k=20)
+            key = f"{lang}/{run.name}"
+            results[key] = measure(searcher, matcher, queries, valid, dataset, run, load_s, build_s)
+            res = results[key]
+            print(key, res, flush=True)
+            rows.append(
+                f"| {lang} | {res['corpus_questions']:,} | {res['matcher']} | {res['layers']} | {res['similar_latency']['p50_ms']:.1f} | "
+                f"{res['similar_latency']['p95_ms']:.1f} | {res['bm25_top20_latency']['p50_ms']:.1f} | "
+                f"{res['rerank20_latency']['p50_ms']:.1f} | {res['stmt_pairs_per_s_batch64']:,} | {res['stmt_pairs_per_s_batch20']:,} |"
+            )
     md = (
         f"`medrank similar` path on {args.threads} thread(s): BM25 top-20 recall + STMT re-ranking of the 20; "
-        "queries = distinct validation questions (not in the training side).\n\n"
-        "| corpus | questions | matcher | similar p50 ms | similar p95 ms | BM25 top-20 p50 ms | re-rank 20 p50 ms "
+        "queries = distinct validation questions (not in the training side). N = STMT layers (paper: 6).\n\n"
+        "| corpus | questions | matcher | N | similar p50 ms | similar p95 ms | BM25 top-20 p50 ms | re-rank 20 p50 ms "
         "| STMT pairs/s (batch 64) | STMT pairs/s (batch 20) |\n"
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(rows)
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(rows)
     )
     common.write("similar_latency", {"environment": common.environment(args.threads, 13, str(data_root())), "results": results}, md)
+
+
+def measure(searcher: SimilarQuestionSearcher, matcher, queries: list[str], valid, dataset: str, run: Path,
+            load_s: float, build_s: float) -> dict:
+    """Latency of the full path, of the recall alone and of the re-ranking alone, plus pairs/s."""
+    searcher.search(queries[0], k=10)  # warm-up
+    full, recall_only, rerank_only = [], [], []
+    for q in queries:
+        t = time.perf_counter()
+        searcher.search(q, k=10)
+        full.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ranking = searcher.index.search(q, k=20)[0]
+        recall_only.append(time.perf_counter() - t)
+        cands = [(q, searcher.text(i)) for i in ranking.ids]
+        t = time.perf_counter()
+        if cands:
+            matcher.score(cands)
+        rerank_only.append(time.perf_counter() - t)
+    res = {
+        "dataset_of_matcher": dataset, "run": str(run.relative_to(ROOT)), "matcher": matcher.name,
+        "corpus_questions": len(searcher), "corpus_load_s": round(load_s, 1), "index_build_s": round(build_s, 1),
+        "n_queries": len(queries), "similar_latency": common.percentiles(full),
+        "bm25_top20_latency": common.percentiles(recall_only), "rerank20_latency": common.percentiles(rerank_only),
+        "stmt_pairs_per_s_batch64": round(throughput(matcher, valid[:1024], 64), 1),
+        "stmt_pairs_per_s_batch20": round(throughput(matcher, valid[:400], 20), 1),
+    }
+    res["layers"] = len(getattr(getattr(matcher.module, "encoder", None), "layers", [])) or None
+    return res
 
 
 if __name__ == "__main__":

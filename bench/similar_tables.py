@@ -37,17 +37,17 @@ from medrank.pipelines.similar.experiment import display_name, resolve_config, r
 from medrank.pipelines.similar.matchers import NEURAL_ARCHS
 
 ROOT = Path(__file__).resolve().parents[1]
-ORDER = ["lr-tfidf", "lr-w2v", "bilstm", "transformer", "esim", "stmt-self", "stmt-inter", "stmt", "cross-encoder"]
+ORDER = ["lr-tfidf", "lr-w2v", "bilstm", "transformer", "esim", "stmt-self", "stmt-inter", "stmt", "stmt-small", "cross-encoder"]
 LABELS = {
     "lr-tfidf": "LR (TF-IDF)", "lr-w2v": "LR (mean word2vec)", "bilstm": "Siamese BiLSTM",
     "transformer": "Transformer (N=6)", "esim": "ESIM", "stmt-self": "STMT, self-attention only",
-    "stmt-inter": "STMT, inter-attention only", "stmt": "STMT",
+    "stmt-inter": "STMT, inter-attention only", "stmt": "STMT", "stmt-small": "STMT (N=3, serving size)",
 }
 
 
 def variants(model: str, base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out = [(model, base)]
-    if model in NEURAL_ARCHS:
+    if model in NEURAL_ARCHS or model == "stmt-small":
         am = json.loads(json.dumps(base))
         am.setdefault("transfer", {})["enabled"] = True
         am["transfer"]["loss"] = "am-softmax"
