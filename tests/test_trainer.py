@@ -132,3 +132,12 @@ def test_non_finite_loss_raises(tmp_path):
 def test_plot_history(tmp_path):
     plot_history({"a": [{"epoch": 0, "m": 0.1}, {"epoch": 1, "m": 0.3}]}, "m", tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_recipe_settings_passes_only_the_fields_a_config_has():
+    from types import SimpleNamespace
+
+    from medrank.training import recipe_settings
+
+    cfg = SimpleNamespace(epochs=3, lr=1e-4, seed=7, temperature=0.05)
+    assert recipe_settings(cfg) == {"epochs": 3, "lr": 1e-4, "seed": 7}

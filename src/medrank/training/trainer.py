@@ -124,6 +124,16 @@ def load_state(directory: Path, name: str) -> dict[str, Any]:
 # -- the trainer ------------------------------------------------------------------------------------
 
 
+#: the recipe settings a pipeline config passes to :class:`Trainer` unchanged (same names on both sides)
+RECIPE_FIELDS = ("epochs", "lr", "weight_decay", "scheduler", "warmup_ratio", "max_steps_per_epoch",
+                 "keep_checkpoints", "seed", "show_progress")
+
+
+def recipe_settings(config: Any) -> dict[str, Any]:
+    """``{name: config.name}`` for the :data:`RECIPE_FIELDS` a config object has, as Trainer keywords."""
+    return {name: getattr(config, name) for name in RECIPE_FIELDS if hasattr(config, name)}
+
+
 class Trainer:
     """Epoch-based training loop with callbacks, per-epoch checkpoints and resume.
 

@@ -38,7 +38,7 @@ from medrank.pipelines.procedures.data import (
     load_term_base,
 )
 from medrank.pipelines.symptom.training import load_best
-from medrank.training import Callback, Trainer
+from medrank.training import Callback, Trainer, recipe_settings
 from medrank.utils.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -227,19 +227,11 @@ def _trainer(cfg: ProcedureConfig, module: torch.nn.Module, task: Any, output_di
         task.loss_fn,
         lambda epoch: task.epoch_batches,
         output_dir,
-        epochs=cfg.epochs,
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        scheduler=cfg.scheduler,
-        warmup_ratio=cfg.warmup_ratio,
         steps_per_epoch=task.steps_per_epoch(),
-        max_steps_per_epoch=cfg.max_steps_per_epoch,
+        **recipe_settings(cfg),
         evaluate=task.evaluate,
         select_metric=select,
         callbacks=[_EpochHook(task.prepare_epoch)],
-        keep_checkpoints=cfg.keep_checkpoints,
-        seed=cfg.seed,
-        show_progress=cfg.show_progress,
     )
 
 

@@ -43,7 +43,7 @@ from medrank.pipelines.symptom.data import PairData, build_pair_data, no_duplica
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
 from medrank.pipelines.symptom.miners import RandomMiner, make_miner, mine_candidates
 from medrank.records import Concept, ConceptDataset
-from medrank.training import Callback, Trainer, plot_history
+from medrank.training import Callback, Trainer, plot_history, recipe_settings
 from medrank.utils.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -384,19 +384,11 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
         task.loss_fn,
         task.batches,
         output_dir,
-        epochs=cfg.epochs,
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        scheduler=cfg.scheduler,
-        warmup_ratio=cfg.warmup_ratio,
         steps_per_epoch=task.steps_per_epoch(),
-        max_steps_per_epoch=cfg.max_steps_per_epoch,
+        **recipe_settings(cfg),
         evaluate=task.evaluate,
         select_metric=cfg.select_metric,
         callbacks=[MiningCallback(task)],
-        keep_checkpoints=cfg.keep_checkpoints,
-        seed=cfg.seed,
-        show_progress=cfg.show_progress,
     )
 
 
