@@ -33,7 +33,8 @@ calls ``scaled_dot_product_attention`` directly with the ``nn.MultiheadAttention
 parameters, and each side keeps its own length (a 10-token query is not padded
 to its 45-token candidate). The kernel-1 convolutions run as ``F.linear``. Same
 parameters and outputs as the textbook stacked ``(2B, L, d)`` batch through the
-modules, ~2.5x faster on 1 CPU thread. For pre-training on single questions
+modules (``tests/test_similar_models.py``); the `similar` p50 on 1 thread fell
+from 78 to 46 ms with it (``bench/similar_latency.py``). For pre-training on single questions
 (:meth:`STMT.encode`) a question is its own partner, so the inter-attention
 weights are trained too.
 """
@@ -69,8 +70,8 @@ def _attend(attn: nn.MultiheadAttention, x: torch.Tensor, x_valid: torch.Tensor,
     ``x_valid`` ``(B, L1)`` / ``kv_valid`` ``(B, L2)`` say where the packed tokens sit (True =
     token). Same parameters and result as ``attn(x, kv, kv, key_padding_mask=~kv_valid)`` on the
     padded tensors, but the projections run on real tokens only and the attention core calls
-    ``scaled_dot_product_attention`` directly (with 10-dim heads the module's CPU fast path took
-    ~3x longer than the arithmetic needs; profiled on 1 thread).
+    ``scaled_dot_product_attention`` directly (with 10-dim heads the module's own CPU path was the
+    slower of the two in a 1-thread profile).
     """
     d, h = attn.embed_dim, attn.num_heads
     w, b = attn.in_proj_weight, attn.in_proj_bias
