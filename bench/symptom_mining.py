@@ -29,7 +29,7 @@ from medrank.data import gold_terms, load_chip_cdn, load_chip_cdn_vocabulary
 from medrank.encoders import load_encoder
 from medrank.pipelines.symptom.miners import HDSamplingMiner, mine_candidates
 from medrank.pipelines.symptom.model import BiEncoder
-from medrank.pipelines.symptom.training import _default_cache_dir
+from medrank.pipelines.symptom.training import default_cache_dir
 
 
 def main() -> None:
@@ -65,7 +65,7 @@ def main() -> None:
 
     encoder = load_encoder("e5-small", max_length=args.max_length)
     bi = BiEncoder(encoder, train_layers=args.train_layers)
-    cache_dir = Path(args.cache_dir) if args.cache_dir else _default_cache_dir()
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     t0 = time.perf_counter()
     loaded = bi.load_cache(cache_dir)
     load_s = time.perf_counter() - t0

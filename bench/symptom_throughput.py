@@ -37,7 +37,7 @@ from medrank.pipelines.symptom.data import build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.losses import BiHardNCELoss
 from medrank.pipelines.symptom.miners import RandomMiner
 from medrank.pipelines.symptom.model import BiEncoder
-from medrank.pipelines.symptom.training import _default_cache_dir
+from medrank.pipelines.symptom.training import default_cache_dir
 
 TAU = 0.05
 
@@ -70,7 +70,7 @@ class Ours:
     def __init__(self, train_layers: int | None, max_length: int, lr: float) -> None:
         enc = load_encoder("e5-small", max_length=max_length)
         self.bi = BiEncoder(enc, train_layers=train_layers)
-        self.bi.load_cache(_default_cache_dir())
+        self.bi.load_cache(default_cache_dir())
         self.loss = BiHardNCELoss(TAU)
         self.opt = torch.optim.AdamW([p for p in self.bi.trainable.parameters() if p.requires_grad], lr=lr)
         self.bi.trainable.train()

@@ -323,19 +323,24 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path) -> No
     tiny_chinese_encoder(base)
     common = {"data_root": str(data_dir), "encoder": str(base), "max_length": 40, "train_layers": 1, "batch_size": 8,
               "epochs": 2, "lr": 1e-3, "threads": 1, "cache_dir": str(tmp_path / "cache"), "show_progress": False}
-    mtcg = train_mtcg({"task": "procedures-mtcg", "negatives": "online", "n_negatives": 3, **common}, tmp_path / "mtcg")
+    mtcg_cfg = {"task": "procedures-mtcg", "negatives": "online", "n_negatives": 3, "term_prior": True,
+                "count_class_weighting": "sqrt-inverse", "head_lr": 1e-2, **common}
+    mtcg = train_mtcg(mtcg_cfg, tmp_path / "mtcg")
+    assert (tmp_path / "mtcg" / "model" / "prior.json").exists() and "val_with_prior" in mtcg
+    assert mtcg["term_prior"]["weight"] in mtcg["term_prior"]["train_valid_top1"]
     assert set(mtcg["val"]["recall"]) == {"recall@2", "recall@5", "recall@7", "recall@10"}
     assert mtcg["val"]["mentions_per_second"] > 0 and [h["epoch"] for h in mtcg["history"]] == [0, 1, 2]
     assert (tmp_path / "mtcg" / "model" / "mtcg.safetensors").exists()
     # resuming a finished run trains nothing more and gives the same model
-    again = train_mtcg({"task": "procedures-mtcg", "negatives": "online", "n_negatives": 3, **common}, tmp_path / "mtcg")
+    again = train_mtcg(mtcg_cfg, tmp_path / "mtcg")
     assert again["train_valid"] == mtcg["train_valid"]
 
-    kar = train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5,
+    kar = train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "kar_init": "mtcg", "head_lr": 1e-2,
                      "theta_grid": [0.5, 0.8], **common}, tmp_path / "kar")
     assert kar["theta"] in (0.5, 0.8) and set(kar["val"]) >= {"single", "multi", "total"}
 
     norm = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert norm.prior is not None and norm.prior.terms == {t for _, ts in TRAIN for t in ts.split("##")}
     batch = norm.predict(["右甲状腺叶切除术", "左肾切除术"])
     one = norm.normalize_one("右甲状腺叶切除术")
     # the latency path (uncached mention) and the batched path give the same answer
@@ -350,6 +355,11 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path) -> No
 
     from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
 
+    assert norm.kar.interaction == "recall"
+    with pytest.raises(ValueError, match="mention_vec"):
+        norm.kar.score(["左肾切除术"], ["肾切除术"])
+    with pytest.raises(ValueError, match="interaction"):
+        KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction="cosine")
     paper_head = KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction=False)
     probs = paper_head.score(["左肾切除术", "左肾切除术"], ["肾切除术", "肾切开术"])
     assert probs.shape == (2,) and ((probs > 0) & (probs < 1)).all()
@@ -404,3 +414,60 @@ def test_special_rows_block_matches_the_full_block() -> None:
     h = torch.randn(2, 9, 16)
     with torch.no_grad():
         assert torch.allclose(special_rows_block(block, h, mask), block(h, mask)[:, :3], atol=1e-5)
+
+
+def test_packed_block_matches_the_full_block_at_real_positions() -> None:
+    from transformers import BertConfig, BertModel
+
+    from medrank.pipelines.procedures.kar import packed_block
+
+    torch.manual_seed(2)
+    cfg = BertConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=32)
+    block = BertModel(cfg).eval().encoder.layer[0]
+    # padding in the middle (a short mention) and at the end (a short candidate)
+    valid = torch.tensor([[1] * 10, [1, 1, 1, 1, 1, 0, 0, 1, 1, 0], [1, 1, 1, 1, 0, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    site = torch.zeros((3, 10), dtype=torch.bool)
+    site[:, 3] = True
+    typ = torch.zeros((3, 10), dtype=torch.bool)
+    typ[:, 8] = True
+    mask = kar_attention_mask(valid, site, typ)
+    h = torch.randn(3, 10, 16)
+    with torch.no_grad():
+        packed, full = packed_block(block, h, valid, mask), block(h, mask)
+    assert torch.allclose(packed[valid], full[valid], atol=1e-5)
+    assert (packed[~valid] == 0).all()
+
+
+def test_count_class_weights_and_weighted_count_loss() -> None:
+    from medrank.pipelines.procedures.losses import count_class_weights
+
+    w = count_class_weights([0] * 16 + [1] * 4)  # class 2 absent → weight 1; (20/16)^.5, (20/4)^.5 normalised to mean 1
+    raw = torch.tensor([math.sqrt(20 / 16), math.sqrt(20 / 4)])
+    assert torch.allclose(w[:2], raw / raw.mean()) and w[2].item() == 1.0
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    labels = torch.tensor([0, 1])
+    z = torch.zeros((2, 2))
+    far = torch.full((2, 1, 2), 10.0)  # negatives far beyond the margin: the triplet part is 0
+    weight = torch.tensor([1.0, 3.0, 1.0])
+    loss = MultiTaskTripletLoss(margin=1.0, class_weight=weight)(z, z, far, logits, labels)
+    ce = -torch.log_softmax(logits, -1)[torch.arange(2), labels]
+    assert loss.item() == pytest.approx(((ce[0] + 3 * ce[1]) / 4).item(), abs=1e-6)
+    with pytest.raises(ValueError, match="class_weight"):
+        MultiTaskTripletLoss(class_weight=torch.tensor([1.0, 0.0, 1.0]))
+
+
+def test_term_prior_tuning_and_ranking(tmp_path: Path) -> None:
+    from medrank.pipelines.procedures.normalizer import TermPrior, tune_prior
+
+    terms = TermBase(["a", "b", "c"], [("1",), ("2",), ("3",)])
+    term_emb = np.eye(3, dtype=np.float32)
+    mentions = [Mention("0", "x", ("b",)), Mention("1", "y", ("c",))]
+    # both mentions sit slightly closer to the unseen name "a"
+    emb = np.array([[0.72, 0.69, 0.0], [0.72, 0.0, 0.69]], dtype=np.float32)
+    weight, scores = tune_prior(emb, mentions, term_emb, terms, {"b", "c"}, grid=(0.0, 0.02, 0.1))
+    assert scores == {0.0: 0.0, 0.02: 0.0, 0.1: 100.0} and weight == 0.1
+    prior = TermPrior(frozenset({"b", "c"}), weight)
+    prior.save(tmp_path)
+    again = TermPrior.load(tmp_path)
+    assert again == prior and TermPrior.load(tmp_path / "none") is None
+    assert np.allclose(prior.bonus(terms), [0.0, 0.1, 0.1])

@@ -44,7 +44,8 @@ from medrank.utils.io import atomic_write_json
 log = logging.getLogger(__name__)
 
 
-def _default_cache_dir() -> str:
+def default_cache_dir() -> str:
+    """Where the frozen-bottom cache of the procedure runs lives (``$MEDRANK_CACHE/procedures-frozen``)."""
     from medrank.config import cache_dir
 
     return str(cache_dir() / "procedures-frozen")
@@ -68,18 +69,22 @@ class ProcedureConfig:
     margin: float = 1.0
     count_weight: float = 1.0
     distance_scale: float = 5.0
+    term_prior: bool = False  # tune and save the training-label prior (normalizer.TermPrior; not in the paper)
+    count_class_weighting: str = "none"  # "none" (the paper) or "sqrt-inverse" (class weights (n/n_c)^0.5)
     # KAR
     mtcg: str | None = None
     k: int = 10
     negatives_per_mention: int | None = None
     ffn_hidden: int = 256
-    kar_interaction: bool = True
+    kar_interaction: str = "recall"  # extra FFN features: "recall" (MTCG's embeddings), "tokens", "none" (the paper)
+    kar_init: str = "base"  # KAR's top blocks start from the base encoder ("base") or MTCG's trained top ("mtcg")
     dropout: float = 0.1
     theta_grid: list[float] = field(default_factory=lambda: [round(x, 3) for x in np.arange(0.3, 1.0001, 0.025)])
     # optimisation
     epochs: int = 3
     batch_size: int = 32
     lr: float = 1e-4
+    head_lr: float | None = None  # lr of the randomly initialised heads (count head; KAR's FFN/specials); None = lr
     weight_decay: float = 0.01
     scheduler: str = "linear"
     warmup_ratio: float = 0.1
@@ -102,6 +107,12 @@ class ProcedureConfig:
             raise ValueError(f"n_negatives must be >= 1, got {cfg.n_negatives}")
         if cfg.batch_size < 1 or cfg.epochs < 1:
             raise ValueError("batch_size and epochs must be >= 1")
+        if cfg.count_class_weighting not in ("none", "sqrt-inverse"):
+            raise ValueError(f"count_class_weighting must be 'none' or 'sqrt-inverse', got {cfg.count_class_weighting!r}")
+        if cfg.kar_init not in ("base", "mtcg"):
+            raise ValueError(f"kar_init must be 'base' or 'mtcg', got {cfg.kar_init!r}")
+        if cfg.head_lr is not None and cfg.head_lr <= 0:
+            raise ValueError(f"head_lr must be > 0, got {cfg.head_lr}")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,13 +150,13 @@ class MTCGTask:
         self.terms: TermBase = load_term_base(cfg.data_root)
         self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
         self.model = MTCG(_base_encoder(cfg), train_layers=cfg.train_layers)
-        self.cache_dir = cfg.cache_dir or _default_cache_dir()
+        self.cache_dir = cfg.cache_dir or default_cache_dir()
         self._cached = self.model.bi.load_cache(self.cache_dir)
         self.pairs = np.array([(i, self.terms.index(t)) for i, m in enumerate(self.fit) for t in m.terms], dtype=np.int64)
         self.strategy = make_strategy(
             cfg.negatives, self.fit, self.terms, load_keywords(cfg.data_root) if cfg.negatives == "keyword-replacing" else None, cfg.negative_pool
         )
-        self.loss = _mtcg_loss(cfg)
+        self.loss = _mtcg_loss(cfg, [m.count_class for m in self.fit])
         self.retriever = ProcedureNormalizer(self.model, None, self.terms, k=10, fusion="recall")
         self.epoch_batches: list[dict[str, Any]] = []
 
@@ -207,10 +218,11 @@ class MTCGTask:
         return out
 
 
-def _mtcg_loss(cfg: ProcedureConfig) -> torch.nn.Module:
-    from medrank.pipelines.procedures.losses import MultiTaskTripletLoss
+def _mtcg_loss(cfg: ProcedureConfig, count_labels: list[int]) -> torch.nn.Module:
+    from medrank.pipelines.procedures.losses import MultiTaskTripletLoss, count_class_weights
 
-    return MultiTaskTripletLoss(margin=cfg.margin, count_weight=cfg.count_weight, scale=cfg.distance_scale)
+    weight = count_class_weights(count_labels) if cfg.count_class_weighting == "sqrt-inverse" else None
+    return MultiTaskTripletLoss(margin=cfg.margin, count_weight=cfg.count_weight, scale=cfg.distance_scale, class_weight=weight)
 
 
 class _EpochHook(Callback):
@@ -221,7 +233,20 @@ class _EpochHook(Callback):
         self.prepare(epoch)
 
 
-def _trainer(cfg: ProcedureConfig, module: torch.nn.Module, task: Any, output_dir: Path, select: str) -> Trainer:
+def _optimizer(cfg: ProcedureConfig, module: torch.nn.Module, heads: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """AdamW with the randomly initialised heads at ``head_lr`` (a linear head at the encoder's 2e-5 barely moves in a CPU budget)."""
+    head_ids = {id(p) for p in heads}
+    body = [p for p in module.parameters() if p.requires_grad and id(p) not in head_ids]
+    groups = [{"params": body, "lr": cfg.lr}]
+    head = [p for p in heads if p.requires_grad]
+    if head:
+        groups.append({"params": head, "lr": cfg.head_lr or cfg.lr})
+    return torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def _trainer(
+    cfg: ProcedureConfig, module: torch.nn.Module, task: Any, output_dir: Path, select: str, heads: list[torch.nn.Parameter]
+) -> Trainer:
     return Trainer(
         module,
         task.loss_fn,
@@ -229,6 +254,7 @@ def _trainer(cfg: ProcedureConfig, module: torch.nn.Module, task: Any, output_di
         output_dir,
         steps_per_epoch=task.steps_per_epoch(),
         **recipe_settings(cfg),
+        optimizer=_optimizer(cfg, module, heads),
         evaluate=task.evaluate,
         select_metric=select,
         callbacks=[_EpochHook(task.prepare_epoch)],
@@ -242,13 +268,15 @@ def train_mtcg(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path,
     _setup(cfg, output_dir)
     started = time.perf_counter()
     task = MTCGTask(cfg, output_dir)
-    trainer = _trainer(cfg, task.model.trainable, task, output_dir, "recall@10")
+    trainer = _trainer(cfg, task.model.trainable, task, output_dir, "recall@10", list(task.model.count_head.parameters()))
     trainer.fit(resume=resume)
     best = load_best(trainer)
     task.model.save(output_dir / "model")
+    prior = _tune_term_prior(task) if cfg.term_prior else None
     summary: dict[str, Any] = {
         "name": cfg.name,
         "negatives": cfg.negatives,
+        "term_prior": None if prior is None else {"weight": prior[0].weight, "train_valid_top1": prior[1]},
         "best_epoch": best,
         "history": trainer.state.history,
         "train_valid": task.evaluate_split(task.valid, (2, 5, 7, 10)),
@@ -259,10 +287,28 @@ def train_mtcg(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path,
         "config": cfg.to_dict(),
     }
     if cfg.eval_val:
-        summary["val"] = evaluate_mtcg_on(task, load_mentions("val", cfg.data_root))
+        val = load_mentions("val", cfg.data_root)
+        summary["val"] = evaluate_mtcg_on(task, val)
+        if prior is not None:
+            task.retriever.prior = prior[0]
+            summary["val_with_prior"] = evaluate_mtcg_on(task, val)
+            task.retriever.prior = None
     task.save_cache()
     atomic_write_json(output_dir / "results.json", summary)
     return summary
+
+
+def _tune_term_prior(task: MTCGTask) -> tuple[Any, dict[float, float]]:
+    """Tune the prior weight on train-valid with the fit split's names; save it with every training name."""
+    from medrank.pipelines.procedures.normalizer import TermPrior, tune_prior
+
+    emb, _ = task.model.encode_mentions([m.text for m in task.valid])
+    fit_names = {t for m in task.fit for t in m.terms}
+    weight, scores = tune_prior(emb, task.valid, task.retriever.term_embeddings(), task.terms, fit_names)
+    prior = TermPrior(frozenset(fit_names | {t for m in task.valid for t in m.terms}), weight)
+    prior.save(task.output_dir / "model")
+    log.info("term prior: weight %.3f (train-valid top-1 by weight: %s)", weight, scores)
+    return prior, scores
 
 
 def evaluate_mtcg_on(task: MTCGTask, mentions: list[Mention]) -> dict[str, Any]:
@@ -313,12 +359,27 @@ class KARTask:
             self.mtcg.bi, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction
         )
         self.mtcg.load_weights(mtcg_dir)
+        if cfg.kar_init == "mtcg":
+            # start the joint blocks from MTCG's domain-tuned top instead of the base model's
+            from medrank.pipelines.symptom.model import _blocks
+
+            for dst, src in zip(self.kar.top, _blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :], strict=True):
+                dst.load_state_dict(src.state_dict())
         for p in self.mtcg.parameters():
             p.requires_grad_(False)
-        self.cache_dir = cfg.cache_dir or _default_cache_dir()
+        self.cache_dir = cfg.cache_dir or default_cache_dir()
         self._cached = self.mtcg.bi.load_cache(self.cache_dir)
-        self.normalizer = ProcedureNormalizer(self.mtcg, self.kar, self.terms, k=cfg.k)
+        from medrank.pipelines.procedures.normalizer import TermPrior
+
+        # MTCG's training-label prior, if it has one: KAR trains, selects its epoch and tunes θ on
+        # candidates recalled with the prior restricted to the fit split's names (train-valid's own
+        # gold names must not get the bonus); the saved normaliser uses every training name
+        self.prior = TermPrior.load(mtcg_dir)
+        fit_prior = None if self.prior is None else TermPrior(frozenset(t for m in self.fit for t in m.terms), self.prior.weight)
+        self.normalizer = ProcedureNormalizer(self.mtcg, self.kar, self.terms, k=cfg.k, prior=fit_prior)
         emb, _ = self.mtcg.encode_mentions([m.text for m in self.fit])
+        self.fit_emb = torch.from_numpy(emb)
+        self.term_emb = torch.from_numpy(self.normalizer.term_embeddings())
         rows, _ = self.normalizer.retrieve(emb, [m.text for m in self.fit])
         self.examples: list[tuple[int, int, float]] = []
         rng = np.random.default_rng(cfg.seed)
@@ -349,9 +410,10 @@ class KARTask:
         self.epoch_batches = [ex[s : s + self.cfg.batch_size] for s in range(0, len(ex), self.cfg.batch_size)]
 
     def loss_fn(self, batch: np.ndarray) -> torch.Tensor:
-        mentions = [self.fit[int(i)].text for i in batch[:, 0]]
-        cands = [self.terms.names[int(c)] for c in batch[:, 1]]
-        logits = self.kar(mentions, cands)
+        m_idx, c_idx = batch[:, 0].astype(np.int64), batch[:, 1].astype(np.int64)
+        mentions = [self.fit[int(i)].text for i in m_idx]
+        cands = [self.terms.names[int(c)] for c in c_idx]
+        logits = self.kar(mentions, cands, self.fit_emb[m_idx], self.term_emb[c_idx])
         return self.loss(logits, torch.as_tensor(batch[:, 2], dtype=torch.float32))
 
     def evaluate(self, epoch: int) -> dict[str, float]:
@@ -374,7 +436,8 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
     _setup(cfg, output_dir)
     started = time.perf_counter()
     task = KARTask(cfg, output_dir)
-    trainer = _trainer(cfg, task.kar.trainable, task, output_dir, "acc_total")
+    heads = [*task.kar.ffn.parameters(), task.kar.special, task.kar.segment]
+    trainer = _trainer(cfg, task.kar.trainable, task, output_dir, "acc_total", heads)
     trainer.fit(resume=resume)
     best = load_best(trainer)
     task.kar.save(output_dir / "model")
@@ -400,6 +463,7 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
     }
     if cfg.eval_val:
         val = load_mentions("val", cfg.data_root)
+        task.normalizer.prior = task.prior  # as ProcedureNormalizer.load will use it
         summary["val"] = set_accuracy(val, task.normalizer.predict([m.text for m in val]))
     task.save_cache()
     atomic_write_json(output_dir / "results.json", summary)

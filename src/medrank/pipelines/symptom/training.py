@@ -142,7 +142,7 @@ class SymptomTask:
         self.valid_gold = self._valid_gold_entries()
         encoder = load_encoder(cfg.encoder, max_length=cfg.max_length, device=cfg.device)
         self.model = BiEncoder(encoder, train_layers=cfg.train_layers, cache=cfg.cache)
-        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else _default_cache_dir()
+        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
         if self.model.use_cache:
             loaded = self.model.load_cache(self.cache_dir)
             log.info("frozen-layer cache: %d texts loaded from %s", loaded, self.cache_dir)
@@ -369,7 +369,8 @@ def _make_loss(cfg: SymptomConfig, dim: int) -> nn.Module:
     raise ValueError(f"loss {cfg.loss!r} is not a bi-encoder loss")
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
+    """Where the symptom runs' frozen-bottom cache lives (``$MEDRANK_CACHE/symptom-frozen``)."""
     from medrank.config import cache_dir
 
     return cache_dir() / "symptom-frozen"

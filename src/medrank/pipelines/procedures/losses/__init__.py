@@ -7,7 +7,7 @@
 =========================  =====================================================================
 """
 
-from medrank.pipelines.procedures.losses.multitask_triplet import MultiTaskTripletLoss
+from medrank.pipelines.procedures.losses.multitask_triplet import MultiTaskTripletLoss, count_class_weights
 from medrank.pipelines.symptom.losses.cross_encoder_bce import CrossEncoderBCELoss
 
-__all__ = ["CrossEncoderBCELoss", "MultiTaskTripletLoss"]
+__all__ = ["CrossEncoderBCELoss", "MultiTaskTripletLoss", "count_class_weights"]

@@ -30,6 +30,9 @@ class MultiTaskTripletLoss(nn.Module):
     Args:
         margin: triplet margin ε (default 1.0 as in the paper).
         count_weight: λ (default 1.0: the paper sums the two losses).
+        class_weight: optional ``(3,)`` per-class weights of the count cross-entropy (``None`` = the
+            paper's unweighted CE). With 95 % one-term mentions the unweighted head predicts "1" for
+            everything; :func:`count_class_weights` gives inverse-square-root-frequency weights.
         scale: embeddings are multiplied by ``scale`` before the distances. The paper's BERT
             vectors are unnormalised (norms of several units), where a margin of 1 is moderate;
             on unit vectors (distances in [0, 2]) the same margin asks for a gap of half the
@@ -40,8 +43,15 @@ class MultiTaskTripletLoss(nn.Module):
     Returns: the scalar loss (``.parts`` holds the last triplet / count values for logging).
     """
 
-    def __init__(self, margin: float = 1.0, count_weight: float = 1.0, scale: float = 1.0) -> None:
+    def __init__(
+        self, margin: float = 1.0, count_weight: float = 1.0, scale: float = 1.0, class_weight: torch.Tensor | None = None
+    ) -> None:
         super().__init__()
+        if class_weight is not None:
+            class_weight = torch.as_tensor(class_weight, dtype=torch.float32)
+            if class_weight.ndim != 1 or (class_weight <= 0).any():
+                raise ValueError(f"class_weight must be a 1-D tensor of positive weights, got {class_weight}")
+        self.register_buffer("class_weight", class_weight, persistent=False)
         if count_weight < 0:
             raise ValueError(f"count_weight must be >= 0, got {count_weight}")
         if scale <= 0:
@@ -67,6 +77,22 @@ class MultiTaskTripletLoss(nn.Module):
             )
         s = self.scale
         tri = self.triplet(mention_emb * s, term_emb * s, negative_terms * s, negatives_valid)
-        count = nn.functional.cross_entropy(count_logits, count_labels.long())
+        count = nn.functional.cross_entropy(count_logits, count_labels.long(), weight=self.class_weight)
         self.parts = {"triplet": float(tri.detach()), "count": float(count.detach())}
         return tri + self.count_weight * count
+
+
+def count_class_weights(labels: torch.Tensor | list[int], n_classes: int = 3, power: float = 0.5) -> torch.Tensor:
+    """Per-class weights ``(n / n_c) ** power`` normalised to mean 1 over the classes present (absent classes: 1).
+
+    ``power = 0.5`` (inverse square root of the frequency) is the usual compromise between the
+    unweighted loss (the majority class wins) and full inverse frequency (the rare class wins).
+    """
+    counts = torch.bincount(torch.as_tensor(labels, dtype=torch.long), minlength=n_classes).float()
+    if counts.sum() == 0:
+        raise ValueError("no labels")
+    present = counts > 0
+    w = torch.ones(n_classes)
+    raw = (counts.sum() / counts[present]) ** power
+    w[present] = raw / raw.mean()
+    return w
