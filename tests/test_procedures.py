@@ -356,6 +356,16 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path) -> No
     from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
 
     assert norm.kar.interaction == "recall"
+    # a service sees unbounded distinct mentions: their keyword flags are an LRU, names are kept
+    import medrank.pipelines.procedures.kar as kar_module
+
+    kar_module_limit, kar_module.MENTION_FLAG_CACHE = kar_module.MENTION_FLAG_CACHE, 2
+    try:
+        for text in ("左肾切除术", "右肾切除术", "左肾切除术", "脑膜切开术"):
+            norm.kar.keyword_flags(text, "query")
+        assert list(norm.kar._mention_flags) == ["左肾切除术", "脑膜切开术"]
+    finally:
+        kar_module.MENTION_FLAG_CACHE = kar_module_limit
     with pytest.raises(ValueError, match="mention_vec"):
         norm.kar.score(["左肾切除术"], ["肾切除术"])
     with pytest.raises(ValueError, match="interaction"):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from medrank.pipelines.symptom.model import BiEncoder, _blocks, _eval_mode
 
 N_SPECIAL = 3  # [CLS], [PS], [PT]
 INTERACTIONS = ("none", "tokens", "recall")
+MENTION_FLAG_CACHE = 4096  # mentions whose keyword flags are kept (training re-reads each mention every epoch)
 CLS, PS, PT = 0, 1, 2
 WEIGHTS = "kar.safetensors"
 SPEC = "kar.json"
@@ -235,7 +237,10 @@ class KeywordAttentiveRanker(nn.Module):
         self.ffn = nn.Sequential(nn.Linear(d * (1 if interaction == "none" else 5), hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.sites, self.types = KeywordMatcher(sites), KeywordMatcher(types)
         self.ffn_hidden = hidden
-        self._flags: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        # keyword flags per text: standard names are a closed set (kept), mentions are whatever a
+        # service receives (least recently used evicted beyond MENTION_FLAG_CACHE)
+        self._name_flags: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._mention_flags: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self.trainable = nn.ModuleDict(
             {"top": self.top, "ffn": self.ffn, "params": nn.ParameterList([self.special, self.segment])}
         )
@@ -243,17 +248,23 @@ class KeywordAttentiveRanker(nn.Module):
     # -- keyword flags of one text as the cache tokenises it -----------------------------------------
     def keyword_flags(self, text: str, kind: TextKind) -> tuple[np.ndarray, np.ndarray]:
         """(site, type) bool flags over the tokens of ``prompt + text`` (same tokenisation as the cache)."""
-        key = (kind, text)
-        if key not in self._flags:
+        cache = self._mention_flags if kind == "query" else self._name_flags
+        flags = cache.get(text)
+        if flags is None:
             enc = self.bottom.encoder
             prompt = enc._prompt(kind)
             tok = enc.tokenizer(prompt + text, truncation=True, max_length=enc.max_length, return_offsets_mapping=True)
             offsets = tok["offset_mapping"]
-            self._flags[key] = (
+            flags = (
                 token_keyword_flags(offsets, self.sites.spans(text), shift=len(prompt)),
                 token_keyword_flags(offsets, self.types.spans(text), shift=len(prompt)),
             )
-        return self._flags[key]
+            cache[text] = flags
+            if kind == "query" and len(self._mention_flags) > MENTION_FLAG_CACHE:
+                self._mention_flags.popitem(last=False)
+        elif kind == "query":
+            self._mention_flags.move_to_end(text)
+        return flags
 
     def _flag_matrix(self, texts: Sequence[str], kind: TextKind, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         site = torch.zeros((len(texts), length), dtype=torch.bool)
