@@ -42,8 +42,9 @@ def main() -> None:
         norm.normalize_one(m.text)
         stages["end_to_end"].append(time.perf_counter() - t)
     # the recall half alone (MTCG + index + FB on s_c only), for the breakdown
-    recall_only = ProcedureNormalizer(norm.mtcg, None, norm.terms, k=norm.k, fusion="recall")
-    recall_only._term_emb, recall_only._term_emb_version, recall_only._index = norm._term_emb, norm._term_emb_version, norm._index
+    recall_only = ProcedureNormalizer(norm.mtcg, None, norm.terms, k=norm.k, fusion="recall", prior=norm.prior)
+    recall_only._term_emb, recall_only._term_emb_version = norm._term_emb, norm._term_emb_version
+    recall_only._index, recall_only._index_prior = norm._index, norm._index_prior
     stages["recall_only"] = []
     for m in mentions:
         t = time.perf_counter()
