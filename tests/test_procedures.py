@@ -201,12 +201,17 @@ def test_kar_attention_mask_exact_positions() -> None:
     assert not kar_attention_mask(valid, site_pad, typ)[0, 0, 1, 9]
 
 
+def _as_model_mask(mask: torch.Tensor, model: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
+    """The bool KAR mask as an HF block takes it: bool for SDPA, additive float for eager attention."""
+    if getattr(model.config, "_attn_implementation", "sdpa") == "eager":
+        return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+    return mask
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_kar_mask_blocks_non_keyword_tokens_in_a_real_block(attn: str) -> None:
     """[PS]'s output must not change when a non-site token changes (HF block honours the mask)."""
     from transformers import BertConfig, BertModel
-
-    from medrank.pipelines.procedures.kar import _as_model_mask
 
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)

@@ -119,13 +119,6 @@ def kar_attention_mask(key_valid: torch.Tensor, site: torch.Tensor, type_: torch
     return mask[:, None]
 
 
-def _as_model_mask(mask: torch.Tensor, model: nn.Module, dtype: torch.dtype) -> torch.Tensor:
-    """Bool for SDPA / flex attention, additive float for eager attention."""
-    if getattr(model.config, "_attn_implementation", "sdpa") == "eager":
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
-    return mask
-
-
 def special_rows_block(block: nn.Module, hidden: torch.Tensor, mask: torch.Tensor, rows: int = N_SPECIAL) -> torch.Tensor:
     """A BERT block's output at the first ``rows`` positions only: ``(n, rows, d)``.
 
@@ -202,9 +195,10 @@ class KeywordAttentiveRanker(nn.Module):
 
             * ``"recall"`` — ``[u, v, |u-v|, u*v]`` of MTCG's own (frozen) unit embeddings of the
               mention and the candidate. They are already computed for recall, so they cost nothing
-              at inference, and they let the head start from MTCG's ranking (AUC 0.81 on val
-              candidates) instead of relearning it: the cached-bottom KAR alone reached an AUC of
-              0.70 after one CPU epoch and, fused with FB, lowered exact-set accuracy 60.1 → 47.7.
+              at inference, and they let the head start from MTCG's ranking instead of relearning
+              it: with the tokens features the cached-bottom KAR, fused with FB, lowered exact-set
+              accuracy 60.1 → 47.7 (the session-3 `bench/results/procedures_eval.md`); both
+              scorers' AUCs over the val candidates are in the current one.
             * ``"tokens"`` (``True`` in older specs) — the same four terms of the two texts' token
               means entering the last joint block.
 
@@ -314,10 +308,9 @@ class KeywordAttentiveRanker(nn.Module):
         # only [CLS]/[PS]/[PT] of the last block are read
         pooled = special_rows_block(self.top[-1], hidden, bool_mask).mean(dim=1)
         if self.interaction == "tokens":
-            # u, v: the two texts' token means entering the last (joint) block; [u, v, |u-v|, u*v]
+            # u, v: the two texts' token means entering the last (joint) block
             u = _token_mean(hidden[:, N_SPECIAL : N_SPECIAL + lm], mention_mask)
             v = _token_mean(hidden[:, N_SPECIAL + lm :], cand_mask)
-            pooled = torch.cat([pooled, u, v, (u - v).abs(), u * v], dim=-1)
         elif self.interaction == "recall":
             if mention_vec is None or cand_vec is None:
                 raise ValueError("interaction='recall' needs MTCG's mention_vec and cand_vec")
@@ -327,6 +320,7 @@ class KeywordAttentiveRanker(nn.Module):
             # unit vectors have components ~ 1/sqrt(d); scaled to ~1 so u*v and |u-v| are not ~1/d
             # against the FFN's initial weights (unscaled, the head took tens of steps to fit one batch)
             u, v = u * u.shape[1] ** 0.5, v * v.shape[1] ** 0.5
+        if self.interaction != "none":
             pooled = torch.cat([pooled, u, v, (u - v).abs(), u * v], dim=-1)
         return self.ffn(self.dropout(pooled))[:, 0]
 

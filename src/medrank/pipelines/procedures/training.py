@@ -339,7 +339,7 @@ class KARTask:
     def __init__(self, cfg: ProcedureConfig, output_dir: Path) -> None:
         from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
         from medrank.pipelines.procedures.mtcg import MTCG, SPEC
-        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, TermPrior
 
         if not cfg.mtcg:
             raise ValueError("a KAR config needs 'mtcg': the model folder of a trained MTCG run (RUN/model)")
@@ -369,8 +369,6 @@ class KARTask:
             p.requires_grad_(False)
         self.cache_dir = cfg.cache_dir or default_cache_dir()
         self._cached = self.mtcg.bi.load_cache(self.cache_dir)
-        from medrank.pipelines.procedures.normalizer import TermPrior
-
         # MTCG's training-label prior, if it has one: KAR trains, selects its epoch and tunes θ on
         # candidates recalled with the prior restricted to the fit split's names (train-valid's own
         # gold names must not get the bonus); the saved normaliser uses every training name
