@@ -2,10 +2,11 @@
 
 One call = MTCG (the mention's frozen bottom + top blocks + count head) → flat vector-index
 recall of k_c = 10 names → KAR on the 10 candidates (top blocks over cached name bottoms and the
-shared mention bottom) → FB. Every standard name's frozen-bottom states and embedding are built
+shared mention bottom) → FB, or the learned fusion with its mention-memory votes (a fusion run;
+``end_to_end_fb`` times the same run under the paper's FB). Every standard name's frozen-bottom states and embedding are built
 before timing (an index-time cost, reported separately); mentions are never cached.
 
-    nice -n 10 python bench/procedures_latency.py [--run runs/procedures/kar] [--n 300] [--threads 1]
+    nice -n 10 python bench/procedures_latency.py [--run runs/procedures/fusion] [--n 300] [--threads 1]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run", default="runs/procedures/kar")
+    ap.add_argument("--run", default="runs/procedures/fusion")
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=13)
@@ -36,11 +37,19 @@ def main() -> None:
     mentions = load_mentions("val")[: args.n]
     for m in mentions[:10]:
         norm.normalize_one(m.text)
+    fusion = norm.fusion
     stages: dict[str, list[float]] = {"end_to_end": []}
     for m in mentions:
         t = time.perf_counter()
         norm.normalize_one(m.text)
         stages["end_to_end"].append(time.perf_counter() - t)
+    if norm.fusion != "fb":
+        stages["end_to_end_fb"] = []
+        norm.fusion = "fb"
+        for m in mentions:
+            t = time.perf_counter()
+            norm.normalize_one(m.text)
+            stages["end_to_end_fb"].append(time.perf_counter() - t)
     # the recall half alone (MTCG + index + FB on s_c only), for the breakdown
     recall_only = ProcedureNormalizer(norm.mtcg, None, norm.terms, k=norm.k, fusion="recall", prior=norm.prior)
     recall_only._term_emb, recall_only._term_emb_version = norm._term_emb, norm._term_emb_version
@@ -56,6 +65,7 @@ def main() -> None:
         "run": args.run,
         "mentions": len(mentions),
         "k": norm.k,
+        "fusion": fusion,
         "index_warm_up_seconds": round(warm, 1),
         "latency": res,
         "bar_p50_ms": 50,
@@ -66,7 +76,7 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
         *[f"| {k} | {v['p50_ms']} | {v['p95_ms']} | {v['p99_ms']} | {v['mean_ms']} | {v['n']} |" for k, v in res.items()],
         "",
-        f"One mention, 1 thread, k_c = {norm.k}; bar: end-to-end p50 ≤ 50 ms. Name index warm-up "
+        f"One mention, 1 thread, k_c = {norm.k}, end_to_end with fusion = {fusion}; bar: end-to-end p50 ≤ 50 ms. Name index warm-up "
         f"(frozen-bottom cache load + name embeddings): {warm:.1f} s. 2 shared cores under contention.",
     ]
     common.write("procedures_latency", payload, "\n".join(md))

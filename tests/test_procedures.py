@@ -318,7 +318,7 @@ def test_tfidf_negatives_are_lexically_close(data_dir: Path, terms: TermBase) ->
 # -- the whole pipeline on a tiny model ---------------------------------------------------------------------
 
 
-def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path) -> None:
+def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from medrank.pipelines.procedures.cli import evaluate_procedures
     from medrank.pipelines.procedures.negatives import OnlineNegatives
     from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
@@ -378,6 +378,27 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path) -> No
     paper_head = KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction=False)
     probs = paper_head.score(["左肾切除术", "左肾切除术"], ["肾切除术", "肾切开术"])
     assert probs.shape == (2,) and ((probs > 0) & (probs < 1)).all()
+
+    # the learned fusion (not in the paper) extends the KAR run; its normaliser defaults to it
+    from medrank.pipelines.procedures.training import train_fusion
+
+    fused = train_fusion({"task": "procedures-fusion", "kar": str(tmp_path / "kar"), "memory_k": 3, "theta_grid": [0.5, 0.8],
+                          "data_root": str(data_dir), "threads": 1, "show_progress": False}, tmp_path / "fusion")
+    assert set(fused["weights"]) == {"s_c", "s_r", "vote_sum", "vote_max", "vote_nn1"} and fused["theta"] in (0.5, 0.8)
+    assert fused["val_fb"] == kar["val"]  # the same KAR and θ under FB
+    learned = ProcedureNormalizer.load(tmp_path / "fusion", data_root=str(data_dir))
+    assert learned.fusion == "learned" and len(learned.memory) == len(TRAIN)
+    one, batch = learned.normalize_one("左肾切除术"), learned.predict(["左肾切除术"])[0]
+    assert one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
+    assert all(0 < f < 1 for f in one.final)
+    fb = ProcedureNormalizer.load(tmp_path / "fusion", data_root=str(data_dir), fusion="fb").predict(["左肾切除术"])[0]
+    monkeypatch.chdir(tmp_path)  # run directories given relative to the working directory load too
+    assert fb.final == ProcedureNormalizer.load("kar", data_root=str(data_dir)).predict(["左肾切除术"])[0].final
+    assert ProcedureNormalizer.load("fusion", data_root=str(data_dir)).fusion == "learned"
+    with pytest.raises(ValueError, match="LearnedFusion"):
+        ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, fusion="learned")
+    with pytest.raises(FileNotFoundError, match="kar.yaml"):
+        train_fusion({"task": "procedures-fusion", "kar": str(tmp_path / "mtcg"), "data_root": str(data_dir)}, tmp_path / "f2")
 
     report = evaluate_procedures(None, "val", tmp_path / "kar", {"data": str(data_dir), "baselines": "1"})
     assert {"tf-idf", "edit-distance"} <= set(report["systems"]) and report["n"] == len(VAL)
@@ -486,3 +507,65 @@ def test_term_prior_tuning_and_ranking(tmp_path: Path) -> None:
     again = TermPrior.load(tmp_path)
     assert again == prior and TermPrior.load(tmp_path / "none") is None
     assert np.allclose(prior.bonus(terms), [0.0, 0.1, 0.1])
+
+
+def test_mention_memory_votes_hand_computed(tmp_path: Path) -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from medrank.pipelines.procedures.memory import MentionMemory
+
+    texts = ["右肾切除术", "左肾切除术", "脑膜切开术"]
+    memory = MentionMemory(texts, [["A"], ["A", "B"], ["C"]], k=2)
+    vec = TfidfVectorizer(analyzer="char", ngram_range=(1, 2), sublinear_tf=True).fit(texts)
+    m = vec.transform(texts)
+    s = float((m[0] @ m[1].T).toarray()[0, 0])  # cosine of the two kidney mentions (rows are unit-norm)
+    assert 0 < s < 1
+    votes = memory.votes(["右肾切除术"], [["A", "B", "C", "D"]])
+    # neighbours: itself (1.0), then 左肾切除术 (s); 脑膜切开术 is not among the k = 2
+    expected = [[1 + s, 1.0, 1.0], [s, s, 0.0], [0, 0, 0], [0, 0, 0]]
+    assert np.allclose(votes[0], expected)
+    # the per-query fast path equals sklearn's transform + dot product, unseen characters included
+    queries = ["右肾切除术", "左肾切开术", "乳房切除术", "xyz", "肾肾肾切"]
+    assert np.allclose(memory.similarities(queries), (vec.transform(queries) @ m.T).toarray())
+    assert not memory.similarities(["xyz"]).any()
+    memory.save(tmp_path)
+    again = MentionMemory.load(tmp_path)
+    assert again is not None and again.k == 2 and np.allclose(again.votes(["右肾切除术"], [["A", "B", "C", "D"]]), votes)
+    assert MentionMemory.load(tmp_path / "missing") is None
+    with pytest.raises(ValueError, match="no gold"):
+        MentionMemory(["右肾切除术"], [[]])
+    with pytest.raises(ValueError, match="label sets"):
+        MentionMemory(["右肾切除术"], [["A"], ["B"]])
+    with pytest.raises(ValueError, match="candidate lists"):
+        memory.votes(["右肾切除术"], [])
+
+
+def test_learned_fusion_fit_score_and_save(tmp_path: Path) -> None:
+    from medrank.pipelines.procedures.fusion import LearnedFusion
+
+    rng = np.random.default_rng(0)
+    n, k = 200, 5
+    s_c, s_r = rng.random((n, k)), rng.random((n, k))
+    gold = rng.integers(0, k, n)
+    votes = np.zeros((n, k, 3))
+    votes[np.arange(n), gold] = rng.uniform(0.5, 1.0, (n, 3))  # only the gold candidate gets votes
+    feats = LearnedFusion.features(s_c, s_r, votes)
+    labels = np.zeros((n, k), dtype=bool)
+    labels[np.arange(n), gold] = True
+    fusion = LearnedFusion.fit(feats.reshape(-1, 5), labels.reshape(-1)).with_theta(0.7)
+    probs = fusion.score(s_c, s_r, votes)
+    assert probs.shape == (n, k) and (probs.argmax(1) == gold).all()
+    assert fusion.coef[2] > 0 and abs(fusion.coef[0]) < fusion.coef[2]  # votes carry the signal, s_c is noise
+    fusion.save(tmp_path)
+    again = LearnedFusion.load(tmp_path)
+    assert again == fusion and np.allclose(again.score(s_c, s_r, votes), probs)
+    with pytest.raises(ValueError, match="both gold"):
+        LearnedFusion.fit(feats.reshape(-1, 5), np.zeros(n * k))
+    with pytest.raises(ValueError, match="do not match"):
+        LearnedFusion.features(s_c, s_r, votes[:, :, :2])
+    import json
+
+    raw = json.loads((tmp_path / LearnedFusion.FILE).read_text())
+    (tmp_path / LearnedFusion.FILE).write_text(json.dumps(raw | {"features": ["s_c"]}))
+    with pytest.raises(ValueError, match="features"):
+        LearnedFusion.load(tmp_path)

@@ -15,7 +15,7 @@ pipeline           default path under ``models_dir``
 ``similar-zh``     ``similar/chip-sts/stmt`` (an STMT run: ``matcher/``)
 ``similar-en``     ``similar/medical-question-pairs/stmt``
 ``passages``       ``passages/index-all`` (a CDV sentence index) or ``passages/cdv`` (a CDV run)
-``normalize``      ``procedures/kar`` (issue 4's normaliser: a KAR run with ``normalizer.json``)
+``normalize``      ``procedures/fusion`` (KAR + learned fusion) or ``procedures/kar`` (a KAR run; both hold ``normalizer.json``)
 ``next-questions`` none: only ``--model next-questions=runs/history/<run>`` (issue 6's CPU runs trail the first stage)
 =================  ============================================================
 
@@ -35,7 +35,7 @@ DEFAULT_MODEL_PATHS: dict[str, tuple[str, ...]] = {
     "similar-zh": ("similar/chip-sts/stmt",),
     "similar-en": ("similar/medical-question-pairs/stmt",),
     "passages": ("passages/index-all", "passages/cdv"),
-    "normalize": ("procedures/kar",),
+    "normalize": ("procedures/fusion", "procedures/kar"),
     # No default for the history re-ranker: the CPU-recipe runs score below the first stage on validation
     # (bench/results/history_table.md), so the service keeps the first stage unless a run is named with
     # `medrank serve --model next-questions=PATH`.

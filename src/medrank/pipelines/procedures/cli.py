@@ -1,10 +1,11 @@
 """CLI plugin of the procedure-normalisation pipeline (CHIP 2019 procedures → ICD-9-CM-3 names).
 
-* ``medrank train configs/procedures/mtcg.yaml`` (task ``procedures-mtcg``) and
-  ``medrank train configs/procedures/kar.yaml`` (task ``procedures-kar``);
+* ``medrank train configs/procedures/mtcg.yaml`` (task ``procedures-mtcg``),
+  ``medrank train configs/procedures/kar.yaml`` (task ``procedures-kar``) and
+  ``medrank train configs/procedures/fusion.yaml`` (task ``procedures-fusion``, not in the paper);
 * ``medrank evaluate --dataset chip2019-procedures --model RUN [--test FILE] [--split val]``
   — exact-set accuracy (single / multi / total) of the normaliser in a KAR run directory;
-  ``--set fusion=recall|ranker|fb``, ``--set recall=bm25``, ``--set theta=0.8``, ``--set baselines=1``;
+  ``--set fusion=recall|ranker|fb|learned``, ``--set recall=bm25``, ``--set theta=0.8``, ``--set baselines=1``;
 * ``medrank normalize "<mention>" -m RUN`` → standard names + ICD codes + scores.
 """
 
@@ -18,7 +19,12 @@ import typer
 
 from medrank.registry import register_evaluator, register_trainer
 
-DEFAULT_RUN = Path("runs/procedures/kar")
+DEFAULT_RUNS = (Path("runs/procedures/fusion"), Path("runs/procedures/kar"))
+
+
+def default_run() -> Path:
+    """The fusion run of the CPU recipe when it exists, else its KAR run."""
+    return next((r for r in DEFAULT_RUNS if (r / "normalizer.json").exists()), DEFAULT_RUNS[-1])
 
 
 @register_trainer("procedures-mtcg")
@@ -37,6 +43,17 @@ def train_kar(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[st
 
     s = run(config, output_dir, resume)
     return {k: s.get(k) for k in ("name", "best_epoch", "theta", "theta_train_valid_acc", "val", "train_seconds")} | {"output_dir": str(output_dir)}
+
+
+@register_trainer("procedures-fusion")
+def train_fusion(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    """Fit the learned fusion + mention memory over a KAR run (not in the paper), write a normaliser."""
+    from medrank.pipelines.procedures.training import train_fusion as run
+
+    s = run(config, output_dir)
+    return {k: s.get(k) for k in ("name", "weights", "theta", "train_valid_fb", "train_valid_learned_in_sample", "val", "val_fb", "train_seconds")} | {
+        "output_dir": str(output_dir)
+    }
 
 
 @register_evaluator("chip2019-procedures")
@@ -66,8 +83,11 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
             kwargs[key] = str(options[key])
     if "theta" in options:
         kwargs["theta"] = float(options["theta"])
-    norm = ProcedureNormalizer.load(model or DEFAULT_RUN, terms=terms, data_root=root, **kwargs)
-    name = f"mtcg+kar+fb (recall={norm.recall}, fusion={norm.fusion}, theta={norm.theta})"
+    norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, **kwargs)
+    if "theta" in kwargs and norm.learned is not None:
+        norm.learned = norm.learned.with_theta(kwargs["theta"])
+    theta = norm.learned.theta if norm.fusion == "learned" and norm.learned is not None else norm.theta
+    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta})"
     systems[name] = set_accuracy(mentions, norm.predict(texts))
     if str(options.get("baselines", "0")).lower() in ("1", "true", "yes"):
         systems["tf-idf"] = set_accuracy(mentions, [set(p) for p in tfidf_top(texts, terms)])
@@ -79,17 +99,21 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def normalize(
         mentions: Annotated[list[str], typer.Argument(help="Chinese procedure mentions, e.g. 右侧甲状腺叶切除术.")],
-        model: Annotated[Path, typer.Option("--model", "-m", help="A KAR run directory written by `medrank train`.")] = DEFAULT_RUN,
-        theta: Annotated[float | None, typer.Option(help="FB threshold for >=3-term mentions (default: the tuned one).")] = None,
+        model: Annotated[
+            Path | None, typer.Option("--model", "-m", help="A KAR or fusion run directory written by `medrank train` (default: the CPU recipe's).")
+        ] = None,
+        theta: Annotated[float | None, typer.Option(help="Score threshold for >=3-term mentions (default: the tuned one).")] = None,
         candidates: Annotated[bool, typer.Option("--candidates", help="Also show all k_c candidates with s_c / s_r.")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
-        """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB → standard names + ICD codes."""
+        """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
         from medrank.cli import _fail, _print_results, console
         from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
         try:
-            norm = ProcedureNormalizer.load(model, **({"theta": theta} if theta is not None else {}))
+            norm = ProcedureNormalizer.load(model or default_run(), **({"theta": theta} if theta is not None else {}))
+            if theta is not None and norm.learned is not None:
+                norm.learned = norm.learned.with_theta(theta)
             preds = [norm.normalize_one(m) for m in mentions]
         except (ValueError, FileNotFoundError) as exc:
             _fail(str(exc))

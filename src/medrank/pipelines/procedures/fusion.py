@@ -4,12 +4,18 @@
 * :func:`fuse` — final score :math:`(s_c + s_r)/2` with :math:`s_r` the KAR probability;
 * :func:`select_terms` — the output set: the top-``x`` candidates when the count head predicts
   ``x < 3`` terms, else every candidate scoring above ``θ`` plus the top 3;
-* :func:`tune_theta` — ``θ`` maximising exact-set accuracy on the train-side validation split.
+* :func:`tune_theta` — ``θ`` maximising exact-set accuracy on the train-side validation split;
+* :class:`LearnedFusion` — not in the paper (an extension): a logistic regression over ``s_c``,
+  ``s_r`` and the mention memory's votes (:mod:`.memory`) replaces ``(s_c + s_r)/2``; fitted on
+  the train-side validation split, whose mentions neither MTCG nor KAR trained on.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -77,3 +83,79 @@ def tune_theta(
             best = (float(theta), float(acc))
     assert best is not None
     return best
+
+
+LEARNED_FEATURES = ("s_c", "s_r", "vote_sum", "vote_max", "vote_nn1")
+
+
+@dataclass(frozen=True)
+class LearnedFusion:
+    """``P(candidate is gold) = σ(w · standardise([s_c, s_r, vote_sum, vote_max, vote_nn1]) + b)``.
+
+    The probability takes the place of FB's ``(s_c + s_r)/2`` in :func:`select_terms` (same count
+    rule; ``theta`` is tuned for these scores). Saved as JSON (weights and standardisation).
+    """
+
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    theta: float = DEFAULT_THETA
+
+    FILE = "learned_fusion.json"
+
+    def __post_init__(self) -> None:
+        n = len(LEARNED_FEATURES)
+        if not (len(self.mean) == len(self.scale) == len(self.coef) == n):
+            raise ValueError(f"LearnedFusion needs {n} means, scales and weights ({LEARNED_FEATURES})")
+        if any(s <= 0 for s in self.scale):
+            raise ValueError("feature scales must be > 0")
+
+    @staticmethod
+    def features(recall: np.ndarray, ranker: np.ndarray, votes: np.ndarray) -> np.ndarray:
+        """``(..., k)`` s_c and s_r and ``(..., k, 3)`` votes → ``(..., k, 5)`` features."""
+        recall, ranker, votes = (np.asarray(a, dtype=np.float64) for a in (recall, ranker, votes))
+        if recall.shape != ranker.shape or votes.shape != (*recall.shape, 3):
+            raise ValueError(f"s_c {recall.shape}, s_r {ranker.shape} and votes {votes.shape} do not match")
+        return np.concatenate([recall[..., None], ranker[..., None], votes], axis=-1)
+
+    def score(self, recall: np.ndarray, ranker: np.ndarray, votes: np.ndarray) -> np.ndarray:
+        """Probabilities with the shape of ``recall``."""
+        z = (self.features(recall, ranker, votes) - np.array(self.mean)) / np.array(self.scale)
+        return 1.0 / (1.0 + np.exp(-(z @ np.array(self.coef) + self.intercept)))
+
+    @classmethod
+    def fit(cls, features: np.ndarray, labels: np.ndarray, c: float = 1.0, seed: int = 13) -> LearnedFusion:
+        """Fit on ``(N, 5)`` candidate features and ``(N,)`` 0/1 labels (L2-regularised, strength ``1/c``)."""
+        from sklearn.linear_model import LogisticRegression
+
+        x, y = np.asarray(features, dtype=np.float64), np.asarray(labels)
+        if x.ndim != 2 or x.shape[1] != len(LEARNED_FEATURES) or len(y) != len(x):
+            raise ValueError(f"features must be (N, {len(LEARNED_FEATURES)}) with N labels, got {x.shape} and {y.shape}")
+        if len(set(y.tolist())) != 2:
+            raise ValueError("labels need both gold (1) and non-gold (0) candidates")
+        mean, scale = x.mean(0), x.std(0)
+        scale = np.where(scale > 0, scale, 1.0)
+        model = LogisticRegression(C=c, max_iter=5000, random_state=seed).fit((x - mean) / scale, y.astype(int))
+        return cls(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()), float(model.intercept_[0]))
+
+    def with_theta(self, theta: float) -> LearnedFusion:
+        return LearnedFusion(self.mean, self.scale, self.coef, self.intercept, float(theta))
+
+    def save(self, directory: str | Path) -> None:
+        from medrank.utils.io import atomic_write_json
+
+        atomic_write_json(
+            Path(directory) / self.FILE,
+            {"features": list(LEARNED_FEATURES), "mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef), "intercept": self.intercept, "theta": self.theta},
+        )
+
+    @classmethod
+    def load(cls, directory: str | Path) -> LearnedFusion | None:
+        path = Path(directory) / cls.FILE
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if tuple(raw.get("features", ())) != LEARNED_FEATURES:
+            raise ValueError(f"{path} was written for features {raw.get('features')}, this version uses {LEARNED_FEATURES}")
+        return cls(tuple(raw["mean"]), tuple(raw["scale"]), tuple(raw["coef"]), float(raw["intercept"]), float(raw["theta"]))

@@ -5,7 +5,10 @@
 * ``recall="mtcg"`` (the system) or ``"bm25"`` (the "w/o MTCG" ablation: BM25 character recall;
   the count head and the distances ``s_c`` still come from MTCG);
 * ``fusion="fb"`` (``(s_c + s_r)/2``), ``"recall"`` (``s_c`` only, "w/o KAR") or ``"ranker"``
-  (``s_r`` only, "w/o FB"); the count rule is the same for all three.
+  (``s_r`` only, "w/o FB"); the count rule is the same for all three;
+* ``fusion="learned"`` (not in the paper): :class:`~.fusion.LearnedFusion` over ``s_c``, ``s_r``
+  and the votes of a :class:`~.memory.MentionMemory` of labelled training mentions (a run of
+  ``configs/procedures/fusion.yaml`` adds both to a KAR run).
 
 :meth:`normalize_one` is the latency path: the mention's frozen bottom is computed once and
 shared by MTCG and KAR; candidate bottoms come from the cache of every standard name.
@@ -26,15 +29,22 @@ import torch
 
 from medrank.metrics import evaluate, exact_set_accuracy
 from medrank.pipelines.procedures.data import Mention, TermBase
-from medrank.pipelines.procedures.fusion import DEFAULT_THETA, fuse, recall_scores, select_terms
+from medrank.pipelines.procedures.fusion import (
+    DEFAULT_THETA,
+    LearnedFusion,
+    fuse,
+    recall_scores,
+    select_terms,
+)
 from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
+from medrank.pipelines.procedures.memory import MentionMemory
 from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
 from medrank.records import Qrels, Ranking
 
 log = logging.getLogger(__name__)
 
 RECALLS = ("mtcg", "bm25")
-FUSIONS = ("fb", "recall", "ranker")
+FUSIONS = ("fb", "recall", "ranker", "learned")
 MANIFEST = "normalizer.json"
 
 
@@ -69,6 +79,9 @@ class ProcedureNormalizer:
     Args:
         mtcg: the candidate generator; kar: the ranker (``None`` only with ``fusion="recall"``).
         terms: the standard names; k: candidates per mention (``k_c``, 10); theta: FB threshold.
+        prior: the training-label prior (:class:`TermPrior`) or ``None``.
+        learned, memory: the learned fusion and its mention memory (both needed by ``fusion="learned"``,
+            which uses ``learned.theta`` instead of ``theta``).
     """
 
     def __init__(
@@ -82,6 +95,8 @@ class ProcedureNormalizer:
         fusion: str = "fb",
         show_progress: bool = False,
         prior: TermPrior | None = None,
+        learned: LearnedFusion | None = None,
+        memory: MentionMemory | None = None,
     ) -> None:
         if recall not in RECALLS:
             raise ValueError(f"recall must be one of {RECALLS}, got {recall!r}")
@@ -89,12 +104,15 @@ class ProcedureNormalizer:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
         if kar is None and fusion != "recall":
             raise ValueError("a ranker is needed unless fusion='recall'")
+        if fusion == "learned" and (learned is None or memory is None):
+            raise ValueError("fusion='learned' needs a LearnedFusion and a MentionMemory (train configs/procedures/fusion.yaml)")
         if k < 3:
             raise ValueError(f"k must be >= 3 (the count rule outputs up to 3 terms), got {k}")
         self.mtcg, self.kar, self.terms = mtcg, kar, terms
         self.k, self.theta, self.recall, self.fusion = k, float(theta), recall, fusion
         self.show_progress = show_progress
         self.prior = prior
+        self.learned, self.memory = learned, memory
         self._term_emb: np.ndarray | None = None
         self._term_emb_version: Any = None
         self._index: Any = None
@@ -105,7 +123,11 @@ class ProcedureNormalizer:
     # -- loading -------------------------------------------------------------------------------------
     @classmethod
     def load(cls, directory: str | Path, terms: TermBase | None = None, data_root: str | None = None, **kwargs: Any) -> ProcedureNormalizer:
-        """From a KAR run directory (``normalizer.json`` names the MTCG model and the tuned θ)."""
+        """From a KAR or fusion run directory (``normalizer.json`` names the MTCG model and the tuned θ).
+
+        A fusion run (``configs/procedures/fusion.yaml``) also holds the learned fusion and the
+        mention memory and defaults to ``fusion="learned"``; pass ``fusion="fb"`` for the paper's FB.
+        """
         from medrank.pipelines.procedures.data import load_keywords, load_term_base
 
         directory = Path(directory)
@@ -117,13 +139,19 @@ class ProcedureNormalizer:
         if not mtcg_dir.is_absolute():
             mtcg_dir = (directory / mtcg_dir).resolve()
         mtcg = MTCG.load(mtcg_dir)
-        spec = json.loads((directory / "model" / "kar.json").read_text(encoding="utf-8"))
+        kar_dir = Path(manifest["kar_model"]) if "kar_model" in manifest else directory / "model"
+        if "kar_model" in manifest and not kar_dir.is_absolute():
+            kar_dir = (directory / kar_dir).resolve()
+        spec = json.loads((kar_dir / "kar.json").read_text(encoding="utf-8"))
         kw = load_keywords(data_root)
         kar = KeywordAttentiveRanker(mtcg.bi, kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False))
-        kar.load_weights(directory / "model")
+        kar.load_weights(kar_dir)
         kwargs.setdefault("theta", manifest.get("theta", DEFAULT_THETA))
         kwargs.setdefault("k", manifest.get("k", 10))
         kwargs.setdefault("prior", TermPrior.load(mtcg_dir))
+        kwargs.setdefault("learned", LearnedFusion.load(directory / "model"))
+        kwargs.setdefault("memory", MentionMemory.load(directory / "model"))
+        kwargs.setdefault("fusion", manifest.get("fusion", "fb"))
         norm = cls(mtcg, kar, terms or load_term_base(data_root), **kwargs)
         norm.load_cache(manifest.get("cache_dir"))
         return norm
@@ -198,16 +226,22 @@ class ProcedureNormalizer:
         return np.take_along_axis(rows, order, 1), np.take_along_axis(dist, order, 1)
 
     # -- the whole pipeline --------------------------------------------------------------------------
-    def _decide(self, text: str, rows: np.ndarray, dist: np.ndarray, s_r: np.ndarray | None, count_class: int) -> Prediction:
+    def _decide(
+        self, text: str, rows: np.ndarray, dist: np.ndarray, s_r: np.ndarray | None, count_class: int, votes: np.ndarray | None = None
+    ) -> Prediction:
         s_c = recall_scores(dist[None])[0]
+        theta = self.theta
         if self.fusion == "fb":
             final = fuse(s_c, s_r)
         elif self.fusion == "recall":
             final = s_c
+        elif self.fusion == "learned":
+            assert self.learned is not None and votes is not None
+            final, theta = self.learned.score(s_c, np.asarray(s_r), votes), self.learned.theta
         else:
             final = np.asarray(s_r, dtype=np.float64)
         cands = [self.terms.names[i] for i in rows]
-        chosen = select_terms(cands, final.tolist(), count_class, self.theta)
+        chosen = select_terms(cands, final.tolist(), count_class, theta)
         return Prediction(
             mention=text,
             terms=chosen,
@@ -238,10 +272,19 @@ class ProcedureNormalizer:
                 sl = slice(start, start + step)
                 scores.append(self.kar.score(pairs_m[sl], pairs_c[sl], vec_m[sl], vec_c[sl]))
             s_r = np.concatenate(scores).reshape(rows.shape) if scores else np.zeros(rows.shape)
+        votes = self._votes(texts, rows)
         count = probs.argmax(1)
         return [
-            self._decide(t, rows[i], dist[i], None if s_r is None else s_r[i], int(count[i])) for i, t in enumerate(texts)
+            self._decide(t, rows[i], dist[i], None if s_r is None else s_r[i], int(count[i]), None if votes is None else votes[i])
+            for i, t in enumerate(texts)
         ]
+
+    def _votes(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray | None:
+        """The mention memory's ``(n, k, 3)`` votes for the candidates (only with ``fusion="learned"``)."""
+        if self.fusion != "learned":
+            return None
+        assert self.memory is not None
+        return self.memory.votes(texts, [[self.terms.names[i] for i in r] for r in rows])
 
     @torch.no_grad()
     def normalize_one(self, text: str) -> Prediction:
@@ -264,7 +307,8 @@ class ProcedureNormalizer:
                     [text] * n, cands, hidden.expand(n, -1, -1), mask.expand(n, -1), ch, cm, emb_t.expand(n, -1), vec_c
                 )
                 s_r = torch.sigmoid(logit).float().cpu().numpy()
-        return self._decide(text, rows[0], dist[0], s_r, int(logits.argmax(-1)[0]))
+        votes = self._votes([text], rows)
+        return self._decide(text, rows[0], dist[0], s_r, int(logits.argmax(-1)[0]), None if votes is None else votes[0])
 
     def warm_up(self) -> None:
         """Encode (and cache the frozen bottom of) every standard name before timing anything."""

@@ -15,10 +15,17 @@ positives), trains KAR with BCE, selects the epoch by the end-to-end exact-set a
 train-valid, tunes FB's ``θ`` there, and writes ``normalizer.json`` so the run directory is a
 complete normaliser (``medrank normalize -m RUN``, ``medrank evaluate --dataset
 chip2019-procedures --model RUN``).
+
+``medrank train configs/procedures/fusion.yaml`` (task ``procedures-fusion``; not in the paper)
+reads a KAR run, scores train-valid with it (prior and mention memory restricted to the fit
+split), fits :class:`~.fusion.LearnedFusion` on those candidates, tunes its ``θ`` there, and
+writes a normaliser run directory that adds the learned fusion and the memory of every
+training mention to the KAR run it points at.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -79,6 +86,10 @@ class ProcedureConfig:
     kar_interaction: str = "recall"  # extra FFN features: "recall" (MTCG's embeddings), "tokens", "none" (the paper)
     kar_init: str = "base"  # KAR's top blocks start from the base encoder ("base") or MTCG's trained top ("mtcg")
     dropout: float = 0.1
+    # learned fusion (task procedures-fusion)
+    kar: str | None = None  # the KAR run directory the fusion extends
+    memory_k: int = 10  # neighbours of the mention memory
+    fusion_c: float = 1.0  # inverse L2 strength of the logistic regression
     theta_grid: list[float] = field(default_factory=lambda: [round(x, 3) for x in np.arange(0.3, 1.0001, 0.025)])
     # optimisation
     epochs: int = 3
@@ -111,6 +122,8 @@ class ProcedureConfig:
             raise ValueError(f"count_class_weighting must be 'none' or 'sqrt-inverse', got {cfg.count_class_weighting!r}")
         if cfg.kar_init not in ("base", "mtcg"):
             raise ValueError(f"kar_init must be 'base' or 'mtcg', got {cfg.kar_init!r}")
+        if cfg.memory_k < 1 or cfg.fusion_c <= 0:
+            raise ValueError(f"memory_k must be >= 1 and fusion_c > 0, got {cfg.memory_k} and {cfg.fusion_c}")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
             raise ValueError(f"head_lr must be > 0, got {cfg.head_lr}")
         return cfg
@@ -466,3 +479,97 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
     task.save_cache()
     atomic_write_json(output_dir / "results.json", summary)
     return summary
+
+
+# -- learned fusion (not in the paper) -----------------------------------------------------------------
+
+
+def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path) -> dict[str, Any]:
+    """Fit the learned fusion of a KAR run on train-valid and write a normaliser run directory.
+
+    Train-valid is scored exactly as KAR's epoch selection scored it (candidates recalled with the
+    prior of the fit split's names) and its memory votes come from the fit split only, so no
+    train-valid mention sees its own label; the saved memory holds every training mention.
+    """
+    from medrank.pipelines.procedures.fusion import LEARNED_FEATURES, LearnedFusion, tune_theta
+    from medrank.pipelines.procedures.memory import MentionMemory
+    from medrank.pipelines.procedures.normalizer import MANIFEST, ProcedureNormalizer, set_accuracy
+
+    cfg = config if isinstance(config, ProcedureConfig) else ProcedureConfig.from_dict(dict(config))
+    if not cfg.kar:
+        raise ValueError("a fusion config needs 'kar': a KAR run directory written by `medrank train configs/procedures/kar.yaml`")
+    kar_dir = Path(cfg.kar).resolve()
+    if not (kar_dir / MANIFEST).exists():
+        raise FileNotFoundError(f"{kar_dir} has no {MANIFEST}: train configs/procedures/kar.yaml first")
+    output_dir = Path(output_dir)
+    _setup(cfg, output_dir)
+    started = time.perf_counter()
+    norm = ProcedureNormalizer.load(kar_dir, data_root=cfg.data_root, fusion="fb", learned=None, memory=None)
+    valid, preds, s_c, s_r, votes, labels = fusion_training_data(norm, cfg.memory_k, cfg.data_root)
+    feats = LearnedFusion.features(s_c, s_r, votes)
+    learned = LearnedFusion.fit(feats.reshape(-1, feats.shape[-1]), labels.reshape(-1), c=cfg.fusion_c, seed=cfg.seed)
+    probs = learned.score(s_c, s_r, votes)
+    theta, theta_acc = tune_theta(
+        [p.candidates for p in preds], probs.tolist(), [p.count_class for p in preds], [set(m.terms) for m in valid], cfg.theta_grid
+    )
+    learned = learned.with_theta(theta)
+    fb_valid = set_accuracy(valid, preds)
+    model_dir = output_dir / "model"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    learned.save(model_dir)
+    train = load_mentions("train", cfg.data_root)
+    MentionMemory([m.text for m in train], [m.terms for m in train], k=cfg.memory_k).save(model_dir)
+    manifest = json.loads((kar_dir / MANIFEST).read_text(encoding="utf-8"))
+    mtcg = Path(manifest["mtcg"])
+    manifest.update(
+        {
+            "mtcg": str(mtcg if mtcg.is_absolute() else (kar_dir / mtcg).resolve()),
+            "kar_model": str(kar_dir / "model"),
+            "fusion": "learned",
+        }
+    )
+    atomic_write_json(output_dir / MANIFEST, manifest)
+    summary: dict[str, Any] = {
+        "name": cfg.name,
+        "kar": str(kar_dir),
+        "weights": dict(zip(LEARNED_FEATURES, [round(c, 4) for c in learned.coef], strict=True)),
+        "theta": theta,
+        "train_valid_fb": fb_valid,
+        "train_valid_learned_in_sample": round(100 * theta_acc, 2),
+        "train_valid_mentions": len(valid),
+        "config": cfg.to_dict(),
+    }
+    if cfg.eval_val:
+        val = load_mentions("val", cfg.data_root)
+        final = ProcedureNormalizer.load(output_dir, data_root=cfg.data_root)
+        val_preds = final.predict([m.text for m in val])
+        summary["val"] = set_accuracy(val, val_preds)
+        final.fusion = "fb"
+        summary["val_fb"] = set_accuracy(val, final.predict([m.text for m in val]))
+    summary["train_seconds"] = round(time.perf_counter() - started, 1)
+    atomic_write_json(output_dir / "results.json", summary)
+    return summary
+
+
+def fusion_training_data(norm: Any, memory_k: int, data_root: str | None = None) -> tuple[Any, ...]:
+    """Train-valid as the learned fusion sees it: ``(mentions, predictions, s_c, s_r, votes, labels)``.
+
+    ``norm`` (a FB normaliser over a KAR run) recalls with the prior of the fit split's names only
+    and the votes come from a memory of the fit split, so no train-valid mention sees its own label.
+    """
+    from medrank.pipelines.procedures.memory import MentionMemory
+    from medrank.pipelines.procedures.normalizer import TermPrior
+
+    fit, valid = carve_validation(load_mentions("train", data_root))
+    full_prior = norm.prior
+    if full_prior is not None:
+        norm.prior = TermPrior(frozenset(t for m in fit for t in m.terms), full_prior.weight)
+    try:
+        preds = norm.predict([m.text for m in valid])
+    finally:
+        norm.prior = full_prior
+    votes = MentionMemory([m.text for m in fit], [m.terms for m in fit], k=memory_k).votes([m.text for m in valid], [p.candidates for p in preds])
+    s_c = np.array([p.recall_score for p in preds])
+    s_r = np.array([p.ranker_score for p in preds])
+    labels = np.array([[c in m.terms for c in p.candidates] for m, p in zip(valid, preds, strict=True)])
+    return valid, preds, s_c, s_r, votes, labels
