@@ -472,6 +472,14 @@ def test_packed_block_matches_the_full_block_at_real_positions() -> None:
         packed, full = packed_block(block, h, valid, mask), block(h, mask)
     assert torch.allclose(packed[valid], full[valid], atol=1e-5)
     assert (packed[~valid] == 0).all()
+    # one mention against several candidates: positions 1:4 hold the same states in every row, and
+    # projecting them once (shared) gives the per-row result
+    h[:, 1:4] = h[0, 1:4]
+    with torch.no_grad():
+        shared, plain = packed_block(block, h, valid, mask, shared=(1, 4)), packed_block(block, h, valid, mask)
+    assert torch.allclose(shared, plain, atol=1e-6) and not torch.equal(shared[0], shared[1])
+    with pytest.raises(ValueError, match="shared positions"):
+        packed_block(block, h, valid, mask, shared=(3, 5))  # position 4 is padding in row 2
 
 
 def test_count_class_weights_and_weighted_count_loss() -> None:

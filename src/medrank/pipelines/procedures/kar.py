@@ -142,7 +142,9 @@ def special_rows_block(block: nn.Module, hidden: torch.Tensor, mask: torch.Tenso
     return block.feed_forward_chunk(block.attention.output(attn, q_in))
 
 
-def packed_block(block: nn.Module, hidden: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def packed_block(
+    block: nn.Module, hidden: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor, shared: tuple[int, int] | None = None
+) -> torch.Tensor:
     """A BERT block over ``(n, L, d)`` whose linear layers see only the ``valid`` positions.
 
     Same arithmetic as ``block(hidden, mask)`` at every valid position (``tests/test_procedures.py``
@@ -154,6 +156,9 @@ def packed_block(block: nn.Module, hidden: torch.Tensor, valid: torch.Tensor, ma
 
     Args:
         valid: ``(n, L)`` bool, real positions. mask: the bool ``(n, 1, L, L)`` KAR mask.
+        shared: ``(start, end)`` when positions ``start:end`` hold the same states in every row
+            (one mention against its ``k_c`` candidates): their Q/K/V are projected once, from
+            row 0, and broadcast — the attention and everything after it still run per row.
     """
     sa = block.attention.self
     n, length, d = hidden.shape
@@ -161,13 +166,25 @@ def packed_block(block: nn.Module, hidden: torch.Tensor, valid: torch.Tensor, ma
     heads = sa.query.out_features // head
     idx = valid.reshape(-1).nonzero().squeeze(1)
     x = hidden.reshape(n * length, d).index_select(0, idx)
+    proj_idx, proj_x = idx, x
+    if shared is not None and n > 1:
+        start, end = shared
+        if not bool(valid[:, start:end].all()):
+            raise ValueError("shared positions must be real (valid) in every row")
+        repeat = torch.zeros((n, length), dtype=torch.bool, device=valid.device)
+        repeat[1:, start:end] = True
+        keep = valid & ~repeat
+        proj_idx = keep.reshape(-1).nonzero().squeeze(1)
+        proj_x = hidden.reshape(n * length, d).index_select(0, proj_idx)
 
     def padded(t: torch.Tensor) -> torch.Tensor:
-        full = t.new_zeros((n * length, t.shape[1])).index_copy(0, idx, t)
-        return full.view(n, length, heads, head).transpose(1, 2)
+        full = t.new_zeros((n * length, t.shape[1])).index_copy(0, proj_idx, t).view(n, length, heads, head)
+        if proj_idx is not idx:
+            full[1:, shared[0] : shared[1]] = full[:1, shared[0] : shared[1]]
+        return full.transpose(1, 2)
 
     attn = nn.functional.scaled_dot_product_attention(
-        padded(sa.query(x)), padded(sa.key(x)), padded(sa.value(x)),
+        padded(sa.query(proj_x)), padded(sa.key(proj_x)), padded(sa.value(proj_x)),
         attn_mask=mask, dropout_p=sa.dropout.p if sa.training else 0.0, scale=sa.scaling,
     )
     attn = attn.transpose(1, 2).reshape(n * length, heads * head).index_select(0, idx)
@@ -303,8 +320,13 @@ class KeywordAttentiveRanker(nn.Module):
         typ = torch.cat([none, mt, ct], dim=1)
         bool_mask = kar_attention_mask(key_valid, site, typ).to(dev)
         valid = key_valid.to(dev)
-        for block in self.top[:-1]:
-            hidden = packed_block(block, hidden, valid, bool_mask)
+        # one mention against its candidates (the latency path passes an expanded view): the first
+        # block projects the mention's Q/K/V once instead of k_c times (exact; later blocks see
+        # candidate-dependent mention states)
+        same_mention = n > 1 and mention_hidden.stride(0) == 0 and mention_mask.stride(0) == 0
+        shared = (N_SPECIAL, N_SPECIAL + lm) if same_mention and bool(mention_mask[0].all()) else None
+        for i, block in enumerate(self.top[:-1]):
+            hidden = packed_block(block, hidden, valid, bool_mask, shared if i == 0 else None)
         # only [CLS]/[PS]/[PT] of the last block are read
         pooled = special_rows_block(self.top[-1], hidden, bool_mask).mean(dim=1)
         if self.interaction == "tokens":
