@@ -233,7 +233,8 @@ class Builder:
                 if hasattr(norm, "warm_up"):  # encode every standard name now, not inside the first request
                     self._timed("procedure normaliser warmed up (standard names encoded)", norm.warm_up)
                 codes = {c.name: tuple(c.meta["codes"]) for c in load_procedure_kb(self.settings.data_root)}
-                return TrainedNormalizeService(norm, codes, f"MTCG + KAR + FB (trained run {run.name})", "CHIP 2019 (yidu-n7k)")
+                fusion = "learned fusion + mention memory" if getattr(norm, "fusion", "fb") == "learned" else "FB"
+                return TrainedNormalizeService(norm, codes, f"MTCG + KAR + {fusion} (trained run {run.name})", "CHIP 2019 (yidu-n7k)")
             except (ImportError, FileNotFoundError, ValueError, KeyError) as exc:
                 self.say(f"  normalize: could not load {run} ({exc}); serving the zero-shot form")
         if "procedures" not in self.settings.kbs:
