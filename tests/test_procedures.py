@@ -199,6 +199,9 @@ def test_kar_attention_mask_exact_positions() -> None:
     site_pad = site.clone()
     site_pad[0, 9] = True
     assert not kar_attention_mask(valid, site_pad, typ)[0, 0, 1, 9]
+    # without keyword attention (the point-wise baseline) the flags are the real positions: every row sees every real token
+    plain = kar_attention_mask(valid, valid, valid)[0, 0]
+    assert all(torch.nonzero(plain[row]).flatten().tolist() == list(range(9)) for row in range(10))
 
 
 def _as_model_mask(mask: torch.Tensor, model: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
@@ -378,6 +381,16 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     paper_head = KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction=False)
     probs = paper_head.score(["左肾切除术", "左肾切除术"], ["肾切除术", "肾切开术"])
     assert probs.shape == (2,) and ((probs > 0) & (probs < 1)).all()
+
+    # the point-wise baseline: a plain cross-encoder trained and evaluated on BM25's candidates, ranked by s_r
+    pw = train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "kar_recall": "bm25", "kar_fusion": "ranker",
+                    "kar_keyword_attention": False, "kar_interaction": "none", "theta_grid": [0.8], **common} | {"epochs": 1}, tmp_path / "pw")
+    pointwise = ProcedureNormalizer.load(tmp_path / "pw", data_root=str(data_dir))
+    assert (pointwise.recall, pointwise.fusion, pointwise.kar.keyword_attention) == ("bm25", "ranker", False)
+    p = pointwise.predict(["左肾切除术"])[0]
+    assert p.final == p.ranker_score and "肾切除术" in p.candidates and set(pw["val"]) >= {"single", "multi", "total"}
+    with pytest.raises(ValueError, match="kar_recall"):
+        train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "kar_recall": "tfidf", **common}, tmp_path / "bad")
 
     # the learned fusion (not in the paper) extends the KAR run; its normaliser defaults to it
     from medrank.pipelines.procedures.training import train_fusion

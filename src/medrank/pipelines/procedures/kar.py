@@ -229,8 +229,12 @@ class KeywordAttentiveRanker(nn.Module):
         hidden: int = 256,
         dropout: float = 0.1,
         interaction: str | bool = "recall",
+        keyword_attention: bool = True,
     ) -> None:
         super().__init__()
+        # False: [PS]/[PT] attend to every token like [CLS] — a plain point-wise cross-encoder (the
+        # paper's "BERT point-wise ranking" baseline, and the "w/o keyword attention" ablation)
+        self.keyword_attention = bool(keyword_attention)
         self.bottom = bottom
         hf = bottom.encoder.model
         d = bottom.dim
@@ -311,13 +315,16 @@ class KeywordAttentiveRanker(nn.Module):
         # started from it stayed input-independent (KAR's loss never left the label prior)
         special = (_token_mean(mention_hidden, mention_mask) + _token_mean(cand_hidden, cand_mask))[:, None] / 2 + self.special[None]
         hidden = torch.cat([special, mention_hidden + self.segment[0], cand_hidden + self.segment[1]], dim=1)
-        ms, mt = self._flag_matrix(mentions, "query", lm)
-        cs, ct = self._flag_matrix(candidates, "passage", lc)
         ones = torch.ones((n, N_SPECIAL), dtype=torch.bool)
         key_valid = torch.cat([ones, mention_mask.bool().cpu(), cand_mask.bool().cpu()], dim=1)
-        none = torch.zeros((n, N_SPECIAL), dtype=torch.bool)
-        site = torch.cat([none, ms, cs], dim=1)
-        typ = torch.cat([none, mt, ct], dim=1)
+        if self.keyword_attention:
+            ms, mt = self._flag_matrix(mentions, "query", lm)
+            cs, ct = self._flag_matrix(candidates, "passage", lc)
+            none = torch.zeros((n, N_SPECIAL), dtype=torch.bool)
+            site = torch.cat([none, ms, cs], dim=1)
+            typ = torch.cat([none, mt, ct], dim=1)
+        else:
+            site = typ = key_valid
         bool_mask = kar_attention_mask(key_valid, site, typ).to(dev)
         valid = key_valid.to(dev)
         # one mention against its candidates (the latency path passes an expanded view): the first
@@ -384,7 +391,10 @@ class KeywordAttentiveRanker(nn.Module):
 
     # -- persistence -------------------------------------------------------------------------------------
     def spec(self) -> dict[str, Any]:
-        return {"n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "ffn_hidden": self.ffn_hidden, "interaction": self.interaction}
+        return {
+            "n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "ffn_hidden": self.ffn_hidden,
+            "interaction": self.interaction, "keyword_attention": self.keyword_attention,
+        }
 
     def save(self, directory: str | Path, extra: dict[str, Any] | None = None) -> None:
         from safetensors.torch import save_file

@@ -144,7 +144,10 @@ class ProcedureNormalizer:
             kar_dir = (directory / kar_dir).resolve()
         spec = json.loads((kar_dir / "kar.json").read_text(encoding="utf-8"))
         kw = load_keywords(data_root)
-        kar = KeywordAttentiveRanker(mtcg.bi, kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False))
+        kar = KeywordAttentiveRanker(
+            mtcg.bi, kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False),
+            keyword_attention=spec.get("keyword_attention", True),
+        )
         kar.load_weights(kar_dir)
         kwargs.setdefault("theta", manifest.get("theta", DEFAULT_THETA))
         kwargs.setdefault("k", manifest.get("k", 10))
@@ -152,6 +155,7 @@ class ProcedureNormalizer:
         kwargs.setdefault("learned", LearnedFusion.load(directory / "model"))
         kwargs.setdefault("memory", MentionMemory.load(directory / "model"))
         kwargs.setdefault("fusion", manifest.get("fusion", "fb"))
+        kwargs.setdefault("recall", manifest.get("recall", "mtcg"))
         norm = cls(mtcg, kar, terms or load_term_base(data_root), **kwargs)
         norm.load_cache(manifest.get("cache_dir"))
         return norm

@@ -85,6 +85,9 @@ class ProcedureConfig:
     ffn_hidden: int = 256
     kar_interaction: str = "recall"  # extra FFN features: "recall" (MTCG's embeddings), "tokens", "none" (the paper)
     kar_init: str = "base"  # KAR's top blocks start from the base encoder ("base") or MTCG's trained top ("mtcg")
+    kar_keyword_attention: bool = True  # False: [PS]/[PT] attend to every token (a plain point-wise cross-encoder)
+    kar_recall: str = "mtcg"  # candidates KAR trains and is evaluated on: "mtcg" or "bm25" (the point-wise baseline)
+    kar_fusion: str = "fb"  # the run's fusion: "fb" (the paper) or "ranker" (s_r alone: the point-wise baseline)
     dropout: float = 0.1
     # learned fusion (task procedures-fusion)
     kar: str | None = None  # the KAR run directory the fusion extends
@@ -122,6 +125,8 @@ class ProcedureConfig:
             raise ValueError(f"count_class_weighting must be 'none' or 'sqrt-inverse', got {cfg.count_class_weighting!r}")
         if cfg.kar_init not in ("base", "mtcg"):
             raise ValueError(f"kar_init must be 'base' or 'mtcg', got {cfg.kar_init!r}")
+        if cfg.kar_recall not in ("mtcg", "bm25") or cfg.kar_fusion not in ("fb", "ranker"):
+            raise ValueError(f"kar_recall must be 'mtcg' or 'bm25' and kar_fusion 'fb' or 'ranker', got {cfg.kar_recall!r}, {cfg.kar_fusion!r}")
         if cfg.memory_k < 1 or cfg.fusion_c <= 0:
             raise ValueError(f"memory_k must be >= 1 and fusion_c > 0, got {cfg.memory_k} and {cfg.fusion_c}")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
@@ -369,7 +374,8 @@ class KARTask:
         kw = load_keywords(cfg.data_root)
         # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
         self.kar = KeywordAttentiveRanker(
-            self.mtcg.bi, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction
+            self.mtcg.bi, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction,
+            keyword_attention=cfg.kar_keyword_attention,
         )
         self.mtcg.load_weights(mtcg_dir)
         if cfg.kar_init == "mtcg":
@@ -387,7 +393,9 @@ class KARTask:
         # gold names must not get the bonus); the saved normaliser uses every training name
         self.prior = TermPrior.load(mtcg_dir)
         fit_prior = None if self.prior is None else TermPrior(frozenset(t for m in self.fit for t in m.terms), self.prior.weight)
-        self.normalizer = ProcedureNormalizer(self.mtcg, self.kar, self.terms, k=cfg.k, prior=fit_prior)
+        self.normalizer = ProcedureNormalizer(
+            self.mtcg, self.kar, self.terms, k=cfg.k, prior=fit_prior, recall=cfg.kar_recall, fusion=cfg.kar_fusion
+        )
         emb, _ = self.mtcg.encode_mentions([m.text for m in self.fit])
         self.fit_emb = torch.from_numpy(emb)
         self.term_emb = torch.from_numpy(self.normalizer.term_embeddings())
@@ -460,7 +468,8 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
     task.normalizer.theta = theta
     atomic_write_json(
         output_dir / MANIFEST,
-        {"mtcg": str(task.mtcg_dir), "theta": theta, "k": cfg.k, "cache_dir": task.cache_dir, "encoder": cfg.encoder},
+        {"mtcg": str(task.mtcg_dir), "theta": theta, "k": cfg.k, "cache_dir": task.cache_dir, "encoder": cfg.encoder,
+         "recall": cfg.kar_recall, "fusion": cfg.kar_fusion},
     )
     summary: dict[str, Any] = {
         "name": cfg.name,
