@@ -62,26 +62,30 @@ class MentionMemory:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def _similarity_row(self, text: str) -> np.ndarray:
+        """``(len(memory),)`` TF-IDF cosines of one mention (what ``TfidfVectorizer.transform`` + a dot product give)."""
+        counts = Counter(g for g in self._analyzer(text) if g in self._vocab)
+        if not counts:
+            return np.zeros(len(self.texts))  # nothing in common with any memory mention
+        cols = np.fromiter((self._vocab[g] for g in counts), dtype=np.int64, count=len(counts))
+        weight = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * self._idf[cols]
+        return self._matrix[:, cols] @ (weight / np.linalg.norm(weight))
+
     def similarities(self, mentions: Sequence[str]) -> np.ndarray:
-        """``(n, len(memory))`` TF-IDF cosines (what ``TfidfVectorizer.transform`` + a dot product give)."""
-        out = np.zeros((len(mentions), len(self.texts)))
-        for i, text in enumerate(mentions):
-            counts = Counter(g for g in self._analyzer(text) if g in self._vocab)
-            if not counts:
-                continue  # nothing in common with any memory mention
-            cols = np.fromiter((self._vocab[g] for g in counts), dtype=np.int64, count=len(counts))
-            weight = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * self._idf[cols]
-            out[i] = self._matrix[:, cols] @ (weight / np.linalg.norm(weight))
-        return out
+        """``(n, len(memory))`` TF-IDF cosines (dense: for small ``n``; :meth:`neighbours` keeps one row at a time)."""
+        return np.stack([self._similarity_row(t) for t in mentions]) if mentions else np.zeros((0, len(self.texts)))
 
     def neighbours(self, mentions: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(n, K)`` indices of the most similar memory mentions (best first) and their cosines."""
         k = min(self.k, len(self.texts))
-        sims = self.similarities(mentions)
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        top_sims = np.take_along_axis(sims, top, 1)
-        order = np.argsort(-top_sims, axis=1, kind="stable")
-        return np.take_along_axis(top, order, 1), np.take_along_axis(top_sims, order, 1)
+        idx = np.empty((len(mentions), k), dtype=np.int64)
+        top_sims = np.empty((len(mentions), k))
+        for i, text in enumerate(mentions):
+            sims = self._similarity_row(text)
+            top = np.argpartition(-sims, k - 1)[:k]
+            order = np.argsort(-sims[top], kind="stable")
+            idx[i], top_sims[i] = top[order], sims[top[order]]
+        return idx, top_sims
 
     def votes(self, mentions: Sequence[str], candidates: Sequence[Sequence[str]]) -> np.ndarray:
         """``(n, k_c, 3)`` votes ``(vote_sum, vote_max, vote_nn1)`` of each mention's candidates."""
