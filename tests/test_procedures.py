@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -408,6 +409,19 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     monkeypatch.chdir(tmp_path)  # run directories given relative to the working directory load too
     assert fb.final == ProcedureNormalizer.load("kar", data_root=str(data_dir)).predict(["左肾切除术"])[0].final
     assert ProcedureNormalizer.load("fusion", data_root=str(data_dir)).fusion == "learned"
+    # the manifests name MTCG and KAR relative to the run, so a copied runs/ tree loads without the original
+    import shutil
+
+    manifest = json.loads((tmp_path / "fusion" / "normalizer.json").read_text(encoding="utf-8"))
+    assert (manifest["mtcg"], manifest["kar_model"]) == (str(Path("..") / "mtcg" / "model"), str(Path("..") / "kar" / "model"))
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for run in ("mtcg", "kar", "fusion"):
+        shutil.move(str(tmp_path / run), str(moved / run))
+    relocated = ProcedureNormalizer.load(moved / "fusion", data_root=str(data_dir)).predict(["左肾切除术"])[0]
+    assert relocated.terms == batch.terms and np.allclose(relocated.final, batch.final, atol=1e-6)
+    for run in ("mtcg", "kar", "fusion"):
+        shutil.move(str(moved / run), str(tmp_path / run))
     with pytest.raises(ValueError, match="LearnedFusion"):
         ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, fusion="learned")
     with pytest.raises(FileNotFoundError, match="kar.yaml"):

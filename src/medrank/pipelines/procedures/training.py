@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -445,6 +446,16 @@ class KARTask:
         return out
 
 
+def _path_from_run(path: Path, run_dir: Path) -> str:
+    """``path`` relative to the run directory (as ``ProcedureNormalizer.load`` resolves it), so a
+    ``runs/`` tree can be moved or copied to another machine as a whole; absolute only where no
+    relative path exists (another drive)."""
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(run_dir).resolve())
+    except ValueError:
+        return str(Path(path).resolve())
+
+
 def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, resume: bool = True) -> dict[str, Any]:
     """Train KAR over a trained MTCG, tune θ on train-valid, write a complete normaliser run directory."""
     from medrank.pipelines.procedures.fusion import tune_theta
@@ -468,7 +479,7 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
     task.normalizer.theta = theta
     atomic_write_json(
         output_dir / MANIFEST,
-        {"mtcg": str(task.mtcg_dir), "theta": theta, "k": cfg.k, "cache_dir": task.cache_dir, "encoder": cfg.encoder,
+        {"mtcg": _path_from_run(task.mtcg_dir, output_dir), "theta": theta, "k": cfg.k, "cache_dir": task.cache_dir, "encoder": cfg.encoder,
          "recall": cfg.kar_recall, "fusion": cfg.kar_fusion},
     )
     summary: dict[str, Any] = {
@@ -532,8 +543,8 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     mtcg = Path(manifest["mtcg"])
     manifest.update(
         {
-            "mtcg": str(mtcg if mtcg.is_absolute() else (kar_dir / mtcg).resolve()),
-            "kar_model": str(kar_dir / "model"),
+            "mtcg": _path_from_run(mtcg if mtcg.is_absolute() else kar_dir / mtcg, output_dir),
+            "kar_model": _path_from_run(kar_dir / "model", output_dir),
             "fusion": "learned",
         }
     )
