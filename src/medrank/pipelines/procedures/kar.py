@@ -42,7 +42,8 @@ import torch
 from torch import nn
 
 from medrank.encoders.base import TextKind
-from medrank.pipelines.symptom.model import BiEncoder, _blocks, _eval_mode
+from medrank.encoders.blocks import encoder_blocks, eval_mode
+from medrank.pipelines.symptom.model import BiEncoder
 
 N_SPECIAL = 3  # [CLS], [PS], [PT]
 INTERACTIONS = ("none", "tokens", "recall")
@@ -239,7 +240,7 @@ class KeywordAttentiveRanker(nn.Module):
         hf = bottom.encoder.model
         d = bottom.dim
         # a trainable copy of the *base* top blocks (MTCG trains the originals in place)
-        self.top = nn.ModuleList(copy.deepcopy(b) for b in _blocks(hf)[bottom.n_frozen :])
+        self.top = nn.ModuleList(copy.deepcopy(b) for b in encoder_blocks(hf)[bottom.n_frozen :])
         for p in self.top.parameters():
             p.requires_grad_(True)
         self.special = nn.Parameter(torch.zeros(N_SPECIAL, d))
@@ -382,7 +383,7 @@ class KeywordAttentiveRanker(nn.Module):
         def part(vec: np.ndarray | None, sl: slice) -> torch.Tensor | None:
             return None if vec is None else torch.as_tensor(np.asarray(vec[sl], dtype=np.float32))
 
-        with _eval_mode(self):
+        with eval_mode(self):
             for start in range(0, len(mentions), batch_size):
                 sl = slice(start, start + batch_size)
                 logits = self.forward(mentions[sl], candidates[sl], part(mention_vec, sl), part(cand_vec, sl))

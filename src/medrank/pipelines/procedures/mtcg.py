@@ -26,8 +26,9 @@ import torch
 from torch import nn
 
 from medrank.encoders.base import TextKind
+from medrank.encoders.blocks import encoder_blocks, eval_mode, frozen_bottom, model_attention_mask
 from medrank.encoders.transformer import TransformerEncoder, pool
-from medrank.pipelines.symptom.model import BiEncoder, _attention_mask, _blocks, _eval_mode, _frozen_bottom
+from medrank.pipelines.symptom.model import BiEncoder
 
 N_COUNT_CLASSES = 3
 WEIGHTS = "mtcg.safetensors"
@@ -42,8 +43,8 @@ def euclidean_from_cosine(cos: np.ndarray) -> np.ndarray:
 def run_top(bi: BiEncoder, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The trainable top blocks of ``bi`` over frozen-bottom states ``(n, L, d)`` → top states ``(n, L, d)``."""
     hf = bi.encoder.model
-    am = _attention_mask(hf, hidden, mask)
-    for block in _blocks(hf)[bi.n_frozen :]:
+    am = model_attention_mask(hf, hidden, mask)
+    for block in encoder_blocks(hf)[bi.n_frozen :]:
         hidden = block(hidden, am)
     return hidden
 
@@ -55,7 +56,7 @@ def bottom_states(bi: BiEncoder, texts: Sequence[str], kind: TextKind | None, us
         return bi._cache_for(kind).gather(list(texts), bi.device)
     enc = bi.encoder
     features = enc.tokenize(list(texts), kind)
-    return _frozen_bottom(enc.model, bi.n_frozen, features), features["attention_mask"]
+    return frozen_bottom(enc.model, bi.n_frozen, features), features["attention_mask"]
 
 
 class MTCG(nn.Module):
@@ -100,7 +101,7 @@ class MTCG(nn.Module):
         """Inference: unit embeddings ``(n, d)`` and count-class probabilities ``(n, 3)``."""
         texts = list(texts)
         embs, probs = [], []
-        with _eval_mode(self):
+        with eval_mode(self):
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start : start + batch_size]
                 emb, logits = self.mention_forward(*bottom_states(self.bi, chunk, "query", use_cache))

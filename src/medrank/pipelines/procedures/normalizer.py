@@ -293,10 +293,10 @@ class ProcedureNormalizer:
     @torch.no_grad()
     def normalize_one(self, text: str) -> Prediction:
         """One mention end to end, nothing cached for the mention (the latency path)."""
+        from medrank.encoders.blocks import eval_mode
         from medrank.pipelines.procedures.mtcg import bottom_states
-        from medrank.pipelines.symptom.model import _eval_mode
 
-        with _eval_mode(self.mtcg), (_eval_mode(self.kar) if self.kar is not None else _eval_mode(self.mtcg)):
+        with eval_mode(self.mtcg), (eval_mode(self.kar) if self.kar is not None else eval_mode(self.mtcg)):
             hidden, mask = bottom_states(self.mtcg.bi, [text], "query", use_cache=False)
             emb_t, logits = self.mtcg.mention_forward(hidden, mask)
             emb = emb_t.float().cpu().numpy()

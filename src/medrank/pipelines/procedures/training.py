@@ -381,9 +381,9 @@ class KARTask:
         self.mtcg.load_weights(mtcg_dir)
         if cfg.kar_init == "mtcg":
             # start the joint blocks from MTCG's domain-tuned top instead of the base model's
-            from medrank.pipelines.symptom.model import _blocks
+            from medrank.encoders.blocks import encoder_blocks
 
-            for dst, src in zip(self.kar.top, _blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :], strict=True):
+            for dst, src in zip(self.kar.top, encoder_blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :], strict=True):
                 dst.load_state_dict(src.state_dict())
         for p in self.mtcg.parameters():
             p.requires_grad_(False)

@@ -1,0 +1,63 @@
+"""Block-level helpers for BERT-style Hugging Face encoders (``embeddings`` + ``encoder.layer``).
+
+Shared by the pipelines that run an encoder's blocks themselves: the partially frozen bi-encoder
+of symptom detection (a cached frozen bottom, trained top blocks), MTCG and KAR of procedure
+normalisation (KAR's joint top blocks over the cached bottoms of mention and name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def encoder_blocks(model: nn.Module) -> nn.ModuleList:
+    """The transformer blocks (``model.encoder.layer``); a clear error for encoders without them."""
+    try:
+        layers = model.encoder.layer  # type: ignore[union-attr]
+    except AttributeError:
+        raise ValueError(
+            f"{type(model).__name__} has no encoder.layer blocks; only BERT-style encoders can be "
+            "partially frozen (use train_layers=None to train the whole model)"
+        ) from None
+    return layers
+
+
+class eval_mode:
+    """Context manager: every submodule of ``module`` in eval mode, each one's own flag restored after."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+        self.flags: list[nn.Module] = []
+
+    def __enter__(self) -> nn.Module:
+        # only the modules in training mode change (and are restored); at inference time none are, so
+        # no recursive .eval() runs per call (procedures end-to-end p50 55.4 -> 53.0 ms, 1 thread)
+        self.flags = [m for m in self.module.modules() if m.training]
+        for m in self.flags:
+            m.training = False
+        return self.module
+
+    def __exit__(self, *exc: object) -> None:
+        for m in self.flags:
+            m.training = True
+
+
+def model_attention_mask(model: nn.Module, hidden: torch.Tensor, mask: torch.Tensor) -> Any:
+    """The attention mask in the form the model's attention implementation expects."""
+    from transformers.masking_utils import create_bidirectional_mask
+
+    return create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=mask)
+
+
+def frozen_bottom(model: nn.Module, n_frozen: int, features: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Hidden states after the embeddings and the first ``n_frozen`` blocks: no gradient, no dropout."""
+    with torch.no_grad(), eval_mode(model):
+        hidden = model.embeddings(input_ids=features["input_ids"], token_type_ids=features.get("token_type_ids"))
+        if n_frozen:
+            mask = model_attention_mask(model, hidden, features["attention_mask"])
+            for block in encoder_blocks(model)[:n_frozen]:
+                hidden = block(hidden, mask)
+    return hidden
