@@ -82,17 +82,7 @@ def learned_fusion_rows(
     fused = ProcedureNormalizer.load(fusion_run)
     assert fused.learned is not None and fused.memory is not None
     preds = fused.predict(texts)
-    rows: dict[str, dict[str, float]] = {}
-    n_candidates = fused.memory_candidates
-    if n_candidates:
-        # the same fusion over MTCG's own top k (no names added from the memory)
-        fused.memory_candidates = 0
-        own = fused.predict(texts)
-        fused.memory_candidates = n_candidates
-        assert [p.candidates for p in own] == [p.candidates for p in fb_preds], "the fusion run must extend --run"
-        rows["learned fusion w/o memory candidates (MTCG's own top 10)"] = set_accuracy(val, own)
-    else:
-        assert [p.candidates for p in preds] == [p.candidates for p in fb_preds], "the fusion run must extend --run"
+    assert [p.candidates for p in preds] == [p.candidates for p in fb_preds], "the fusion run must extend --run"
     # the same logistic regression without the votes: refit on train-valid with the votes zeroed
     fb_norm = ProcedureNormalizer.load(kar_run)
     tv, tv_preds, s_c, s_r, votes, labels = fusion_training_data(fb_norm, fused.memory.k)
@@ -108,13 +98,10 @@ def learned_fusion_rows(
     no_votes = [set(select_terms(p.candidates, s.tolist(), p.count_class, theta)) for p, s in zip(fb_preds, scores, strict=True)]
     rows = {
         "MTCG + KAR + learned fusion + mention memory (extension)": set_accuracy(val, preds),
-        **rows,
         "learned fusion w/o memory votes (s_c, s_r only)": set_accuracy(val, no_votes),
     }
     info = {"run": fusion_run, "weights": dict(zip(LEARNED_FEATURES, fused.learned.coef, strict=True)),
-            "theta": fused.learned.theta, "memory_k": fused.memory.k, "memory_mentions": len(fused.memory), "no_votes_theta": theta,
-            "memory_candidates": n_candidates,
-            "recall_with_memory_candidates": recall_at(val, np.array([[fused.terms.row[c] for c in p.candidates] for p in preds]), fused.terms)}
+            "theta": fused.learned.theta, "memory_k": fused.memory.k, "memory_mentions": len(fused.memory), "no_votes_theta": theta}
     return rows, info
 
 
@@ -173,8 +160,6 @@ def main() -> None:
         "w/o prior, w/o KAR": set_accuracy(val, redecide(preds_no_prior, "recall", norm.theta)),
     }
     learned_rows, learned_info = learned_fusion_rows(args.fusion_run, args.run, val, texts, preds)
-    if learned_info.get("memory_candidates"):
-        recall[f"with prior + {learned_info['memory_candidates']} memory candidates (fusion run)"] = learned_info["recall_with_memory_candidates"]
     table2 |= {k: v for k, v in learned_rows.items() if k.startswith("MTCG + KAR + learned")}
     table3 |= learned_rows
     counts = count_accuracy(val, [p.count_class for p in preds])

@@ -406,24 +406,6 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     one, batch = learned.normalize_one("左肾切除术"), learned.predict(["左肾切除术"])[0]
     assert one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
     assert all(0 < f < 1 for f in one.final)
-    # memory candidates: the nearest training mentions' names replace the bottom of the recall list
-    plain = learned.predict(["左肾切除术术"])[0]
-    learned.memory_candidates = 2
-    injected = learned.predict(["左肾切除术术"])[0]
-    suggested = learned.memory.suggestions(["左肾切除术术"], 2)[0]
-    assert suggested and set(suggested) <= set(injected.candidates) and len(injected.candidates) == len(plain.candidates)
-    kept = [c for c in plain.candidates if c in injected.candidates]
-    assert len(kept) >= len(plain.candidates) - 2 and plain.candidates[0] in kept
-    assert injected.terms == learned.normalize_one("左肾切除术术").terms
-    learned.memory_candidates = 0
-    with pytest.raises(ValueError, match="memory_candidates"):
-        ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, memory_candidates=5)
-    train_fusion({"task": "procedures-fusion", "kar": str(tmp_path / "kar"), "memory_k": 3, "memory_candidates": 2, "k": 5,
-                  "theta_grid": [0.8], "data_root": str(data_dir), "threads": 1, "show_progress": False}, tmp_path / "fusion-mc")
-    assert ProcedureNormalizer.load(tmp_path / "fusion-mc", data_root=str(data_dir)).memory_candidates == 2
-    assert ProcedureNormalizer.load(tmp_path / "fusion-mc", data_root=str(data_dir), fusion="fb").memory_candidates == 0  # FB stays the paper's
-    with pytest.raises(ValueError, match="memory_candidates"):
-        train_fusion({"task": "procedures-fusion", "kar": str(tmp_path / "kar"), "memory_candidates": 10, "data_root": str(data_dir)}, tmp_path / "f3")
     fb = ProcedureNormalizer.load(tmp_path / "fusion", data_root=str(data_dir), fusion="fb").predict(["左肾切除术"])[0]
     monkeypatch.chdir(tmp_path)  # run directories given relative to the working directory load too
     assert fb.final == ProcedureNormalizer.load("kar", data_root=str(data_dir)).predict(["左肾切除术"])[0].final
@@ -592,11 +574,6 @@ def test_mention_memory_votes_hand_computed(tmp_path: Path) -> None:
         MentionMemory(["右肾切除术"], [["A"], ["B"]])
     with pytest.raises(ValueError, match="candidate lists"):
         memory.votes(["右肾切除术"], [])
-    # suggestions: names by vote_sum (A: 1 + s > B: s); a query sharing nothing with the memory gets none
-    assert memory.suggestions(["右肾切除术", "xyz"], 1) == [["A"], []]
-    assert memory.suggestions(["右肾切除术"], 5) == [["A", "B"]] and memory.suggestions(["右肾切除术"], 0) == [[]]
-    with pytest.raises(ValueError, match="n must be"):
-        memory.suggestions(["右肾切除术"], -1)
 
 
 def test_learned_fusion_fit_score_and_save(tmp_path: Path) -> None:

@@ -103,30 +103,6 @@ class MentionMemory:
                     out[i, j] = (sum(hits), max(hits), float(sims[i, 0]) if name in self._label_sets[idx[i, 0]] else 0.0)
         return out
 
-    def suggestions(self, mentions: Sequence[str], n: int) -> list[list[str]]:
-        """Per mention, the ``n`` names its neighbours vote for most (``vote_sum`` order; ties: nearest first).
-
-        Used to put names the recall missed into the candidate list (``memory_candidates``): on the
-        visible val, 7 of the 30 gold names outside MTCG's top 10 label the nearest training mention.
-        """
-        if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
-        out: list[list[str]] = []
-        if n == 0 or not mentions:
-            return [[] for _ in mentions]
-        idx, sims = self.neighbours(mentions)
-        for row, row_sims in zip(idx, sims, strict=True):
-            score: dict[str, float] = {}
-            first: dict[str, int] = {}
-            for rank, (j, sim) in enumerate(zip(row, row_sims, strict=True)):
-                if sim <= 0:
-                    break  # nothing in common: no vote
-                for name in self.labels[j]:
-                    score[name] = score.get(name, 0.0) + float(sim)
-                    first.setdefault(name, rank)
-            out.append(sorted(score, key=lambda t: (-score[t], first[t]))[:n])
-        return out
-
     # -- persistence (plain JSON: the memory is text) ------------------------------------------------------
     def save(self, directory: str | Path) -> None:
         from medrank.utils.io import atomic_write_json

@@ -97,7 +97,6 @@ class ProcedureNormalizer:
         prior: TermPrior | None = None,
         learned: LearnedFusion | None = None,
         memory: MentionMemory | None = None,
-        memory_candidates: int = 0,
     ) -> None:
         if recall not in RECALLS:
             raise ValueError(f"recall must be one of {RECALLS}, got {recall!r}")
@@ -109,14 +108,11 @@ class ProcedureNormalizer:
             raise ValueError("fusion='learned' needs a LearnedFusion and a MentionMemory (train configs/procedures/fusion.yaml)")
         if k < 3:
             raise ValueError(f"k must be >= 3 (the count rule outputs up to 3 terms), got {k}")
-        if not 0 <= memory_candidates < k:
-            raise ValueError(f"memory_candidates must be in [0, k), got {memory_candidates}")
         self.mtcg, self.kar, self.terms = mtcg, kar, terms
         self.k, self.theta, self.recall, self.fusion = k, float(theta), recall, fusion
         self.show_progress = show_progress
         self.prior = prior
         self.learned, self.memory = learned, memory
-        self.memory_candidates = int(memory_candidates)
         self._term_emb: np.ndarray | None = None
         self._term_emb_version: Any = None
         self._index: Any = None
@@ -160,7 +156,6 @@ class ProcedureNormalizer:
         kwargs.setdefault("memory", MentionMemory.load(directory / "model"))
         kwargs.setdefault("fusion", manifest.get("fusion", "fb"))
         kwargs.setdefault("recall", manifest.get("recall", "mtcg"))
-        kwargs.setdefault("memory_candidates", manifest.get("memory_candidates", 0) if kwargs["fusion"] == "learned" and kwargs.get("memory") is not None else 0)  # FB stays the paper's
         norm = cls(mtcg, kar, terms or load_term_base(data_root), **kwargs)
         norm.load_cache(manifest.get("cache_dir"))
         return norm
@@ -224,7 +219,6 @@ class ProcedureNormalizer:
             query = np.concatenate([mention_emb, np.ones((len(mention_emb), 1), dtype=mention_emb.dtype)], axis=1)
             rankings = self.index().search_vectors([str(i) for i in range(len(texts))], query, k)
             rows = np.array([[self.terms.row[i] for i in r.ids] for r in rankings], dtype=np.int64)
-            rows = self._with_memory_candidates(texts, rows)
         else:
             rankings = self.bm25().search(list(texts), k=k)
             rows = np.array([[self.terms.row[i] for i in r.ids] + [0] * (k - len(r.ids)) for r in rankings], dtype=np.int64)
@@ -234,23 +228,6 @@ class ProcedureNormalizer:
             return rows, dist
         order = np.argsort(dist, axis=1, kind="stable")
         return np.take_along_axis(rows, order, 1), np.take_along_axis(dist, order, 1)
-
-    def _with_memory_candidates(self, texts: Sequence[str], rows: np.ndarray) -> np.ndarray:
-        """Up to ``memory_candidates`` names the mention memory votes for most replace the bottom of each list.
-
-        Not in the paper: a name that labels the nearest training mentions but that the recall
-        ranks below ``k`` gets a place (and then its ``s_c`` and KAR score) among the candidates.
-        Names already in the list are not repeated, so a list the memory agrees with is unchanged.
-        """
-        if not self.memory_candidates or self.memory is None or rows.shape[1] == 0:
-            return rows
-        rows = rows.copy()
-        for i, names in enumerate(self.memory.suggestions(texts, self.memory_candidates)):
-            present = set(rows[i].tolist())
-            new = [r for r in (self.terms.row[n] for n in names if n in self.terms.row) if r not in present]
-            if new:
-                rows[i, rows.shape[1] - len(new):] = new
-        return rows
 
     # -- the whole pipeline --------------------------------------------------------------------------
     def _decide(
