@@ -24,6 +24,31 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def host_gemm_gflops(seconds: float = 1.0) -> float:
+    """Single-thread fp32 GFLOP/s on encoder-sized matrix products ((16 x 384) @ (384 x 1536)).
+
+    The shared CPU hosts differ from day to day (the same code and model measured end-to-end p50
+    46.7 ms on one day and 69.6 ms on another); latency results carry this figure so that runs
+    from different days can be compared.
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(16, 384), torch.randn(384, 1536)
+        for _ in range(50):  # warm-up
+            a @ b
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for _ in range(100):
+                a @ b
+            n += 100
+        return round(2 * 16 * 384 * 1536 * n / (time.perf_counter() - start) / 1e9, 1)
+    finally:
+        torch.set_num_threads(previous)
+
+
 def environment(threads: int | str | None = None, seed: int | None = None, data: str | None = None) -> dict[str, Any]:
     import numpy
     import torch
