@@ -605,3 +605,26 @@ def test_learned_fusion_fit_score_and_save(tmp_path: Path) -> None:
     (tmp_path / LearnedFusion.FILE).write_text(json.dumps(raw | {"features": ["s_c"]}))
     with pytest.raises(ValueError, match="features"):
         LearnedFusion.load(tmp_path)
+
+
+def test_fusion_cv_accuracy_hand_computed() -> None:
+    """Out-of-fold exact-set accuracy: 100 when s_r marks the gold, 50 when half the mentions lack it among their candidates."""
+    from types import SimpleNamespace
+
+    from medrank.pipelines.procedures.training import ProcedureConfig, _fusion_cv_accuracy
+
+    rng = np.random.default_rng(0)
+    n, k = 40, 4
+    names = [[f"m{i}c{j}" for j in range(k)] for i in range(n)]
+    gold_col = rng.integers(0, k, n)
+    labels = np.zeros((n, k), dtype=bool)
+    labels[np.arange(n), gold_col] = True
+    s_c = rng.random((n, k))
+    s_r = np.where(labels, 0.9, 0.1) + 0.01 * rng.random((n, k))
+    votes = np.zeros((n, k, 3))
+    preds = [SimpleNamespace(candidates=names[i], count_class=0) for i in range(n)]
+    cfg = ProcedureConfig.from_dict({"task": "procedures-fusion", "theta_grid": [0.8]})
+    valid = [SimpleNamespace(terms=(names[i][gold_col[i]],)) for i in range(n)]
+    assert _fusion_cv_accuracy(cfg, valid, preds, s_c, s_r, votes, labels) == 100.0
+    absent = [SimpleNamespace(terms=(names[i][gold_col[i]] if i % 2 else "elsewhere",)) for i in range(n)]
+    assert _fusion_cv_accuracy(cfg, absent, preds, s_c, s_r, votes, labels) == 50.0

@@ -511,7 +511,7 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     prior of the fit split's names) and its memory votes come from the fit split only, so no
     train-valid mention sees its own label; the saved memory holds every training mention.
     """
-    from medrank.pipelines.procedures.fusion import LEARNED_FEATURES, LearnedFusion, tune_theta
+    from medrank.pipelines.procedures.fusion import LEARNED_FEATURES
     from medrank.pipelines.procedures.memory import MentionMemory
     from medrank.pipelines.procedures.normalizer import MANIFEST, ProcedureNormalizer, set_accuracy
 
@@ -526,13 +526,8 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     started = time.perf_counter()
     norm = ProcedureNormalizer.load(kar_dir, data_root=cfg.data_root, fusion="fb", learned=None, memory=None)
     valid, preds, s_c, s_r, votes, labels = fusion_training_data(norm, cfg.memory_k, cfg.data_root)
-    feats = LearnedFusion.features(s_c, s_r, votes)
-    learned = LearnedFusion.fit(feats.reshape(-1, feats.shape[-1]), labels.reshape(-1), c=cfg.fusion_c, seed=cfg.seed)
-    probs = learned.score(s_c, s_r, votes)
-    theta, theta_acc = tune_theta(
-        [p.candidates for p in preds], probs.tolist(), [p.count_class for p in preds], [set(m.terms) for m in valid], cfg.theta_grid
-    )
-    learned = learned.with_theta(theta)
+    learned, theta_acc = _fit_fusion(cfg, valid, preds, s_c, s_r, votes, labels, np.arange(len(valid)))
+    theta = learned.theta
     fb_valid = set_accuracy(valid, preds)
     cv_acc = _fusion_cv_accuracy(cfg, valid, preds, s_c, s_r, votes, labels)
     model_dir = output_dir / "model"
@@ -573,6 +568,20 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     return summary
 
 
+def _fit_fusion(
+    cfg: ProcedureConfig, valid: Any, preds: Any, s_c: np.ndarray, s_r: np.ndarray, votes: np.ndarray, labels: np.ndarray, rows: np.ndarray
+) -> tuple[Any, float]:
+    """The learned fusion fitted on the train-valid ``rows``, with its θ tuned there: ``(fusion, in-sample accuracy)``."""
+    from medrank.pipelines.procedures.fusion import LearnedFusion, tune_theta
+
+    feats = LearnedFusion.features(s_c[rows], s_r[rows], votes[rows])
+    model = LearnedFusion.fit(feats.reshape(-1, feats.shape[-1]), labels[rows].reshape(-1), c=cfg.fusion_c, seed=cfg.seed)
+    probs = model.score(s_c[rows], s_r[rows], votes[rows])
+    theta, acc = tune_theta([preds[i].candidates for i in rows], probs.tolist(), [preds[i].count_class for i in rows],
+                            [set(valid[i].terms) for i in rows], cfg.theta_grid)
+    return model.with_theta(theta), acc
+
+
 def _fusion_cv_accuracy(
     cfg: ProcedureConfig, valid: Any, preds: Any, s_c: np.ndarray, s_r: np.ndarray, votes: np.ndarray, labels: np.ndarray, folds: int = 5
 ) -> float:
@@ -582,21 +591,15 @@ def _fusion_cv_accuracy(
     ``memory_k``, ``fusion_c``) on mentions the regression did not see, without touching val. With
     400 mentions one mention is 0.25 points: differences under ~2 points are noise.
     """
-    from medrank.pipelines.procedures.fusion import LearnedFusion, select_terms, tune_theta
+    from medrank.pipelines.procedures.fusion import select_terms
 
     order = np.random.default_rng(cfg.seed).permutation(len(valid))
     correct = 0
     for f in range(folds):
         test = order[f::folds]
-        fit = np.setdiff1d(order, test)
-        feats = LearnedFusion.features(s_c[fit], s_r[fit], votes[fit])
-        model = LearnedFusion.fit(feats.reshape(-1, feats.shape[-1]), labels[fit].reshape(-1), c=cfg.fusion_c, seed=cfg.seed)
-        probs = model.score(s_c[fit], s_r[fit], votes[fit])
-        theta, _ = tune_theta([preds[i].candidates for i in fit], probs.tolist(), [preds[i].count_class for i in fit],
-                              [set(valid[i].terms) for i in fit], cfg.theta_grid)
-        probs = model.score(s_c[test], s_r[test], votes[test])
-        for i, p in zip(test, probs, strict=True):
-            chosen = select_terms(preds[i].candidates, p.tolist(), preds[i].count_class, theta)
+        model, _ = _fit_fusion(cfg, valid, preds, s_c, s_r, votes, labels, np.setdiff1d(order, test))
+        for i, p in zip(test, model.score(s_c[test], s_r[test], votes[test]), strict=True):
+            chosen = select_terms(preds[i].candidates, p.tolist(), preds[i].count_class, model.theta)
             correct += int(set(chosen) == set(valid[i].terms))
     return round(100.0 * correct / len(valid), 2)
 

@@ -32,10 +32,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from medrank.encoders.base import Encoder, TextKind
-from medrank.encoders.blocks import encoder_blocks as _blocks
-from medrank.encoders.blocks import eval_mode as _eval_mode
-from medrank.encoders.blocks import frozen_bottom as _frozen_bottom
-from medrank.encoders.blocks import model_attention_mask as _attention_mask
+from medrank.encoders.blocks import encoder_blocks, eval_mode, frozen_bottom, model_attention_mask
 from medrank.encoders.transformer import TransformerEncoder, pool
 
 log = logging.getLogger(__name__)
@@ -109,7 +106,7 @@ class BiEncoder(nn.Module):
                 for p in hf.pooler.parameters():
                     p.requires_grad_(False)
         else:
-            blocks = _blocks(hf)
+            blocks = encoder_blocks(hf)
             if not 1 <= train_layers <= len(blocks):
                 raise ValueError(f"train_layers must be in 1..{len(blocks)} (or None for all), got {train_layers}")
             self.n_frozen = len(blocks) - train_layers
@@ -130,7 +127,7 @@ class BiEncoder(nn.Module):
         if train_layers is None:
             parts["model"] = hf
         else:
-            parts["top_layers"] = nn.ModuleList(_blocks(hf)[self.n_frozen :])
+            parts["top_layers"] = nn.ModuleList(encoder_blocks(hf)[self.n_frozen :])
         self.trainable = nn.ModuleDict(parts)
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -150,12 +147,12 @@ class BiEncoder(nn.Module):
 
     def _bottom(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """Hidden states after the frozen blocks (no gradient)."""
-        return _frozen_bottom(self.encoder.model, self.n_frozen, features)
+        return frozen_bottom(self.encoder.model, self.n_frozen, features)
 
     def _top(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hf = self.encoder.model
-        mask = _attention_mask(hf, hidden, attention_mask)
-        for block in _blocks(hf)[self.n_frozen :]:
+        mask = model_attention_mask(hf, hidden, attention_mask)
+        for block in encoder_blocks(hf)[self.n_frozen :]:
             hidden = block(hidden, mask)
         emb = pool(hidden, attention_mask, self.encoder.pooling)
         return nn.functional.normalize(emb, dim=-1) if self.encoder.normalize else emb
@@ -329,7 +326,7 @@ class BiEncoder(nn.Module):
             self._memo_version = version
         todo = list(dict.fromkeys(t for t in texts if t not in memo))
         if todo:
-            with _eval_mode(self.encoder.model):
+            with eval_mode(self.encoder.model):
                 if self.use_cache:
                     vectors = self._encode_cached(todo, kind, batch_size, show_progress)
                 else:
@@ -392,7 +389,7 @@ class CrossEncoder(nn.Module):
         if train_layers is None:
             self.n_frozen = 0
         else:
-            blocks = _blocks(hf)
+            blocks = encoder_blocks(hf)
             if not 1 <= train_layers <= len(blocks):
                 raise ValueError(f"train_layers must be in 1..{len(blocks)} (or None), got {train_layers}")
             self.n_frozen = len(blocks) - train_layers
@@ -406,7 +403,7 @@ class CrossEncoder(nn.Module):
         if train_layers is None:
             parts["model"] = hf
         else:
-            parts["top_layers"] = nn.ModuleList(_blocks(hf)[self.n_frozen :])
+            parts["top_layers"] = nn.ModuleList(encoder_blocks(hf)[self.n_frozen :])
         self.trainable = nn.ModuleDict(parts)
 
     def tokenize(self, queries: Sequence[str], terms: Sequence[str]) -> dict[str, torch.Tensor]:
@@ -430,9 +427,9 @@ class CrossEncoder(nn.Module):
         if self.train_layers is None:
             hidden = hf(**features).last_hidden_state
         else:
-            hidden = _frozen_bottom(hf, self.n_frozen, features)
-            mask = _attention_mask(hf, hidden, features["attention_mask"])
-            for block in _blocks(hf)[self.n_frozen :]:
+            hidden = frozen_bottom(hf, self.n_frozen, features)
+            mask = model_attention_mask(hf, hidden, features["attention_mask"])
+            for block in encoder_blocks(hf)[self.n_frozen :]:
                 hidden = block(hidden, mask)
         emb = pool(hidden, features["attention_mask"], "mean")
         return self.head(self.dropout(emb))[:, 0]
@@ -443,7 +440,7 @@ class CrossEncoder(nn.Module):
         lengths = np.array([len(q) + len(t) for q, t in zip(queries, terms, strict=True)])
         order = np.argsort(-lengths, kind="stable")
         out = np.empty(len(queries), dtype=np.float32)
-        with _eval_mode(self):
+        with eval_mode(self):
             for start in tqdm(range(0, len(order), batch_size), desc="cross-encode", disable=not show_progress):
                 idx = order[start : start + batch_size]
                 out[idx] = self.forward([queries[i] for i in idx], [terms[i] for i in idx]).float().cpu().numpy()
