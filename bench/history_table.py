@@ -9,8 +9,11 @@ the same samples, and checks the issue's bars:
 * every re-ranker is >= 20 % relative nDCG above the first stage.
 
 With ``--reevaluate`` each saved model is re-scored here instead (same protocol, slower).
+``--only`` restricts the table to some run folders and ``--out`` names the result files (e.g. the
+MiniLM vs e5-small backbone comparison, ``history_backbones``).
 
     python bench/history_table.py [--runs runs/history] [--reevaluate]
+    python bench/history_table.py --only global-neural_ndcg,e5-global-neural_ndcg,ddxplus-global-listnet,e5-ddxplus-global-listnet --out history_backbones
 """
 
 from __future__ import annotations
@@ -31,12 +34,25 @@ def main() -> None:
     ap.add_argument("--runs", type=Path, default=Path("runs/history"))
     ap.add_argument("--reevaluate", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", default="", help="comma-separated run folder names (default: every run)")
+    ap.add_argument("--out", default="history_table", help="result file stem under bench/results")
     args = ap.parse_args()
+    only = {n.strip() for n in args.only.split(",") if n.strip()}
     all_reports = {}
     for path in sorted(args.runs.glob("*/eval_valid.json")):
-        if path.parent.name.startswith("gpu-"):
+        if path.parent.name.startswith("gpu-") or (only and path.parent.name not in only):
             continue
-        all_reports[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+        rep = json.loads(path.read_text(encoding="utf-8"))
+        base = rep["config"].get("base", "minilm")
+        if (base != "minilm" and base not in rep["system"]) or (
+                rep["config"].get("train_split", "train") != "train" and "trained on" not in rep["system"]):
+            # reports written before names carried the backbone / training split
+            from medrank.pipelines.history.training import system_name
+
+            rep["system"] = system_name(rep["config"])
+        all_reports[path.parent.name] = rep
+    if only - set(all_reports):
+        raise SystemExit(f"no eval_valid.json for runs {sorted(only - set(all_reports))} under {args.runs}")
     if not all_reports:
         raise SystemExit(f"no runs with eval_valid.json under {args.runs}; train configs/history/cpu/*.yaml first")
     payload_all, md_all = {}, []
@@ -46,7 +62,7 @@ def main() -> None:
         payload_all[dataset] = payload
         md_all.extend(md)
     env = next(iter(payload_all.values()))["environment"]
-    common.write("history_table", {"environment": env, "datasets": payload_all}, "\n".join(md_all))
+    common.write(args.out, {"environment": env, "datasets": payload_all}, "\n".join(md_all))
 
 
 def random_order(reports: dict) -> dict[str, float]:
@@ -119,7 +135,9 @@ def table(dataset: str, reports: dict, args) -> tuple[dict, list[str]]:
             "met": all(r["rel. nDCG vs first stage"] >= 0.20 for r in rerankers.values())},
     }
     n, seed, data = protocols.pop()
-    payload = {"environment": common.environment(1, seed, data), "valid_samples": n, "rows": rows,
+    threads = sorted({r["config"].get("threads", 1) for r in reports.values()})
+    payload = {"environment": common.environment(threads[0] if len(threads) == 1 else "/".join(map(str, threads))
+                                                 + " (per run config)", seed, data), "valid_samples": n, "rows": rows,
                "ablations": ablations, "runs": info, "bars": bars, "reevaluated": args.reevaluate}
     metrics = ["ndcg", "map", "mrr", "ndcg@5", "rel. nDCG vs first stage"]
     title = {"mts-aci": "MTS-Dialog + ACI-Bench", "ddxplus": "DDXPlus"}.get(dataset, dataset)
@@ -128,8 +146,10 @@ def table(dataset: str, reports: dict, args) -> tuple[dict, list[str]]:
         "",
         f"{n} validation samples (seeded subset, seed {seed + 1}) of 30 candidates each; nDCG / MAP without cut-off "
         "(`medrank.metrics`, linear gain), relevance = the doctor's actual next questions among the candidates. "
-        "Global re-ranker scores are means over candidate shuffles. CPU recipe: MiniLM, 1 epoch on a seeded subset "
-        "of the training samples, 1 torch thread on 2 CPU cores shared with other jobs (timings are under contention).",
+        "Global re-ranker scores are means over candidate shuffles. CPU recipe: MiniLM (unless the row names "
+        "another backbone), 1 epoch on a seeded subset "
+        "of the training samples, 1 or 2 torch threads (the run's config) on 2 CPU cores shared with other jobs "
+        "(timings are under contention).",
         "",
         to_markdown_table(rows, metrics),
         "",

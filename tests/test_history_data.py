@@ -186,3 +186,15 @@ def test_ddxplus_builder_knowledge_base_first_stage(tmp_path):
         assert s.context[0].speaker == "doctor" and s.context[1].speaker == "patient"
     flu = [s for s in train if s.context[0].text == "Do you have a fever?"]
     assert flu and flu[0].context[1].text == "yes"
+
+
+def test_system_names_mark_ablations_and_the_backbone():
+    from medrank.pipelines.history.training import resolve_config, system_name
+
+    assert system_name(resolve_config({"loss": "neural_ndcg"})) == "global re-ranker (neural_ndcg)"
+    assert system_name(resolve_config({"loss": "listnet", "base": "e5-small", "type_embeddings": False})) == (
+        "global re-ranker (listnet, no type emb., e5-small)")
+    assert system_name(resolve_config({"model": "cross-encoder", "base": "e5-small"})) == "cross-encoder (e5-small)"
+    assert system_name(resolve_config({"model": "bi-encoder"})) == "bi-encoder"
+    assert system_name(resolve_config({"loss": "bce", "train_split": "train-d200"})) == (
+        "global re-ranker (bce, trained on train-d200)")

@@ -198,8 +198,12 @@ def system_name(cfg: dict[str, Any]) -> str:
             extra.append(f"{cfg['candidate_attention']} attention")
         if cfg["max_dialogue_tokens"] != 256:
             extra.append(f"dialogue {cfg['max_dialogue_tokens']}")
+        if cfg["train_split"] != "train":
+            extra.append(f"trained on {cfg['train_split']}")
+        if cfg["base"] != "minilm":
+            extra.append(str(cfg["base"]))
         return f"global re-ranker ({cfg['loss']}{', ' + ', '.join(extra) if extra else ''})"
-    return cfg["model"]
+    return cfg["model"] if cfg["base"] == "minilm" else f"{cfg['model']} ({cfg['base']})"
 
 
 def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
