@@ -9,7 +9,7 @@ the same samples, and checks the issue's bars:
 * every re-ranker is >= 20 % relative nDCG above the first stage.
 
 With ``--reevaluate`` each saved model is re-scored here instead (same protocol, slower).
-``--only`` restricts the table to some run folders and ``--out`` names the result files (e.g. the
+``--only`` restricts the table to some run folders (comma-separated, shell patterns) and ``--out`` names the result files (e.g. the
 MiniLM vs e5-small backbone comparison, ``history_backbones``).
 
     python bench/history_table.py [--runs runs/history] [--reevaluate]
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from fnmatch import fnmatch
 from pathlib import Path
 
 import common
@@ -36,23 +37,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated run folder names (default: every run)")
     ap.add_argument("--out", default="history_table", help="result file stem under bench/results")
+    ap.add_argument("--caption", default="", help="a sentence under each heading (what this subset shows)")
     args = ap.parse_args()
-    only = {n.strip() for n in args.only.split(",") if n.strip()}
+    only = [n.strip() for n in args.only.split(",") if n.strip()]
     all_reports = {}
     for path in sorted(args.runs.glob("*/eval_valid.json")):
-        if path.parent.name.startswith("gpu-") or (only and path.parent.name not in only):
+        if path.parent.name.startswith("gpu-") or (only and not any(fnmatch(path.parent.name, p) for p in only)):
             continue
         rep = json.loads(path.read_text(encoding="utf-8"))
-        base = rep["config"].get("base", "minilm")
-        if (base != "minilm" and base not in rep["system"]) or (
-                rep["config"].get("train_split", "train") != "train" and "trained on" not in rep["system"]):
-            # reports written before names carried the backbone / training split
-            from medrank.pipelines.history.training import system_name
-
-            rep["system"] = system_name(rep["config"])
+        rep["system"] = system_of(rep)
         all_reports[path.parent.name] = rep
-    if only - set(all_reports):
-        raise SystemExit(f"no eval_valid.json for runs {sorted(only - set(all_reports))} under {args.runs}")
+    missing = [p for p in only if not any(fnmatch(n, p) for n in all_reports)]
+    if missing:
+        raise SystemExit(f"no eval_valid.json for runs {missing} under {args.runs}")
     if not all_reports:
         raise SystemExit(f"no runs with eval_valid.json under {args.runs}; train configs/history/cpu/*.yaml first")
     payload_all, md_all = {}, []
@@ -63,6 +60,17 @@ def main() -> None:
         md_all.extend(md)
     env = next(iter(payload_all.values()))["environment"]
     common.write(args.out, {"environment": env, "datasets": payload_all}, "\n".join(md_all))
+
+
+def system_of(rep: dict) -> str:
+    """A run's row name; reports written before names carried the backbone / training split get it now."""
+    from medrank.pipelines.history.training import system_name
+
+    base = rep["config"].get("base", "minilm")
+    if (base != "minilm" and base not in rep["system"]) or (
+            rep["config"].get("train_split", "train") != "train" and "trained on" not in rep["system"]):
+        return system_name(rep["config"])
+    return rep["system"]
 
 
 def random_order(reports: dict) -> dict[str, float]:
@@ -112,10 +120,15 @@ def table(dataset: str, reports: dict, args) -> tuple[dict, list[str]]:
                 else 0, name)
 
     ablations: dict[str, dict[str, float]] = {}
+    ablation_losses = {r["config"]["loss"] for n, r in reports.items() if n.startswith("ablation-")}
+    references: dict[str, dict[str, float]] = {}
     for name, rep in sorted(reports.items(), key=key):
         m = dict(rep["valid"]["metrics"])
         m["rel. nDCG vs first stage"] = m["ndcg"] / first["ndcg"] - 1.0
         (ablations if name.startswith("ablation-") else rows)[rep["system"]] = m
+        if (not name.startswith("ablation-") and rep["config"]["model"] == "global"
+                and rep["config"]["loss"] in ablation_losses and rep["config"].get("base", "minilm") == "minilm"):
+            references[rep["system"]] = m  # the full model each ablation changes one thing of
         info[rep["system"]] = {"run": name, "train_samples": rep["train_samples"], "steps": rep["steps"],
                                "train_seconds": rep["train_seconds"], "eval_shuffles": rep["valid"]["shuffles"],
                                "ndcg_std_over_shuffles": rep["valid"]["std_over_shuffles"]["ndcg"],
@@ -144,6 +157,7 @@ def table(dataset: str, reports: dict, args) -> tuple[dict, list[str]]:
     md = [
         f"# History taking: re-rankers on {title} validation (Table 2 analogue)",
         "",
+        *([args.caption, ""] if args.caption else []),
         f"{n} validation samples (seeded subset, seed {seed + 1}) of 30 candidates each; nDCG / MAP without cut-off "
         "(`medrank.metrics`, linear gain), relevance = the doctor's actual next questions among the candidates. "
         "Global re-ranker scores are means over candidate shuffles. CPU recipe: MiniLM (unless the row names "
@@ -160,14 +174,15 @@ def table(dataset: str, reports: dict, args) -> tuple[dict, list[str]]:
                           ["train_samples", "steps", "train_seconds", "eval_shuffles", "ndcg_std_over_shuffles",
                            "eval_seconds_per_sample"], scale=1, digits=2),
         "",
-        "Bars: " + "; ".join(f"{k}: {'met' if v and v['met'] else 'NOT met'}" for k, v in bars.items())
+        "Bars: " + "; ".join(f"{k}: {'n/a (no such run in this table)' if v is None else 'met' if v['met'] else 'NOT met'}"
+                             for k, v in bars.items())
         + f" (largest relative nDCG gain attainable over this first stage, at a perfect nDCG of 100: "
         f"{100 * bars['every re-ranker >= +20% rel. nDCG over first stage']['largest attainable relative gain']:+.1f} %)",
         "",
     ]
     if ablations:
         md += [f"## Ablations on {title} (Table 3 analogue; same protocol)", "",
-               to_markdown_table({next(iter(rows)): first, **ablations}, metrics), ""]
+               to_markdown_table({next(iter(rows)): first, **references, **ablations}, metrics), ""]
     return payload, md
 
 

@@ -1,0 +1,81 @@
+"""History re-rankers scored on the *whole* validation split, not the 60-sample CPU-recipe subset.
+
+The Table-2 runs evaluate on a seeded subset of 60 samples to keep each run short; at that size
+a run's nDCG moves by a few points with nothing but float noise (see the no-shuffling ablation in
+``history_ablations.md``). This re-scores saved runs on every validation sample of their dataset
+with the same code (`medrank evaluate`), next to the first stage on the same samples.
+
+    python bench/history_full_valid.py runs/history/global-neural_ndcg runs/history/e5-global-neural_ndcg ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import common
+from history_table import system_of
+
+from medrank.metrics import to_markdown_table
+
+
+def random_order(path: Path) -> dict[str, float]:
+    """Mean metrics of 20 seeded random candidate orders on every sample of ``path``."""
+    import numpy as np
+
+    from medrank.metrics import evaluate
+    from medrank.pipelines.history.data import candidate_qrels, read_samples, run_from_scores
+    from medrank.pipelines.history.evaluation import METRICS
+
+    samples = read_samples(path)
+    qrels = candidate_qrels(samples)
+    runs = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        runs.append(evaluate(qrels, run_from_scores(samples, {s.id: rng.random(len(s.candidates)) for s in samples}),
+                             METRICS))
+    return {m: float(np.mean([r[m] for r in runs])) for m in METRICS}
+
+
+def main() -> None:
+    from medrank.pipelines.history.cli import evaluate_history
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", type=Path, nargs="+")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--shuffles", type=int, default=1,
+                    help="candidate shuffles for the global re-ranker (restarted positions: order-free, 1 suffices)")
+    args = ap.parse_args()
+    by_dataset: dict[str, dict] = {}
+    for run in args.runs:
+        rep = json.loads((run / "eval_valid.json").read_text(encoding="utf-8"))
+        cfg = rep["config"]
+        res = evaluate_history(None, cfg["valid_split"], run, {
+            "data_dir": rep["data_dir"], "max_samples": None, "seed": cfg["seed"], "threads": args.threads,
+            "shuffles": args.shuffles})
+        entry = by_dataset.setdefault(cfg.get("dataset", "mts-aci"), {"samples": res["samples"], "rows": {},
+                                                                     "data_dir": rep["data_dir"]})
+        entry["rows"]["first stage"] = res["systems"]["first stage"]
+        if "random order (mean of 20)" not in entry["rows"]:
+            entry["rows"]["random order (mean of 20)"] = random_order(Path(rep["data_dir"]) / f"{cfg['valid_split']}.jsonl")
+        subset = rep["valid"]["metrics"]["ndcg"]
+        entry["rows"][system_of(rep)] = {**res["details"]["metrics"], f"ndcg on the {rep['valid_samples']}-sample subset": subset}
+    md = []
+    for dataset, entry in by_dataset.items():
+        first = entry["rows"]["first stage"]["ndcg"]
+        for row in entry["rows"].values():
+            row["rel. nDCG vs first stage"] = row["ndcg"] / first - 1.0
+        cols = ["ndcg", "map", "mrr", "ndcg@5", "rel. nDCG vs first stage"]
+        cols += sorted({k for r in entry["rows"].values() for k in r if k.startswith("ndcg on the")})
+        md += [f"# History re-rankers on the whole {dataset} validation split ({entry['samples']} samples)", "",
+               to_markdown_table(entry["rows"], cols), "",
+               "(values and relative change in %; nDCG / MAP without cut-off; the last column is the run's own "
+               "evaluation on the CPU recipe's seeded subset)", ""]
+    data = next(iter(by_dataset.values()))["data_dir"]
+    common.write("history_full_valid", {"environment": common.environment(args.threads, 13, data),
+                                        "datasets": by_dataset}, "\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
