@@ -15,31 +15,14 @@ import json
 from pathlib import Path
 
 import common
-from history_table import system_of
+from history_table import random_order_metrics, system_of
 
 from medrank.metrics import to_markdown_table
 
 
-def random_order(path: Path) -> dict[str, float]:
-    """Mean metrics of 20 seeded random candidate orders on every sample of ``path``."""
-    import numpy as np
-
-    from medrank.metrics import evaluate
-    from medrank.pipelines.history.data import candidate_qrels, read_samples, run_from_scores
-    from medrank.pipelines.history.evaluation import METRICS
-
-    samples = read_samples(path)
-    qrels = candidate_qrels(samples)
-    runs = []
-    for seed in range(20):
-        rng = np.random.default_rng(seed)
-        runs.append(evaluate(qrels, run_from_scores(samples, {s.id: rng.random(len(s.candidates)) for s in samples}),
-                             METRICS))
-    return {m: float(np.mean([r[m] for r in runs])) for m in METRICS}
-
-
 def main() -> None:
     from medrank.pipelines.history.cli import evaluate_history
+    from medrank.pipelines.history.data import read_samples
 
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", type=Path, nargs="+")
@@ -58,7 +41,8 @@ def main() -> None:
                                                                      "data_dir": rep["data_dir"]})
         entry["rows"]["first stage"] = res["systems"]["first stage"]
         if "random order (mean of 20)" not in entry["rows"]:
-            entry["rows"]["random order (mean of 20)"] = random_order(Path(rep["data_dir"]) / f"{cfg['valid_split']}.jsonl")
+            entry["rows"]["random order (mean of 20)"] = random_order_metrics(
+                read_samples(Path(rep["data_dir"]) / f"{cfg['valid_split']}.jsonl"))
         subset = rep["valid"]["metrics"]["ndcg"]
         entry["rows"][system_of(rep)] = {**res["details"]["metrics"], f"ndcg on the {rep['valid_samples']}-sample subset": subset}
     md = []

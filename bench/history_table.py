@@ -75,16 +75,23 @@ def system_of(rep: dict) -> str:
 
 def random_order(reports: dict) -> dict[str, float]:
     """Metrics of random candidate orders on the runs' evaluation samples (mean over 20 seeds)."""
-    import numpy as np
-
-    from medrank.metrics import evaluate
-    from medrank.pipelines.history.data import candidate_qrels, read_samples, run_from_scores
-    from medrank.pipelines.history.evaluation import METRICS, subsample
+    from medrank.pipelines.history.data import read_samples
+    from medrank.pipelines.history.evaluation import subsample
 
     rep = next(iter(reports.values()))
     cfg = rep["config"]
-    samples = subsample(read_samples(Path(rep["data_dir"]) / f"{cfg['valid_split']}.jsonl"), cfg["max_eval_samples"],
-                        cfg["seed"] + 1)
+    return random_order_metrics(subsample(read_samples(Path(rep["data_dir"]) / f"{cfg['valid_split']}.jsonl"),
+                                          cfg["max_eval_samples"], cfg["seed"] + 1))
+
+
+def random_order_metrics(samples: list) -> dict[str, float]:
+    """Mean metrics of 20 seeded random candidate orders of ``samples``."""
+    import numpy as np
+
+    from medrank.metrics import evaluate
+    from medrank.pipelines.history.data import candidate_qrels, run_from_scores
+    from medrank.pipelines.history.evaluation import METRICS
+
     qrels = candidate_qrels(samples)
     out = []
     for seed in range(20):
