@@ -44,26 +44,24 @@ def main() -> None:
                for s in items]
     retrieved = stage.retrieve([s.context for s in items], exclude, k=max(args.depth),
                                dialogue_ids=[s.dialogue_id for s in items], show_progress=True)
-    ranks = []
+    positives = [list(dict.fromkeys(known[q] for q in s.asked if q in known)) for s in items]
     for depth in args.depth:
         rows = []
-        for s, (cands, scores) in zip(items, retrieved, strict=True):
-            positives = list(dict.fromkeys(known[q] for q in s.asked if q in known))
+        for s, pos, (cands, scores) in zip(items, positives, retrieved, strict=True):
             rank = {c: i for i, c in enumerate(cands[:depth])}
-            found = [rank[p] for p in positives if p in rank]
-            if depth == max(args.depth):
-                ranks.append(min(found) if found else np.inf)
+            found = [rank[p] for p in pos if p in rank]
             if not found:
                 continue
             deep = [r for r in found if r >= k]
             keep = sorted([i for i in range(min(k, len(cands))) if i not in deep][: k - len(deep)] + deep)
-            rows.append(Sample(s.id, s.dialogue_id, s.source, list(s.context), list(s.asked), positives,
+            rows.append(Sample(s.id, s.dialogue_id, s.source, list(s.context), list(s.asked), pos,
                                [cands[i] for i in keep], [scores[i] for i in keep]).to_json())
         write_jsonl(folder / f"{args.split}-d{depth}.jsonl", rows)
         print(f"depth {depth}: {len(rows)} of {len(items)} {args.split} turns -> {folder / f'{args.split}-d{depth}.jsonl'}")
-    ranks_arr = np.array(ranks)
+    best = np.array([min((cands.index(p) for p in pos if p in cands), default=np.inf)
+                     for pos, (cands, _) in zip(positives, retrieved, strict=True)])
     for cut in sorted({k, *args.depth}):
-        print(f"asked question in the first stage's top {cut}: {100 * np.mean(ranks_arr < cut):.1f} %")
+        print(f"asked question in the first stage's top {cut}: {100 * np.mean(best < cut):.1f} %")
 
 
 if __name__ == "__main__":

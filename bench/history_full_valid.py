@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import common
-from history_table import random_order_metrics, system_of
+from history_table import random_order_metrics
 
 from medrank.metrics import to_markdown_table
 
@@ -37,14 +37,13 @@ def main() -> None:
         res = evaluate_history(None, cfg["valid_split"], run, {
             "data_dir": rep["data_dir"], "max_samples": None, "seed": cfg["seed"], "threads": args.threads,
             "shuffles": args.shuffles})
-        entry = by_dataset.setdefault(cfg.get("dataset", "mts-aci"), {"samples": res["samples"], "rows": {},
-                                                                     "data_dir": rep["data_dir"]})
-        entry["rows"]["first stage"] = res["systems"]["first stage"]
-        if "random order (mean of 20)" not in entry["rows"]:
-            entry["rows"]["random order (mean of 20)"] = random_order_metrics(
-                read_samples(Path(rep["data_dir"]) / f"{cfg['valid_split']}.jsonl"))
-        subset = rep["valid"]["metrics"]["ndcg"]
-        entry["rows"][system_of(rep)] = {**res["details"]["metrics"], f"ndcg on the {rep['valid_samples']}-sample subset": subset}
+        dataset = cfg.get("dataset", "mts-aci")
+        if dataset not in by_dataset:  # first stage and random order: once per dataset, on the same samples
+            by_dataset[dataset] = {"samples": res["samples"], "data_dir": rep["data_dir"], "seed": cfg["seed"], "rows": {
+                "first stage": res["systems"]["first stage"],
+                "random order (mean of 20)": random_order_metrics(read_samples(Path(res["file"])))}}
+        by_dataset[dataset]["rows"][rep["system"]] = {
+            **res["details"]["metrics"], f"ndcg on the {rep['valid_samples']}-sample subset": rep["valid"]["metrics"]["ndcg"]}
     md = []
     for dataset, entry in by_dataset.items():
         first = entry["rows"]["first stage"]["ndcg"]
@@ -56,8 +55,9 @@ def main() -> None:
                to_markdown_table(entry["rows"], cols), "",
                "(values and relative change in %; nDCG / MAP without cut-off; the last column is the run's own "
                "evaluation on the CPU recipe's seeded subset)", ""]
-    data = next(iter(by_dataset.values()))["data_dir"]
-    common.write("history_full_valid", {"environment": common.environment(args.threads, 13, data),
+    first_entry = next(iter(by_dataset.values()))
+    common.write("history_full_valid", {"environment": common.environment(args.threads, first_entry["seed"],
+                                                                          first_entry["data_dir"]),
                                         "datasets": by_dataset}, "\n".join(md))
 
 

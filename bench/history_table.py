@@ -44,9 +44,7 @@ def main() -> None:
     for path in sorted(args.runs.glob("*/eval_valid.json")):
         if path.parent.name.startswith("gpu-") or (only and not any(fnmatch(path.parent.name, p) for p in only)):
             continue
-        rep = json.loads(path.read_text(encoding="utf-8"))
-        rep["system"] = system_of(rep)
-        all_reports[path.parent.name] = rep
+        all_reports[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
     missing = [p for p in only if not any(fnmatch(n, p) for n in all_reports)]
     if missing:
         raise SystemExit(f"no eval_valid.json for runs {missing} under {args.runs}")
@@ -60,17 +58,6 @@ def main() -> None:
         md_all.extend(md)
     env = next(iter(payload_all.values()))["environment"]
     common.write(args.out, {"environment": env, "datasets": payload_all}, "\n".join(md_all))
-
-
-def system_of(rep: dict) -> str:
-    """A run's row name; reports written before names carried the backbone / training split get it now."""
-    from medrank.pipelines.history.training import system_name
-
-    base = rep["config"].get("base", "minilm")
-    if (base != "minilm" and base not in rep["system"]) or (
-            rep["config"].get("train_split", "train") != "train" and "trained on" not in rep["system"]):
-        return system_name(rep["config"])
-    return rep["system"]
 
 
 def random_order(reports: dict) -> dict[str, float]:
