@@ -80,3 +80,6 @@ def test_clear_errors(data_dir, tmp_path):
     cfg.write_text("{not json")
     res = runner.invoke(app, ["train", str(cfg)])
     assert res.exit_code == 2 and "cannot parse" in res.output
+    # an empty procedure mention is refused before any model loads, naming the argument
+    res = runner.invoke(app, ["normalize", "--model", str(tmp_path / "no-run"), "右甲状腺叶切除术", "  "])
+    assert res.exit_code == 2 and "mention 1 is empty" in res.output

@@ -356,6 +356,15 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     assert one.candidates == batch[0].candidates and one.terms == batch[0].terms
     assert np.allclose(one.final, batch[0].final, atol=1e-4)
     assert len(one.candidates) == 5 and one.codes[0] == norm.terms.codes[norm.terms.row[one.terms[0]]]
+    # an empty mention is an error on both paths, not a confident answer for "[CLS] [SEP]"
+    for bad in ("", "  \t"):
+        with pytest.raises(ValueError, match="mention 0 is empty"):
+            norm.normalize_one(bad)
+    with pytest.raises(ValueError, match="mention 1 is empty"):
+        norm.predict(["左肾切除术", " "])
+    with pytest.raises(TypeError, match="mention 0 must be a string"):
+        norm.predict([None])  # type: ignore[list-item]
+    assert norm.predict([]) == []
     for fusion in ("recall", "ranker"):
         p = ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, fusion=fusion).predict(["左肾切除术"])[0]
         assert p.terms and p.terms[0] in p.candidates

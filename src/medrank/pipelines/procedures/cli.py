@@ -108,9 +108,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
         from medrank.cli import _fail, _print_results, console
-        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions
 
         try:
+            check_mentions(mentions)  # before loading the models: say which argument is empty
             norm = ProcedureNormalizer.load(model or default_run(), **({"theta": theta} if theta is not None else {}))
             if theta is not None and norm.learned is not None:
                 norm.learned = norm.learned.with_theta(theta)

@@ -73,6 +73,21 @@ class Prediction:
         }
 
 
+def check_mentions(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, or a clear error: every mention must be a string with some non-space text.
+
+    Without this an empty mention is still embedded (as the bare ``[CLS] [SEP]``) and gets a
+    confident-looking standard name.
+    """
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"mention {i} must be a string, got {type(t).__name__}")
+        if not t.strip():
+            raise ValueError(f"mention {i} is empty: pass the procedure text to normalise")
+    return out
+
+
 class ProcedureNormalizer:
     """MTCG + KAR + FB over a :class:`TermBase`.
 
@@ -261,7 +276,9 @@ class ProcedureNormalizer:
         """Normalise many mentions (batched; mention bottoms are cached)."""
         from tqdm.auto import tqdm
 
-        texts = list(texts)
+        texts = check_mentions(texts)
+        if not texts:
+            return []
         emb, probs = self.mtcg.encode_mentions(texts, batch_size=batch_size)
         rows, dist = self.retrieve(emb, texts)
         s_r = None
@@ -296,6 +313,7 @@ class ProcedureNormalizer:
         from medrank.encoders.blocks import eval_mode
         from medrank.pipelines.procedures.mtcg import bottom_states
 
+        check_mentions([text])
         with eval_mode(self.mtcg), (eval_mode(self.kar) if self.kar is not None else eval_mode(self.mtcg)):
             hidden, mask = bottom_states(self.mtcg.bi, [text], "query", use_cache=False)
             emb_t, logits = self.mtcg.mention_forward(hidden, mask)
