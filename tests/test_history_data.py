@@ -134,6 +134,11 @@ def test_train_evaluate_and_rerank_end_to_end(tmp_path, tiny_st, model_kind):
     rows = json.loads(out.stdout)
     assert sorted(r["question"] for r in rows) == ["any chest pain?", "any itch?", "do you have fever?"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
+    # every kind of re-ranker refuses an empty candidate with the same clear error
+    from medrank.pipelines.history.evaluation import load_reranker
+
+    with pytest.raises(ValueError, match="candidate question 1 is empty"):
+        load_reranker(tmp_path / "run")[1].score(render_dialogue(sample.context), ["any itch?", ""])
 
 
 def _ddx_fixture(tmp_path):

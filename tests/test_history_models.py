@@ -135,3 +135,27 @@ def test_cross_encoder_pairs_and_round_trip(tmp_path):
     assert len(scores) == 5
     ce.save(tmp_path / "ce")
     assert HistoryCrossEncoder.load(tmp_path / "ce").score(DIALOGUE, QUESTIONS) == pytest.approx(scores, abs=1e-6)
+
+
+def test_score_rejects_bad_candidates_the_same_way_for_every_reranker():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from medrank.pipelines.history.models.inputs import check_score_inputs
+
+    _, tok = make_tiny_bert()
+    cfg = BertConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64, num_labels=1)
+    ce = HistoryCrossEncoder(BertForSequenceClassification(cfg).eval(), tok, max_dialogue_tokens=8, max_question_tokens=4)
+    for model in (tiny_global(), ce):
+        assert len(model.score("", QUESTIONS[:2])) == 2  # no context yet: the consultation's opening question
+        with pytest.raises(ValueError, match="candidate question 1 is empty"):
+            model.score(DIALOGUE, ["fever", "  "])
+        with pytest.raises(ValueError, match="at least one candidate"):
+            model.score(DIALOGUE, [])
+        with pytest.raises(TypeError, match="candidate question 0 must be a string"):
+            model.score(DIALOGUE, [None])
+        with pytest.raises(TypeError, match="not one string"):
+            model.score(DIALOGUE, "fever")
+        with pytest.raises(TypeError, match="dialogue must be a string"):
+            model.score(None, QUESTIONS)
+    assert check_score_inputs("", ("a", "b")) == ["a", "b"]

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from medrank.pipelines.history.models.inputs import check_score_inputs
+
 
 class HistoryBiEncoder(nn.Module):
     def __init__(self, encoder, max_dialogue_tokens: int = 256) -> None:
@@ -47,6 +49,7 @@ class HistoryBiEncoder(nn.Module):
 
     @torch.inference_mode()
     def score(self, dialogue: str, questions: Sequence[str]) -> list[float]:
+        questions = check_score_inputs(dialogue, questions)
         self.eval()
         d = self.embed_dialogues([dialogue])
         q = self.embed_questions(questions)

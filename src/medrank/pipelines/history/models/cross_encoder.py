@@ -16,7 +16,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from medrank.pipelines.history.models.inputs import dialogue_tail_ids, question_ids, special_ids
+from medrank.pipelines.history.models.inputs import (
+    check_score_inputs,
+    dialogue_tail_ids,
+    question_ids,
+    special_ids,
+)
 
 
 class HistoryCrossEncoder(nn.Module):
@@ -58,6 +63,7 @@ class HistoryCrossEncoder(nn.Module):
     @torch.inference_mode()
     def score(self, dialogue: str, questions: Sequence[str], batch_size: int = 32,
               dialogue_ids: list[int] | None = None) -> list[float]:
+        questions = check_score_inputs(dialogue, questions)
         self.eval()
         d = dialogue_ids if dialogue_ids is not None else self.dialogue_ids(dialogue)
         out: list[float] = []

@@ -39,7 +39,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from medrank.pipelines.history.models.inputs import dialogue_tail_ids, question_ids, special_ids
+from medrank.pipelines.history.models.inputs import (
+    check_score_inputs,
+    dialogue_tail_ids,
+    question_ids,
+    special_ids,
+)
 
 
 @dataclass
@@ -203,6 +208,7 @@ class GlobalReranker(nn.Module):
     @torch.inference_mode()
     def score(self, dialogue: str, questions: Sequence[str]) -> list[float]:
         """Scores of ``questions`` for one dialogue (model left in eval mode)."""
+        questions = check_score_inputs(dialogue, questions)
         self.eval()
         batch = self.collate([self.encode(dialogue, questions)])
         return self.forward(batch)[0].tolist()

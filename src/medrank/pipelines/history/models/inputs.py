@@ -6,6 +6,27 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def check_score_inputs(dialogue: str, questions: Sequence[str]) -> list[str]:
+    """The candidate questions as a list, or a clear error (the one check every re-ranker's ``score`` runs).
+
+    The dialogue may be empty (the opening question of a consultation has no context yet) but must
+    be a string; there must be at least one candidate, and each must be a string with some text.
+    """
+    if not isinstance(dialogue, str):
+        raise TypeError(f"the dialogue must be a string, got {type(dialogue).__name__}")
+    if isinstance(questions, str):
+        raise TypeError("questions must be a sequence of strings, not one string")
+    out = list(questions)
+    if not out:
+        raise ValueError("a sample needs at least one candidate question")
+    for i, q in enumerate(out):
+        if not isinstance(q, str):
+            raise TypeError(f"candidate question {i} must be a string, got {type(q).__name__}")
+        if not q.strip():
+            raise ValueError(f"candidate question {i} is empty")
+    return out
+
+
 def special_ids(tokenizer: Any) -> tuple[int, int, int, int]:
     """``(cls, sep, mask, pad)`` ids, with a clear error for tokenizers that lack one."""
     ids = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id)
