@@ -39,6 +39,14 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
+def check_query(entity: str, aspect: str, where: str = "") -> None:
+    """A clear error unless ``entity`` and ``aspect`` are both strings with some text (an empty one would be encoded as-is)."""
+    for name, value in (("entity", entity), ("aspect", aspect)):
+        if not isinstance(value, str):
+            raise TypeError(f"{where}{name} must be a string, got {type(value).__name__}")
+        if not value.strip():
+            raise ValueError(f"{where}{name} is empty: pass e.g. entity='IgA nephropathy', aspect='symptoms'")
+
 class CDVIndex:
     """Sentence vectors of a corpus plus the passage/document layout and the query model."""
 
@@ -111,6 +119,7 @@ class CDVIndex:
 
     # -- querying -----------------------------------------------------------------------------------
     def query_vector(self, entity: str, aspect: str, entity_weight: float | None = None) -> np.ndarray:
+        check_query(entity, aspect)
         w = self.entity_weight if entity_weight is None else float(entity_weight)
         if not 0.0 <= w <= 1.0:
             raise ValueError(f"entity_weight must be in [0, 1], got {w}")
@@ -119,6 +128,10 @@ class CDVIndex:
         return np.concatenate([w * e, (1.0 - w) * a]).astype(np.float32)
 
     def query_vectors(self, entities: Sequence[str], aspects: Sequence[str], entity_weight: float | None = None) -> np.ndarray:
+        if len(entities) != len(aspects):
+            raise ValueError(f"{len(entities)} entities but {len(aspects)} aspects")
+        for i, (e, a) in enumerate(zip(entities, aspects, strict=True)):
+            check_query(e, a, f"query {i}: ")
         w = self.entity_weight if entity_weight is None else float(entity_weight)
         e = self.label_space.entity_vectors(list(entities))
         a = self.label_space.aspect_vectors(list(aspects))
