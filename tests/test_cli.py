@@ -82,4 +82,4 @@ def test_clear_errors(data_dir, tmp_path):
     assert res.exit_code == 2 and "cannot parse" in res.output
     # an empty procedure mention is refused before any model loads, naming the argument
     res = runner.invoke(app, ["normalize", "--model", str(tmp_path / "no-run"), "右甲状腺叶切除术", "  "])
-    assert res.exit_code == 2 and "mention 1 is empty" in res.output
+    assert res.exit_code == 2 and "mention 1 must be a non-empty string" in res.output

@@ -137,7 +137,7 @@ def test_train_evaluate_and_rerank_end_to_end(tmp_path, tiny_st, model_kind):
     # every kind of re-ranker refuses an empty candidate with the same clear error
     from medrank.pipelines.history.evaluation import load_reranker
 
-    with pytest.raises(ValueError, match="candidate question 1 is empty"):
+    with pytest.raises(ValueError, match="candidate question 1 must be a non-empty string"):
         load_reranker(tmp_path / "run")[1].score(render_dialogue(sample.context), ["any itch?", ""])
 
 

@@ -148,7 +148,7 @@ def test_score_rejects_bad_candidates_the_same_way_for_every_reranker():
     ce = HistoryCrossEncoder(BertForSequenceClassification(cfg).eval(), tok, max_dialogue_tokens=8, max_question_tokens=4)
     for model in (tiny_global(), ce):
         assert len(model.score("", QUESTIONS[:2])) == 2  # no context yet: the consultation's opening question
-        with pytest.raises(ValueError, match="candidate question 1 is empty"):
+        with pytest.raises(ValueError, match="candidate question 1 must be a non-empty string"):
             model.score(DIALOGUE, ["fever", "  "])
         with pytest.raises(ValueError, match="at least one candidate"):
             model.score(DIALOGUE, [])

@@ -217,9 +217,9 @@ def test_train_index_ask_and_evaluate(medquad_root: Path, tiny_encoder_dir: Path
     assert len(ranking) == 3 and list(ranking.scores) == sorted(ranking.scores, reverse=True)
     # passage score = mean of its sentence scores
     q = index.query_vector("Asthma", "symptoms")
-    with pytest.raises(ValueError, match="aspect is empty"):
+    with pytest.raises(ValueError, match="aspect must be a non-empty string"):
         index.search("Asthma", " ")
-    with pytest.raises(ValueError, match="query 1: entity is empty"):
+    with pytest.raises(ValueError, match="query 1: entity must be a non-empty string"):
         index.query_vectors(["Asthma", ""], ["symptoms", "causes"])
     curve = index.score_curve("Asthma", "symptoms", "GARD_0000003")
     for pid, _label, a, b, score in curve["passages"]:

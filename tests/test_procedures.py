@@ -358,9 +358,9 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     assert len(one.candidates) == 5 and one.codes[0] == norm.terms.codes[norm.terms.row[one.terms[0]]]
     # an empty mention is an error on both paths, not a confident answer for "[CLS] [SEP]"
     for bad in ("", "  \t"):
-        with pytest.raises(ValueError, match="mention 0 is empty"):
+        with pytest.raises(ValueError, match="mention 0 must be a non-empty string"):
             norm.normalize_one(bad)
-    with pytest.raises(ValueError, match="mention 1 is empty"):
+    with pytest.raises(ValueError, match="mention 1 must be a non-empty string"):
         norm.predict(["左肾切除术", " "])
     with pytest.raises(TypeError, match="mention 0 must be a string"):
         norm.predict([None])  # type: ignore[list-item]

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def _require_text(value: object, what: str) -> str:
+def require_text(value: object, what: str) -> str:
+    """``value`` if it is a string with some non-space text, else a clear TypeError / ValueError naming ``what``."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
     if not value.strip():
@@ -38,8 +39,8 @@ class Query:
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        _require_text(self.id, "Query.id")
-        _require_text(self.text, f"Query.text (id={self.id!r})")
+        require_text(self.id, "Query.id")
+        require_text(self.text, f"Query.text (id={self.id!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,8 @@ class Concept:
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        _require_text(self.id, "Concept.id")
-        _require_text(self.name, f"Concept.name (id={self.id!r})")
+        require_text(self.id, "Concept.id")
+        require_text(self.name, f"Concept.name (id={self.id!r})")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -89,8 +90,8 @@ class Passage:
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        _require_text(self.id, "Passage.id")
-        _require_text(self.text, f"Passage.text (id={self.id!r})")
+        require_text(self.id, "Passage.id")
+        require_text(self.text, f"Passage.text (id={self.id!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,7 @@ class Document:
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        _require_text(self.id, "Document.id")
+        require_text(self.id, "Document.id")
 
     @property
     def text(self) -> str:
@@ -118,7 +119,7 @@ class DialogueTurn:
     text: str
 
     def __post_init__(self) -> None:
-        _require_text(self.speaker, "DialogueTurn.speaker")
+        require_text(self.speaker, "DialogueTurn.speaker")
         if not isinstance(self.text, str):
             raise TypeError("DialogueTurn.text must be a string")
 

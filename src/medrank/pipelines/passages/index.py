@@ -28,7 +28,7 @@ import numpy as np
 from medrank.index.topk import topk_stable
 from medrank.pipelines.passages.model import CDVModel, LabelSpace
 from medrank.pipelines.passages.text import SentenceTable, build_sentence_table
-from medrank.records import Document, Ranking
+from medrank.records import Document, Ranking, require_text
 from medrank.utils.io import atomic_dir
 
 FORMAT = "medrank-cdv-index"
@@ -41,11 +41,9 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
 
 def check_query(entity: str, aspect: str, where: str = "") -> None:
     """A clear error unless ``entity`` and ``aspect`` are both strings with some text (an empty one would be encoded as-is)."""
-    for name, value in (("entity", entity), ("aspect", aspect)):
-        if not isinstance(value, str):
-            raise TypeError(f"{where}{name} must be a string, got {type(value).__name__}")
-        if not value.strip():
-            raise ValueError(f"{where}{name} is empty: pass e.g. entity='IgA nephropathy', aspect='symptoms'")
+    require_text(entity, f"{where}entity")
+    require_text(aspect, f"{where}aspect")
+
 
 class CDVIndex:
     """Sentence vectors of a corpus plus the passage/document layout and the query model."""

@@ -39,7 +39,7 @@ from medrank.pipelines.procedures.fusion import (
 from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
 from medrank.pipelines.procedures.memory import MentionMemory
 from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
-from medrank.records import Qrels, Ranking
+from medrank.records import Qrels, Ranking, require_text
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +79,7 @@ def check_mentions(texts: Sequence[str]) -> list[str]:
     Without this an empty mention is still embedded (as the bare ``[CLS] [SEP]``) and gets a
     confident-looking standard name.
     """
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"mention {i} must be a string, got {type(t).__name__}")
-        if not t.strip():
-            raise ValueError(f"mention {i} is empty: pass the procedure text to normalise")
-    return out
+    return [require_text(t, f"mention {i}") for i, t in enumerate(texts)]
 
 
 class ProcedureNormalizer:

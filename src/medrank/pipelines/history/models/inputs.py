@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from medrank.records import require_text
+
 
 def check_score_inputs(dialogue: str, questions: Sequence[str]) -> list[str]:
     """The candidate questions as a list, or a clear error (the one check every re-ranker's ``score`` runs).
@@ -19,12 +21,7 @@ def check_score_inputs(dialogue: str, questions: Sequence[str]) -> list[str]:
     out = list(questions)
     if not out:
         raise ValueError("a sample needs at least one candidate question")
-    for i, q in enumerate(out):
-        if not isinstance(q, str):
-            raise TypeError(f"candidate question {i} must be a string, got {type(q).__name__}")
-        if not q.strip():
-            raise ValueError(f"candidate question {i} is empty")
-    return out
+    return [require_text(q, f"candidate question {i}") for i, q in enumerate(out)]
 
 
 def special_ids(tokenizer: Any) -> tuple[int, int, int, int]:
