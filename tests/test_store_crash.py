@@ -119,17 +119,27 @@ def test_kill_during_embedded_index_build_and_save(tmp_path):
     for b in range(n_batches):
         store.add(*batch(b, size))
     store._release()  # like a crash: 12k vectors in SQLite, no snapshot
-    for delay in (0.5, 1.5):
+
+    def spoil_snapshots() -> None:  # force the next open to rebuild the graph from SQLite
+        for snap in (tmp_path / "store" / "snapshots").iterdir():
+            (snap / "vectors.faiss").write_bytes(b"x")
+
+    # time one uninterrupted build + save first: fixed delays were too late on a fast host
+    child = Child("build", uri)
+    child.wait_for(lambda lines: "BUILDING" in lines)
+    started = time.monotonic()
+    child.wait_for(lambda lines: "SAVED" in lines)
+    full = time.monotonic() - started
+    child.proc.wait(timeout=60)
+    spoil_snapshots()
+    for fraction in (0.2, 0.6):
         child = Child("build", uri)
         child.wait_for(lambda lines: "BUILDING" in lines)
-        time.sleep(delay)
+        time.sleep(fraction * full)
         child.kill()
-        assert "SAVED" not in child.lines, "the build finished before the kill: use more vectors"
+        assert "SAVED" not in child.lines, f"the build finished before the kill ({fraction} of {full:.2f} s)"
         assert verify(uri, size * n_batches, size) == size * n_batches
-        # verify() closed the store, which saved a snapshot: force the next build to start from scratch
-        manifest_snapshot = tmp_path / "store" / "snapshots"
-        for snap in manifest_snapshot.iterdir():
-            (snap / "vectors.faiss").write_bytes(b"x")
+        spoil_snapshots()  # verify() closed the store, which saved a snapshot
     child = Child("build", uri)
     child.wait_for(lambda lines: "SAVED" in lines)
     child.proc.wait(timeout=60)
