@@ -10,10 +10,10 @@ memory of the fit split), then for each variant reports
 * val exact-set accuracy with the variant fitted, and its θ tuned, on all of train-valid (votes
   for val from a memory of every training mention, as the fusion run saves it).
 
-Variants: the base regression (must reproduce the run's CV figure), dense votes (the same three
-votes from the 10 training mentions nearest by MTCG cosine) added to or instead of the TF-IDF
-votes, KAR's logit instead of its probability, and gradient-boosted trees instead of the
-regression. ``--int8`` also times PyTorch dynamic int8 quantisation of MTCG's and KAR's linear
+Variants: the fusion run's regression (over KAR's probability or its logit, as the run was
+fitted; must reproduce the run's CV figure), dense votes (the same three votes from the 10
+training mentions nearest by MTCG cosine) added to or instead of the TF-IDF votes, the other
+representation of KAR's score, and gradient-boosted trees instead of the regression. ``--int8`` also times PyTorch dynamic int8 quantisation of MTCG's and KAR's linear
 layers on the 1-thread latency path and scores val through it (the cached frozen-bottom states
 stay fp32; the name embeddings are re-encoded by the quantised top blocks on first use).
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.pipelines.procedures.data import carve_validation, load_mentions
-from medrank.pipelines.procedures.fusion import select_terms, tune_theta
+from medrank.pipelines.procedures.fusion import LearnedFusion, select_terms, tune_theta
 from medrank.pipelines.procedures.memory import VOTES, MentionMemory
 from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, set_accuracy
 from medrank.pipelines.procedures.training import fusion_training_data
@@ -160,12 +160,16 @@ def main() -> None:
     val_s_r = np.array([p.ranker_score for p in val_preds])
     gold, val_gold = [m.terms for m in valid], [m.terms for m in val]
 
-    base = ("s_c", "s_r", "votes")
+    # the fusion run's own regression (KAR's probability or its logit) is the base every variant changes
+    space = LearnedFusion.load(Path(args.fusion) / "model").ranker
+    r, other = ("logit(s_r)", "s_r") if space == "logit" else ("s_r", "logit(s_r)")
+    base = ("s_c", r, "votes")
+    base_name = f"the fusion run's: s_c, {r}, TF-IDF votes (logistic regression)"
     variants: dict[str, tuple[tuple[str, ...], Callable]] = {
-        "base: s_c, s_r, TF-IDF votes (logistic regression)": (base, logistic),
+        base_name: (base, logistic),
         "+ dense votes": ((*base, "dense votes"), logistic),
-        "dense votes instead of the TF-IDF votes": (("s_c", "s_r", "dense votes"), logistic),
-        "KAR's logit instead of its probability": (("s_c", "logit(s_r)", "votes"), logistic),
+        "dense votes instead of the TF-IDF votes": (("s_c", r, "dense votes"), logistic),
+        f"{other} instead of {r}": (("s_c", other, "votes"), logistic),
     }
     for params in ({"max_depth": 2, "max_iter": 50, "learning_rate": 0.1}, {"max_depth": 3, "max_iter": 100, "learning_rate": 0.05},
                    {"max_depth": 2, "max_iter": 200, "learning_rate": 0.05, "l2_regularization": 1.0},
@@ -180,7 +184,7 @@ def main() -> None:
                       "val": round(100 * accuracy(scorer(val_x), val_preds, val_gold, theta), 2), "theta": theta}
         print(name, rows[name], flush=True)
     run_cv = json.loads((Path(args.fusion) / "results.json").read_text(encoding="utf-8"))["train_valid_learned_cv"]
-    base_cv = rows["base: s_c, s_r, TF-IDF votes (logistic regression)"]["train_valid_cv"]
+    base_cv = rows[base_name]["train_valid_cv"]
     if base_cv != run_cv:
         raise SystemExit(f"the base row's CV {base_cv} differs from the fusion run's {run_cv}: not the same protocol")
     payload = {"environment": common.environment(args.threads, args.seed, str(data_root())), "kar": args.kar,

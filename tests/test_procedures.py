@@ -402,16 +402,30 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     with pytest.raises(ValueError, match="kar_recall"):
         train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "kar_recall": "tfidf", **common}, tmp_path / "bad")
 
+    # a listwise term (kar_listwise_weight > 0) trains on whole candidate lists: every mention's rows in one batch
+    from medrank.pipelines.procedures.training import KARTask, ProcedureConfig
+
+    lw_cfg = {"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "kar_listwise_weight": 1.0,
+              "theta_grid": [0.8], **common} | {"epochs": 1, "batch_size": 12}
+    task = KARTask(ProcedureConfig.from_dict(lw_cfg), tmp_path / "lw")
+    task.prepare_epoch(1)
+    seen = [set(b[:, 0].astype(int).tolist()) for b in task.epoch_batches]
+    assert sum(len(b) for b in seen) == len({int(e[0]) for e in task.examples}) == len(set().union(*seen))
+    assert len(task.epoch_batches) == task.steps_per_epoch() and np.isfinite(task.loss_fn(task.epoch_batches[0]).item())
+    assert set(train_kar(lw_cfg, tmp_path / "lw")["val"]) >= {"single", "multi", "total"}
+    with pytest.raises(ValueError, match="kar_listwise_weight"):
+        ProcedureConfig.from_dict({"task": "procedures-kar", "kar_listwise_weight": -1})
+
     # the learned fusion (not in the paper) extends the KAR run; its normaliser defaults to it
     from medrank.pipelines.procedures.training import train_fusion
 
     fused = train_fusion({"task": "procedures-fusion", "kar": str(tmp_path / "kar"), "memory_k": 3, "theta_grid": [0.5, 0.8],
-                          "data_root": str(data_dir), "threads": 1, "show_progress": False}, tmp_path / "fusion")
-    assert set(fused["weights"]) == {"s_c", "s_r", "vote_sum", "vote_max", "vote_nn1"} and fused["theta"] in (0.5, 0.8)
+                          "fusion_ranker": "logit", "data_root": str(data_dir), "threads": 1, "show_progress": False}, tmp_path / "fusion")
+    assert set(fused["weights"]) == {"s_c", "logit(s_r)", "vote_sum", "vote_max", "vote_nn1"} and fused["theta"] in (0.5, 0.8)
     assert 0 <= fused["train_valid_learned_cv"] <= 100
     assert fused["val_fb"] == kar["val"]  # the same KAR and θ under FB
     learned = ProcedureNormalizer.load(tmp_path / "fusion", data_root=str(data_dir))
-    assert learned.fusion == "learned" and len(learned.memory) == len(TRAIN)
+    assert learned.fusion == "learned" and len(learned.memory) == len(TRAIN) and learned.learned.ranker == "logit"
     one, batch = learned.normalize_one("左肾切除术"), learned.predict(["左肾切除术"])[0]
     assert one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
     assert all(0 < f < 1 for f in one.final)
@@ -454,6 +468,8 @@ def test_config_rejects_unknown_keys() -> None:
 
     with pytest.raises(ValueError, match="unknown config keys"):
         ProcedureConfig.from_dict({"task": "procedures-mtcg", "negativs": "online"})
+    with pytest.raises(ValueError, match="fusion_ranker"):
+        ProcedureConfig.from_dict({"task": "procedures-fusion", "fusion_ranker": "rank"})
     with pytest.raises(ValueError, match="unknown negative strategy"):
         make_strategy("nope", [], TermBase(["a"], [("1",)]))
 
@@ -615,6 +631,18 @@ def test_learned_fusion_fit_score_and_save(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="features"):
         LearnedFusion.load(tmp_path)
 
+    # ranker="logit": the regression reads log(s_r / (1 - s_r)), clipped away from 0 and 1, and reloads as such
+    logit_feats = LearnedFusion.features(s_c, s_r, votes, "logit")
+    assert np.allclose(logit_feats[..., 1], np.log(np.clip(s_r, 1e-6, 1 - 1e-6) / (1 - np.clip(s_r, 1e-6, 1 - 1e-6))))
+    assert np.isfinite(LearnedFusion.features(np.zeros((1, 2)), np.array([[0.0, 1.0]]), np.zeros((1, 2, 3)), "logit")).all()
+    by_logit = LearnedFusion.fit(logit_feats.reshape(-1, 5), labels.reshape(-1), ranker="logit").with_theta(0.6)
+    assert by_logit.ranker == "logit" and by_logit.feature_names[1] == "logit(s_r)"
+    by_logit.save(tmp_path)
+    assert LearnedFusion.load(tmp_path) == by_logit
+    assert np.allclose(by_logit.score(s_c, s_r, votes), 1 / (1 + np.exp(-(((logit_feats - by_logit.mean) / by_logit.scale) @ by_logit.coef + by_logit.intercept))))
+    with pytest.raises(ValueError, match="ranker must be one of"):
+        LearnedFusion.features(s_c, s_r, votes, "rank")
+
 
 def test_fusion_cv_accuracy_hand_computed() -> None:
     """Out-of-fold exact-set accuracy: 100 when s_r marks the gold, 50 when half the mentions lack it among their candidates."""
@@ -637,3 +665,23 @@ def test_fusion_cv_accuracy_hand_computed() -> None:
     assert _fusion_cv_accuracy(cfg, valid, preds, s_c, s_r, votes, labels) == 100.0
     absent = [SimpleNamespace(terms=(names[i][gold_col[i]] if i % 2 else "elsewhere",)) for i in range(n)]
     assert _fusion_cv_accuracy(cfg, absent, preds, s_c, s_r, votes, labels) == 50.0
+
+
+def test_kar_listwise_lists_hand_computed() -> None:
+    import torch
+
+    from medrank.pipelines.procedures.training import _as_lists
+
+    # pair rows of three mentions in batch order 7, 3, 7, 3, 3, 9
+    group = np.array([7, 3, 7, 3, 3, 9])
+    scores = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    labels = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])
+    s, y, mask = _as_lists(group, scores, labels)
+    # lists in mention order 3, 7, 9, each in batch order, padded to 3
+    assert torch.equal(s, torch.tensor([[0.2, 0.4, 0.5], [0.1, 0.3, 0.0], [0.6, 0.0, 0.0]]))
+    assert torch.equal(y, torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    assert mask.tolist() == [[True, True, True], [True, True, False], [True, False, False]]
+    # gradients flow back to the pair scores
+    leaf = scores.clone().requires_grad_(True)
+    _as_lists(group, leaf, labels)[0].sum().backward()
+    assert torch.equal(leaf.grad, torch.ones(6))

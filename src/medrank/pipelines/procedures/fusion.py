@@ -86,6 +86,15 @@ def tune_theta(
 
 
 LEARNED_FEATURES = ("s_c", "s_r", "vote_sum", "vote_max", "vote_nn1")
+RANKER_SPACES = ("probability", "logit")
+LOGIT_EPS = 1e-6  # s_r is clipped to [eps, 1 - eps] before its logit (float32 sigmoids reach 1.0)
+
+
+def feature_names(ranker: str = "probability") -> tuple[str, ...]:
+    """The learned fusion's feature names; ``ranker="logit"`` reads KAR's logit instead of its probability."""
+    if ranker not in RANKER_SPACES:
+        raise ValueError(f"ranker must be one of {RANKER_SPACES}, got {ranker!r}")
+    return LEARNED_FEATURES if ranker == "probability" else ("s_c", "logit(s_r)", *LEARNED_FEATURES[2:])
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,9 @@ class LearnedFusion:
 
     The probability takes the place of FB's ``(s_c + s_r)/2`` in :func:`select_terms` (same count
     rule; ``theta`` is tuned for these scores). Saved as JSON (weights and standardisation).
+    ``ranker="logit"`` reads KAR's logit ``log(s_r / (1 - s_r))`` in place of its probability: a
+    KAR trained with a listwise term spreads its scores on the logit scale and squashes most
+    probabilities to 0 or 1, where a linear model cannot separate them.
     """
 
     mean: tuple[float, ...]
@@ -101,32 +113,41 @@ class LearnedFusion:
     coef: tuple[float, ...]
     intercept: float
     theta: float = DEFAULT_THETA
+    ranker: str = "probability"
 
     FILE = "learned_fusion.json"
 
     def __post_init__(self) -> None:
-        n = len(LEARNED_FEATURES)
-        if not (len(self.mean) == len(self.scale) == len(self.coef) == n):
-            raise ValueError(f"LearnedFusion needs {n} means, scales and weights ({LEARNED_FEATURES})")
+        names = feature_names(self.ranker)
+        if not (len(self.mean) == len(self.scale) == len(self.coef) == len(names)):
+            raise ValueError(f"LearnedFusion needs {len(names)} means, scales and weights ({names})")
         if any(s <= 0 for s in self.scale):
             raise ValueError("feature scales must be > 0")
 
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return feature_names(self.ranker)
+
     @staticmethod
-    def features(recall: np.ndarray, ranker: np.ndarray, votes: np.ndarray) -> np.ndarray:
-        """``(..., k)`` s_c and s_r and ``(..., k, 3)`` votes → ``(..., k, 5)`` features."""
+    def features(recall: np.ndarray, ranker: np.ndarray, votes: np.ndarray, space: str = "probability") -> np.ndarray:
+        """``(..., k)`` s_c and s_r and ``(..., k, 3)`` votes → ``(..., k, 5)`` features (s_r as a probability or a logit)."""
+        feature_names(space)
         recall, ranker, votes = (np.asarray(a, dtype=np.float64) for a in (recall, ranker, votes))
         if recall.shape != ranker.shape or votes.shape != (*recall.shape, 3):
             raise ValueError(f"s_c {recall.shape}, s_r {ranker.shape} and votes {votes.shape} do not match")
+        if space == "logit":
+            p = np.clip(ranker, LOGIT_EPS, 1 - LOGIT_EPS)
+            ranker = np.log(p / (1 - p))
         return np.concatenate([recall[..., None], ranker[..., None], votes], axis=-1)
 
     def score(self, recall: np.ndarray, ranker: np.ndarray, votes: np.ndarray) -> np.ndarray:
         """Probabilities with the shape of ``recall``."""
-        z = (self.features(recall, ranker, votes) - np.array(self.mean)) / np.array(self.scale)
+        z = (self.features(recall, ranker, votes, self.ranker) - np.array(self.mean)) / np.array(self.scale)
         return 1.0 / (1.0 + np.exp(-(z @ np.array(self.coef) + self.intercept)))
 
     @classmethod
-    def fit(cls, features: np.ndarray, labels: np.ndarray, c: float = 1.0, seed: int = 13) -> LearnedFusion:
-        """Fit on ``(N, 5)`` candidate features and ``(N,)`` 0/1 labels (L2-regularised, strength ``1/c``)."""
+    def fit(cls, features: np.ndarray, labels: np.ndarray, c: float = 1.0, seed: int = 13, ranker: str = "probability") -> LearnedFusion:
+        """Fit on ``(N, 5)`` candidate features (from :meth:`features` with the same ``ranker`` space) and ``(N,)`` 0/1 labels (L2, strength ``1/c``)."""
         from sklearn.linear_model import LogisticRegression
 
         x, y = np.asarray(features, dtype=np.float64), np.asarray(labels)
@@ -137,17 +158,17 @@ class LearnedFusion:
         mean, scale = x.mean(0), x.std(0)
         scale = np.where(scale > 0, scale, 1.0)
         model = LogisticRegression(C=c, max_iter=5000, random_state=seed).fit((x - mean) / scale, y.astype(int))
-        return cls(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()), float(model.intercept_[0]))
+        return cls(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()), float(model.intercept_[0]), ranker=ranker)
 
     def with_theta(self, theta: float) -> LearnedFusion:
-        return LearnedFusion(self.mean, self.scale, self.coef, self.intercept, float(theta))
+        return LearnedFusion(self.mean, self.scale, self.coef, self.intercept, float(theta), self.ranker)
 
     def save(self, directory: str | Path) -> None:
         from medrank.utils.io import atomic_write_json
 
         atomic_write_json(
             Path(directory) / self.FILE,
-            {"features": list(LEARNED_FEATURES), "mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef), "intercept": self.intercept, "theta": self.theta},
+            {"features": list(self.feature_names), "mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef), "intercept": self.intercept, "theta": self.theta},
         )
 
     @classmethod
@@ -156,6 +177,8 @@ class LearnedFusion:
         if not path.exists():
             return None
         raw = json.loads(path.read_text(encoding="utf-8"))
-        if tuple(raw.get("features", ())) != LEARNED_FEATURES:
-            raise ValueError(f"{path} was written for features {raw.get('features')}, this version uses {LEARNED_FEATURES}")
-        return cls(tuple(raw["mean"]), tuple(raw["scale"]), tuple(raw["coef"]), float(raw["intercept"]), float(raw["theta"]))
+        spaces = {feature_names(r): r for r in RANKER_SPACES}
+        features = tuple(raw.get("features", ()))
+        if features not in spaces:
+            raise ValueError(f"{path} was written for features {raw.get('features')}, this version reads {list(spaces)}")
+        return cls(tuple(raw["mean"]), tuple(raw["scale"]), tuple(raw["coef"]), float(raw["intercept"]), float(raw["theta"]), spaces[features])

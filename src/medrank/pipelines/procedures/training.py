@@ -11,7 +11,9 @@
 
 ``medrank train configs/procedures/kar.yaml`` (task ``procedures-kar``) loads a trained MTCG,
 retrieves its top-``k`` candidates for every fit mention (gold terms it misses are added as
-positives), trains KAR with BCE, selects the epoch by the end-to-end exact-set accuracy on
+positives), trains KAR with BCE (the paper's loss; with ``kar_listwise_weight > 0``, plus that
+weight times ListNet over each mention's candidate list, batched by whole lists — the CPU
+recipe, not in the paper), selects the epoch by the end-to-end exact-set accuracy on
 train-valid, tunes FB's ``θ`` there, and writes ``normalizer.json`` so the run directory is a
 complete normaliser (``medrank normalize -m RUN``, ``medrank evaluate --dataset
 chip2019-procedures --model RUN``).
@@ -89,11 +91,15 @@ class ProcedureConfig:
     kar_keyword_attention: bool = True  # False: [PS]/[PT] attend to every token (a plain point-wise cross-encoder)
     kar_recall: str = "mtcg"  # candidates KAR trains and is evaluated on: "mtcg" or "bm25" (the point-wise baseline)
     kar_fusion: str = "fb"  # the run's fusion: "fb" (the paper) or "ranker" (s_r alone: the point-wise baseline)
+    # weight of a listwise term (ListNet over each mention's candidates) added to KAR's BCE; 0 = the
+    # paper's BCE alone. > 0 batches whole mentions (batch_size pairs, rounded to whole candidate lists)
+    kar_listwise_weight: float = 0.0
     dropout: float = 0.1
     # learned fusion (task procedures-fusion)
     kar: str | None = None  # the KAR run directory the fusion extends
     memory_k: int = 10  # neighbours of the mention memory
     fusion_c: float = 1.0  # inverse L2 strength of the logistic regression
+    fusion_ranker: str = "probability"  # the regression reads KAR's "probability" or its "logit"
     theta_grid: list[float] = field(default_factory=lambda: [round(x, 3) for x in np.arange(0.3, 1.0001, 0.025)])
     # optimisation
     epochs: int = 3
@@ -130,6 +136,10 @@ class ProcedureConfig:
             raise ValueError(f"kar_recall must be 'mtcg' or 'bm25' and kar_fusion 'fb' or 'ranker', got {cfg.kar_recall!r}, {cfg.kar_fusion!r}")
         if cfg.memory_k < 1 or cfg.fusion_c <= 0:
             raise ValueError(f"memory_k must be >= 1 and fusion_c > 0, got {cfg.memory_k} and {cfg.fusion_c}")
+        if cfg.fusion_ranker not in ("probability", "logit"):
+            raise ValueError(f"fusion_ranker must be 'probability' or 'logit', got {cfg.fusion_ranker!r}")
+        if cfg.kar_listwise_weight < 0:
+            raise ValueError(f"kar_listwise_weight must be >= 0, got {cfg.kar_listwise_weight}")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
             raise ValueError(f"head_lr must be > 0, got {cfg.head_lr}")
         return cfg
@@ -409,9 +419,10 @@ class KARTask:
             if cfg.negatives_per_mention is not None and len(negs) > cfg.negatives_per_mention:
                 negs = sorted(rng.choice(negs, cfg.negatives_per_mention, replace=False).tolist())
             self.examples += [(i, g, 1.0) for g in sorted(gold)] + [(i, c, 0.0) for c in negs]
-        from medrank.pipelines.procedures.losses import CrossEncoderBCELoss
+        from medrank.pipelines.procedures.losses import CrossEncoderBCELoss, ListNetLoss
 
         self.loss = CrossEncoderBCELoss()
+        self.listwise = ListNetLoss() if cfg.kar_listwise_weight > 0 else None
         self.epoch_batches: list[np.ndarray] = []
         self.save_cache()
 
@@ -420,21 +431,41 @@ class KARTask:
             self.mtcg.bi.save_cache(self.cache_dir)
             self._cached = self.mtcg.bi.cache_size()
 
+    def _mentions_per_batch(self) -> int:
+        """Listwise batches hold whole candidate lists: about ``batch_size`` pairs."""
+        return max(1, round(self.cfg.batch_size * len(self.fit) / max(len(self.examples), 1)))
+
     def steps_per_epoch(self) -> int:
-        n = math.ceil(len(self.examples) / self.cfg.batch_size)
+        if self.listwise is not None:
+            n = math.ceil(len(self.fit) / self._mentions_per_batch())
+        else:
+            n = math.ceil(len(self.examples) / self.cfg.batch_size)
         return min(n, self.cfg.max_steps_per_epoch) if self.cfg.max_steps_per_epoch else n
 
     def prepare_epoch(self, epoch: int) -> None:
         rng = np.random.default_rng([self.cfg.seed, epoch])
-        ex = np.array(self.examples, dtype=np.float64)[rng.permutation(len(self.examples))]
-        self.epoch_batches = [ex[s : s + self.cfg.batch_size] for s in range(0, len(ex), self.cfg.batch_size)]
+        ex = np.array(self.examples, dtype=np.float64)
+        if self.listwise is None:
+            ex = ex[rng.permutation(len(ex))]
+            self.epoch_batches = [ex[s : s + self.cfg.batch_size] for s in range(0, len(ex), self.cfg.batch_size)]
+            return
+        # whole mentions, shuffled; the rows of one mention stay together
+        lists = [ex[ex[:, 0] == i] for i in range(len(self.fit))]
+        lists = [lists[i] for i in rng.permutation(len(lists)) if len(lists[i])]
+        step = self._mentions_per_batch()
+        self.epoch_batches = [np.concatenate(lists[s : s + step]) for s in range(0, len(lists), step)]
 
     def loss_fn(self, batch: np.ndarray) -> torch.Tensor:
         m_idx, c_idx = batch[:, 0].astype(np.int64), batch[:, 1].astype(np.int64)
         mentions = [self.fit[int(i)].text for i in m_idx]
         cands = [self.terms.names[int(c)] for c in c_idx]
         logits = self.kar(mentions, cands, self.fit_emb[m_idx], self.term_emb[c_idx])
-        return self.loss(logits, torch.as_tensor(batch[:, 2], dtype=torch.float32))
+        labels = torch.as_tensor(batch[:, 2], dtype=torch.float32)
+        loss = self.loss(logits, labels)
+        if self.listwise is not None:
+            scores, list_labels, mask = _as_lists(m_idx, logits, labels)
+            loss = loss + self.cfg.kar_listwise_weight * self.listwise(scores, list_labels, mask)
+        return loss
 
     def evaluate(self, epoch: int) -> dict[str, float]:
         from medrank.pipelines.procedures.normalizer import set_accuracy
@@ -444,6 +475,21 @@ class KARTask:
         out = {f"acc_{k}": v for k, v in set_accuracy(self.valid, preds).items() if not k.startswith("n_")}
         out["eval_seconds"] = round(time.perf_counter() - t0, 2)
         return out
+
+
+def _as_lists(group: np.ndarray, scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pair rows ``(P,)`` grouped by ``group`` (a mention index per row) → padded ``(B, N)`` scores, labels, mask."""
+    keys, inverse = np.unique(group, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    sizes = np.bincount(inverse, minlength=len(keys))
+    width = int(sizes.max())
+    col = np.arange(len(group)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    rows_t, cols_t = torch.as_tensor(inverse[order]), torch.as_tensor(col)
+    order_t = torch.as_tensor(order)
+    out_s = scores.new_zeros((len(keys), width)).index_put((rows_t, cols_t), scores[order_t])
+    out_l = labels.new_zeros((len(keys), width)).index_put((rows_t, cols_t), labels[order_t])
+    mask = torch.zeros((len(keys), width), dtype=torch.bool).index_put((rows_t, cols_t), torch.ones(len(group), dtype=torch.bool))
+    return out_s, out_l, mask
 
 
 def _path_from_run(path: Path, run_dir: Path) -> str:
@@ -511,7 +557,6 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     prior of the fit split's names) and its memory votes come from the fit split only, so no
     train-valid mention sees its own label; the saved memory holds every training mention.
     """
-    from medrank.pipelines.procedures.fusion import LEARNED_FEATURES
     from medrank.pipelines.procedures.memory import MentionMemory
     from medrank.pipelines.procedures.normalizer import MANIFEST, ProcedureNormalizer, set_accuracy
 
@@ -548,7 +593,7 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     summary: dict[str, Any] = {
         "name": cfg.name,
         "kar": str(kar_dir),
-        "weights": dict(zip(LEARNED_FEATURES, [round(c, 4) for c in learned.coef], strict=True)),
+        "weights": dict(zip(learned.feature_names, [round(c, 4) for c in learned.coef], strict=True)),
         "theta": theta,
         "train_valid_fb": fb_valid,
         "train_valid_learned_in_sample": round(100 * theta_acc, 2),
@@ -574,8 +619,10 @@ def _fit_fusion(
     """The learned fusion fitted on the train-valid ``rows``, with its θ tuned there: ``(fusion, in-sample accuracy)``."""
     from medrank.pipelines.procedures.fusion import LearnedFusion, tune_theta
 
-    feats = LearnedFusion.features(s_c[rows], s_r[rows], votes[rows])
-    model = LearnedFusion.fit(feats.reshape(-1, feats.shape[-1]), labels[rows].reshape(-1), c=cfg.fusion_c, seed=cfg.seed)
+    feats = LearnedFusion.features(s_c[rows], s_r[rows], votes[rows], cfg.fusion_ranker)
+    model = LearnedFusion.fit(
+        feats.reshape(-1, feats.shape[-1]), labels[rows].reshape(-1), c=cfg.fusion_c, seed=cfg.seed, ranker=cfg.fusion_ranker
+    )
     probs = model.score(s_c[rows], s_r[rows], votes[rows])
     theta, acc = tune_theta([preds[i].candidates for i in rows], probs.tolist(), [preds[i].count_class for i in rows],
                             [set(valid[i].terms) for i in rows], cfg.theta_grid)

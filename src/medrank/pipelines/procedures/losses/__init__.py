@@ -4,10 +4,14 @@
 ``MultiTaskTripletLoss``   MTCG: Euclidean triplet loss (margin 1, k_n negatives) + count-head CE
 ``CrossEncoderBCELoss``    KAR: binary cross-entropy of (mention, candidate) logits — the shared
                            symptom-pipeline loss, re-exported (same formula, no copy)
+``ListNetLoss``            KAR's optional listwise term (``kar_listwise_weight``, not in the
+                           paper): ListNet over each mention's candidates — the history
+                           pipeline's loss, re-exported
 =========================  =====================================================================
 """
 
+from medrank.pipelines.history.losses.listnet import ListNetLoss
 from medrank.pipelines.procedures.losses.multitask_triplet import MultiTaskTripletLoss, count_class_weights
 from medrank.pipelines.symptom.losses.cross_encoder_bce import CrossEncoderBCELoss
 
-__all__ = ["CrossEncoderBCELoss", "MultiTaskTripletLoss", "count_class_weights"]
+__all__ = ["CrossEncoderBCELoss", "ListNetLoss", "MultiTaskTripletLoss", "count_class_weights"]
