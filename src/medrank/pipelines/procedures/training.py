@@ -47,6 +47,7 @@ from medrank.pipelines.procedures.data import (
     load_mentions,
     load_term_base,
 )
+from medrank.pipelines.procedures.fusion import RANKER_SPACES
 from medrank.pipelines.symptom.training import load_best
 from medrank.training import Callback, Trainer, recipe_settings
 from medrank.utils.io import atomic_write_json
@@ -136,8 +137,8 @@ class ProcedureConfig:
             raise ValueError(f"kar_recall must be 'mtcg' or 'bm25' and kar_fusion 'fb' or 'ranker', got {cfg.kar_recall!r}, {cfg.kar_fusion!r}")
         if cfg.memory_k < 1 or cfg.fusion_c <= 0:
             raise ValueError(f"memory_k must be >= 1 and fusion_c > 0, got {cfg.memory_k} and {cfg.fusion_c}")
-        if cfg.fusion_ranker not in ("probability", "logit"):
-            raise ValueError(f"fusion_ranker must be 'probability' or 'logit', got {cfg.fusion_ranker!r}")
+        if cfg.fusion_ranker not in RANKER_SPACES:
+            raise ValueError(f"fusion_ranker must be one of {RANKER_SPACES}, got {cfg.fusion_ranker!r}")
         if cfg.kar_listwise_weight < 0:
             raise ValueError(f"kar_listwise_weight must be >= 0, got {cfg.kar_listwise_weight}")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
@@ -419,6 +420,10 @@ class KARTask:
             if cfg.negatives_per_mention is not None and len(negs) > cfg.negatives_per_mention:
                 negs = sorted(rng.choice(negs, cfg.negatives_per_mention, replace=False).tolist())
             self.examples += [(i, g, 1.0) for g in sorted(gold)] + [(i, c, 0.0) for c in negs]
+        self.rows = np.array(self.examples, dtype=np.float64).reshape(-1, 3)
+        # the rows of fit mention i (examples are appended mention by mention, so column 0 is sorted)
+        bounds = np.searchsorted(self.rows[:, 0], np.arange(len(self.fit) + 1))
+        self.mention_rows = [self.rows[bounds[i] : bounds[i + 1]] for i in range(len(self.fit))]
         from medrank.pipelines.procedures.losses import CrossEncoderBCELoss, ListNetLoss
 
         self.loss = CrossEncoderBCELoss()
@@ -433,25 +438,23 @@ class KARTask:
 
     def _mentions_per_batch(self) -> int:
         """Listwise batches hold whole candidate lists: about ``batch_size`` pairs."""
-        return max(1, round(self.cfg.batch_size * len(self.fit) / max(len(self.examples), 1)))
+        return max(1, round(self.cfg.batch_size * len(self.fit) / max(len(self.rows), 1)))
 
     def steps_per_epoch(self) -> int:
         if self.listwise is not None:
-            n = math.ceil(len(self.fit) / self._mentions_per_batch())
+            n = math.ceil(sum(len(r) > 0 for r in self.mention_rows) / self._mentions_per_batch())
         else:
-            n = math.ceil(len(self.examples) / self.cfg.batch_size)
+            n = math.ceil(len(self.rows) / self.cfg.batch_size)
         return min(n, self.cfg.max_steps_per_epoch) if self.cfg.max_steps_per_epoch else n
 
     def prepare_epoch(self, epoch: int) -> None:
         rng = np.random.default_rng([self.cfg.seed, epoch])
-        ex = np.array(self.examples, dtype=np.float64)
         if self.listwise is None:
-            ex = ex[rng.permutation(len(ex))]
+            ex = self.rows[rng.permutation(len(self.rows))]
             self.epoch_batches = [ex[s : s + self.cfg.batch_size] for s in range(0, len(ex), self.cfg.batch_size)]
             return
         # whole mentions, shuffled; the rows of one mention stay together
-        lists = [ex[ex[:, 0] == i] for i in range(len(self.fit))]
-        lists = [lists[i] for i in rng.permutation(len(lists)) if len(lists[i])]
+        lists = [self.mention_rows[i] for i in rng.permutation(len(self.mention_rows)) if len(self.mention_rows[i])]
         step = self._mentions_per_batch()
         self.epoch_batches = [np.concatenate(lists[s : s + step]) for s in range(0, len(lists), step)]
 
