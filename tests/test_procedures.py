@@ -416,6 +416,27 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     with pytest.raises(ValueError, match="kar_listwise_weight"):
         ProcedureConfig.from_dict({"task": "procedures-kar", "kar_listwise_weight": -1})
 
+    # a deeper KAR (kar_train_layers > MTCG's train_layers) reads its own, shallower frozen bottom;
+    # its last blocks start from MTCG's trained top, the ones below from the base blocks
+    from medrank.encoders.blocks import encoder_blocks
+
+    deep_cfg = {"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "kar_train_layers": 2, "kar_init": "mtcg",
+                "theta_grid": [0.8], **common} | {"epochs": 1}
+    deep_task = KARTask(ProcedureConfig.from_dict(deep_cfg), tmp_path / "deep")
+    mtcg_blocks = encoder_blocks(deep_task.mtcg.bi.encoder.model)
+    assert (deep_task.kar.bottom.n_frozen, deep_task.mtcg.bi.n_frozen, len(deep_task.kar.top)) == (1, 2, 2)
+    for block, source in ((deep_task.kar.top[0], mtcg_blocks[1]), (deep_task.kar.top[1], mtcg_blocks[2])):
+        assert all(torch.equal(a, b) for a, b in zip(block.state_dict().values(), source.state_dict().values(), strict=True))
+    # MTCG's own blocks stay frozen (the deeper bottom must not flip them back to trainable)
+    assert not any(p.requires_grad for p in deep_task.mtcg.parameters())
+    train_kar(deep_cfg, tmp_path / "deep")
+    deep = ProcedureNormalizer.load(tmp_path / "deep", data_root=str(data_dir))
+    assert deep.kar.bottom is not deep.mtcg.bi and deep.kar.bottom.n_frozen == 1
+    one, batch = deep.normalize_one("右甲状腺叶切除术"), deep.predict(["右甲状腺叶切除术"])[0]
+    assert one.candidates == batch.candidates and one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
+    with pytest.raises(ValueError, match="kar_train_layers"):
+        ProcedureConfig.from_dict({"task": "procedures-kar", "kar_train_layers": 0})
+
     # the learned fusion (not in the paper) extends the KAR run; its normaliser defaults to it
     from medrank.pipelines.procedures.training import train_fusion
 
@@ -461,6 +482,34 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     strat.prepare(1, norm.mtcg)
     negs = strat.sample(np.arange(len(mentions)), [m.terms[0] for m in mentions], 4, np.random.default_rng(0))
     assert all(not set(n) & set(m.terms) for n, m in zip(negs, mentions, strict=True))
+
+
+def test_continue_frozen_matches_a_deeper_frozen_bottom() -> None:
+    from medrank.encoders.blocks import continue_frozen, frozen_bottom
+
+    enc = tiny_chinese_encoder()
+    features = enc.tokenize(["右甲状腺叶切除术", "肾切除术"], "query")
+    shallow = frozen_bottom(enc.model, 1, features)
+    deeper = continue_frozen(enc.model, shallow, features["attention_mask"], 1, 3)
+    real = features["attention_mask"].bool()
+    assert torch.allclose(deeper[real], frozen_bottom(enc.model, 3, features)[real], atol=1e-5)
+    assert continue_frozen(enc.model, shallow, features["attention_mask"], 1, 1) is shallow
+    with pytest.raises(ValueError, match="start <= end"):
+        continue_frozen(enc.model, shallow, features["attention_mask"], 2, 1)
+
+
+def test_kar_bottom_for_shares_or_builds_a_shallower_bottom() -> None:
+    from medrank.pipelines.procedures.kar import kar_bottom_for
+    from medrank.pipelines.procedures.mtcg import MTCG
+
+    mtcg = MTCG(tiny_chinese_encoder(), train_layers=1)
+    flags = [p.requires_grad for p in mtcg.parameters()]
+    assert kar_bottom_for(mtcg, None) is mtcg.bi and kar_bottom_for(mtcg, 1) is mtcg.bi
+    deeper = kar_bottom_for(mtcg, 3)
+    assert deeper.n_frozen == 0 and deeper.encoder is mtcg.bi.encoder and deeper.cache_key() != mtcg.bi.cache_key()
+    assert [p.requires_grad for p in mtcg.parameters()] == flags
+    with pytest.raises(ValueError, match="fewer"):
+        kar_bottom_for(MTCG(tiny_chinese_encoder(), train_layers=2), 1)
 
 
 def test_config_rejects_unknown_keys() -> None:

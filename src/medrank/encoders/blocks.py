@@ -61,3 +61,20 @@ def frozen_bottom(model: nn.Module, n_frozen: int, features: dict[str, torch.Ten
             for block in encoder_blocks(model)[:n_frozen]:
                 hidden = block(hidden, mask)
     return hidden
+
+
+def continue_frozen(model: nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """States after blocks ``start:end`` from the states after block ``start`` (no gradient, no dropout).
+
+    ``frozen_bottom(model, end, f)`` equals ``continue_frozen(model, frozen_bottom(model, start, f), mask, start, end)``;
+    with ``start == end`` the states come back unchanged.
+    """
+    if not 0 <= start <= end <= len(encoder_blocks(model)):
+        raise ValueError(f"need 0 <= start <= end <= {len(encoder_blocks(model))}, got {start}, {end}")
+    if start == end:
+        return hidden
+    with torch.no_grad(), eval_mode(model):
+        mask = model_attention_mask(model, hidden, attention_mask)
+        for block in encoder_blocks(model)[start:end]:
+            hidden = block(hidden, mask)
+    return hidden

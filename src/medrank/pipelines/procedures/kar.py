@@ -25,7 +25,9 @@ under the keyword mask. [CLS] / [PS] / [PT] therefore enter at the top block as 
 run through the frozen bottom, and a learned segment vector marks the candidate's states. With
 ``n_frozen = 0`` (``train_layers`` = all blocks) and ``interaction="none"`` this is the paper's
 full cross-encoder. The CPU recipe's head also reads MTCG's two embeddings
-(``interaction="recall"``, see :class:`KeywordAttentiveRanker`).
+(``interaction="recall"``, see :class:`KeywordAttentiveRanker`). KAR may also have more joint
+blocks than MTCG trains (``kar_train_layers``, :func:`kar_bottom_for`): it then reads its own,
+shallower cached bottom, and the blocks between run once more per pair.
 """
 
 from __future__ import annotations
@@ -191,6 +193,27 @@ def packed_block(
     attn = attn.transpose(1, 2).reshape(n * length, heads * head).index_select(0, idx)
     out = block.feed_forward_chunk(block.attention.output(attn, x))
     return hidden.new_zeros((n * length, d)).index_copy(0, idx, out).view(n, length, d)
+
+
+def kar_bottom_for(mtcg: Any, train_layers: int | None) -> BiEncoder:
+    """The frozen bottom KAR reads: MTCG's own (shared cache) or, for a deeper KAR, a shallower one.
+
+    ``train_layers`` is KAR's number of joint blocks; ``None`` or MTCG's own count shares MTCG's
+    :class:`BiEncoder` (one cache for both). A larger count gives KAR its own bottom over the same
+    base encoder, ending ``train_layers`` blocks below the top, with its own cache (the cache key
+    holds the depth). The base blocks are shared, not copied: MTCG trains only its top blocks.
+    """
+    bi = mtcg.bi
+    if train_layers is None or train_layers == len(encoder_blocks(bi.encoder.model)) - bi.n_frozen:
+        return bi
+    if train_layers < len(encoder_blocks(bi.encoder.model)) - bi.n_frozen:
+        raise ValueError(f"KAR's joint blocks ({train_layers}) cannot be fewer than MTCG's trained blocks")
+    flags = [p.requires_grad for p in bi.encoder.model.parameters()]
+    bottom = BiEncoder(bi.encoder, train_layers=train_layers, cache=bi.use_cache, cache_dtype=bi.cache_dtype)
+    # BiEncoder marks its top blocks trainable in the shared model; MTCG's flags stay as they were
+    for p, flag in zip(bi.encoder.model.parameters(), flags, strict=True):
+        p.requires_grad_(flag)
+    return bottom
 
 
 def _token_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ from medrank.pipelines.procedures.fusion import (
     recall_scores,
     select_terms,
 )
-from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
+from medrank.pipelines.procedures.kar import KeywordAttentiveRanker, kar_bottom_for
 from medrank.pipelines.procedures.memory import MentionMemory
 from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
 from medrank.records import Qrels, Ranking, require_text
@@ -154,7 +154,7 @@ class ProcedureNormalizer:
         spec = json.loads((kar_dir / "kar.json").read_text(encoding="utf-8"))
         kw = load_keywords(data_root)
         kar = KeywordAttentiveRanker(
-            mtcg.bi, kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False),
+            kar_bottom_for(mtcg, spec.get("train_layers")), kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False),
             keyword_attention=spec.get("keyword_attention", True),
         )
         kar.load_weights(kar_dir)
@@ -171,8 +171,14 @@ class ProcedureNormalizer:
 
     def load_cache(self, cache_dir: str | None) -> None:
         if cache_dir:
-            n = self.mtcg.bi.load_cache(cache_dir)
+            n = sum(b.load_cache(cache_dir) for b in self.frozen_bottoms())
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
+
+    def frozen_bottoms(self) -> list[Any]:
+        """MTCG's frozen bottom, and KAR's when KAR has more joint blocks than MTCG trains."""
+        if self.kar is None or self.kar.bottom is self.mtcg.bi:
+            return [self.mtcg.bi]
+        return [self.mtcg.bi, self.kar.bottom]
 
     # -- recall ------------------------------------------------------------------------------------------
     def term_embeddings(self) -> np.ndarray:
@@ -304,23 +310,27 @@ class ProcedureNormalizer:
     @torch.no_grad()
     def normalize_one(self, text: str) -> Prediction:
         """One mention end to end, nothing cached for the mention (the latency path)."""
-        from medrank.encoders.blocks import eval_mode
+        from medrank.encoders.blocks import continue_frozen, eval_mode
         from medrank.pipelines.procedures.mtcg import bottom_states
 
         check_mentions([text])
         with eval_mode(self.mtcg), (eval_mode(self.kar) if self.kar is not None else eval_mode(self.mtcg)):
-            hidden, mask = bottom_states(self.mtcg.bi, [text], "query", use_cache=False)
+            kar_bottom = self.kar.bottom if self.kar is not None else self.mtcg.bi
+            kar_hidden, mask = bottom_states(kar_bottom, [text], "query", use_cache=False)
+            # a deeper KAR reads a shallower bottom: MTCG's continues from it through the frozen blocks between
+            hidden = continue_frozen(self.mtcg.bi.encoder.model, kar_hidden, mask, kar_bottom.n_frozen, self.mtcg.bi.n_frozen)
             emb_t, logits = self.mtcg.mention_forward(hidden, mask)
             emb = emb_t.float().cpu().numpy()
             rows, dist = self.retrieve(emb, [text])
             s_r = None
             if self.kar is not None and self.fusion != "recall":
                 cands = [self.terms.names[i] for i in rows[0]]
-                ch, cm = self.mtcg.bi._cache_for("passage").gather(cands, self.mtcg.bi.device)
+                kar_bottom.fill_cache(cands, "passage")
+                ch, cm = kar_bottom._cache_for("passage").gather(cands, kar_bottom.device)
                 n = len(cands)
                 vec_c = torch.from_numpy(self.term_embeddings()[rows[0]])
                 logit = self.kar.forward_states(
-                    [text] * n, cands, hidden.expand(n, -1, -1), mask.expand(n, -1), ch, cm, emb_t.expand(n, -1), vec_c
+                    [text] * n, cands, kar_hidden.expand(n, -1, -1), mask.expand(n, -1), ch, cm, emb_t.expand(n, -1), vec_c
                 )
                 s_r = torch.sigmoid(logit).float().cpu().numpy()
         votes = self._votes([text], rows)
@@ -329,7 +339,8 @@ class ProcedureNormalizer:
     def warm_up(self) -> None:
         """Encode (and cache the frozen bottom of) every standard name before timing anything."""
         self.term_embeddings()
-        self.mtcg.bi.fill_cache(self.terms.names, "passage")
+        for bottom in self.frozen_bottoms():
+            bottom.fill_cache(self.terms.names, "passage")
 
 
 # -- the training-label prior -----------------------------------------------------------------------

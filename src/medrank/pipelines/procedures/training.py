@@ -88,6 +88,9 @@ class ProcedureConfig:
     negatives_per_mention: int | None = None
     ffn_hidden: int = 256
     kar_interaction: str = "recall"  # extra FFN features: "recall" (MTCG's embeddings), "tokens", "none" (the paper)
+    # KAR's joint blocks over its own frozen bottom (None = MTCG's train_layers: the two share one
+    # cached bottom); more blocks = more mention-candidate interaction, linearly more KAR time
+    kar_train_layers: int | None = None
     kar_init: str = "base"  # KAR's top blocks start from the base encoder ("base") or MTCG's trained top ("mtcg")
     kar_keyword_attention: bool = True  # False: [PS]/[PT] attend to every token (a plain point-wise cross-encoder)
     kar_recall: str = "mtcg"  # candidates KAR trains and is evaluated on: "mtcg" or "bm25" (the point-wise baseline)
@@ -139,6 +142,8 @@ class ProcedureConfig:
             raise ValueError(f"memory_k must be >= 1 and fusion_c > 0, got {cfg.memory_k} and {cfg.fusion_c}")
         if cfg.fusion_ranker not in RANKER_SPACES:
             raise ValueError(f"fusion_ranker must be one of {RANKER_SPACES}, got {cfg.fusion_ranker!r}")
+        if cfg.kar_train_layers is not None and cfg.kar_train_layers < 1:
+            raise ValueError(f"kar_train_layers must be >= 1 (or null for MTCG's train_layers), got {cfg.kar_train_layers}")
         if cfg.kar_listwise_weight < 0:
             raise ValueError(f"kar_listwise_weight must be >= 0, got {cfg.kar_listwise_weight}")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
@@ -367,7 +372,7 @@ class KARTask:
     """KAR training over a trained MTCG's candidates."""
 
     def __init__(self, cfg: ProcedureConfig, output_dir: Path) -> None:
-        from medrank.pipelines.procedures.kar import KeywordAttentiveRanker
+        from medrank.pipelines.procedures.kar import KeywordAttentiveRanker, kar_bottom_for
         from medrank.pipelines.procedures.mtcg import MTCG, SPEC
         from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, TermPrior
 
@@ -384,9 +389,10 @@ class KARTask:
         self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
         self.mtcg = MTCG(_base_encoder(cfg), train_layers=spec["train_layers"])
         kw = load_keywords(cfg.data_root)
+        kar_bottom = kar_bottom_for(self.mtcg, cfg.kar_train_layers)
         # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
         self.kar = KeywordAttentiveRanker(
-            self.mtcg.bi, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction,
+            kar_bottom, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction,
             keyword_attention=cfg.kar_keyword_attention,
         )
         self.mtcg.load_weights(mtcg_dir)
@@ -394,12 +400,16 @@ class KARTask:
             # start the joint blocks from MTCG's domain-tuned top instead of the base model's
             from medrank.encoders.blocks import encoder_blocks
 
-            for dst, src in zip(self.kar.top, encoder_blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :], strict=True):
+            # MTCG's trained top goes into KAR's last blocks; deeper joint blocks below them keep
+            # the base weights (the blocks MTCG kept frozen)
+            mtcg_top = encoder_blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :]
+            if len(self.kar.top) < len(mtcg_top):
+                raise ValueError(f"kar_init: mtcg needs kar_train_layers >= MTCG's train_layers ({len(mtcg_top)})")
+            for dst, src in zip(self.kar.top[len(self.kar.top) - len(mtcg_top) :], mtcg_top, strict=True):
                 dst.load_state_dict(src.state_dict())
         for p in self.mtcg.parameters():
             p.requires_grad_(False)
         self.cache_dir = cfg.cache_dir or default_cache_dir()
-        self._cached = self.mtcg.bi.load_cache(self.cache_dir)
         # MTCG's training-label prior, if it has one: KAR trains, selects its epoch and tunes θ on
         # candidates recalled with the prior restricted to the fit split's names (train-valid's own
         # gold names must not get the bonus); the saved normaliser uses every training name
@@ -408,6 +418,7 @@ class KARTask:
         self.normalizer = ProcedureNormalizer(
             self.mtcg, self.kar, self.terms, k=cfg.k, prior=fit_prior, recall=cfg.kar_recall, fusion=cfg.kar_fusion
         )
+        self._cached = sum(b.load_cache(self.cache_dir) for b in self.normalizer.frozen_bottoms())
         emb, _ = self.mtcg.encode_mentions([m.text for m in self.fit])
         self.fit_emb = torch.from_numpy(emb)
         self.term_emb = torch.from_numpy(self.normalizer.term_embeddings())
@@ -432,9 +443,11 @@ class KARTask:
         self.save_cache()
 
     def save_cache(self) -> None:
-        if self.mtcg.bi.cache_size() > self._cached:
-            self.mtcg.bi.save_cache(self.cache_dir)
-            self._cached = self.mtcg.bi.cache_size()
+        size = sum(b.cache_size() for b in self.normalizer.frozen_bottoms())
+        if size > self._cached:
+            for b in self.normalizer.frozen_bottoms():
+                b.save_cache(self.cache_dir)
+            self._cached = size
 
     def _mentions_per_batch(self) -> int:
         """Listwise batches hold whole candidate lists: about ``batch_size`` pairs."""
