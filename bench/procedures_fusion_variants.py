@@ -13,7 +13,9 @@ memory of the fit split), then for each variant reports
 Variants: the fusion run's regression (over KAR's probability or its logit, as the run was
 fitted; must reproduce the run's CV figure), dense votes (the same three votes from the 10
 training mentions nearest by MTCG cosine) added to or instead of the TF-IDF votes, the other
-representation of KAR's score, and gradient-boosted trees instead of the regression. ``--int8`` also times PyTorch dynamic int8 quantisation of MTCG's and KAR's linear
+representation of KAR's score, keyword agreement (Jaccard of the site and of the type keywords
+of mention and name, as KAR's keyword lists find them, and whether the mention has a site the
+name lacks or the reverse), and gradient-boosted trees instead of the regression. ``--int8`` also times PyTorch dynamic int8 quantisation of MTCG's and KAR's linear
 layers on the 1-thread latency path and scores val through it (the cached frozen-bottom states
 stay fp32; the name embeddings are re-encoded by the quantised top blocks on first use).
 
@@ -32,8 +34,9 @@ import common
 import numpy as np
 
 from medrank.config import data_root, seed_everything, set_threads
-from medrank.pipelines.procedures.data import carve_validation, load_mentions
+from medrank.pipelines.procedures.data import carve_validation, load_keywords, load_mentions
 from medrank.pipelines.procedures.fusion import LearnedFusion, select_terms, tune_theta
+from medrank.pipelines.procedures.kar import KeywordMatcher
 from medrank.pipelines.procedures.memory import VOTES, MentionMemory
 from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, set_accuracy
 from medrank.pipelines.procedures.training import fusion_training_data
@@ -52,6 +55,21 @@ def dense_votes(query: np.ndarray, memory: np.ndarray, labels: list[frozenset[st
             hits = [float(sims[i, n]) for n in top if name in labels[n]]
             if hits:
                 out[i, j] = (sum(hits), max(hits), float(sims[i, top[0]]) if name in labels[top[0]] else 0.0)
+    return out
+
+
+def keyword_agreement(mentions: list[str], candidates: list[list[str]], sites: KeywordMatcher, types: KeywordMatcher) -> np.ndarray:
+    """``(n, k_c, 4)``: site Jaccard, type Jaccard, mention site missing from the name, name site missing from the mention."""
+
+    def jaccard(a: set[str], b: set[str]) -> float:
+        return len(a & b) / len(a | b) if a | b else 1.0
+
+    out = np.zeros((len(mentions), max(len(c) for c in candidates), 4))
+    for i, (text, cands) in enumerate(zip(mentions, candidates, strict=True)):
+        m_sites, m_types = set(sites.find(text)), set(types.find(text))
+        for j, name in enumerate(cands):
+            c_sites, c_types = set(sites.find(name)), set(types.find(name))
+            out[i, j] = (jaccard(m_sites, c_sites), jaccard(m_types, c_types), float(bool(m_sites - c_sites)), float(bool(c_sites - m_sites)))
     return out
 
 
@@ -100,10 +118,10 @@ def cross_validated(fit: Callable, x: np.ndarray, y: np.ndarray, preds: list, go
     return round(100.0 * correct / len(x), 2)
 
 
-def features(which: tuple[str, ...], s_c: np.ndarray, s_r: np.ndarray, votes: np.ndarray, dense: np.ndarray) -> np.ndarray:
+def features(which: tuple[str, ...], s_c: np.ndarray, s_r: np.ndarray, votes: np.ndarray, dense: np.ndarray, keywords: np.ndarray) -> np.ndarray:
     p = np.clip(s_r, 1e-6, 1 - 1e-6)
     parts = {"s_c": s_c[..., None], "s_r": s_r[..., None], "logit(s_r)": np.log(p / (1 - p))[..., None],
-             "votes": votes, "dense votes": dense}
+             "votes": votes, "dense votes": dense, "keyword agreement": keywords}
     return np.concatenate([parts[w] for w in which], axis=-1)
 
 
@@ -156,6 +174,10 @@ def main() -> None:
 
     dense = dense_votes(unit(valid), unit(fit_split), [frozenset(m.terms) for m in fit_split], [p.candidates for p in preds], args.memory_k)
     val_dense = dense_votes(unit(val), unit(train), [frozenset(m.terms) for m in train], [p.candidates for p in val_preds], args.memory_k)
+    kw = load_keywords()
+    sites, types = KeywordMatcher(kw.sites), KeywordMatcher(kw.types)
+    keywords = keyword_agreement([m.text for m in valid], [p.candidates for p in preds], sites, types)
+    val_keywords = keyword_agreement([m.text for m in val], [p.candidates for p in val_preds], sites, types)
     val_s_c = np.array([p.recall_score for p in val_preds])
     val_s_r = np.array([p.ranker_score for p in val_preds])
     gold, val_gold = [m.terms for m in valid], [m.terms for m in val]
@@ -170,6 +192,7 @@ def main() -> None:
         "+ dense votes": ((*base, "dense votes"), logistic),
         "dense votes instead of the TF-IDF votes": (("s_c", r, "dense votes"), logistic),
         f"{other} instead of {r}": (("s_c", other, "votes"), logistic),
+        "+ keyword agreement (site / type Jaccard, missing / extra site)": ((*base, "keyword agreement"), logistic),
     }
     for params in ({"max_depth": 2, "max_iter": 50, "learning_rate": 0.1}, {"max_depth": 3, "max_iter": 100, "learning_rate": 0.05},
                    {"max_depth": 2, "max_iter": 200, "learning_rate": 0.05, "l2_regularization": 1.0},
@@ -177,9 +200,9 @@ def main() -> None:
         variants["boosted trees " + json.dumps(params)] = (base, boosted(params))
     rows = {}
     for name, (which, fit) in variants.items():
-        x = features(which, s_c, s_r, votes, dense)
+        x = features(which, s_c, s_r, votes, dense, keywords)
         scorer, theta = fit_and_tune(fit, x, labels, preds, gold, args.seed)
-        val_x = features(which, val_s_c, val_s_r, val_votes, val_dense)
+        val_x = features(which, val_s_c, val_s_r, val_votes, val_dense, val_keywords)
         rows[name] = {"train_valid_cv": cross_validated(fit, x, labels, preds, gold, args.seed),
                       "val": round(100 * accuracy(scorer(val_x), val_preds, val_gold, theta), 2), "theta": theta}
         print(name, rows[name], flush=True)
