@@ -198,15 +198,17 @@ class ProcedureNormalizer:
             self._bonus = (self._prior_key(), column)
         return self._bonus[1]
 
-    def index(self) -> Any:
+    def index(self, term_emb: np.ndarray | None = None) -> Any:
         """A flat inner-product vector index of the names (cosine order = Euclidean order for unit vectors).
 
         With a :class:`TermPrior` the name vectors get one extra column holding the bonus and the
-        mention vectors a 1 there, so the exact flat search ranks by ``cos + bonus``.
+        mention vectors a 1 there, so the exact flat search ranks by ``cos + bonus``. ``term_emb``:
+        what :meth:`term_embeddings` just returned (its weight-version check costs ~0.3 ms, once
+        per call is enough on the latency path).
         """
         from medrank.index import DenseIndex
 
-        emb = self.term_embeddings()
+        emb = self.term_embeddings() if term_emb is None else term_emb
         if self._index is None or self._index_prior != self._prior_key():
             emb = np.concatenate([emb, self._prior_column()[:, None]], axis=1)
             index = DenseIndex(None, factory="flat")
@@ -232,7 +234,7 @@ class ProcedureNormalizer:
         term_emb = self.term_embeddings()
         if self.recall == "mtcg":
             query = np.concatenate([mention_emb, np.ones((len(mention_emb), 1), dtype=mention_emb.dtype)], axis=1)
-            rankings = self.index().search_vectors([str(i) for i in range(len(texts))], query, k)
+            rankings = self.index(term_emb).search_vectors([str(i) for i in range(len(texts))], query, k)
             rows = np.array([[self.terms.row[i] for i in r.ids] for r in rankings], dtype=np.int64)
         else:
             rankings = self.bm25().search(list(texts), k=k)
@@ -328,7 +330,7 @@ class ProcedureNormalizer:
                 kar_bottom.fill_cache(cands, "passage")
                 ch, cm = kar_bottom._cache_for("passage").gather(cands, kar_bottom.device)
                 n = len(cands)
-                vec_c = torch.from_numpy(self.term_embeddings()[rows[0]])
+                vec_c = torch.from_numpy(self._term_emb[rows[0]])  # checked against the weights by retrieve() just above
                 logit = self.kar.forward_states(
                     [text] * n, cands, kar_hidden.expand(n, -1, -1), mask.expand(n, -1), ch, cm, emb_t.expand(n, -1), vec_c
                 )
