@@ -401,10 +401,8 @@ class KARTask:
             from medrank.encoders.blocks import encoder_blocks
 
             # MTCG's trained top goes into KAR's last blocks; deeper joint blocks below them keep
-            # the base weights (the blocks MTCG kept frozen)
+            # the base weights (the blocks MTCG kept frozen; kar_bottom_for refuses fewer blocks)
             mtcg_top = encoder_blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :]
-            if len(self.kar.top) < len(mtcg_top):
-                raise ValueError(f"kar_init: mtcg needs kar_train_layers >= MTCG's train_layers ({len(mtcg_top)})")
             for dst, src in zip(self.kar.top[len(self.kar.top) - len(mtcg_top) :], mtcg_top, strict=True):
                 dst.load_state_dict(src.state_dict())
         for p in self.mtcg.parameters():
