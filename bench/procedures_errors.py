@@ -11,7 +11,8 @@ Every wrong mention of ``val.tsv`` gets the first category that applies:
 * ``ranking_multi`` — several gold names, the right number predicted, not the right ones.
 
 Both decisions of a fusion run are counted: its learned fusion and the paper's FB (same run,
-same candidates, same count head). Rows are reported by their 0-based index in ``val.tsv`` only
+same candidates, same count head; FB re-decided from the same scores with
+``procedures_eval.redecide``, no second scoring pass). Rows are reported by their 0-based index in ``val.tsv`` only
 (medical text stays out of the results).
 
     python bench/procedures_errors.py [--run runs/procedures/fusion] [--threads 2]
@@ -23,22 +24,23 @@ import argparse
 from collections import Counter
 
 import common
+from procedures_eval import redecide
 
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.pipelines.procedures.data import load_mentions
-from medrank.pipelines.procedures.normalizer import Prediction, ProcedureNormalizer
+from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
 CATEGORIES = ("recall_miss", "set_size", "ranking_single_seen", "ranking_single_unseen", "ranking_multi")
 
 
-def error_category(gold: list[str], pred: Prediction, seen: set[str]) -> str | None:
+def error_category(gold: list[str], predicted: set[str], candidates: list[str], seen: set[str]) -> str | None:
     """The category of one mention's outcome (``None`` when the predicted set equals the gold set)."""
     gold_set = set(gold)
-    if set(pred.terms) == gold_set:
+    if predicted == gold_set:
         return None
-    if not gold_set <= set(pred.candidates):
+    if not gold_set <= set(candidates):
         return "recall_miss"
-    if len(set(pred.terms)) != len(gold_set):
+    if len(predicted) != len(gold_set):
         return "set_size"
     if len(gold_set) > 1:
         return "ranking_multi"
@@ -57,12 +59,13 @@ def main() -> None:
     seen = {t for m in load_mentions("train") for t in m.terms}
     norm = ProcedureNormalizer.load(args.run)
     norm.show_progress = False
-    decisions = {norm.fusion: norm.fusion} | ({"fb": "fb"} if norm.fusion != "fb" else {})
+    preds = norm.predict([m.text for m in val])
+    decisions = {norm.fusion: [set(p.terms) for p in preds]}
+    if norm.fusion != "fb":
+        decisions["fb"] = redecide(preds, "fb", norm.theta)  # the manifest's θ is FB's
     results: dict[str, dict] = {}
-    for name, mode in decisions.items():
-        norm.fusion = mode
-        preds = norm.predict([m.text for m in val])
-        cats = [error_category(list(m.terms), p, seen) for m, p in zip(val, preds, strict=True)]
+    for name, predicted in decisions.items():
+        cats = [error_category(list(m.terms), s, p.candidates, seen) for m, s, p in zip(val, predicted, preds, strict=True)]
         counts = Counter(c for c in cats if c is not None)
         results[name] = {
             "errors": sum(counts.values()),

@@ -119,8 +119,8 @@ def cross_validated(fit: Callable, x: np.ndarray, y: np.ndarray, preds: list, go
 
 
 def features(which: tuple[str, ...], s_c: np.ndarray, s_r: np.ndarray, votes: np.ndarray, dense: np.ndarray, keywords: np.ndarray) -> np.ndarray:
-    p = np.clip(s_r, 1e-6, 1 - 1e-6)
-    parts = {"s_c": s_c[..., None], "s_r": s_r[..., None], "logit(s_r)": np.log(p / (1 - p))[..., None],
+    logit = LearnedFusion.features(s_c, s_r, votes, "logit")[..., 1:2]  # the fusion's own clipped logit
+    parts = {"s_c": s_c[..., None], "s_r": s_r[..., None], "logit(s_r)": logit,
              "votes": votes, "dense votes": dense, "keyword agreement": keywords}
     return np.concatenate([parts[w] for w in which], axis=-1)
 

@@ -52,15 +52,21 @@ def model_attention_mask(model: nn.Module, hidden: torch.Tensor, mask: torch.Ten
     return create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=mask)
 
 
+def _run_blocks(model: nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """Blocks ``start:end`` over ``hidden`` (the caller holds ``no_grad`` and ``eval_mode``)."""
+    if start == end:
+        return hidden
+    mask = model_attention_mask(model, hidden, attention_mask)
+    for block in encoder_blocks(model)[start:end]:
+        hidden = block(hidden, mask)
+    return hidden
+
+
 def frozen_bottom(model: nn.Module, n_frozen: int, features: dict[str, torch.Tensor]) -> torch.Tensor:
     """Hidden states after the embeddings and the first ``n_frozen`` blocks: no gradient, no dropout."""
     with torch.no_grad(), eval_mode(model):
         hidden = model.embeddings(input_ids=features["input_ids"], token_type_ids=features.get("token_type_ids"))
-        if n_frozen:
-            mask = model_attention_mask(model, hidden, features["attention_mask"])
-            for block in encoder_blocks(model)[:n_frozen]:
-                hidden = block(hidden, mask)
-    return hidden
+        return _run_blocks(model, hidden, features["attention_mask"], 0, n_frozen)
 
 
 def continue_frozen(model: nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int, end: int) -> torch.Tensor:
@@ -71,10 +77,7 @@ def continue_frozen(model: nn.Module, hidden: torch.Tensor, attention_mask: torc
     """
     if not 0 <= start <= end <= len(encoder_blocks(model)):
         raise ValueError(f"need 0 <= start <= end <= {len(encoder_blocks(model))}, got {start}, {end}")
-    if start == end:
+    if start == end:  # the common case on the latency path: no module walk
         return hidden
     with torch.no_grad(), eval_mode(model):
-        mask = model_attention_mask(model, hidden, attention_mask)
-        for block in encoder_blocks(model)[start:end]:
-            hidden = block(hidden, mask)
-    return hidden
+        return _run_blocks(model, hidden, attention_mask, start, end)
