@@ -1,6 +1,6 @@
 """Diagnostic: variants of the learned fusion (and int8 quantisation) that were measured and not kept.
 
-The rows of "Measured and not kept" in ``configs/procedures/README.md`` dated 2026-11-24 come from
+The rows of "Measured and not kept" in ``docs/procedures-experiments.md`` dated 2026-11-24 come from
 this script. It scores train-valid exactly as ``medrank train configs/procedures/fusion.yaml``
 does (``fusion_training_data``: candidates recalled with the fit split's prior, votes from a
 memory of the fit split), then for each variant reports
