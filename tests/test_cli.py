@@ -83,3 +83,71 @@ def test_clear_errors(data_dir, tmp_path):
     # an empty procedure mention is refused before any model loads, naming the argument
     res = runner.invoke(app, ["normalize", "--model", str(tmp_path / "no-run"), "右甲状腺叶切除术", "  "])
     assert res.exit_code == 2 and "mention 1 must be a non-empty string" in res.output
+
+
+def test_bad_input_is_one_line_not_a_traceback(data_dir, tmp_path, monkeypatch):
+    runner = CliRunner()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    res = runner.invoke(app, ["--data", str(data_dir), "index", "--dataset", "chip-cdn", "--candidates", "gold",
+                              "--method", "bm25", "--out", str(mine)])
+    assert res.exit_code == 2 and "notes.txt" in res.output and (mine / "notes.txt").read_text() == "precious"
+    for args, needle in [
+        (["--threads", "0", "evaluate"], "--threads must be >= 1"),
+        (["search", "--index", str(tmp_path), ""], "query 1 is empty"),
+        (["demo", "-k", "0"], "-k must be >= 1"),
+        (["demo", "--method", "foo"], "unknown method 'foo'"),
+        (["evaluate", "--dataset", "chip-cdn", "--model", str(tmp_path / "none")], "--model and --set are not used"),
+        (["evaluate", "--dataset", "chip-cdn", "--report", str(tmp_path)], "is a folder"),
+        (["rerank", "--model", str(tmp_path), "--dialogue", str(tmp_path), "--candidates", str(tmp_path)], "Is a directory"),
+        (["rerank", "--model", str(tmp_path), "--dialogue", str(tmp_path), "--candidates", str(tmp_path), "-k", "0"], "-k must be >= 1"),
+        (["evaluate", "--dataset", "chip2019-procedures", "--set", "typo_key=1"], "unknown options ['typo_key']"),
+    ]:
+        res = runner.invoke(app, ["--data", str(data_dir), *args])
+        assert res.exit_code == 2 and needle in res.output, (args, res.output)
+        assert "Traceback" not in res.output
+    monkeypatch.chdir(tmp_path)  # no ./runs here: the default procedure model is missing, said plainly
+    res = runner.invoke(app, ["normalize", "右侧甲状腺叶切除术"])
+    assert res.exit_code == 2 and "no trained normaliser under ./runs/procedures/fusion" in res.output
+
+
+def test_run_reports_unexpected_bad_input_in_one_line(monkeypatch, capsys):
+    import typer
+
+    from medrank import cli
+
+    broken = typer.Typer()
+
+    @broken.command()
+    def read(path: str) -> None:
+        open(path).read()  # a folder: IsADirectoryError, which no command-level handler expected
+
+    @broken.command()
+    def other() -> None:
+        pass
+
+    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setitem(cli._STATE, "verbose", False)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.run(["read", "/"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: /: Is a directory" in err and "Traceback" not in err
+    monkeypatch.setitem(cli._STATE, "verbose", True)  # --verbose keeps the traceback
+    with pytest.raises(IsADirectoryError):
+        cli.run(["read", "/"])
+
+
+def test_reports_are_strict_json_in_the_evaluators_scale(tmp_path, monkeypatch):
+    from medrank.registry import EVALUATORS
+
+    def fake(test, split, model, options):
+        return {"systems": {"sys": {"single": 87.5, "multi": float("nan")}}, "metric_names": ["single", "multi"], "metric_scale": 1}
+
+    monkeypatch.setitem(EVALUATORS, "fake-percent", fake)
+    report = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["evaluate", "--dataset", "fake-percent", "--report", str(report)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(report.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))["systems"]["sys"]["multi"] is None
+    assert "| sys | 87.50 | - |" in report.with_suffix(".md").read_text()

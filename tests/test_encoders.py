@@ -81,3 +81,26 @@ def test_cached_encoder_reuses_vectors(tiny_encoder, tmp_path):
     assert calls == [["fever", "cough"], ["chest pain"]]  # duplicates and cached texts are not re-encoded
     np.testing.assert_allclose(a[1], b[0], atol=1e-6)
     np.testing.assert_allclose(b[1], inner(["chest pain"], "passage", 8, False)[0], atol=1e-5)
+
+
+def test_missing_model_folder_is_a_clear_error(tmp_path):
+    from medrank.encoders.registry import resolve_model_path
+
+    with pytest.raises(FileNotFoundError, match="model folder .* not found"):
+        resolve_model_path(str(tmp_path / "no-such-model"))
+    assert resolve_model_path("org/hub-model") == "org/hub-model"  # hub ids pass through
+
+
+def test_requested_threads_records_explicit_counts_only():
+    import torch
+
+    from medrank import config
+
+    saved, n = list(config._REQUESTED_THREADS), torch.get_num_threads()
+    try:
+        config.set_threads(2)
+        config.set_threads(None)  # the default (all cores) is not a request
+        assert config.requested_threads() == 2
+    finally:
+        config.set_threads(n)
+        config._REQUESTED_THREADS[:] = saved

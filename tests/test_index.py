@@ -175,3 +175,51 @@ def test_atomic_save_keeps_old_index_on_failure(tmp_path, monkeypatch):
         BM25Index().build(["b"], ["cough"]).save(tmp_path / "ix")
     assert load_index(tmp_path / "ix").search("fever", k=1)[0].ids == ("a",)
     assert [p.name for p in tmp_path.iterdir()] == ["ix"]
+
+
+def test_atomic_dir_never_wipes_a_users_folder(tmp_path):
+    from medrank.utils.io import MARKER, atomic_dir
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    with pytest.raises(FileExistsError, match="notes.txt"), atomic_dir(mine) as tmp:
+        (tmp / "manifest.json").write_text("{}")
+    assert (mine / "notes.txt").read_text() == "precious"
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]  # no temporary left behind
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(FileExistsError, match="not a folder"), atomic_dir(afile):
+        raise AssertionError("the block must not run for a file target")
+    assert afile.read_text() == "x"
+    # an empty folder, a folder medrank wrote and a legacy artefact (nothing but what the new write holds) are replaced
+    (tmp_path / "empty").mkdir()
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "manifest.json").write_text("old")
+    for target in (tmp_path / "empty", legacy):
+        with atomic_dir(target) as tmp:
+            (tmp / "manifest.json").write_text("new")
+        assert (target / "manifest.json").read_text() == "new" and (target / MARKER).exists()
+    with atomic_dir(legacy) as tmp:  # marked now: a different file set replaces it
+        (tmp / "other.json").write_text("{}")
+    assert sorted(p.name for p in legacy.iterdir()) == [MARKER, "other.json"]
+
+
+def test_atomic_writes_use_umask_modes(tmp_path):
+    import os
+    import stat
+
+    from medrank.utils.io import atomic_dir, atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "r.json", "{}")
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "sub").mkdir()
+            (tmp / "sub" / "w.bin").write_bytes(b"1")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "d" / "sub" / "w.bin").stat().st_mode) == 0o644

@@ -734,3 +734,21 @@ def test_kar_listwise_lists_hand_computed() -> None:
     leaf = scores.clone().requires_grad_(True)
     _as_lists(group, leaf, labels)[0].sum().backward()
     assert torch.equal(leaf.grad, torch.ones(6))
+
+
+def test_theta_and_evaluator_inputs_are_checked(tmp_path):
+    import math
+
+    from medrank.pipelines.procedures.cli import evaluate_procedures
+    from medrank.pipelines.procedures.normalizer import check_theta
+
+    assert check_theta(0.0) == 0.0 and check_theta(1.0) == 1.0
+    for bad in (-0.1, 1.5, math.nan):
+        with pytest.raises(ValueError, match="theta must be in"):
+            check_theta(bad)
+    with pytest.raises(ValueError, match="unknown options"):
+        evaluate_procedures(None, None, None, {"thetta": 0.8})
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no mentions"):
+        evaluate_procedures(empty, None, None, {})

@@ -152,3 +152,13 @@ def test_question_pair_validation():
         QuestionPair("x", "a", "b", 2)
     with pytest.raises(ValueError, match="text2 must be a non-empty string"):
         QuestionPair("x", "a", " ", 1)
+
+
+def test_question_inputs_are_checked(tmp_path):
+    from medrank.pipelines.similar.corpus import read_question_file
+    from medrank.pipelines.similar.pairs import PairGenerationConfig
+
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        read_question_file(tmp_path)
+    with pytest.raises(ValueError, match="n_queries must be >= 1"):
+        PairGenerationConfig(n_queries=0)

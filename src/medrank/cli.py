@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from medrank import config
@@ -30,7 +33,7 @@ console = Console()
 err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger("medrank")
 
-_STATE: dict[str, Any] = {"data": None}
+_STATE: dict[str, Any] = {"data": None, "threads": None, "verbose": False}
 
 DataOpt = Annotated[
     str | None, typer.Option("--data", help="Dataset root (default: $MEDRANK_DATA or ../shared/data).")
@@ -45,6 +48,10 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging (never logs query text).")] = False,
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _STATE["verbose"] = verbose
+    if threads is not None and threads < 1:
+        _fail(f"--threads must be >= 1, got {threads}")
+    _STATE["threads"] = threads
     if data is not None:
         _STATE["data"] = data
         os.environ["MEDRANK_DATA"] = str(Path(data).resolve())
@@ -52,9 +59,61 @@ def main(
     config.seed_everything(seed)
 
 
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+def _fail(message: str | BaseException) -> None:
+    """Print ``error: message`` (an exception: its message) to stderr and exit with code 2."""
+    if isinstance(message, BaseException):
+        message = _error_message(message)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code=2)
+
+
+def _error_message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The ``medrank`` entry point: the Typer app, with bad input reported as one line.
+
+    Commands report the errors they expect themselves; anything else that is a bad value or a
+    bad path (``ValueError``, ``OSError``: a folder given for a file, an unknown model name, a
+    report path that cannot be written) ends as ``error: ...`` with exit code 2 instead of a
+    traceback. ``--verbose`` keeps the traceback.
+    """
+    try:
+        app(args=argv, prog_name="medrank")
+    except (ValueError, OSError) as exc:
+        if _STATE.get("verbose"):
+            raise
+        err.print(f"[bold red]error:[/] {escape(_error_message(exc))}", highlight=False)
+        err.print("(run with --verbose for the traceback)", style="dim")
+        sys.exit(2)
+
+
+def _json_safe(obj: Any) -> Any:
+    """NaN / inf floats as null (strict JSON), recursively."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _check_report(report: Path | None) -> None:
+    """Fail before any work when the report cannot be written."""
+    if report is None:
+        return
+    if report.is_dir():
+        _fail(f"--report {report} is a folder; give a file path such as {report / 'report.json'}")
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)  # the folder the user asked for, created before the work
+    except OSError as exc:
+        _fail(f"--report {report}: cannot create its folder ({_error_message(exc)})")
+    if not os.access(report.parent, os.W_OK | os.X_OK):
+        _fail(f"--report {report}: its folder is not writable")
 
 
 def _build_retriever(
@@ -102,8 +161,8 @@ def index(
         t0 = time.perf_counter()
         retriever = _build_retriever(dataset, candidates, method, encoder)
         retriever.save(out)
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (ValueError, OSError) as exc:
+        _fail(exc)
     console.print(
         f"indexed {len(retriever.concepts):,} concepts ({len(retriever.index):,} entries, {method}) "
         f"in {time.perf_counter() - t0:.1f}s → {out}"
@@ -123,10 +182,11 @@ def search(
 
     if k < 1:
         _fail("-k must be >= 1")
+    _check_queries(queries)
     try:
         retriever = ConceptRetriever.load(index_dir)
-    except (IndexFormatError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (IndexFormatError, OSError) as exc:
+        _fail(exc)
     rankings = retriever.search(queries, k=k)
     results = [{"query": q, "results": retriever.describe(r)} for q, r in zip(queries, rankings, strict=True)]
     if as_json:
@@ -134,6 +194,12 @@ def search(
         return
     for res in results:
         _print_results(res["query"], res["results"])
+
+
+def _check_queries(queries: list[str]) -> None:
+    for i, q in enumerate(queries, 1):
+        if not q.strip():
+            _fail(f"query {i} is empty")
 
 
 def _print_results(query: str, rows: list[dict[str, Any]]) -> None:
@@ -171,14 +237,17 @@ def evaluate(
     from medrank.pipelines.concept_data import DATASETS, default_encoder, load_eval_set
     from medrank.utils.io import atomic_write_json, atomic_write_text
 
+    _check_report(report)
     if dataset not in DATASETS:
         _evaluate_task(dataset, test, split, model, _parse_options(option), report)
         return
+    if model is not None or option:
+        _fail(f"--model and --set are not used for {dataset} (concept retrieval); evaluate a saved index with --index")
 
     try:
         eval_set = load_eval_set(dataset, split, test, root=_STATE["data"])
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (ValueError, OSError) as exc:
+        _fail(exc)
     systems: dict[str, Any] = {}
     if index_dir is not None:
         systems[f"index:{index_dir.name}"] = lambda: ConceptRetriever.load(index_dir)
@@ -192,8 +261,8 @@ def evaluate(
     for name, make in systems.items():
         try:
             retriever = make()
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            _fail(exc)
         results[name] = evaluate_retriever(retriever, eval_set, DEFAULT_METRICS)
         console.print(f"[bold]{name}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in results[name]["metrics"].items()))
     payload = {
@@ -206,7 +275,7 @@ def evaluate(
         "systems": results,
     }
     if report is not None:
-        atomic_write_json(report, payload)
+        atomic_write_json(report, _json_safe(payload))
         table = to_markdown_table({n: r["metrics"] for n, r in results.items()}, list(DEFAULT_METRICS))
         atomic_write_text(report.with_suffix(".md"), table + "\n")
         console.print(f"report → {report} and {report.with_suffix('.md')}")
@@ -238,15 +307,17 @@ def _evaluate_task(
         _fail(f"unknown dataset {dataset!r}; known: {sorted([*DATASETS, *EVALUATORS])}")
     try:
         payload = EVALUATORS[dataset](test, split, model, options)
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (ValueError, OSError) as exc:
+        _fail(exc)
     systems = payload.get("systems", {})
     metric_names = payload.get("metric_names") or sorted({m for r in systems.values() for m in r})
     for name, metrics in systems.items():
         console.print(f"[bold]{name}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
     if report is not None:
-        atomic_write_json(report, payload)
-        atomic_write_text(report.with_suffix(".md"), to_markdown_table(systems, metric_names) + "\n")
+        atomic_write_json(report, _json_safe(payload))
+        # an evaluator whose values are already percentages says so with metric_scale = 1
+        table = to_markdown_table(systems, metric_names, scale=payload.get("metric_scale", 100))
+        atomic_write_text(report.with_suffix(".md"), table + "\n")
         console.print(f"report → {report} and {report.with_suffix('.md')}")
 
 
@@ -261,16 +332,16 @@ def train(
 
     try:
         cfg = read_config(config_path)
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (ValueError, OSError) as exc:
+        _fail(exc)
     task = cfg["task"]
     if task not in TRAINERS:
         _fail(f"unknown task {task!r} in {config_path}; known tasks: {sorted(TRAINERS)}")
     output_dir = out or Path(cfg.get("output_dir", Path("runs") / f"{task}-{config_path.stem}"))
     try:
         summary = TRAINERS[task](cfg, output_dir, resume)
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (ValueError, OSError) as exc:
+        _fail(exc)
     console.print_json(json.dumps(summary, ensure_ascii=False, default=str))
 
 
@@ -291,14 +362,20 @@ def demo(
     """
     from medrank.pipelines.concept import ConceptRetriever
 
+    if method not in ("bm25", "dense", "hybrid"):
+        _fail(f"unknown method {method!r}; available: bm25, dense, hybrid")
+    if k < 1:
+        _fail("-k must be >= 1")
+    if queries:
+        _check_queries(queries)
     target = config.cache_dir() / "indexes" / f"chip-cdn-vocab-{method}"
     t0 = time.perf_counter()
     if rebuild or not (target / "index" / "manifest.json").exists():
         console.print(f"building the {method} index over the ICD-10 Beijing vocabulary (first run only)…")
         try:
             retriever = _build_retriever("chip-cdn", "vocab", method, None)
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            _fail(exc)
         retriever.save(target)
     else:
         retriever = ConceptRetriever.load(target)

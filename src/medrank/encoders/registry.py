@@ -33,7 +33,7 @@ ALIASES = {
 
 
 def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
-    """Map an offline alias to its local folder; pass other names through unchanged."""
+    """Map an offline alias to its local folder; a missing local path is an error; hub ids pass through."""
     key = str(name_or_path)
     alias = ALIASES.get(key.lower())
     if alias == "minilm":
@@ -44,7 +44,9 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
         from medrank.encoders.e5_convert import ensure_e5_small
 
         return str(ensure_e5_small())
-    return key
+    if key.startswith(("/", "./", "../", "~")) and not Path(key).expanduser().exists():
+        raise FileNotFoundError(f"model folder {key} not found (known aliases: {', '.join(sorted(ALIASES))})")
+    return str(Path(key).expanduser()) if key.startswith("~") else key
 
 
 def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs: Any) -> Encoder:
@@ -66,7 +68,17 @@ def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs
         kwargs.setdefault("query_prompt", "query: ")
         kwargs.setdefault("passage_prompt", "passage: ")
     kwargs.setdefault("name", alias or Path(key).name or key)
-    return TransformerEncoder(path, **kwargs)
+    try:
+        return TransformerEncoder(path, **kwargs)
+    except OSError as exc:
+        if Path(path).exists():
+            raise
+        # not an alias and not a folder: Hugging Face tried the hub (unreachable offline) and its cache
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OSError(
+            f"cannot load model {key!r}: not a known alias ({', '.join(sorted(ALIASES))}), not a local folder, "
+            f"and not loadable from the Hugging Face hub or its cache ({first})"
+        ) from exc
 
 
 _KWARGS = {"pooling", "query_prompt", "passage_prompt", "max_length", "normalize", "device", "name"}

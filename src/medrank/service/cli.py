@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         settings.kbs = tuple(names)
         try:
             services = build_services(settings, tuple(p.strip() for p in pipelines.split(",") if p.strip()), console=err)
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, OSError) as exc:
             err.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(2) from None
         if build_only:

@@ -2,7 +2,11 @@
 
 Indexes and checkpoints are written to a temporary sibling and renamed into
 place, so a crash mid-write leaves either the old artefact or the new one,
-never a half-written file.
+never a half-written file. A directory is only replaced when it is empty, was
+written by :func:`atomic_dir` (it holds :data:`MARKER`) or holds nothing the new
+write does not also write, so ``--out some/folder/of/mine`` cannot wipe a user's
+files. Written files get the ordinary umask-based modes (``tempfile`` creates
+owner-only ones).
 """
 
 from __future__ import annotations
@@ -28,17 +32,58 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+MARKER = ".medrank-artifact"
+"""Empty file that :func:`atomic_dir` writes into every directory it creates."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def normal_permissions(root: Path) -> None:
+    """Give ``root`` (a file, or a folder and everything under it) the modes the umask allows."""
+    mask = _umask()
+    for path in [root, *(root.rglob("*") if root.is_dir() else [])]:
+        if not path.is_symlink():
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def _check_replaceable(target: Path, new: Path) -> None:
+    """Raise unless replacing ``target`` by ``new`` loses nothing medrank did not write."""
+    if not target.exists() and not target.is_symlink():
+        return
+    if not target.is_dir() or target.is_symlink():
+        raise FileExistsError(f"{target} exists and is not a folder; remove it or choose another path")
+    old = {p.name for p in target.iterdir()}
+    if not old or MARKER in old or old <= {p.name for p in new.iterdir()}:
+        return
+    extra = sorted(old - {p.name for p in new.iterdir()})
+    raise FileExistsError(
+        f"{target} exists and holds files medrank did not write ({', '.join(extra[:3])}"
+        f"{', ...' if len(extra) > 3 else ''}); remove it or choose another path"
+    )
+
+
 @contextmanager
 def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` when the block exits cleanly.
 
-    On error the temporary directory is removed and ``target`` is untouched.
+    On error the temporary directory is removed and ``target`` is untouched. An existing
+    ``target`` is replaced only when nothing in it would be lost (see the module docstring);
+    otherwise :class:`FileExistsError` (for a file, before the block runs).
     """
     target = Path(target)
+    if (target.exists() or target.is_symlink()) and (not target.is_dir() or target.is_symlink()):
+        _check_replaceable(target, target)  # a file is never replaced: fail before any work
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
         yield tmp
+        (tmp / MARKER).touch()
+        _check_replaceable(target, tmp)
+        normal_permissions(tmp)
         for root, _, files in os.walk(tmp):
             for f in files:
                 with open(os.path.join(root, f), "rb") as fh:
@@ -66,6 +111,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:

@@ -65,9 +65,10 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     """First stage (and a saved re-ranker) on a built split or any file in the built format.
 
     Options: ``data_dir`` (built folder; default the cache's ``history/<dataset>``), ``shuffles``
-    (5 for the global re-ranker), ``max_samples`` (seeded subset), ``seed``, ``threads``.
+    (5 for the global re-ranker), ``max_samples`` (seeded subset), ``seed``, ``threads`` (default: the
+    global ``--threads``, else 1, the thread count of the committed figures).
     """
-    from medrank.config import set_threads
+    from medrank.config import requested_threads, set_threads
     from medrank.pipelines.history.builders import default_out_dir
     from medrank.pipelines.history.data import bank_texts, read_bank, read_samples
     from medrank.pipelines.history.evaluation import (
@@ -81,7 +82,8 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     unknown = set(options) - {"data_dir", "shuffles", "max_samples", "seed", "threads", "dataset"}
     if unknown:
         raise ValueError(f"unknown options {sorted(unknown)}")
-    set_threads(int(options.get("threads", 1)))
+    threads = options.get("threads")
+    set_threads(int(threads) if threads is not None else (requested_threads() or 1))
     dataset = str(options.get("dataset", "mts-aci"))
     folder = Path(options["data_dir"]) if options.get("data_dir") else default_out_dir(dataset)
     path = test if test is not None else folder / f"{split or 'valid'}.jsonl"
@@ -101,6 +103,9 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     return {"systems": systems, "metric_names": METRICS, "samples": len(samples), "file": str(path), "details": details}
 
 
+THREADS_HELP = "CPU threads (default: the global --threads, else 1: the committed figures' thread count)."
+
+
 def register(app: typer.Typer) -> None:
     history = typer.Typer(help="History-taking question re-ranking: dataset builders.", no_args_is_help=True)
     app.add_typer(history, name="history")
@@ -118,32 +123,38 @@ def register(app: typer.Typer) -> None:
         ] = None,
         valid_fraction: Annotated[float, typer.Option(help="Train dialogues carved into 'valid' (new bank only).")] = 0.2,
         seed: Annotated[int, typer.Option()] = 13,
-        threads: Annotated[int, typer.Option()] = 1,
+        threads: Annotated[int | None, typer.Option(help=THREADS_HELP)] = None,
     ) -> None:
         """Build re-ranking samples (JSONL) from raw dialogues; an independent split builds with --bank."""
         from medrank.cli import _STATE, _fail, console
-        from medrank.config import set_threads
+        from medrank.config import requested_threads, set_threads
         from medrank.pipelines.history.builders import build_mts_aci, default_out_dir
         from medrank.pipelines.history.builders.ddxplus import build_ddxplus
 
         if source not in ("mts-aci", "ddxplus"):
             _fail(f"unknown source {source!r}; available: mts-aci, ddxplus")
-        set_threads(threads)
+        if threads is not None and threads < 1:
+            _fail(f"--threads must be >= 1, got {threads}")
+        set_threads(threads if threads is not None else (requested_threads() or 1))
         splits: dict[str, list[Path]] = {}
         for item in raw:
             if "=" not in item:
                 _fail(f"--raw expects SPLIT=FILE, got {item!r}")
             name, file = item.split("=", 1)
             splits.setdefault(name, []).append(Path(file))
+        target = out or default_out_dir(source)
+        existed = target.exists()
         try:
             if source == "ddxplus":
-                meta = build_ddxplus(out or default_out_dir(source), splits or None, kb_dir=bank,
+                meta = build_ddxplus(target, splits or None, kb_dir=bank,
                                      valid_fraction=valid_fraction, seed=seed, data_root=_STATE.get("data"))
             else:
-                meta = build_mts_aci(out or default_out_dir(source), splits or None, bank_dir=bank,
+                meta = build_mts_aci(target, splits or None, bank_dir=bank,
                                      valid_fraction=valid_fraction, seed=seed, data_root=_STATE.get("data"))
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            if not existed and target.is_dir() and not any(target.iterdir()):
+                target.rmdir()  # a failed build leaves no empty output folder behind
+            _fail(exc)
         console.print_json(json.dumps(meta))
 
     @app.command()
@@ -152,17 +163,21 @@ def register(app: typer.Typer) -> None:
         dialogue: Annotated[Path, typer.Option(help="Dialogue text file: one 'speaker: text' line per turn.")],
         candidates: Annotated[Path, typer.Option(help="Candidate questions, one per line.")],
         k: Annotated[int | None, typer.Option("-k", help="Print only the top k.")] = None,
-        threads: Annotated[int, typer.Option()] = 1,
+        threads: Annotated[int | None, typer.Option(help=THREADS_HELP)] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Rank candidate history questions for a dialogue with a trained re-ranker."""
         from medrank.cli import _fail, console
-        from medrank.config import set_threads
+        from medrank.config import requested_threads, set_threads
         from medrank.pipelines.history.builders.mts_aci import parse_transcript
         from medrank.pipelines.history.data import render_dialogue
         from medrank.pipelines.history.evaluation import load_reranker
 
-        set_threads(threads)
+        if k is not None and k < 1:
+            _fail(f"-k must be >= 1, got {k}")
+        if threads is not None and threads < 1:
+            _fail(f"--threads must be >= 1, got {threads}")
+        set_threads(threads if threads is not None else (requested_threads() or 1))
         try:
             turns = parse_transcript(dialogue.read_text(encoding="utf-8"))
             questions = [q.strip() for q in candidates.read_text(encoding="utf-8").splitlines() if q.strip()]
@@ -172,8 +187,8 @@ def register(app: typer.Typer) -> None:
                 _fail(f"{candidates}: no candidate questions")
             _, reranker = load_reranker(model)
             scores = reranker.score(render_dialogue(turns), questions)
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            _fail(exc)
         ranked = sorted(zip(questions, scores, strict=True), key=lambda x: -x[1])[: k or None]
         rows = [{"rank": i + 1, "question": q, "score": round(float(s), 4)} for i, (q, s) in enumerate(ranked)]
         if as_json:

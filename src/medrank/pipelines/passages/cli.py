@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         try:
             corpus = load_passage_corpus(test, split, min_passages=min_passages)
             cdv = TrainedCDV(model)
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, OSError) as exc:
             fail(str(exc))
         t0 = time.perf_counter()
         index = cdv.build_index(list(corpus.documents))
@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         try:
             index = CDVIndex.load(index_dir)
             ranking = index.search(entity, aspect, k=k, entity_weight=entity_weight)
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, OSError) as exc:
             fail(str(exc))
         rows = []
         for pid, score in zip(ranking.ids, ranking.scores, strict=True):

@@ -22,9 +22,18 @@ from medrank.registry import register_evaluator, register_trainer
 DEFAULT_RUNS = (Path("runs/procedures/fusion"), Path("runs/procedures/kar"))
 
 
+OPTIONS = ("fusion", "recall", "theta", "baselines", "data")
+
+
 def default_run() -> Path:
-    """The fusion run of the CPU recipe when it exists, else its KAR run."""
-    return next((r for r in DEFAULT_RUNS if (r / "normalizer.json").exists()), DEFAULT_RUNS[-1])
+    """The fusion run of the CPU recipe when it exists, else its KAR run (relative to the current folder)."""
+    run = next((r for r in DEFAULT_RUNS if (r / "normalizer.json").exists()), None)
+    if run is None:
+        raise FileNotFoundError(
+            f"no trained normaliser under ./{DEFAULT_RUNS[0]} or ./{DEFAULT_RUNS[1]} (looked in {Path.cwd()}); "
+            "train one (configs/procedures/README.md) or pass --model RUN"
+        )
+    return run
 
 
 @register_trainer("procedures-mtcg")
@@ -61,8 +70,11 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
     """Exact-set accuracy of a trained normaliser (and, with ``baselines=1``, TF-IDF / edit distance)."""
     from medrank.pipelines.procedures.baselines import edit_distance_top, tfidf_top
     from medrank.pipelines.procedures.data import load_mentions, load_term_base, read_mentions
-    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, set_accuracy
+    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_theta, set_accuracy
 
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; chip2019-procedures takes {list(OPTIONS)}")
     root = options.get("data")
     if test is not None:
         mentions = read_mentions(test)
@@ -71,6 +83,8 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
         split = split or "val"
         mentions = load_mentions(split, root)
         where = split
+    if not mentions:
+        raise ValueError(f"{where}: no mentions")
     terms = load_term_base(root)
     unknown = sorted({t for m in mentions for t in m.terms if t not in terms.row})
     if unknown:
@@ -82,7 +96,7 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
         if key in options:
             kwargs[key] = str(options[key])
     if "theta" in options:
-        kwargs["theta"] = float(options["theta"])
+        kwargs["theta"] = check_theta(float(options["theta"]))
     norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, **kwargs)
     if "theta" in kwargs and norm.learned is not None:
         norm.learned = norm.learned.with_theta(kwargs["theta"])
@@ -92,7 +106,10 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
     if str(options.get("baselines", "0")).lower() in ("1", "true", "yes"):
         systems["tf-idf"] = set_accuracy(mentions, [set(p) for p in tfidf_top(texts, terms)])
         systems["edit-distance"] = set_accuracy(mentions, [set(p) for p in edit_distance_top(texts, terms)])
-    return {"systems": systems, "metric_names": ["single", "multi", "total"], "dataset": "chip2019-procedures", "split": where, "n": len(mentions)}
+    return {
+        "systems": systems, "metric_names": ["single", "multi", "total"], "metric_scale": 1,  # already percentages
+        "dataset": "chip2019-procedures", "split": where, "n": len(mentions),
+    }
 
 
 def register(app: typer.Typer) -> None:
@@ -108,16 +125,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
         from medrank.cli import _fail, _print_results, console
-        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions
+        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions, check_theta
 
         try:
             check_mentions(mentions)  # before loading the models: say which argument is empty
+            if theta is not None:
+                check_theta(theta)
             norm = ProcedureNormalizer.load(model or default_run(), **({"theta": theta} if theta is not None else {}))
             if theta is not None and norm.learned is not None:
                 norm.learned = norm.learned.with_theta(theta)
             preds = [norm.normalize_one(m) for m in mentions]
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            _fail(exc)
         results = [{"mention": p.mention, **p.to_dict()} for p in preds]
         if as_json:
             console.print_json(json.dumps(results, ensure_ascii=False))

@@ -161,6 +161,9 @@ class LearnedFusion:
         return cls(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()), float(model.intercept_[0]), ranker=ranker)
 
     def with_theta(self, theta: float) -> LearnedFusion:
+        from medrank.pipelines.procedures.normalizer import check_theta
+
+        check_theta(float(theta))
         return LearnedFusion(self.mean, self.scale, self.coef, self.intercept, float(theta), self.ranker)
 
     def save(self, directory: str | Path) -> None:

@@ -73,6 +73,13 @@ class Prediction:
         }
 
 
+def check_theta(theta: float) -> float:
+    """θ thresholds final scores, which lie in [0, 1] (FB's mean of two, the fusion's probability)."""
+    if not 0.0 <= theta <= 1.0:  # also false for NaN
+        raise ValueError(f"theta must be in [0, 1], got {theta}")
+    return theta
+
+
 def check_mentions(texts: Sequence[str]) -> list[str]:
     """``texts`` as a list, or a clear error: every mention must be a string with some non-space text.
 
@@ -118,7 +125,7 @@ class ProcedureNormalizer:
         if k < 3:
             raise ValueError(f"k must be >= 3 (the count rule outputs up to 3 terms), got {k}")
         self.mtcg, self.kar, self.terms = mtcg, kar, terms
-        self.k, self.theta, self.recall, self.fusion = k, float(theta), recall, fusion
+        self.k, self.theta, self.recall, self.fusion = k, check_theta(float(theta)), recall, fusion
         self.show_progress = show_progress
         self.prior = prior
         self.learned, self.memory = learned, memory

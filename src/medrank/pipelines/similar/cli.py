@@ -167,8 +167,8 @@ def register(app: typer.Typer) -> None:
             t1 = time.perf_counter()
             results = searcher.search_many(questions, k=k, recall_k=recall_k)
             per_query_ms = (time.perf_counter() - t1) * 1000 / len(questions)
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            _fail(exc)
         payload = [{"question": q, "results": [r.to_dict() for r in res]} for q, res in zip(questions, results, strict=True)]
         if as_json:
             console.print_json(json.dumps(payload, ensure_ascii=False))
@@ -218,7 +218,7 @@ def register(app: typer.Typer) -> None:
                                        negatives_per_positive=ratio, n_queries=n_queries, seed=seed)
             pairs, stats = generate_pairs(texts, lang, cfg)
             write_pairs_jsonl(pairs, out)
-        except (ValueError, FileNotFoundError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:
+            _fail(exc)
         Console().print(f"{stats['pairs']:,} pairs ({stats['positives']:,} positive, {stats['negatives']:,} negative) "
                         f"from {stats['questions']:,} questions → {out}")

@@ -59,6 +59,8 @@ def read_question_file(path: PathLike) -> list[str]:
     import json
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"question file {path} is a folder; give a .txt or .jsonl file")
     if not path.is_file():
         raise FileNotFoundError(f"question file {path} not found")
     out: list[str] = []

@@ -55,6 +55,8 @@ class PairGenerationConfig:
             raise ValueError(f"the negative range {self.negative} must lie below the positive range {self.positive}")
         if self.negatives_per_positive < 0:
             raise ValueError("negatives_per_positive must be >= 0")
+        if self.n_queries is not None and self.n_queries < 1:
+            raise ValueError(f"n_queries must be >= 1 (or None for every question), got {self.n_queries}")
 
 
 def generate_pairs(

@@ -50,7 +50,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Detect symptoms / diagnosis terms: query -> top-k standard terms of a trained model."""
         from medrank.cli import _fail, _print_results, console, err
-        from medrank.index import IndexFormatError
         from medrank.pipelines.symptom.inference import SymptomDetector
 
         if k < 1:
@@ -66,8 +65,8 @@ def register(app: typer.Typer) -> None:
                 threshold = True
             cut: bool | float = beta if beta is not None else threshold
             rankings = detector.detect(queries, k=k, threshold=cut)
-        except (ValueError, FileNotFoundError, IndexFormatError) as exc:
-            _fail(str(exc))
+        except (ValueError, OSError) as exc:  # IndexFormatError is a ValueError
+            _fail(exc)
         if beta is not None or threshold:
             err.print(f"threshold beta = {beta if beta is not None else detector.beta:.4f}")
         results = [{"query": q, "results": detector.describe(r)} for q, r in zip(queries, rankings, strict=True)]
