@@ -223,3 +223,15 @@ def test_atomic_writes_use_umask_modes(tmp_path):
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
     assert stat.S_IMODE((tmp_path / "d" / "sub" / "w.bin").stat().st_mode) == 0o644
+
+
+def test_atomic_dir_replaces_a_model_folder_written_before_the_marker(tmp_path):
+    from medrank.utils.io import atomic_dir
+
+    legacy = tmp_path / "model"
+    legacy.mkdir()
+    for name in ("mtcg.json", "mtcg.safetensors", "prior.json"):  # prior.json: written beside the weights later
+        (legacy / name).write_text("old")
+    with atomic_dir(legacy) as tmp:
+        (tmp / "mtcg.json").write_text("new")
+    assert (legacy / "mtcg.json").read_text() == "new" and not (legacy / "prior.json").exists()

@@ -3,9 +3,10 @@
 Indexes and checkpoints are written to a temporary sibling and renamed into
 place, so a crash mid-write leaves either the old artefact or the new one,
 never a half-written file. A directory is only replaced when it is empty, was
-written by :func:`atomic_dir` (it holds :data:`MARKER`) or holds nothing the new
-write does not also write, so ``--out some/folder/of/mine`` cannot wipe a user's
-files. Written files get the ordinary umask-based modes (``tempfile`` creates
+written by :func:`atomic_dir` (it holds :data:`MARKER`), is a model or index folder
+of an earlier version (weights, a FAISS index or an index manifest) or holds nothing
+the new write does not also write, so ``--out some/folder/of/mine`` cannot wipe a
+user's files. Written files get the ordinary umask-based modes (``tempfile`` creates
 owner-only ones).
 """
 
@@ -34,6 +35,8 @@ def _fsync_dir(path: Path) -> None:
 
 MARKER = ".medrank-artifact"
 """Empty file that :func:`atomic_dir` writes into every directory it creates."""
+LEGACY_SUFFIXES = (".safetensors", ".faiss")
+"""Files that mark a folder as a medrank model or index written before :data:`MARKER` existed."""
 
 
 def _umask() -> int:
@@ -59,6 +62,8 @@ def _check_replaceable(target: Path, new: Path) -> None:
     old = {p.name for p in target.iterdir()}
     if not old or MARKER in old or old <= {p.name for p in new.iterdir()}:
         return
+    if any(n == "manifest.json" or n.endswith(LEGACY_SUFFIXES) for n in old):
+        return  # a model or index folder written before the marker existed (extra files: e.g. prior.json)
     extra = sorted(old - {p.name for p in new.iterdir()})
     raise FileExistsError(
         f"{target} exists and holds files medrank did not write ({', '.join(extra[:3])}"
