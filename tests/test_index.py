@@ -235,3 +235,15 @@ def test_atomic_dir_replaces_a_model_folder_written_before_the_marker(tmp_path):
     with atomic_dir(legacy) as tmp:
         (tmp / "mtcg.json").write_text("new")
     assert (legacy / "mtcg.json").read_text() == "new" and not (legacy / "prior.json").exists()
+
+
+def test_atomic_dir_replaces_folders_in_medranks_cache(tmp_path, monkeypatch):
+    from medrank.utils.io import atomic_dir
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    entry = tmp_path / "cache" / "service" / "passages-bm25"
+    entry.mkdir(parents=True)
+    (entry / "service-build.json").write_text("{}")  # a cache entry of an earlier version, no marker
+    with atomic_dir(entry) as tmp:
+        (tmp / "passages.jsonl").write_text("")
+    assert not (entry / "service-build.json").exists()

@@ -225,8 +225,31 @@ def test_timeout_is_504(services):
             raise NotImplementedError
 
     services.symptoms = Slow()
-    r = _client(services, request_timeout_s=0.2).post("/symptoms", json={"query": "fever"})
-    assert r.status_code == 504
+
+    class Refuses:
+        def detect(self, *args):
+            raise ValueError("no such thing")
+
+    with _client(services, request_timeout_s=0.2, max_concurrency=1) as c:  # one event loop, as under uvicorn
+        r = c.post("/symptoms", json={"query": "fever"})
+        assert r.status_code == 504
+        # the timed-out call still runs in its thread and keeps the one slot: the next request is turned away
+        assert c.post("/symptoms", json={"query": "fever"}).status_code == 503
+        time.sleep(1.0)  # the slow call ends and gives its slot back
+        services.symptoms = Refuses()
+        assert c.post("/symptoms", json={"query": "fever"}).status_code == 422  # a slot was free again
+
+
+def test_offline_docs_timing_header_head_health_and_strict_k(services):
+    c = _client(services)
+    docs = c.get("/docs")
+    assert docs.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in docs.text and "cdn" not in docs.text.lower()
+    assert c.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+    assert c.head("/health").status_code == 200
+    r = c.post("/symptoms", json={"query": "fever", "k": 2})
+    assert r.status_code == 200 and r.headers["server-timing"].startswith("app;dur=")
+    for k in (True, "3", 3.0):
+        assert c.post("/symptoms", json={"query": "fever", "k": k}).status_code == 422, k
 
 
 # -- schemathesis: generated requests from the OpenAPI schema never cause a 5xx (bounded, in-process) --------

@@ -117,3 +117,12 @@ def test_batching_encoder_propagates_errors(tiny_encoder):
     broken = Broken(tiny_encoder.model, tiny_encoder.tokenizer, pooling="mean", name="broken")
     with pytest.raises(RuntimeError, match="exploded"):
         BatchingEncoder(broken).encode(["fever"], kind="query")
+
+
+def test_default_and_explicit_data_root_fingerprint_alike(tmp_path, monkeypatch):
+    from medrank.config import data_root
+
+    monkeypatch.delenv("MEDRANK_DATA", raising=False)
+    implicit = Builder(ServiceSettings(state_dir=tmp_path), show_progress=False)
+    explicit = Builder(ServiceSettings(state_dir=tmp_path, data_root=data_root()), show_progress=False)
+    assert implicit.data_key == explicit.data_key == str(data_root())

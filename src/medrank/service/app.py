@@ -19,12 +19,14 @@ import logging
 import time
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
@@ -107,6 +109,9 @@ class AccessLogMiddleware:
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                # processing time up to the response, for clients and proxies (W3C Server-Timing)
+                timing = f"app;dur={(time.perf_counter() - t0) * 1000:.1f}".encode()
+                message = {**message, "headers": [*message.get("headers", []), (b"server-timing", timing)]}
             await send(message)
 
         try:
@@ -116,6 +121,21 @@ class AccessLogMiddleware:
             if self.log_text and scope.get("query_string"):
                 path += "?" + scope["query_string"].decode("latin-1")
             access_log.info("%s %s %d %.1fms", scope.get("method", "-"), path, status["code"], (time.perf_counter() - t0) * 1000)
+
+
+def _docs_assets() -> Path:
+    import fastapi_offline
+
+    return Path(fastapi_offline.__file__).parent / "static"
+
+
+def _release_after(sem: asyncio.Semaphore) -> Callable[[asyncio.Future[Any]], None]:
+    def done(work: asyncio.Future[Any]) -> None:
+        if not work.cancelled():
+            work.exception()  # retrieved: a timed-out call's error was already answered with 504
+        sem.release()
+
+    return done
 
 
 def create_app(settings: ServiceSettings | None = None, services: Services | None = None) -> FastAPI:
@@ -131,7 +151,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         version=_version(),
         description="Medical retrieval and ranking: symptoms, procedure codes, answer passages, next history-taking "
         "questions and similar solved questions. Every response names the model that served it.",
-        docs_url="/docs",
+        docs_url=None,  # served below from local files
         redoc_url=None,
     )
     app.state.settings = settings
@@ -175,9 +195,10 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
             await asyncio.wait_for(sem.acquire(), timeout=settings.request_timeout_s)
         except TimeoutError:
             raise HTTPException(503, "server busy, try again", headers={"Retry-After": "1"}) from None
+        work = asyncio.ensure_future(run_in_threadpool(fn, *args, **kwargs))
         try:
             remaining = max(0.001, settings.request_timeout_s - (time.perf_counter() - t0))
-            return await asyncio.wait_for(run_in_threadpool(fn, *args, **kwargs), timeout=remaining)
+            return await asyncio.wait_for(asyncio.shield(work), timeout=remaining)
         except TimeoutError:
             raise HTTPException(504, f"request took longer than {settings.request_timeout_s:g}s") from None
         except UnavailableError as exc:
@@ -185,7 +206,12 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         finally:
-            sem.release()
+            # a worker thread cannot be stopped: a timed-out call keeps its slot until it ends, so
+            # max_concurrency bounds the CPU work actually running, not just the requests waiting
+            if work.done():
+                sem.release()
+            else:
+                work.add_done_callback(_release_after(sem))
 
     def need(svc: Any, name: str) -> Any:
         if svc is None:
@@ -244,6 +270,10 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         """Liveness: which pipelines this deployment serves."""
         return {"status": "ok", "pipelines": services.available(), "uptime_s": round(time.time() - started, 1)}
 
+    @app.head("/health", include_in_schema=False)
+    async def health_head() -> None:
+        """HEAD-based health checks (load balancers): 200, no body."""
+
     @app.get("/models", response_model=S.ModelsResponse, dependencies=auth, responses={401: responses[401]}, tags=["service"])
     async def models() -> Any:
         """Which model and version serves each pipeline, and whether it is trained or zero-shot / first-stage."""
@@ -251,6 +281,17 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     static = resources.files("medrank.service") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    # Swagger UI from a PyPI package (fastapi-offline ships its files), not a CDN: the service runs offline
+    app.mount("/docs-assets", StaticFiles(directory=str(_docs_assets())), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - API",
+            swagger_js_url=f"{root}/docs-assets/swagger-ui-bundle.js", swagger_css_url=f"{root}/docs-assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/docs-assets/favicon.png",
+        )
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

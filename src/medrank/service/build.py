@@ -95,6 +95,14 @@ class Builder:
             return CachedEncoder(enc, cache_dir() / "embeddings")
         return enc
 
+    @property
+    def data_key(self) -> str:
+        """The data root as the fingerprints record it: resolved, so the default and the same path given
+        explicitly (``--data``, ``MEDRANK_DATA``) build the same entries."""
+        from medrank.config import data_root
+
+        return str(data_root(self.settings.data_root))
+
     def _fingerprint(self, *parts: Any) -> str:
         return json.dumps([BUILD_VERSION, *[str(p) for p in parts]], ensure_ascii=False)
 
@@ -285,7 +293,7 @@ class Builder:
 
         out = self.state / "passages-bm25"
         encoder = self.encoder("en")
-        fp = self._fingerprint("passages-bm25", self.settings.data_root)
+        fp = self._fingerprint("passages-bm25", self.data_key)
         if not self._fresh(out, fp):
             from medrank.data.medquad import load_passage_corpus
 
@@ -332,7 +340,7 @@ class Builder:
         encoder = self.encoder(lang)
         out = self.state / f"questions-{lang}"
         retrieval = f"hybrid BM25 + {encoder.name} (RRF)"
-        fp = self._fingerprint("questions", lang, encoder.spec(), self.settings.data_root)
+        fp = self._fingerprint("questions", lang, encoder.spec(), self.data_key)
         if not self._fresh(out, fp):
             texts = loader(self.settings.data_root)
             ids = [f"{lang}-q{i}" for i in range(len(texts))]
@@ -353,7 +361,7 @@ class Builder:
         sources = {"zh": "CHIP-STS + KUAKE-QQR questions", "en": "medical-question-pairs + RQE + MedQuAD questions"}
         for lang in ("en", "zh"):
             out = self.state / f"similar-{lang}"
-            fp = self._fingerprint("similar", lang, self.settings.data_root)
+            fp = self._fingerprint("similar", lang, self.data_key)
             if not self._fresh(out, fp):
                 texts = self._timed(f"similar-question corpus {lang} read", lambda lang=lang: language_corpus(lang, self.settings.data_root))
                 searcher = self._timed(f"similar {lang}: {len(texts):,} questions indexed (BM25)",

@@ -30,7 +30,8 @@ Text = Annotated[
 ShortText = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), AfterValidator(_encodable)
 ]
-K = Annotated[int, Field(ge=1, le=MAX_K, description="How many results to return.")]
+# strict: JSON true, "3" and 3.0 are not counts (lax pydantic would take them as 1 and 3)
+K = Annotated[int, Field(ge=1, le=MAX_K, strict=True, description="How many results to return.")]
 Language = Literal["auto", "en", "zh"]
 
 
@@ -68,7 +69,8 @@ class SymptomsResponse(_Response):
 # -- /normalize ---------------------------------------------------------------------------------------
 class NormalizeRequest(_Request):
     mention: Text = Field(description="A procedure as written in a record.", examples=["腹腔镜下胆囊切除术"])
-    k: K = 5
+    k: Annotated[int, Field(ge=1, le=MAX_K, strict=True, description="How many candidates to return; a trained normaliser "
+                            "scores only its k_c = 10 recalled candidates, so it returns at most 10.")] = 5
 
 
 class NormalizeResponse(_Response):

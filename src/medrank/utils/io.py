@@ -4,7 +4,8 @@ Indexes and checkpoints are written to a temporary sibling and renamed into
 place, so a crash mid-write leaves either the old artefact or the new one,
 never a half-written file. A directory is only replaced when it is empty, was
 written by :func:`atomic_dir` (it holds :data:`MARKER`), is a model or index folder
-of an earlier version (weights, a FAISS index or an index manifest) or holds nothing
+of an earlier version (weights, a FAISS index or an index manifest), lies in
+medrank's cache (``$MEDRANK_CACHE``) or holds nothing
 the new write does not also write, so ``--out some/folder/of/mine`` cannot wipe a
 user's files. Written files get the ordinary umask-based modes (``tempfile`` creates
 owner-only ones).
@@ -53,6 +54,12 @@ def normal_permissions(root: Path) -> None:
             os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
 
 
+def _under_cache(path: Path) -> bool:
+    from medrank.config import cache_dir
+
+    return path.resolve().is_relative_to(cache_dir().resolve())
+
+
 def _check_replaceable(target: Path, new: Path) -> None:
     """Raise unless replacing ``target`` by ``new`` loses nothing medrank did not write."""
     if not target.exists() and not target.is_symlink():
@@ -64,6 +71,8 @@ def _check_replaceable(target: Path, new: Path) -> None:
         return
     if any(n == "manifest.json" or n.endswith(LEGACY_SUFFIXES) for n in old):
         return  # a model or index folder written before the marker existed (extra files: e.g. prior.json)
+    if _under_cache(target):
+        return  # medrank's own cache ($MEDRANK_CACHE): every folder in it is medrank's
     extra = sorted(old - {p.name for p in new.iterdir()})
     raise FileExistsError(
         f"{target} exists and holds files medrank did not write ({', '.join(extra[:3])}"
