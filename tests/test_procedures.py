@@ -752,3 +752,10 @@ def test_theta_and_evaluator_inputs_are_checked(tmp_path):
     empty.write_text("")
     with pytest.raises(ValueError, match="no mentions"):
         evaluate_procedures(empty, None, None, {})
+
+
+def test_a_single_string_is_not_a_list_of_mentions():
+    from medrank.pipelines.procedures.normalizer import check_mentions
+
+    with pytest.raises(TypeError, match="list of mentions"):
+        check_mentions("阑尾切除术")

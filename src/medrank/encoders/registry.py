@@ -57,10 +57,15 @@ def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs
     """
     if isinstance(name_or_path, dict):
         spec = dict(name_or_path)
-        source = spec.pop("path", None) or spec.get("name")
+        source, name = spec.pop("path", None), spec.get("name")
+        if isinstance(name, str) and name.lower() in ALIASES and (not source or not Path(str(source)).exists()):
+            # a saved spec of a packaged model: its recorded folder moves with the venv or the cache
+            source = name
         spec.update(kwargs)
         kwargs = {k: v for k, v in spec.items() if k in _KWARGS}
-        name_or_path = source
+        name_or_path = source or name
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise TypeError(f"an encoder needs an alias, a model folder or a hub id, got {name_or_path!r}")
     key = str(name_or_path)
     path = resolve_model_path(key)
     alias = ALIASES.get(key.lower())

@@ -14,9 +14,10 @@ it and refuses versions it does not know.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,6 +36,8 @@ def query_texts(queries: Sequence[str | Query] | str | Query) -> tuple[list[str]
     """Normalise queries to (ids, texts); plain strings get ids ``"0"``, ``"1"``, …"""
     if isinstance(queries, (str, Query)):
         queries = [queries]
+    if isinstance(queries, (Mapping, bytes)) or not isinstance(queries, Sequence):
+        raise TypeError(f"queries must be a str, a Query or a list of them, got {type(queries).__name__}")
     ids, texts = [], []
     for i, q in enumerate(queries):
         if isinstance(q, Query):
@@ -48,7 +51,18 @@ def query_texts(queries: Sequence[str | Query] | str | Query) -> tuple[list[str]
     return ids, texts
 
 
+def check_k(k: Any) -> int:
+    """``k`` as an int: any integer type (numpy's too), but not a bool."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
 def validate_entries(ids: Sequence[str], texts: Sequence[str], item_ids: Sequence[str] | None) -> list[str]:
+    for name, seq in (("ids", ids), ("texts", texts), ("item_ids", item_ids)):
+        if seq is not None and (isinstance(seq, (str, bytes, Mapping)) or not isinstance(seq, Sequence)):
+            # a single string would be indexed character by character
+            raise TypeError(f"{name} must be a list of strings, got {type(seq).__name__}")
     if len(ids) != len(texts):
         raise ValueError(f"got {len(ids)} ids but {len(texts)} texts")
     if item_ids is not None and len(item_ids) != len(ids):
@@ -123,13 +137,15 @@ class Index(ABC):
         self._add(start)
 
     def search(self, queries: Sequence[str | Query] | str | Query, k: int = 10) -> list[Ranking]:
-        """Top-``k`` items for each query, best first."""
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        """Top-``k`` items for each query, best first; a blank query gets an empty ranking (every index type)."""
+        k = check_k(k)
         if not self.entry_ids:
             raise RuntimeError("the index is empty: call build() first")
         qids, texts = query_texts(queries)
-        return self._search(qids, texts, k)
+        asked = [i for i, t in enumerate(texts) if t.strip()]
+        found = iter(self._search([qids[i] for i in asked], [texts[i] for i in asked], k) if asked else [])
+        blank = set(range(len(texts))) - set(asked)
+        return [Ranking(qids[i], (), ()) if i in blank else next(found) for i in range(len(texts))]
 
     def score_items(self, query: str, item_ids: Sequence[str]) -> np.ndarray:
         """Scores of given items for one query (``-inf`` for items the index lacks)."""
@@ -153,8 +169,11 @@ class Index(ABC):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> Index:
-        """Load an index saved by :meth:`save` (any subclass; see :func:`load_index`)."""
-        return load_index(path, **kwargs)
+        """Load an index saved by :meth:`save` (see :func:`load_index`); ``SomeIndex.load`` insists on that type."""
+        index = load_index(path, **kwargs)
+        if cls is not Index and not isinstance(index, cls):
+            raise IndexFormatError(f"{path} holds a {index.kind} index, not a {cls.kind} one (use load_index)")
+        return index
 
     def _load_entries(self, path: Path) -> None:
         ids, items, texts = [], [], []
@@ -222,6 +241,13 @@ def load_index(path: str | os.PathLike[str], **kwargs: Any) -> Index:
     """Load any saved medrank index; ``kwargs`` (e.g. ``encoder=``) go to the index type."""
     manifest = read_manifest(path)
     cls = REGISTRY[manifest["type"]]
-    index = cls._from_saved(Path(path), manifest["config"], **kwargs)
-    index._load_entries(Path(path))
+    try:
+        index = cls._from_saved(Path(path), manifest["config"], **kwargs)
+        index._load_entries(Path(path))
+    except IndexFormatError:
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        if isinstance(exc, OSError) and "model" in str(exc).lower():
+            raise  # the encoder, not the index, is missing: its own message says which
+        raise IndexFormatError(f"{path}: corrupt or incomplete {manifest['type']} index ({exc})") from exc
     return index

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from medrank.index.base import Index, register, top_items
+from medrank.index.base import Index, IndexFormatError, register, top_items
 from medrank.index.tokenize import LexicalTokenizer, TokenizerConfig
 from medrank.index.topk import topk_stable
 from medrank.records import Ranking
@@ -23,6 +23,9 @@ def _bm25s() -> Any:
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its logger to DEBUG on import
     return bm25s
+
+
+BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
 
 @register
@@ -50,6 +53,10 @@ class BM25Index(Index):
         super().__init__()
         self.tokenizer_config = tokenizer or TokenizerConfig(language=language, zh_mode=zh_mode)  # type: ignore[arg-type]
         self.tokenizer = LexicalTokenizer(self.tokenizer_config)
+        if method not in BM25_METHODS:
+            raise ValueError(f"method must be one of {BM25_METHODS}, got {method!r}")
+        if not float(k1) >= 0 or not 0 <= float(b) <= 1:
+            raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.params = {"k1": float(k1), "b": float(b), "method": method}
         self.retriever: Any = None
         self._items = np.array([], dtype=object)
@@ -62,6 +69,8 @@ class BM25Index(Index):
 
     def _build(self) -> None:
         tokens = [self.tokenizer(t) for t in self.entry_texts]
+        if not any(tokens):
+            raise ValueError("nothing to index: the texts hold no tokens (empty, or stop words only)")
         self.retriever = self._new_retriever()
         self.retriever.index(tokens, show_progress=False)
         self._items = np.array(self.entry_items, dtype=object)
@@ -112,5 +121,8 @@ class BM25Index(Index):
 
     def _load_entries(self, path: Path) -> None:
         super()._load_entries(path)
+        n_docs = int(getattr(self.retriever, "scores", {}).get("num_docs", len(self.entry_ids)))
+        if n_docs != len(self.entry_ids):
+            raise IndexFormatError(f"{path}: {n_docs} BM25 documents but {len(self.entry_ids)} entries (corrupt index)")
         self._items = np.array(self.entry_items, dtype=object)
         self._n_unique = len(set(self.entry_items))

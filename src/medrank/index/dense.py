@@ -107,6 +107,11 @@ class DenseIndex(Index):
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim == 1:
             vectors = vectors[None]
+        if vectors.ndim != 2 or vectors.shape[1] != self.faiss_index.d or len(vectors) != len(qids):
+            raise ValueError(
+                f"query vectors {tuple(vectors.shape)} do not fit {len(qids)} queries of this index's dimension "
+                f"{self.faiss_index.d} (an encoder other than the one the index was built with?)"
+            )
         n_items = self._n_unique
         depth = k if n_items == len(self._items) else min(len(self._items), k * 4)
         results: list[Ranking | None] = [None] * len(qids)

@@ -80,6 +80,8 @@ class HybridIndex(Index):
     @classmethod
     def from_built(cls, components: Sequence[Index], **kwargs: Any) -> HybridIndex:
         """Fuse indexes that are already built over the same entries (no re-encoding)."""
+        if len(components) < 2:
+            raise ValueError("a hybrid index needs at least two component indexes")
         first = components[0]
         for c in components[1:]:
             if c.entry_ids != first.entry_ids or c.entry_items != first.entry_items:
@@ -101,15 +103,13 @@ class HybridIndex(Index):
     def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
         from medrank.records import Query
 
-        queries = [Query(q, t) if t.strip() else q for q, t in zip(qids, texts, strict=True)]
-        per_component = []
-        for c in self.components:
-            valid = [q for q in queries if isinstance(q, Query)]
-            rankings = {r.query_id: r for r in c.search(valid, k=max(k, self.depth))} if valid else {}
-            per_component.append(rankings)
+        # components see positional ids: callers' ids may repeat within a batch
+        queries = [Query(str(i), t) for i, t in enumerate(texts) if t.strip()]
+        per_component = [{r.query_id: r for r in c.search(queries, k=max(k, self.depth))} if queries else {}
+                         for c in self.components]
         out = []
-        for qid in qids:
-            parts = [comp.get(qid, Ranking(qid, (), ())) for comp in per_component]
+        for i, qid in enumerate(qids):
+            parts = [comp.get(str(i), Ranking(str(i), (), ())) for comp in per_component]
             fused = fuse_rankings(parts, self.method, self.weights, self.rrf_k)[:k]
             out.append(Ranking.from_pairs(qid, fused))
         return out

@@ -81,6 +81,8 @@ class ConceptRetriever:
         zh_mode: str = "char",
         **index_kwargs: Any,
     ) -> ConceptRetriever:
+        """Index ``concepts`` (their names, and synonyms with ``use_synonyms``) with a ``bm25`` / ``dense`` /
+        ``hybrid`` index; ``encoder`` is needed by the dense and hybrid methods."""
         if not concepts:
             raise ValueError("the vocabulary is empty")
         index = make_index(method, encoder, language=language, zh_mode=zh_mode, **index_kwargs)
@@ -89,6 +91,7 @@ class ConceptRetriever:
         return cls(index, concepts)
 
     def search(self, queries: Sequence[str | Query] | str | Query, k: int = 5) -> list[Ranking]:
+        """Top-``k`` concept ids per query (a concept's score is its best entry's); see :meth:`describe`."""
         return self.index.search(queries, k=k)
 
     def describe(self, ranking: Ranking) -> list[dict[str, Any]]:
@@ -103,6 +106,7 @@ class ConceptRetriever:
         return rows
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index and the concepts to folder ``path`` atomically; :meth:`load` reads it back."""
         with atomic_dir(path) as tmp:
             self.index.save(tmp / "index")
             with open(tmp / "concepts.jsonl", "w", encoding="utf-8") as fh:
@@ -123,6 +127,7 @@ class ConceptRetriever:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> ConceptRetriever:
+        """A retriever saved by :meth:`save`; ``kwargs`` (e.g. ``encoder=``) go to :func:`load_index`."""
         path = Path(path)
         index = load_index(path / "index", **kwargs)
         concepts = []

@@ -4,7 +4,8 @@ Indexes and checkpoints are written to a temporary sibling and renamed into
 place, so a crash mid-write leaves either the old artefact or the new one,
 never a half-written file. A directory is only replaced when it is empty, was
 written by :func:`atomic_dir` (it holds :data:`MARKER`), is a model or index folder
-of an earlier version (weights, a FAISS index or an index manifest), lies in
+of an earlier version (only artefact files, among them weights, a FAISS index or
+a medrank index manifest), lies in
 medrank's cache (``$MEDRANK_CACHE``) or holds nothing
 the new write does not also write, so ``--out some/folder/of/mine`` cannot wipe a
 user's files. Written files get the ordinary umask-based modes (``tempfile`` creates
@@ -38,6 +39,8 @@ MARKER = ".medrank-artifact"
 """Empty file that :func:`atomic_dir` writes into every directory it creates."""
 LEGACY_SUFFIXES = (".safetensors", ".faiss")
 """Files that mark a folder as a medrank model or index written before :data:`MARKER` existed."""
+ARTIFACT_SUFFIXES = (".json", ".jsonl", ".safetensors", ".faiss", ".npy")
+"""The only kinds of top-level file such a folder holds (anything else may be the user's)."""
 
 
 def _umask() -> int:
@@ -60,6 +63,21 @@ def _under_cache(path: Path) -> bool:
     return path.resolve().is_relative_to(cache_dir().resolve())
 
 
+def _legacy_artifact(folder: Path) -> bool:
+    """A medrank model/index folder without the marker: nothing but artefact files, and weights, a FAISS
+    index or a medrank index manifest among them."""
+    files = [p for p in folder.iterdir() if not p.is_dir()]
+    if any(not p.name.endswith(ARTIFACT_SUFFIXES) for p in files):
+        return False
+    if any(p.name.endswith(LEGACY_SUFFIXES) for p in files):
+        return True
+    manifest = folder / "manifest.json"
+    try:
+        return manifest.is_file() and "format_version" in json.loads(manifest.read_text(encoding="utf-8"))
+    except (ValueError, TypeError, OSError):
+        return False
+
+
 def _check_replaceable(target: Path, new: Path) -> None:
     """Raise unless replacing ``target`` by ``new`` loses nothing medrank did not write."""
     if not target.exists() and not target.is_symlink():
@@ -69,7 +87,7 @@ def _check_replaceable(target: Path, new: Path) -> None:
     old = {p.name for p in target.iterdir()}
     if not old or MARKER in old or old <= {p.name for p in new.iterdir()}:
         return
-    if any(n == "manifest.json" or n.endswith(LEGACY_SUFFIXES) for n in old):
+    if _legacy_artifact(target):
         return  # a model or index folder written before the marker existed (extra files: e.g. prior.json)
     if _under_cache(target):
         return  # medrank's own cache ($MEDRANK_CACHE): every folder in it is medrank's

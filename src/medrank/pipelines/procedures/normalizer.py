@@ -86,6 +86,9 @@ def check_mentions(texts: Sequence[str]) -> list[str]:
     Without this an empty mention is still embedded (as the bare ``[CLS] [SEP]``) and gets a
     confident-looking standard name.
     """
+    if isinstance(texts, (str, bytes)):
+        # a single string would be normalised character by character
+        raise TypeError("pass a list of mentions (normalize_one takes a single one)")
     return [require_text(t, f"mention {i}") for i, t in enumerate(texts)]
 
 
@@ -177,6 +180,7 @@ class ProcedureNormalizer:
         return norm
 
     def load_cache(self, cache_dir: str | None) -> None:
+        """Read the frozen-bottom states of standard names cached by training (no-op for ``None``)."""
         if cache_dir:
             n = sum(b.load_cache(cache_dir) for b in self.frozen_bottoms())
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)

@@ -12,15 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from medrank.pipelines.history.models.inputs import check_score_inputs
 
+if TYPE_CHECKING:
+    from medrank.encoders.transformer import TransformerEncoder
+
 
 class HistoryBiEncoder(nn.Module):
-    def __init__(self, encoder, max_dialogue_tokens: int = 256) -> None:
+    """The bi-encoder baseline: a question's score is its embedding's dot product with the dialogue's."""
+
+    def __init__(self, encoder: TransformerEncoder, max_dialogue_tokens: int = 256) -> None:
         super().__init__()
         self.encoder = encoder
         self.model = encoder.model  # registers the trainable weights
@@ -49,6 +55,7 @@ class HistoryBiEncoder(nn.Module):
 
     @torch.inference_mode()
     def score(self, dialogue: str, questions: Sequence[str]) -> list[float]:
+        """Scores of ``questions`` for one rendered dialogue (higher = ask sooner)."""
         questions = check_score_inputs(dialogue, questions)
         self.eval()
         d = self.embed_dialogues([dialogue])
@@ -64,6 +71,7 @@ class HistoryBiEncoder(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> HistoryBiEncoder:
+        """A model saved by :meth:`save` (a run's ``model/`` folder)."""
         from medrank.encoders import load_encoder
 
         path = Path(path)

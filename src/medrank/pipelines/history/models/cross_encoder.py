@@ -63,6 +63,7 @@ class HistoryCrossEncoder(nn.Module):
     @torch.inference_mode()
     def score(self, dialogue: str, questions: Sequence[str], batch_size: int = 32,
               dialogue_ids: list[int] | None = None) -> list[float]:
+        """Scores of ``questions`` for one rendered dialogue, one (dialogue, question) pass each."""
         questions = check_score_inputs(dialogue, questions)
         self.eval()
         d = dialogue_ids if dialogue_ids is not None else self.dialogue_ids(dialogue)
@@ -83,6 +84,7 @@ class HistoryCrossEncoder(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> HistoryCrossEncoder:
+        """A model saved by :meth:`save` (a run's ``model/`` folder)."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)

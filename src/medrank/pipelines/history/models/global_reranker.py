@@ -228,6 +228,7 @@ class GlobalReranker(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> GlobalReranker:
+        """A model saved by :meth:`save` (a run's ``model/`` folder)."""
         from safetensors.torch import load_file
         from transformers import AutoModel, AutoTokenizer
 
