@@ -33,7 +33,7 @@ console = Console()
 err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger("medrank")
 
-_STATE: dict[str, Any] = {"data": None, "threads": None, "verbose": False}
+_STATE: dict[str, Any] = {"data": None, "verbose": False}
 
 DataOpt = Annotated[
     str | None, typer.Option("--data", help="Dataset root (default: $MEDRANK_DATA or ../shared/data).")
@@ -51,7 +51,6 @@ def main(
     _STATE["verbose"] = verbose
     if threads is not None and threads < 1:
         _fail(f"--threads must be >= 1, got {threads}")
-    _STATE["threads"] = threads
     if data is not None:
         _STATE["data"] = data
         os.environ["MEDRANK_DATA"] = str(Path(data).resolve())

@@ -247,7 +247,8 @@ def load_index(path: str | os.PathLike[str], **kwargs: Any) -> Index:
     except IndexFormatError:
         raise
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
-        if isinstance(exc, OSError) and "model" in str(exc).lower():
-            raise  # the encoder, not the index, is missing: its own message says which
+        inside = isinstance(exc, OSError) and exc.filename and Path(exc.filename).resolve().is_relative_to(Path(path).resolve())
+        if isinstance(exc, OSError) and not inside:
+            raise  # not a file of the index (e.g. its encoder's model folder): the error says which
         raise IndexFormatError(f"{path}: corrupt or incomplete {manifest['type']} index ({exc})") from exc
     return index
