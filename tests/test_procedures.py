@@ -391,6 +391,22 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     paper_head = KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction=False)
     probs = paper_head.score(["左肾切除术", "左肾切除术"], ["肾切除术", "肾切开术"])
     assert probs.shape == (2,) and ((probs > 0) & (probs < 1)).all()
+    # list context (not in the paper): starts as the point-wise head, then scores depend on the competitors
+    # but not on their order, and score() never splits one mention's candidates across batches
+    listed = KeywordAttentiveRanker(norm.mtcg.bi, SITES, TYPES, interaction=False, list_context=True)
+    listed.load_state_dict(paper_head.state_dict(), strict=False)
+    ms, cs = ["左肾切除术"] * 3 + ["脑膜切开术"] * 2, ["肾切除术", "肾切开术", "脑膜切开术", "脑膜切开术", "肾切除术"]
+    assert np.allclose(listed.score(ms, cs), paper_head.score(ms, cs), atol=1e-6)
+    torch.nn.init.normal_(listed.list_attn.out_proj.weight)
+    before = listed.score(ms, cs)
+    swapped = listed.score([ms[1], ms[0], ms[2], ms[3], ms[4]], [cs[1], cs[0], cs[2], cs[3], cs[4]])
+    assert np.allclose(swapped[[1, 0, 2, 3, 4]], before, atol=1e-5) and not np.allclose(before, paper_head.score(ms, cs), atol=1e-4)
+    assert np.allclose(listed.score(ms, cs, batch_size=2), before, atol=1e-5)  # whole lists per batch
+    assert np.allclose(listed.score(ms[:3], cs[:3]), before[:3], atol=1e-5)  # the other mention's list does not leak in
+    from medrank.pipelines.procedures.kar import _batches, mention_runs
+
+    assert mention_runs(["a", "a", "b", "a"]) == [(0, 2), (2, 3), (3, 4)]
+    assert _batches(["a", "a", "b", "b", "b", "c"], 3, whole_runs=True) == [slice(0, 2), slice(2, 5), slice(5, 6)]
 
     # the point-wise baseline: a plain cross-encoder trained and evaluated on BM25's candidates, ranked by s_r
     pw = train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "kar_recall": "bm25", "kar_fusion": "ranker",
@@ -415,6 +431,8 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     assert set(train_kar(lw_cfg, tmp_path / "lw")["val"]) >= {"single", "multi", "total"}
     with pytest.raises(ValueError, match="kar_listwise_weight"):
         ProcedureConfig.from_dict({"task": "procedures-kar", "kar_listwise_weight": -1})
+    with pytest.raises(ValueError, match="kar_list_context needs"):
+        ProcedureConfig.from_dict({"task": "procedures-kar", "kar_list_context": True})
 
     # a deeper KAR (kar_train_layers > MTCG's train_layers) reads its own, shallower frozen bottom;
     # its last blocks start from MTCG's trained top, the ones below from the base blocks

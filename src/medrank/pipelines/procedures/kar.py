@@ -223,6 +223,32 @@ def _token_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * weight[..., None]).sum(1) / weight.sum(1, keepdim=True).clamp(min=1.0)
 
 
+def mention_runs(mentions: Sequence[str]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of equal consecutive mentions (one mention's candidate list)."""
+    runs, start = [], 0
+    for i in range(1, len(mentions) + 1):
+        if i == len(mentions) or mentions[i] != mentions[start]:
+            runs.append((start, i))
+            start = i
+    return runs
+
+
+def _batches(mentions: Sequence[str], batch_size: int, whole_runs: bool) -> list[slice]:
+    """Slices of about ``batch_size`` pairs; with ``whole_runs`` a mention's pairs never straddle two."""
+    if not whole_runs:
+        return [slice(s, s + batch_size) for s in range(0, len(mentions), batch_size)]
+    out: list[slice] = []
+    start = end = 0
+    for s, e in mention_runs(mentions):
+        if e - start > batch_size and end > start:
+            out.append(slice(start, end))
+            start = s
+        end = e
+    if end > start:
+        out.append(slice(start, end))
+    return out
+
+
 class KeywordAttentiveRanker(nn.Module):
     """KAR over a frozen (shared, cached) bottom; see the module docstring.
 
@@ -254,6 +280,7 @@ class KeywordAttentiveRanker(nn.Module):
         dropout: float = 0.1,
         interaction: str | bool = "recall",
         keyword_attention: bool = True,
+        list_context: bool = False,
     ) -> None:
         super().__init__()
         # False: [PS]/[PT] attend to every token like [CLS] — a plain point-wise cross-encoder (the
@@ -274,6 +301,15 @@ class KeywordAttentiveRanker(nn.Module):
             raise ValueError(f"interaction must be one of {INTERACTIONS}, got {interaction!r}")
         self.interaction: str = interaction
         self.ffn = nn.Sequential(nn.Linear(d * (1 if interaction == "none" else 5), hidden), nn.GELU(), nn.Linear(hidden, 1))
+        # not in the paper: one attention layer across a mention's candidates between the FFN's two
+        # layers, so a candidate's score can depend on its competitors (zero-initialised output:
+        # training starts from the plain point-wise head)
+        self.list_context = bool(list_context)
+        self.list_norm = nn.LayerNorm(hidden) if self.list_context else None
+        self.list_attn = nn.MultiheadAttention(hidden, 4, dropout=dropout, batch_first=True) if self.list_context else None
+        if self.list_attn is not None:
+            nn.init.zeros_(self.list_attn.out_proj.weight)
+            nn.init.zeros_(self.list_attn.out_proj.bias)
         self.sites, self.types = KeywordMatcher(sites), KeywordMatcher(types)
         self.ffn_hidden = hidden
         # keyword flags per text: standard names are a closed set (kept), mentions are whatever a
@@ -283,6 +319,8 @@ class KeywordAttentiveRanker(nn.Module):
         self.trainable = nn.ModuleDict(
             {"top": self.top, "ffn": self.ffn, "params": nn.ParameterList([self.special, self.segment])}
         )
+        if self.list_context:
+            self.trainable["list"] = nn.ModuleList([self.list_norm, self.list_attn])
 
     # -- keyword flags of one text as the cache tokenises it -----------------------------------------
     def keyword_flags(self, text: str, kind: TextKind) -> tuple[np.ndarray, np.ndarray]:
@@ -375,7 +413,23 @@ class KeywordAttentiveRanker(nn.Module):
             u, v = u * u.shape[1] ** 0.5, v * v.shape[1] ** 0.5
         if self.interaction != "none":
             pooled = torch.cat([pooled, u, v, (u - v).abs(), u * v], dim=-1)
-        return self.ffn(self.dropout(pooled))[:, 0]
+        if not self.list_context:
+            return self.ffn(self.dropout(pooled))[:, 0]
+        z = self.ffn[1](self.ffn[0](self.dropout(pooled)))
+        return self.ffn[2](z + self._across_candidates(z, mentions))[:, 0]
+
+    def _across_candidates(self, z: torch.Tensor, mentions: Sequence[str]) -> torch.Tensor:
+        """Attention among the pairs of one mention (a run of equal consecutive mentions), ``(P, H)``."""
+        assert self.list_norm is not None and self.list_attn is not None
+        runs = mention_runs(mentions)
+        width = max(e - s for s, e in runs)
+        padded = z.new_zeros((len(runs), width, z.shape[1]))
+        pad = torch.ones((len(runs), width), dtype=torch.bool, device=z.device)
+        for g, (s, e) in enumerate(runs):
+            padded[g, : e - s], pad[g, : e - s] = z[s:e], False
+        x = self.list_norm(padded)
+        out, _ = self.list_attn(x, x, x, key_padding_mask=pad, need_weights=False)
+        return torch.cat([out[g, : e - s] for g, (s, e) in enumerate(runs)])
 
     def forward(
         self,
@@ -407,8 +461,7 @@ class KeywordAttentiveRanker(nn.Module):
             return None if vec is None else torch.as_tensor(np.asarray(vec[sl], dtype=np.float32))
 
         with eval_mode(self):
-            for start in range(0, len(mentions), batch_size):
-                sl = slice(start, start + batch_size)
+            for sl in _batches(mentions, batch_size, whole_runs=self.list_context):
                 logits = self.forward(mentions[sl], candidates[sl], part(mention_vec, sl), part(cand_vec, sl))
                 out[sl] = torch.sigmoid(logits).float().cpu().numpy()
         return out
@@ -418,6 +471,7 @@ class KeywordAttentiveRanker(nn.Module):
         return {
             "n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "ffn_hidden": self.ffn_hidden,
             "interaction": self.interaction, "keyword_attention": self.keyword_attention,
+            "list_context": self.list_context,
         }
 
     def save(self, directory: str | Path, extra: dict[str, Any] | None = None) -> None:

@@ -165,7 +165,7 @@ class ProcedureNormalizer:
         kw = load_keywords(data_root)
         kar = KeywordAttentiveRanker(
             kar_bottom_for(mtcg, spec.get("train_layers")), kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False),
-            keyword_attention=spec.get("keyword_attention", True),
+            keyword_attention=spec.get("keyword_attention", True), list_context=spec.get("list_context", False),
         )
         kar.load_weights(kar_dir)
         kwargs.setdefault("theta", manifest.get("theta", DEFAULT_THETA))

@@ -98,6 +98,9 @@ class ProcedureConfig:
     # weight of a listwise term (ListNet over each mention's candidates) added to KAR's BCE; 0 = the
     # paper's BCE alone. > 0 batches whole mentions (batch_size pairs, rounded to whole candidate lists)
     kar_listwise_weight: float = 0.0
+    # not in the paper: attention across a mention's candidates inside KAR's head (needs the
+    # listwise batches, which keep each mention's candidates together)
+    kar_list_context: bool = False
     dropout: float = 0.1
     # learned fusion (task procedures-fusion)
     kar: str | None = None  # the KAR run directory the fusion extends
@@ -146,6 +149,8 @@ class ProcedureConfig:
             raise ValueError(f"kar_train_layers must be >= 1 (or null for MTCG's train_layers), got {cfg.kar_train_layers}")
         if cfg.kar_listwise_weight < 0:
             raise ValueError(f"kar_listwise_weight must be >= 0, got {cfg.kar_listwise_weight}")
+        if cfg.kar_list_context and cfg.kar_listwise_weight <= 0:
+            raise ValueError("kar_list_context needs kar_listwise_weight > 0 (batches of whole candidate lists)")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
             raise ValueError(f"head_lr must be > 0, got {cfg.head_lr}")
         return cfg
@@ -393,7 +398,7 @@ class KARTask:
         # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
         self.kar = KeywordAttentiveRanker(
             kar_bottom, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction,
-            keyword_attention=cfg.kar_keyword_attention,
+            keyword_attention=cfg.kar_keyword_attention, list_context=cfg.kar_list_context,
         )
         self.mtcg.load_weights(mtcg_dir)
         if cfg.kar_init == "mtcg":
@@ -527,6 +532,8 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
     started = time.perf_counter()
     task = KARTask(cfg, output_dir)
     heads = [*task.kar.ffn.parameters(), task.kar.special, task.kar.segment]
+    if task.kar.list_context:
+        heads += [*task.kar.trainable["list"].parameters()]
     trainer = _trainer(cfg, task.kar.trainable, task, output_dir, "acc_total", heads)
     trainer.fit(resume=resume)
     best = load_best(trainer)
