@@ -111,8 +111,9 @@ class MTCG(nn.Module):
             return np.zeros((0, self.dim), np.float32), np.zeros((0, N_COUNT_CLASSES), np.float32)
         return np.concatenate(embs), np.concatenate(probs)
 
-    def encode_terms(self, texts: Sequence[str]) -> np.ndarray:
-        return self.bi.encode(list(texts), "passage")
+    def encode_terms(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
+        """Inference unit embeddings ``(n, d)`` of standard names (progress bar: default above 5,000 names)."""
+        return self.bi.encode(list(texts), "passage", show_progress=show_progress)
 
     # -- persistence -----------------------------------------------------------------------------
     def spec(self) -> dict[str, Any]:

@@ -194,7 +194,7 @@ class ProcedureNormalizer:
     # -- recall ------------------------------------------------------------------------------------------
     def term_embeddings(self) -> np.ndarray:
         if self._term_emb is None or self._term_emb_version != self.mtcg.bi.weights_version():
-            self._term_emb = self.mtcg.encode_terms(self.terms.names)
+            self._term_emb = self.mtcg.encode_terms(self.terms.names, show_progress=self.show_progress)
             self._term_emb_version = self.mtcg.bi.weights_version()
             self._index = None
         return self._term_emb
