@@ -96,11 +96,11 @@ def test_requested_threads_records_explicit_counts_only():
 
     from medrank import config
 
-    saved, n = list(config._REQUESTED_THREADS), torch.get_num_threads()
+    saved, n = config._requested_threads, torch.get_num_threads()
     try:
         config.set_threads(2)
         config.set_threads(None)  # the default (all cores) is not a request
         assert config.requested_threads() == 2
     finally:
         config.set_threads(n)
-        config._REQUESTED_THREADS[:] = saved
+        config._requested_threads = saved

@@ -58,11 +58,16 @@ def main(
     config.seed_everything(seed)
 
 
-def _fail(message: str | BaseException) -> None:
-    """Print ``error: message`` (an exception: its message) to stderr and exit with code 2."""
+def _print_error(message: str | BaseException) -> None:
+    """``error: message`` (an exception: its message) on stderr."""
     if isinstance(message, BaseException):
         message = _error_message(message)
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+
+
+def _fail(message: str | BaseException) -> None:
+    """Print ``error: message`` and exit with code 2."""
+    _print_error(message)
     raise typer.Exit(code=2)
 
 
@@ -85,7 +90,7 @@ def run(argv: list[str] | None = None) -> None:
     except (ValueError, OSError) as exc:
         if _STATE.get("verbose"):
             raise
-        err.print(f"[bold red]error:[/] {escape(_error_message(exc))}", highlight=False)
+        _print_error(exc)
         err.print("(run with --verbose for the traceback)", style="dim")
         sys.exit(2)
 

@@ -61,22 +61,23 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_REQUESTED_THREADS: list[int] = []
+_requested_threads: int | None = None
 
 
 def requested_threads() -> int | None:
     """The last thread count set explicitly (``medrank --threads N``, ``set_threads(N)``); None if never."""
-    return _REQUESTED_THREADS[-1] if _REQUESTED_THREADS else None
+    return _requested_threads
 
 
 def set_threads(n: int | None = None) -> int:
     """Set torch, BLAS/OpenMP and faiss thread counts to ``n`` (default: available cores)."""
+    global _requested_threads
     explicit = n is not None
     n = default_threads() if n is None else int(n)
     if n < 1:
         raise ValueError(f"thread count must be >= 1, got {n}")
     if explicit:
-        _REQUESTED_THREADS[:] = [n]
+        _requested_threads = n
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     try:

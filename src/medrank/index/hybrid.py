@@ -103,13 +103,13 @@ class HybridIndex(Index):
     def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
         from medrank.records import Query
 
-        # components see positional ids: callers' ids may repeat within a batch
-        queries = [Query(str(i), t) for i, t in enumerate(texts) if t.strip()]
-        per_component = [{r.query_id: r for r in c.search(queries, k=max(k, self.depth))} if queries else {}
-                         for c in self.components]
+        # components see positional ids: callers' ids may repeat within a batch (Index.search has
+        # already answered blank queries, so every text here is searchable)
+        queries = [Query(str(i), t) for i, t in enumerate(texts)]
+        per_component = [{r.query_id: r for r in c.search(queries, k=max(k, self.depth))} for c in self.components]
         out = []
         for i, qid in enumerate(qids):
-            parts = [comp.get(str(i), Ranking(str(i), (), ())) for comp in per_component]
+            parts = [comp[str(i)] for comp in per_component]
             fused = fuse_rankings(parts, self.method, self.weights, self.rrf_k)[:k]
             out.append(Ranking.from_pairs(qid, fused))
         return out

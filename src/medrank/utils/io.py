@@ -4,12 +4,11 @@ Indexes and checkpoints are written to a temporary sibling and renamed into
 place, so a crash mid-write leaves either the old artefact or the new one,
 never a half-written file. A directory is only replaced when it is empty, was
 written by :func:`atomic_dir` (it holds :data:`MARKER`), is a model or index folder
-of an earlier version (only artefact files, among them weights, a FAISS index or
-a medrank index manifest), lies in
-medrank's cache (``$MEDRANK_CACHE``) or holds nothing
-the new write does not also write, so ``--out some/folder/of/mine`` cannot wipe a
-user's files. Written files get the ordinary umask-based modes (``tempfile`` creates
-owner-only ones).
+of an earlier version (only artefact files, among them weights, a FAISS index or a
+medrank index manifest), lies in medrank's cache (``$MEDRANK_CACHE``) or holds
+nothing the new write does not also write, so ``--out some/folder/of/mine`` cannot
+wipe a user's files. Written files get the ordinary umask-based modes (``tempfile``
+creates owner-only ones).
 """
 
 from __future__ import annotations
@@ -49,14 +48,6 @@ def _umask() -> int:
     return mask
 
 
-def normal_permissions(root: Path) -> None:
-    """Give ``root`` (a file, or a folder and everything under it) the modes the umask allows."""
-    mask = _umask()
-    for path in [root, *(root.rglob("*") if root.is_dir() else [])]:
-        if not path.is_symlink():
-            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
-
-
 def _under_cache(path: Path) -> bool:
     from medrank.config import cache_dir
 
@@ -78,20 +69,25 @@ def _legacy_artifact(folder: Path) -> bool:
         return False
 
 
+def _refuse_non_folder(target: Path) -> None:
+    if (target.exists() or target.is_symlink()) and (not target.is_dir() or target.is_symlink()):
+        raise FileExistsError(f"{target} exists and is not a folder; remove it or choose another path")
+
+
 def _check_replaceable(target: Path, new: Path) -> None:
     """Raise unless replacing ``target`` by ``new`` loses nothing medrank did not write."""
-    if not target.exists() and not target.is_symlink():
+    _refuse_non_folder(target)
+    if not target.exists():
         return
-    if not target.is_dir() or target.is_symlink():
-        raise FileExistsError(f"{target} exists and is not a folder; remove it or choose another path")
     old = {p.name for p in target.iterdir()}
-    if not old or MARKER in old or old <= {p.name for p in new.iterdir()}:
+    extra = old - {p.name for p in new.iterdir()}
+    if not extra or MARKER in old:
         return
     if _legacy_artifact(target):
         return  # a model or index folder written before the marker existed (extra files: e.g. prior.json)
     if _under_cache(target):
         return  # medrank's own cache ($MEDRANK_CACHE): every folder in it is medrank's
-    extra = sorted(old - {p.name for p in new.iterdir()})
+    extra = sorted(extra)
     raise FileExistsError(
         f"{target} exists and holds files medrank did not write ({', '.join(extra[:3])}"
         f"{', ...' if len(extra) > 3 else ''}); remove it or choose another path"
@@ -107,18 +103,24 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     otherwise :class:`FileExistsError` (for a file, before the block runs).
     """
     target = Path(target)
-    if (target.exists() or target.is_symlink()) and (not target.is_dir() or target.is_symlink()):
-        _check_replaceable(target, target)  # a file is never replaced: fail before any work
+    _refuse_non_folder(target)  # a file is never replaced: fail before any work
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
         yield tmp
         (tmp / MARKER).touch()
         _check_replaceable(target, tmp)
-        normal_permissions(tmp)
-        for root, _, files in os.walk(tmp):
+        mask = _umask()
+        os.chmod(tmp, 0o777 & ~mask)
+        for root, dirs, files in os.walk(tmp):  # one walk: umask modes, then fsync
+            for d in dirs:
+                if not os.path.islink(os.path.join(root, d)):
+                    os.chmod(os.path.join(root, d), 0o777 & ~mask)
             for f in files:
-                with open(os.path.join(root, f), "rb") as fh:
+                path = os.path.join(root, f)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o666 & ~mask)
+                with open(path, "rb") as fh:
                     os.fsync(fh.fileno())
         old = None
         if target.exists():

@@ -421,15 +421,11 @@ class KeywordAttentiveRanker(nn.Module):
     def _across_candidates(self, z: torch.Tensor, mentions: Sequence[str]) -> torch.Tensor:
         """Attention among the pairs of one mention (a run of equal consecutive mentions), ``(P, H)``."""
         assert self.list_norm is not None and self.list_attn is not None
-        runs = mention_runs(mentions)
-        width = max(e - s for s, e in runs)
-        padded = z.new_zeros((len(runs), width, z.shape[1]))
-        pad = torch.ones((len(runs), width), dtype=torch.bool, device=z.device)
-        for g, (s, e) in enumerate(runs):
-            padded[g, : e - s], pad[g, : e - s] = z[s:e], False
-        x = self.list_norm(padded)
+        sizes = [e - s for s, e in mention_runs(mentions)]
+        x = self.list_norm(nn.utils.rnn.pad_sequence(list(z.split(sizes)), batch_first=True))
+        pad = torch.arange(x.shape[1], device=z.device)[None] >= torch.tensor(sizes, device=z.device)[:, None]
         out, _ = self.list_attn(x, x, x, key_padding_mask=pad, need_weights=False)
-        return torch.cat([out[g, : e - s] for g, (s, e) in enumerate(runs)])
+        return out[~pad]  # row-major: the pairs back in their input order
 
     def forward(
         self,
