@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from medrank.index import BM25Index, DenseIndex, HybridIndex  # noqa: E402
 from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher  # noqa: E402
 from medrank.records import Concept  # noqa: E402
-from medrank.service.app import create_app  # noqa: E402
+from medrank.service.app import _printable, create_app  # noqa: E402
 from medrank.service.backends import KBInfo, KnowledgeBase  # noqa: E402
 from medrank.service.pipelines import (  # noqa: E402
     FIRST_STAGE,
@@ -91,6 +91,18 @@ def test_language_detection():
     assert detect_language("I have a headache") == "en"
     assert detect_language("头痛两天") == "zh"
     assert detect_language("CT检查后头痛") == "zh"
+    assert detect_language("fièvre et toux") == "en"  # Latin script: served by the English knowledge bases
+    for text in ("У меня болит голова", "😀😀", "38.5", "?!"):
+        assert detect_language(text) == "unknown", text
+
+
+def test_text_in_no_served_language_is_404_unless_forced(services):
+    c = _client(services)
+    r = c.post("/symptoms", json={"query": "У меня болит голова"})
+    assert r.status_code == 404 and "English and Chinese" in r.json()["detail"]
+    assert c.post("/similar-questions", json={"question": "😀😀"}).status_code == 404
+    assert c.post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "38.5"}]}).status_code == 404
+    assert c.post("/symptoms", json={"query": "У меня болит голова", "language": "en"}).status_code == 200
 
 
 def test_symptoms_endpoint(services):
@@ -161,6 +173,12 @@ def test_health_models_and_page(services):
     page = c.get("/")
     assert page.status_code == 200 and "<title>medrank</title>" in page.text
     assert c.get("/static/app.js").status_code == 200
+    assert c.get("/static/favicon.svg").status_code == 200 and 'rel="icon"' in page.text
+    # the page may load only its own files; every response refuses sniffing and framing
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    for r in (page, c.get("/health"), c.post("/symptoms", json={"query": "fever"}), c.get("/nowhere")):
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["referrer-policy"] == "no-referrer"
     schema = c.get("/openapi.json").json()
     assert {"/symptoms", "/normalize", "/passages", "/next-questions", "/similar-questions", "/health", "/models"} <= set(schema["paths"])
 
@@ -214,6 +232,20 @@ def test_no_query_text_in_logs(services, caplog):
     assert server_side and "zebra" not in server_side and "7731" not in server_side  # (the test client logs its own URLs)
     access = [r.getMessage() for r in caplog.records if r.name == "medrank.service.access"]
     assert any(m.startswith("POST /symptoms 200") for m in access) and any(" 422 " in m for m in access)
+
+
+def test_access_log_cannot_be_forged_or_carry_text_in_a_path(services, caplog):
+    c = _client(services)
+    with caplog.at_level(logging.INFO, logger="medrank.service.access"):
+        c.get("/static/my%20zebra%0a2026-11-24%2000:00:00%20POST%20/symptoms%20200%201.0ms")
+        c.get("/static/my%20zebra.txt")
+        c.get("/health")
+        c.post("/symptoms", json={"query": "У меня болит голова"})  # a route's own 404
+    access = [r.getMessage() for r in caplog.records if r.name == "medrank.service.access"]
+    assert len(access) == 4 and all("\n" not in m and "zebra" not in m for m in access)
+    assert access[0].startswith("GET (unmatched path) 404") and access[1].startswith("GET /static/(unmatched path) 404")
+    assert access[2].startswith("GET /health 200") and access[3].startswith("POST /symptoms 404")
+    assert _printable("/a\nb\x1b[31m") == "/a\\nb\\x1b[31m" and _printable("x" * 300).endswith("…")
 
 
 def test_timeout_is_504(services):

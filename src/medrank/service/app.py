@@ -7,7 +7,10 @@ Safety defaults:
 * with ``api_token`` set, every API route needs ``Authorization: Bearer <token>`` (401 otherwise);
   ``/``, ``/static``, ``/health`` and the OpenAPI document stay open;
 * the access log (logger ``medrank.service.access``) has method, path, status and time only — never query
-  strings or bodies; uvicorn's own access log is switched off by ``medrank serve``;
+  strings or bodies; a path no route answers is logged as ``(unmatched path)``, and control characters are
+  escaped (no forged lines); uvicorn's own access log is switched off by ``medrank serve``;
+* every response carries ``nosniff``, ``X-Frame-Options: DENY`` and ``Referrer-Policy: no-referrer``; the
+  web page also a Content-Security-Policy that allows only its own files;
 * each request waits at most ``request_timeout_s`` for a worker slot (503) and runs at most that long (504).
 """
 
@@ -92,6 +95,34 @@ class BodyLimitMiddleware:
         await response(scope, receive, send)
 
 
+# every response: no MIME sniffing, no framing (click-jacking), no Referer carrying a page's URL elsewhere
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
+# the web page loads only its own files; /docs (Swagger UI's inline script) does not get this policy
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+            "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+
+
+class SecurityHeadersMiddleware:
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(n, v) for n, v in SECURITY_HEADERS if n not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_wrapper)
+
+
 class AccessLogMiddleware:
     """One log line per request: method, path (no query string), status, milliseconds."""
 
@@ -117,10 +148,27 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            path = scope.get("path", "")
-            if self.log_text and scope.get("query_string"):
-                path += "?" + scope["query_string"].decode("latin-1")
-            access_log.info("%s %s %d %.1fms", scope.get("method", "-"), path, status["code"], (time.perf_counter() - t0) * 1000)
+            access_log.info("%s %s %d %.1fms", _printable(scope.get("method", "-")), self._path(scope, status["code"]),
+                            status["code"], (time.perf_counter() - t0) * 1000)
+
+    def _path(self, scope: Scope, status: int) -> str:
+        path = scope.get("path", "")
+        if self.log_text:
+            query = scope.get("query_string", b"")
+            return _printable(path + ("?" + query.decode("latin-1") if query else ""))
+        # a path no route answers is whatever the client typed (text included): only the route is logged
+        route = scope.get("route")  # set by the router when a route matched
+        if route is not None:
+            return _printable(getattr(route, "path", path))
+        if scope.get("endpoint") is not None:  # a mount (static files): its root_path is the mount's prefix
+            return _printable(path) if status < 400 else f"{_printable(scope.get('root_path', ''))}/(unmatched path)"
+        return "(unmatched path)"
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` with control characters escaped (no forged log lines) and cut to ``limit`` characters."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text[:limit])
+    return out + ("…" if len(text) > limit else "")
 
 
 def _docs_assets() -> Path:
@@ -295,9 +343,10 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(str(static / "index.html"), media_type="text/html")
+        return FileResponse(str(static / "index.html"), media_type="text/html", headers={"Content-Security-Policy": PAGE_CSP})
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(AccessLogMiddleware, log_text=settings.log_request_text)
     return app
 

@@ -24,13 +24,28 @@ _LATIN = re.compile(r"[A-Za-z]")
 
 
 def detect_language(text: str) -> str:
-    """``zh`` when CJK characters carry the text (one CJK character counts as three Latin letters), else ``en``."""
+    """``zh`` when CJK characters carry the text (one CJK character counts as three Latin letters), ``en`` when
+    Latin letters do, ``unknown`` otherwise (other scripts, or no letters at all: digits, emoji, punctuation)."""
     cjk = len(_CJK.findall(text))
-    return "zh" if cjk and 3 * cjk >= len(_LATIN.findall(text)) else "en"
+    latin = len(_LATIN.findall(text))
+    if cjk and 3 * cjk >= latin:
+        return "zh"
+    other = sum(ch.isalpha() for ch in text) - cjk - latin  # Cyrillic, Greek, Arabic, kana, accented letters…
+    return "en" if latin and latin >= other else "unknown"
 
 
 def resolve_language(text: str, language: str) -> str:
-    return detect_language(text) if language == "auto" else language
+    """``language``, or the language :func:`detect_language` finds when it is ``auto``.
+
+    Raises :class:`UnavailableError` when the text is in neither served language: the knowledge bases are
+    English and Chinese, and a nearest neighbour in the wrong language would be a confident wrong answer."""
+    if language != "auto":
+        return language
+    found = detect_language(text)
+    if found == "unknown":
+        raise UnavailableError("could not tell the language of the text: medrank serves English and Chinese "
+                               "(pass language='en' or 'zh' to choose one)")
+    return found
 
 
 class UnavailableError(LookupError):
