@@ -318,7 +318,7 @@ class Builder:
 
         banks = {}
         for lang, source, loader in (("en", "MTS-Dialog doctor questions", mts_doctor_questions),
-                                     ("zh", "DXY dialogue doctor questions", dxy_doctor_questions)):
+                                     ("zh", "DXY paediatric dialogue doctor questions", dxy_doctor_questions)):
             banks[lang] = self._question_bank(lang, source, loader)
         encoders = {lang: self.encoder(lang) for lang in banks}
         run = self.settings.model_path("next-questions")
