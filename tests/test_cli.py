@@ -85,6 +85,20 @@ def test_clear_errors(data_dir, tmp_path):
     assert res.exit_code == 2 and "mention 1 must be a non-empty string" in res.output
 
 
+@pytest.mark.parametrize("task, bad, message", [
+    ("history-global", {"epochs": "3"}, "history config: epochs must be an integer, got '3'"),
+    ("similar", {"train": {"lr": "1e-3"}}, "similar config.train: lr must be a number, got '1e-3' (YAML reads"),
+    ("symptom", {"epochs": [1]}, "symptom config: epochs must be an integer"),
+    ("procedures-mtcg", {"lr": "fast"}, "procedures config: lr must be a number"),
+    ("cdv", {"use_glove": "yes"}, "cdv config: use_glove must be a bool"),
+])
+def test_train_config_with_a_wrong_type_is_one_line(tmp_path, task, bad, message):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": task, **bad}))
+    res = CliRunner().invoke(app, ["train", str(cfg), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2 and message in " ".join(res.output.split()), res.output
+
+
 def test_bad_input_is_one_line_not_a_traceback(data_dir, tmp_path, monkeypatch):
     runner = CliRunner()
     mine = tmp_path / "mine"

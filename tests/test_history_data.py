@@ -141,6 +141,37 @@ def test_train_evaluate_and_rerank_end_to_end(tmp_path, tiny_st, model_kind):
         load_reranker(tmp_path / "run")[1].score(render_dialogue(sample.context), ["any itch?", ""])
 
 
+def test_training_resumes_exactly_and_keeps_the_best_epoch(tmp_path, tiny_st):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from medrank.pipelines.history.training import train_history
+
+    mts, aci = write_fixture(tmp_path)
+    built = tmp_path / "built"
+    build_mts_aci(built, {"train": [mts, aci], "valid": [mts]}, valid_fraction=0.0, k=5, threshold=0.999,
+                  encoder=tiny_st, show_progress=False)
+    cfg = {"model": "bi-encoder", "base": str(_tiny_base(tmp_path)), "data_dir": str(built), "max_dialogue_tokens": 16,
+           "max_question_tokens": 8, "max_train_samples": 4, "max_eval_samples": 3, "batch_size": 2,
+           "bi_negatives": 2, "threads": 1, "lr": 1e-3, "eval_each_epoch": True}
+    # the negatives are drawn from a generator that a resumed run continues, not replays
+    cfg["epochs"] = 3
+    full = train_history(cfg, tmp_path / "full", resume=False)
+    a = load_file(str(tmp_path / "full" / "checkpoints" / "epoch-3" / "model.safetensors"))
+    # as if killed during epoch 3: its checkpoint never landed
+    shutil.rmtree(tmp_path / "full" / "checkpoints" / "epoch-3")
+    train_history(cfg, tmp_path / "full", resume=True)
+    b = load_file(str(tmp_path / "full" / "checkpoints" / "epoch-3" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # the saved model and the report are the epoch the validation picked
+    state = json.loads((tmp_path / "full" / "checkpoints" / "epoch-3" / "trainer_state.json").read_text())
+    assert full["best_epoch"] == state["best_epoch"]
+    best = {h["epoch"]: h["ndcg"] for h in state["history"]}[state["best_epoch"]]
+    assert full["valid"]["metrics"]["ndcg"] == pytest.approx(best, abs=1e-6)
+
+
 def _ddx_fixture(tmp_path):
     ev = {
         "E_1": {"name": "E_1", "code_question": "E_1", "question_en": "Do you have a fever?", "data_type": "B",

@@ -285,3 +285,20 @@ def test_corpus_helpers(tmp_path, monkeypatch):
     assert list((tmp_path / "cache" / "indexes").iterdir())
     again = cached_searcher(["头痛怎么办", "发热咳嗽"], "zh", None)
     assert [r.text for r in again.search("头痛", k=1)] == [r.text for r in first.search("头痛", k=1)] == ["头痛怎么办"]
+
+
+def test_early_stopping_stays_stopped_when_a_finished_run_is_resumed():
+    from medrank.pipelines.similar.training import EarlyStopping
+
+    class FakeTrainer:
+        stop_training = False
+
+    stopper = EarlyStopping("f1", patience=1)
+    trainer = FakeTrainer()
+    stopper.on_epoch_end(trainer, 1, {"f1": 0.7})
+    stopper.on_epoch_end(trainer, 2, {"f1": 0.6})
+    assert trainer.stop_training
+    restored, again = EarlyStopping("f1", patience=1), FakeTrainer()
+    restored.load_state_dict(stopper.state_dict())
+    restored.on_train_begin(again)
+    assert again.stop_training  # re-running the finished run trains no further epoch

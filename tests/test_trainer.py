@@ -141,3 +141,121 @@ def test_recipe_settings_passes_only_the_fields_a_config_has():
 
     cfg = SimpleNamespace(epochs=3, lr=1e-4, seed=7, temperature=0.05)
     assert recipe_settings(cfg) == {"epochs": 3, "lr": 1e-4, "seed": 7}
+
+
+def test_no_resume_clears_the_old_checkpoints(tmp_path):
+    make_trainer(tmp_path, epochs=3).fit()
+    assert (tmp_path / "checkpoints" / "epoch-3").exists()
+    make_trainer(tmp_path, epochs=1).fit(resume=False)
+    # only the new run's checkpoint: a later resume must not pick up the old epoch 3
+    assert [p.name for p in make_trainer(tmp_path, epochs=1).checkpoints()] == ["epoch-1"]
+
+
+def test_resume_says_where_it_continues(tmp_path, capsys):
+    make_trainer(tmp_path, epochs=2).fit()
+    capsys.readouterr()
+    make_trainer(tmp_path, epochs=2).fit(resume=True)
+    err = capsys.readouterr().err
+    assert "resuming from" in err and "nothing left to train" in err
+    make_trainer(tmp_path, epochs=3).fit(resume=True)
+    err = capsys.readouterr().err
+    assert "epoch 2 of 3 done; continuing with epoch 3" in err
+
+
+def test_interrupt_says_how_to_resume(tmp_path, capsys):
+    trainer = make_trainer(tmp_path, epochs=3)
+    calls = {"n": 0}
+    inner = trainer.loss_fn
+
+    def loss_fn(batch):
+        calls["n"] += 1
+        if calls["n"] == 6:  # during epoch 2, after epoch 1 was checkpointed
+            raise KeyboardInterrupt
+        return inner(batch)
+
+    trainer.loss_fn = loss_fn
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    err = capsys.readouterr().err
+    assert "interrupted during epoch 2: epoch 1 is checkpointed" in err and "run the same command to resume" in err
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"epochs": "3"}, "epochs must be an integer"), ({"epochs": 0}, "epochs must be an integer >= 1"),
+    ({"max_steps_per_epoch": -5}, "max_steps_per_epoch"), ({"lr": "1e-3"}, "lr must be a positive number"),
+    ({"lr": float("nan")}, "lr must be"), ({"warmup_ratio": 2}, "warmup_ratio"),
+])
+def test_bad_settings_are_refused(tmp_path, kwargs, message):
+    model = torch.nn.Linear(1, 1)
+    with pytest.raises(ValueError, match=message):
+        Trainer(model, lambda b: model.weight.sum(), lambda e: [0], tmp_path, show_progress=False, **kwargs)
+
+
+def test_load_best_restores_the_selected_epoch(tmp_path):
+    trainer = make_trainer(tmp_path, epochs=3)
+    trainer.fit()
+    best = trainer.state.best_epoch
+    with torch.no_grad():
+        trainer.model.weight.zero_()
+    assert trainer.load_best() == best
+    saved = load_file(str(tmp_path / "checkpoints" / f"epoch-{best}" / "model.safetensors"))
+    torch.testing.assert_close(trainer.model.weight, saved["weight"])
+
+
+def test_generator_state_continues_the_stream_on_resume(tmp_path):
+    import numpy as np
+
+    from medrank.training import GeneratorState
+
+    def run(folder, epochs, resume, stop_after=None):
+        rng = np.random.default_rng(7)
+        drawn = []
+
+        class Stop(Callback):
+            def on_epoch_end(self, trainer, epoch, metrics):
+                trainer.stop_training = epoch == stop_after
+
+        model = torch.nn.Linear(1, 1)
+
+        def loss_fn(batch):
+            drawn.append(int(rng.integers(1_000_000)))
+            return (model.weight.sum() - 1) ** 2
+
+        Trainer(model, loss_fn, lambda e: [0, 1], folder, epochs=epochs, show_progress=False,
+                callbacks=[GeneratorState(rng), Stop()]).fit(resume=resume)
+        return drawn
+
+    full = run(tmp_path / "full", 3, False)
+    first = run(tmp_path / "cut", 3, False, stop_after=1)
+    rest = run(tmp_path / "cut", 3, True)
+    assert first + rest == full
+
+
+def test_check_run_config_refuses_changed_checkpointed_runs(tmp_path):
+    from medrank.training import check_run_config
+
+    check_run_config(tmp_path, {"lr": 0.1, "threads": 1}, resume=True)
+    check_run_config(tmp_path, {"lr": 0.5}, resume=True)  # no checkpoint yet: a failed start does not block
+    make_trainer(tmp_path, epochs=1).fit()
+    check_run_config(tmp_path, {"lr": 0.5, "threads": 2, "added_later": 1}, resume=True)  # ignored / new keys
+    with pytest.raises(ValueError, match=r"different config \(lr\).*--no-resume"):
+        check_run_config(tmp_path, {"lr": 0.05}, resume=True)
+    check_run_config(tmp_path, {"lr": 0.05}, resume=False)
+    assert json.loads((tmp_path / "config.json").read_text()) == {"lr": 0.05}
+
+
+def test_check_config_types():
+    from medrank.config import check_config_types, check_dataclass_config
+    from medrank.pipelines.procedures.training import ProcedureConfig
+
+    defaults = {"epochs": 3, "lr": 0.1, "name": "x", "flag": True, "train": {"patience": 2}, "limit": None,
+                "time_budget_minutes": 30}
+    check_config_types({"lr": 1, "limit": "anything", "time_budget_minutes": 7.5, "epochs": None}, defaults)
+    for bad, message in [({"epochs": "3"}, "epochs must be an integer, got '3'"), ({"epochs": 2.5}, "integer"),
+                         ({"epochs": True}, "integer"), ({"lr": "1e-3"}, "YAML reads 1e-3 as text"),
+                         ({"flag": 1}, "flag must be a bool"), ({"train": {"patience": "2"}}, r"cfg\.train: patience")]:
+        with pytest.raises(ValueError, match=message):
+            check_config_types(bad, defaults, "cfg")
+    with pytest.raises(ValueError, match="threads must be an integer or null"):
+        check_dataclass_config(ProcedureConfig, {"threads": "2"}, "procedures config")
+    check_dataclass_config(ProcedureConfig, {"threads": None, "epochs": 2}, "procedures config")

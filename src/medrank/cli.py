@@ -169,7 +169,7 @@ def index(
         _fail(exc)
     console.print(
         f"indexed {len(retriever.concepts):,} concepts ({len(retriever.index):,} entries, {method}) "
-        f"in {time.perf_counter() - t0:.1f}s → {out}"
+        f"in {time.perf_counter() - t0:.1f}s → {out}", markup=False
     )
 
 
@@ -214,7 +214,7 @@ def _print_results(query: str, rows: list[dict[str, Any]]) -> None:
     table.add_column("score", justify="right")
     for rank, row in enumerate(rows, 1):
         ident = ", ".join(row.get("codes", [])[:3]) or row["id"]
-        table.add_row(str(rank), row["name"], ident, f"{row['score']:.4f}")
+        table.add_row(str(rank), escape(row["name"]), escape(ident), f"{row['score']:.4f}")  # names are text, not markup
     console.print(table)
 
 
@@ -268,7 +268,7 @@ def evaluate(
         except (ValueError, OSError) as exc:
             _fail(exc)
         results[name] = evaluate_retriever(retriever, eval_set, DEFAULT_METRICS)
-        console.print(f"[bold]{name}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in results[name]["metrics"].items()))
+        console.print(f"[bold]{escape(name)}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in results[name]["metrics"].items()))
     payload = {
         "dataset": dataset,
         "split": split,
@@ -282,7 +282,7 @@ def evaluate(
         atomic_write_json(report, _json_safe(payload))
         table = to_markdown_table({n: r["metrics"] for n, r in results.items()}, list(DEFAULT_METRICS))
         atomic_write_text(report.with_suffix(".md"), table + "\n")
-        console.print(f"report → {report} and {report.with_suffix('.md')}")
+        console.print(f"report → {report} and {report.with_suffix('.md')}", markup=False)
 
 
 def _parse_options(pairs: list[str]) -> dict[str, Any]:
@@ -316,13 +316,13 @@ def _evaluate_task(
     systems = payload.get("systems", {})
     metric_names = payload.get("metric_names") or sorted({m for r in systems.values() for m in r})
     for name, metrics in systems.items():
-        console.print(f"[bold]{name}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        console.print(f"[bold]{escape(name)}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
     if report is not None:
         atomic_write_json(report, _json_safe(payload))
         # an evaluator whose values are already percentages says so with metric_scale = 1
         table = to_markdown_table(systems, metric_names, scale=payload.get("metric_scale", 100))
         atomic_write_text(report.with_suffix(".md"), table + "\n")
-        console.print(f"report → {report} and {report.with_suffix('.md')}")
+        console.print(f"report → {report} and {report.with_suffix('.md')}", markup=False)
 
 
 @app.command()
@@ -344,6 +344,8 @@ def train(
     output_dir = out or Path(cfg.get("output_dir", Path("runs") / f"{task}-{config_path.stem}"))
     try:
         summary = TRAINERS[task](cfg, output_dir, resume)
+    except FloatingPointError as exc:
+        _fail(f"{exc}: the training diverged; try a lower lr (or a max_grad_norm), then --no-resume")
     except (ValueError, OSError) as exc:
         _fail(exc)
     console.print_json(json.dumps(summary, ensure_ascii=False, default=str))
@@ -375,7 +377,7 @@ def demo(
     target = config.cache_dir() / "indexes" / f"chip-cdn-vocab-{method}"
     t0 = time.perf_counter()
     if rebuild or not (target / "index" / "manifest.json").exists():
-        console.print(f"building the {method} index over the ICD-10 Beijing vocabulary (first run only)…")
+        console.print(f"building the {method} index over the ICD-10 Beijing vocabulary (first run only)…", markup=False)
         try:
             retriever = _build_retriever("chip-cdn", "vocab", method, None)
         except (ValueError, OSError) as exc:
@@ -383,7 +385,7 @@ def demo(
         retriever.save(target)
     else:
         retriever = ConceptRetriever.load(target)
-    console.print(f"{len(retriever.concepts):,} concepts ready in {time.perf_counter() - t0:.1f}s ({target})")
+    console.print(f"{len(retriever.concepts):,} concepts ready in {time.perf_counter() - t0:.1f}s ({target})", markup=False)
     qs = queries or EXAMPLES_ZH
     for q, ranking in zip(qs, retriever.search(qs, k=k), strict=True):
         _print_results(q, retriever.describe(ranking))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,3 +106,84 @@ def seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
     except ImportError:  # pragma: no cover
         pass
+
+
+# -- config value types ---------------------------------------------------------------------------------
+_TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": tuple}
+
+
+def _expected(default: Any, annotation: str | None) -> tuple[set[type], bool] | None:
+    """The accepted types of one key and whether ``None`` is allowed, from its annotation or its default."""
+    if annotation:
+        kinds, nullable = set(), False
+        for part in annotation.replace("Optional[", "").replace("]", "|").split("|"):
+            name = part.strip().split("[")[0]
+            if name == "None":
+                nullable = True
+            elif name in _TYPE_NAMES:
+                kinds.add(_TYPE_NAMES[name])
+            elif name:
+                return None  # Literal, Path, a class…: the config's own checks handle it
+        return (kinds, nullable) if kinds else None
+    if default is None:
+        return None
+    kind = type(default)
+    # a plain dict of defaults cannot say which keys take null ("no limit"): null is left to the pipeline
+    return ({kind}, True) if kind in _TYPE_NAMES.values() else None
+
+
+def _accepts(kinds: set[type], value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, int) and (int in kinds or float in kinds):
+        return True
+    if isinstance(value, float) and (float in kinds or (int in kinds and key.endswith(("_minutes", "_seconds")))):
+        return True
+    if isinstance(value, (list, tuple)) and (list in kinds or tuple in kinds):
+        return True
+    return any(type(value) is k for k in kinds if k not in (int, float, bool, list, tuple))
+
+
+def check_config_types(config: dict[str, Any], defaults: dict[str, Any], where: str = "config",
+                       annotations: dict[str, str] | None = None) -> None:
+    """Raise ``ValueError`` naming the first key of ``config`` whose value has the wrong type.
+
+    The expected type comes from ``annotations`` (a dataclass's field annotations, as strings) or else from the
+    key's default in ``defaults`` (an ``int`` default wants an integer, a ``float`` one any number; ``None``
+    defaults, and null values of keys without annotations, are not checked). Nested mappings are checked against nested defaults. A YAML ``epochs: "3"`` then
+    fails at once with one line instead of a ``TypeError`` deep in training.
+    """
+    for key, value in config.items():
+        if key not in defaults:
+            continue
+        default = defaults[key]
+        expected = _expected(default, (annotations or {}).get(key))
+        if expected is None:
+            continue
+        kinds, nullable = expected
+        if value is None and nullable:
+            continue
+        if not _accepts(kinds, value, key):
+            names = " or ".join(sorted({"integer" if k is int else "number" if k is float else k.__name__ for k in kinds}))
+            hint = ""
+            if isinstance(value, str) and (int in kinds or float in kinds):
+                try:
+                    float(value)
+                    hint = (" (YAML reads 1e-3 as text: write 1.0e-3)" if "e" in value.lower()
+                            else " (a quoted number: drop the quotes)")
+                except ValueError:
+                    pass
+            say_null = nullable and key in (annotations or {})
+            raise ValueError(f"{where}: {key} must be {'an' if names[0] in 'aeiou' else 'a'} {names}"
+                             f"{' or null' if say_null else ''}, got {value!r}{hint}")
+        if isinstance(value, dict) and isinstance(default, dict) and default:
+            check_config_types(value, default, f"{where}.{key}")
+
+
+def check_dataclass_config(cls: type, config: dict[str, Any], where: str) -> None:
+    """:func:`check_config_types` for a config dataclass: field annotations give the expected types."""
+    import dataclasses
+
+    fields = dataclasses.fields(cls)
+    defaults = {f.name: None if f.default is dataclasses.MISSING else f.default for f in fields}
+    check_config_types(config, defaults, where, {f.name: str(f.type) for f in fields})

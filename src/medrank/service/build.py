@@ -65,7 +65,7 @@ class Builder:
 
     # -- helpers ------------------------------------------------------------------------------------
     def say(self, message: str) -> None:
-        self.console.print(message)
+        self.console.print(message, markup=False)
 
     def encoder(self, language: str) -> Encoder:
         """The query encoder of ``language`` (MiniLM for English, e5-small for Chinese by default)."""

@@ -2,12 +2,14 @@
 
 from medrank.training.trainer import (
     Callback,
+    GeneratorState,
     Trainer,
     TrainState,
+    check_run_config,
     load_state,
     plot_history,
     recipe_settings,
     save_state,
 )
 
-__all__ = ["Callback", "TrainState", "Trainer", "load_state", "plot_history", "recipe_settings", "save_state"]
+__all__ = ["Callback", "GeneratorState", "TrainState", "Trainer", "check_run_config", "load_state", "plot_history", "recipe_settings", "save_state"]

@@ -176,8 +176,14 @@ class Trainer:
         show_progress: bool = True,
         model_saver: Callable[[torch.nn.Module, Path], None] | None = None,
     ) -> None:
-        if epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {epochs}")
+        _check_int("epochs", epochs, 1)
+        if max_steps_per_epoch is not None:
+            _check_int("max_steps_per_epoch", max_steps_per_epoch, 1)
+        _check_int("keep_checkpoints", keep_checkpoints, 0)
+        if optimizer is None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf):
+            raise ValueError(f"lr must be a positive number, got {lr!r}")
+        if isinstance(warmup_ratio, bool) or not isinstance(warmup_ratio, (int, float)) or not 0 <= warmup_ratio <= 1:
+            raise ValueError(f"warmup_ratio must be a number in [0, 1], got {warmup_ratio!r}")
         self.model = model
         self.loss_fn = loss_fn
         self.batches = batches
@@ -318,7 +324,14 @@ class Trainer:
         if resume and self.checkpoints():
             last = self.checkpoints()[-1]
             self.load_checkpoint(last)
-            log.info("resumed from %s (epoch %d done)", last, self.state.epoch)
+            # said where a person sees it (stderr), not only in the log: a rerun that trains nothing is a surprise
+            done = "nothing left to train" if self.state.epoch >= self.epochs else f"continuing with epoch {self.state.epoch + 1}"
+            _say(f"resuming from {last} (epoch {self.state.epoch} of {self.epochs} done; {done}); --no-resume starts over")
+        elif not resume and self.checkpoint_root.exists():
+            # a fresh start must not leave the old run's checkpoints for a later resume to pick up
+            import shutil
+
+            shutil.rmtree(self.checkpoint_root)
         for c in self.callbacks:
             c.on_train_begin(self)
         if self.state.epoch == 0 and self.evaluate_fn is not None and not self.state.history:
@@ -330,7 +343,13 @@ class Trainer:
             for c in self.callbacks:
                 c.on_epoch_begin(self, epoch)
             t0 = time.perf_counter()
-            mean_loss = self._train_epoch(epoch)
+            try:
+                mean_loss = self._train_epoch(epoch)
+            except KeyboardInterrupt:
+                kept = self.checkpoints()
+                where = f"epoch {kept[-1].name.split('-')[1]} is checkpointed in {self.checkpoint_root}" if kept else "no epoch was checkpointed yet"
+                _say(f"interrupted during epoch {epoch}: {where}; run the same command to resume")
+                raise
             if self.scheduler_name == "exponential":
                 for g in self.optimizer.param_groups:
                     g["lr"] *= self.gamma
@@ -344,6 +363,17 @@ class Trainer:
             c.on_train_end(self)
         return self.state
 
+    def load_best(self) -> int | None:
+        """Load the best epoch's weights (by ``select_metric``) into the model; returns that epoch, or None."""
+        best = self.state.best_epoch
+        if best is None:
+            return None
+        path = self.checkpoint_root / f"epoch-{best}" / "model.safetensors"
+        if not path.exists():
+            return None
+        self.model.load_state_dict(load_file(str(path)))
+        return best
+
     def _record(self, epoch: int, metrics: dict[str, float], train_loss: float | None, seconds: float) -> None:
         row = {"epoch": epoch, "train_loss": train_loss, "seconds": round(seconds, 2), **metrics}
         self.state.history = [h for h in self.state.history if h["epoch"] != epoch] + [row]
@@ -353,7 +383,7 @@ class Trainer:
                 self.state.best_metric, self.state.best_epoch = value, epoch
         atomic_write_json(self.output_dir / "history.json", self.state.history)
 
-    def _train_epoch(self, epoch: int) -> float:
+    def _train_epoch(self, epoch: int) -> float | None:
         self.model.train()
         batches = self.batches(epoch)
         total = None
@@ -386,7 +416,69 @@ class Trainer:
             for c in self.callbacks:
                 c.on_step_end(self, self.state.global_step, losses[-1])
         self.model.eval()
-        return float(np.mean(losses)) if losses else float("nan")
+        return float(np.mean(losses)) if losses else None  # no batch: null in history.json, not NaN
+
+
+#: config keys that change how a run is executed or described, not what it learns
+RUN_CONFIG_IGNORED = frozenset({"show_progress", "threads", "output_dir", "data_root", "cache_dir", "save_model",
+                                "description", "name", "data", "data_dir", "eval_val"})
+
+
+def check_run_config(output_dir: str | Path, config: dict[str, Any], resume: bool,
+                     ignore: Iterable[str] = ()) -> None:
+    """Refuse to resume checkpoints made with another config; then record ``config`` as ``config.json``.
+
+    A run folder's checkpoints belong to the config that made them: resuming them under a changed learning rate
+    or architecture would train with the old optimizer state (or fail to load the weights) while
+    ``config.json`` claimed the new settings. Keys in :data:`RUN_CONFIG_IGNORED` and ``ignore`` may change, and
+    keys absent from the saved config (added by a newer medrank, with their defaults) are not compared.
+    """
+    output_dir = Path(output_dir)
+    saved = output_dir / "config.json"
+    checkpointed = any(output_dir.glob("checkpoints/epoch-*/trainer_state.json")) or any(
+        output_dir.glob("*/checkpoints/epoch-*/trainer_state.json"))
+    now = json.loads(json.dumps(config, default=str))  # tuples → lists, paths → strings, as saved
+    if resume and checkpointed and saved.exists():
+        try:
+            before = json.loads(saved.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            before = None
+        if isinstance(before, dict):
+            skip = RUN_CONFIG_IGNORED | set(ignore)
+            changed = sorted(k for k in set(before) & set(now) if k not in skip and before[k] != now[k])
+            if changed:
+                raise ValueError(f"{output_dir} holds checkpoints of a run with a different config ({', '.join(changed)}); "
+                                 "use another output directory, or --no-resume to start over there")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(saved, now)
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _say(message: str) -> None:
+    """A line for the person running the training (stderr, like the progress bars), and the log."""
+    import sys
+
+    log.info(message)
+    print(message, file=sys.stderr, flush=True)
+
+
+class GeneratorState(Callback):
+    """Checkpoints a ``numpy.random.Generator`` that a task draws from while training (negatives, shuffles),
+    so a resumed run continues its stream instead of replaying it from the seed."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"bit_generator": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("bit_generator"):
+            self.rng.bit_generator.state = state["bit_generator"]
 
 
 def _jsonable(obj: Any) -> Any:

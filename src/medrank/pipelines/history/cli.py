@@ -195,4 +195,4 @@ def register(app: typer.Typer) -> None:
             console.print_json(json.dumps(rows, ensure_ascii=False))
             return
         for r in rows:
-            console.print(f"{r['rank']:>3}  {r['score']:>8.4f}  {r['question']}")
+            console.print(f"{r['rank']:>3}  {r['score']:>8.4f}  {r['question']}", markup=False, highlight=False)

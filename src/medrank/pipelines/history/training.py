@@ -19,7 +19,6 @@ The GPU recipe is the same code with the caps removed: ``max_train_samples: null
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from medrank.config import check_config_types
 from medrank.pipelines.history.data import Sample, bank_texts, read_bank, read_samples, render_dialogue
 from medrank.pipelines.history.evaluation import evaluate_scorer, first_stage_metrics, subsample
 
@@ -69,6 +69,7 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     unknown = set(cfg) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown history config keys: {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    check_config_types(cfg, DEFAULTS, "history config")
     if cfg["model"] not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {cfg['model']!r}")
     if cfg["batch_size"] < 1 or cfg["epochs"] < 1:
@@ -209,7 +210,7 @@ def system_name(cfg: dict[str, Any]) -> str:
 def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
     """Train one re-ranker, save it under ``output_dir/model`` and evaluate it on the validation split."""
     from medrank.config import seed_everything, set_threads
-    from medrank.training import Trainer
+    from medrank.training import GeneratorState, Trainer, check_run_config
     from medrank.utils.io import atomic_write_json
 
     cfg = resolve_config(config)
@@ -217,6 +218,7 @@ def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True)
         set_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     output_dir = Path(output_dir)
+    check_run_config(output_dir, cfg, resume)
     folder = data_dir(cfg)
     texts = bank_texts(read_bank(folder / "bank.jsonl"))
     train = subsample(read_samples(folder / f"{cfg['train_split']}.jsonl"), cfg["max_train_samples"], cfg["seed"])
@@ -238,9 +240,11 @@ def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True)
         warmup_ratio=cfg["warmup_ratio"], steps_per_epoch=len(batches), seed=cfg["seed"],
         evaluate=(lambda e: run_eval(e)["metrics"]) if cfg["eval_each_epoch"] else None,
         select_metric="ndcg" if cfg["eval_each_epoch"] else None,
+        callbacks=[GeneratorState(rng)],  # negatives and candidate shuffles continue their stream on resume
     )
     state = trainer.fit(resume=resume)
     train_seconds = time.perf_counter() - t0
+    best_epoch = trainer.load_best() if cfg["eval_each_epoch"] else None  # the epoch the validation picked
     model.eval()
     model.save(output_dir / "model")
     final = run_eval(cfg["epochs"], shuffles)
@@ -253,9 +257,9 @@ def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True)
         "first_stage": first_stage_metrics(valid),
         "valid": final,
         "steps": state.global_step,
+        "best_epoch": best_epoch,
         "train_seconds": round(train_seconds, 1),
         "final_train_loss": state.history[-1].get("train_loss") if state.history else None,
     }
     atomic_write_json(output_dir / "eval_valid.json", report)
-    (output_dir / "config.json").write_text(json.dumps(cfg, indent=1), encoding="utf-8")
     return report

@@ -239,21 +239,22 @@ def load_split(cfg: dict[str, Any]) -> tuple[list[Document], list[Document]]:
 
 def train_cdv(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
     """Train CDV on the training documents; returns a summary (best epoch, validation metrics, timings)."""
-    from medrank.config import seed_everything, set_threads
+    from medrank.config import check_config_types, seed_everything, set_threads
     from medrank.pipelines.passages.baselines import CDVRanker
     from medrank.pipelines.passages.protocol import build_candidates, evaluate_reranker
-    from medrank.training import Trainer
+    from medrank.training import Trainer, check_run_config
     from medrank.utils.io import atomic_dir, atomic_write_json
 
     cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k != "task"}}
     unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
     if unknown:
         raise ValueError(f"unknown cdv config keys: {sorted(unknown)}")
+    check_config_types(cfg, DEFAULTS, "cdv config")
     if cfg["threads"]:
         set_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    check_run_config(output_dir, cfg, resume)
     t_start = time.perf_counter()
 
     train_docs, valid_docs = load_split(cfg)

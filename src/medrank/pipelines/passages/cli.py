@@ -60,6 +60,7 @@ def _evaluate_medquad(test: Path | None, split: str | None, model: Path | None, 
 
 def register(app: typer.Typer) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -92,7 +93,7 @@ def register(app: typer.Typer) -> None:
         index.save(out)
         console.print(
             f"indexed {len(corpus.documents):,} documents, {len(index):,} passages, {index.n_sentences:,} sentences "
-            f"in {elapsed:.1f}s ({len(corpus.documents) / max(elapsed, 1e-9):.1f} docs/s) → {out}"
+            f"in {elapsed:.1f}s ({len(corpus.documents) / max(elapsed, 1e-9):.1f} docs/s) → {out}", markup=False
         )
 
     @app.command("ask")
@@ -145,7 +146,7 @@ def register(app: typer.Typer) -> None:
         for rank, r in enumerate(rows, 1):
             curve = " ".join(f"{s:.2f}" for s in r["sentence_scores"][:12]) + (" …" if len(r["sentence_scores"]) > 12 else "")
             text = r["text"] if len(r["text"]) <= 300 else r["text"][:300] + "…"
-            table.add_row(str(rank), f"{r['document']}\n[{r['aspect']}]", f"{r['score']:.4f}", curve, text)
+            table.add_row(str(rank), escape(f"{r['document']}\n[{r['aspect']}]"), f"{r['score']:.4f}", curve, escape(text))
         console.print(table)
         if plot is not None:
-            console.print(f"score curve → {plot}")
+            console.print(f"score curve → {plot}", markup=False)

@@ -152,7 +152,7 @@ class GroupBatches:
 
 
 def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    from medrank.config import seed_everything, set_threads
+    from medrank.config import check_config_types, seed_everything, set_threads
     from medrank.pipelines.passages.cdv import load_split
     from medrank.training import Trainer
     from medrank.utils.io import atomic_dir, atomic_write_json
@@ -161,6 +161,7 @@ def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool =
     unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
     if unknown:
         raise ValueError(f"unknown passage-cross-encoder config keys: {sorted(unknown)}")
+    check_config_types(cfg, DEFAULTS, "passage cross-encoder config")
     if cfg["threads"]:
         set_threads(cfg["threads"])
     seed_everything(cfg["seed"])

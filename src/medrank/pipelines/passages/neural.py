@@ -198,7 +198,7 @@ def load_neural_ranker(run_dir: str | Path, corpus: PassageCorpus) -> NeuralRank
 
 
 def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    from medrank.config import seed_everything, set_threads
+    from medrank.config import check_config_types, seed_everything, set_threads
     from medrank.pipelines.passages.cdv import load_split
     from medrank.pipelines.passages.cross_encoder import GroupBatches
     from medrank.training import Trainer
@@ -208,6 +208,7 @@ def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) 
     unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
     if unknown:
         raise ValueError(f"unknown neural re-ranker config keys: {sorted(unknown)}")
+    check_config_types(cfg, DEFAULTS, "neural re-ranker config")
     if cfg["model"] not in ("dssm", "knrm"):
         raise ValueError(f"model must be dssm or knrm, got {cfg['model']!r}")
     if cfg["threads"]:

@@ -130,6 +130,9 @@ class ProcedureConfig:
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"unknown config keys {unknown}; known keys: {sorted(known)}")
+        from medrank.config import check_dataclass_config
+
+        check_dataclass_config(cls, raw, "procedures config")
         cfg = cls(**raw)
         if cfg.n_negatives < 1:
             raise ValueError(f"n_negatives must be >= 1, got {cfg.n_negatives}")
@@ -159,14 +162,14 @@ class ProcedureConfig:
         return asdict(self)
 
 
-def _setup(cfg: ProcedureConfig, output_dir: Path) -> None:
+def _setup(cfg: ProcedureConfig, output_dir: Path, resume: bool) -> None:
     from medrank.config import seed_everything, set_threads
+    from medrank.training import check_run_config
 
-    output_dir.mkdir(parents=True, exist_ok=True)
+    check_run_config(output_dir, cfg.to_dict(), resume)
     if cfg.threads is not None:
         set_threads(cfg.threads)
     seed_everything(cfg.seed)
-    atomic_write_json(output_dir / "config.json", cfg.to_dict())
 
 
 def _base_encoder(cfg: ProcedureConfig) -> Any:
@@ -305,7 +308,7 @@ def train_mtcg(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path,
     """Train MTCG; writes ``model/``, ``history.json``, ``results.json`` under ``output_dir``."""
     cfg = config if isinstance(config, ProcedureConfig) else ProcedureConfig.from_dict(dict(config))
     output_dir = Path(output_dir)
-    _setup(cfg, output_dir)
+    _setup(cfg, output_dir, resume)
     started = time.perf_counter()
     task = MTCGTask(cfg, output_dir)
     trainer = _trainer(cfg, task.model.trainable, task, output_dir, "recall@10", list(task.model.count_head.parameters()))
@@ -528,7 +531,7 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
 
     cfg = config if isinstance(config, ProcedureConfig) else ProcedureConfig.from_dict(dict(config))
     output_dir = Path(output_dir)
-    _setup(cfg, output_dir)
+    _setup(cfg, output_dir, resume)
     started = time.perf_counter()
     task = KARTask(cfg, output_dir)
     heads = [*task.kar.ffn.parameters(), task.kar.special, task.kar.segment]
@@ -588,7 +591,7 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     if not (kar_dir / MANIFEST).exists():
         raise FileNotFoundError(f"{kar_dir} has no {MANIFEST}: train configs/procedures/kar.yaml first")
     output_dir = Path(output_dir)
-    _setup(cfg, output_dir)
+    _setup(cfg, output_dir, resume=False)  # one fit, no checkpoints to resume
     started = time.perf_counter()
     norm = ProcedureNormalizer.load(kar_dir, data_root=cfg.data_root, fusion="fb", learned=None, memory=None)
     valid, preds, s_c, s_r, votes, labels = fusion_training_data(norm, cfg.memory_k, cfg.data_root)

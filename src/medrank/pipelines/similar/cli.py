@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from medrank.data.questions import PAIR_DATASETS, QuestionPair, load_question_pairs, split_pairs
 from medrank.registry import register_evaluator, register_trainer
@@ -95,7 +96,7 @@ for _name in PAIR_DATASETS:
 def _fail(message: str) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}")
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code=2)
 
 
@@ -182,7 +183,7 @@ def register(app: typer.Typer) -> None:
             table.add_column("bm25", justify="right")
             for rank, row in enumerate(item["results"], 1):
                 match = "-" if row["match_score"] is None else f"{row['match_score']:.3f}"
-                table.add_row(str(rank), row["text"], match, f"{row['recall_score']:.2f}")
+                table.add_row(str(rank), escape(row["text"]), match, f"{row['recall_score']:.2f}")
             console.print(table)
 
     @app.command("make-pairs")

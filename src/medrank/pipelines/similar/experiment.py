@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from medrank.config import seed_everything
+from medrank.config import check_config_types, seed_everything
 from medrank.data.questions import (
     PAIR_DATASETS,
     QuestionPair,
@@ -57,6 +57,7 @@ from medrank.pipelines.similar.matchers import (
 from medrank.pipelines.similar.models.linear import TfidfFeaturizer
 from medrank.pipelines.similar.text import QuestionTokenizer, TokenizerSpec, Word2VecConfig, cached_word2vec
 from medrank.pipelines.similar.training import fit_matcher, pretrain_on_groups
+from medrank.training import check_run_config
 from medrank.utils.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     unknown = set(config) - set(DEFAULTS)
     if unknown:
         raise ValueError(f"unknown config keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    check_config_types(config, DEFAULTS, "similar config")
     cfg = copy.deepcopy(DEFAULTS)
     for key, value in config.items():
         if isinstance(cfg.get(key), dict) and key != "arch":
@@ -217,8 +219,7 @@ def run_experiment(config: dict[str, Any], output_dir: str | Path, resume: bool 
     """Run one configured experiment and write ``summary.json`` (also returned)."""
     cfg = resolve_config(config)
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(output_dir / "config.json", cfg)
+    check_run_config(output_dir, cfg, resume)
     seed_everything(cfg["seed"])
     t0 = time.perf_counter()
     data = prepare_data(cfg)

@@ -42,6 +42,11 @@ class EarlyStopping(Callback):
         self.best: float | None = None
         self.bad_epochs = 0
 
+    def on_train_begin(self, trainer: Trainer) -> None:
+        # a resumed run that had already stopped early stays stopped (re-running a finished run is a no-op)
+        if self.patience > 0 and self.bad_epochs >= self.patience:
+            trainer.stop_training = True
+
     def on_epoch_end(self, trainer: Trainer, epoch: int, metrics: dict[str, float]) -> None:
         if self.patience <= 0 or self.metric not in metrics:
             return

@@ -88,6 +88,9 @@ class SymptomConfig:
         unknown = sorted(set(cfg) - known)
         if unknown:
             raise ValueError(f"unknown symptom config key(s) {unknown}; known: {sorted(known)}")
+        from medrank.config import check_dataclass_config
+
+        check_dataclass_config(cls, cfg, "symptom config")
         out = cls(**cfg)
         out.validate()
         return out

@@ -26,7 +26,6 @@ epoch), ``efn.json``, ``results.json``, ``curve.png``, ``checkpoints/`` and, wit
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -43,7 +42,7 @@ from medrank.pipelines.symptom.data import PairData, build_pair_data, no_duplica
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
 from medrank.pipelines.symptom.miners import RandomMiner, make_miner, mine_candidates
 from medrank.records import Concept, ConceptDataset
-from medrank.training import Callback, Trainer, plot_history, recipe_settings
+from medrank.training import Callback, Trainer, check_run_config, plot_history, recipe_settings
 from medrank.utils.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -395,15 +394,7 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
 
 def load_best(trainer: Trainer) -> int | None:
     """Load the best epoch's trainable weights into the model; returns that epoch."""
-    from safetensors.torch import load_file
-
-    best = trainer.state.best_epoch
-    if best is None:
-        return None
-    path = trainer.checkpoint_root / f"epoch-{best}" / "model.safetensors"
-    if path.exists():
-        trainer.model.load_state_dict(load_file(str(path)))
-    return best
+    return trainer.load_best()
 
 
 def detection_threshold(model: Any, valid: ConceptDataset, retriever: Any, alpha: float, k: int = 5) -> float | None:
@@ -490,27 +481,14 @@ def train_symptom(config: dict[str, Any] | SymptomConfig, output_dir: str | Path
     if cfg.threads is not None:
         set_threads(cfg.threads)
     seed_everything(cfg.seed)
-    saved_cfg = output_dir / "config.json"
-    if resume and saved_cfg.exists():
-        before = json.loads(saved_cfg.read_text(encoding="utf-8"))
-        ignore = {"show_progress", "threads", "output_dir", "data_root", "cache_dir", "save_model"}
-        changed = sorted(k for k in set(before) | set(cfg.to_dict()) if k not in ignore and before.get(k) != cfg.to_dict().get(k))
-        if changed:
-            raise ValueError(
-                f"{output_dir} holds a run with a different config ({changed}); use another output directory or --no-resume"
-            )
-    atomic_write_json(saved_cfg, cfg.to_dict())
+    check_run_config(output_dir, cfg.to_dict(), resume)
     if cfg.loss == "cross-encoder":
         from medrank.pipelines.symptom.baselines import CrossEncoderTask
 
         task: Any = CrossEncoderTask(cfg, output_dir)
     else:
         task = SymptomTask(cfg, output_dir)
-    if not resume and (output_dir / "checkpoints").exists():
-        import shutil
-
-        shutil.rmtree(output_dir / "checkpoints")
-    trainer = make_trainer(task, cfg, output_dir)
+    trainer = make_trainer(task, cfg, output_dir)  # fit(resume=False) clears earlier checkpoints
     trainer.fit(resume=resume)
     summary = finish_run(task, trainer, cfg, output_dir, started)
     task.save_cache_if_grown()
