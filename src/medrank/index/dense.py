@@ -40,6 +40,13 @@ class DenseIndex(Index):
         super().__init__()
         if factory not in ("flat", "hnsw", "ivf"):
             raise ValueError(f"factory must be 'flat', 'hnsw' or 'ivf', got {factory!r}")
+        # faiss asserts on some of these (hnsw_m=0 aborts the process): checked here, with the name
+        for name, value, low in (("hnsw_m", hnsw_m, 2), ("ef_search", ef_search, 1), ("ef_construction", ef_construction, 1),
+                                 ("nprobe", nprobe, 1), ("batch_size", batch_size, 1), ("nlist", nlist, 1)):
+            if value is None and name == "nlist":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         self.encoder = encoder
         self.factory = factory
         self.hnsw_m, self.ef_search, self.ef_construction = hnsw_m, ef_search, ef_construction
@@ -117,7 +124,7 @@ class DenseIndex(Index):
         results: list[Ranking | None] = [None] * len(qids)
         pending = list(range(len(qids)))
         while pending:
-            scores, idx = self.faiss_index.search(vectors[pending], min(depth, len(self._items)))
+            scores, idx = self._faiss_search(vectors[pending], min(depth, len(self._items)))
             still = []
             for row, qi in enumerate(pending):
                 ids, sc = top_items(self._items, idx[row], scores[row], k)
@@ -128,6 +135,15 @@ class DenseIndex(Index):
             pending = still
             depth = min(len(self._items), depth * 4)
         return [r for r in results if r is not None]
+
+    def _faiss_search(self, vectors: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.factory == "hnsw":
+            import faiss
+
+            # HNSW returns at most efSearch hits: widen it for this call when more are asked for
+            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, depth))
+            return self.faiss_index.search(vectors, depth, params=params)
+        return self.faiss_index.search(vectors, depth)
 
     def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
         q = self._require_encoder().encode(texts, kind="query", batch_size=self.batch_size, show_progress=False)

@@ -2,7 +2,9 @@
 
 Indexes and checkpoints are written to a temporary sibling and renamed into
 place, so a crash mid-write leaves either the old artefact or the new one,
-never a half-written file. A directory is only replaced when it is empty, was
+never a half-written file (a folder replacing a folder is swapped in one
+``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere the old folder is moved aside
+first and moved back if the second rename fails). A directory is only replaced when it is empty, was
 written by :func:`atomic_dir` (it holds :data:`MARKER`), is a model or index folder
 of an earlier version (only artefact files, among them weights, a FAISS index or a
 medrank index manifest), lies in medrank's cache (``$MEDRANK_CACHE``) or holds
@@ -122,17 +124,44 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
                     os.chmod(path, 0o666 & ~mask)
                 with open(path, "rb") as fh:
                     os.fsync(fh.fileno())
-        old = None
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{os.getpid()}"
-            os.replace(target, old)
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if target.exists() and _exchange(tmp, target):
+            # one atomic swap: target is the new folder, tmp now holds the old one (removed below)
+            _fsync_dir(target.parent)
+        else:
+            old = None
+            if target.exists():
+                old = target.parent / f".{target.name}.old-{os.getpid()}"
+                os.replace(target, old)
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                if old is not None:
+                    os.replace(old, target)  # put the old artefact back: never leave no artefact
+                raise
+            _fsync_dir(target.parent)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # an old glibc, musl
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

@@ -200,7 +200,7 @@ class MTCGTask:
             cfg.negatives, self.fit, self.terms, load_keywords(cfg.data_root) if cfg.negatives == "keyword-replacing" else None, cfg.negative_pool
         )
         self.loss = _mtcg_loss(cfg, [m.count_class for m in self.fit])
-        self.retriever = ProcedureNormalizer(self.model, None, self.terms, k=10, fusion="recall")
+        self.retriever = ProcedureNormalizer(self.model, None, self.terms, k=10, fusion="recall", show_progress=cfg.show_progress)
         self.epoch_batches: list[dict[str, Any]] = []
 
     def steps_per_epoch(self) -> int:
@@ -422,7 +422,8 @@ class KARTask:
         self.prior = TermPrior.load(mtcg_dir)
         fit_prior = None if self.prior is None else TermPrior(frozenset(t for m in self.fit for t in m.terms), self.prior.weight)
         self.normalizer = ProcedureNormalizer(
-            self.mtcg, self.kar, self.terms, k=cfg.k, prior=fit_prior, recall=cfg.kar_recall, fusion=cfg.kar_fusion
+            self.mtcg, self.kar, self.terms, k=cfg.k, prior=fit_prior, recall=cfg.kar_recall, fusion=cfg.kar_fusion,
+            show_progress=cfg.show_progress,
         )
         self._cached = sum(b.load_cache(self.cache_dir) for b in self.normalizer.frozen_bottoms())
         emb, _ = self.mtcg.encode_mentions([m.text for m in self.fit])
