@@ -356,3 +356,11 @@ def test_atomic_dir_replacement_never_leaves_no_folder(tmp_path, monkeypatch, ex
         (d / "manifest.json").write_text('{"v": 3}')
     assert json.loads((target / "manifest.json").read_text()) == {"v": 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_hybrid_settings_are_checked(tiny_encoder):
+    parts = [BM25Index(), DenseIndex(tiny_encoder)]
+    for kwargs, message in (({"depth": -1}, "depth"), ({"weights": "ab"}, "weights"), ({"rrf_k": "x"}, "rrf_k"),
+                            ({"weights": [1.0, float("nan")]}, "weights")):
+        with pytest.raises(ValueError, match=message):
+            HybridIndex(parts, **kwargs)

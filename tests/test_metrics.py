@@ -343,3 +343,26 @@ def test_to_markdown_table() -> None:
     )
     with pytest.raises(ValueError, match="digits"):
         to_markdown_table(rows, ["mrr"], digits=-1)
+
+
+def test_records_refuse_shapes_that_would_silently_misbehave():
+    from medrank.records import Concept, Dialogue, DialogueTurn, Qrels, Ranking, require_texts
+
+    with pytest.raises(TypeError, match="synonyms"):
+        Concept("a", "b", synonyms="xyz")  # would index one synonym per character
+    assert Concept("a", "b", synonyms=["c", "c"]).names == ("b", "c")
+    with pytest.raises(TypeError):
+        Dialogue("d", "hello")
+    with pytest.raises(TypeError, match="Dialogue.id"):
+        Dialogue(None, ())
+    assert Dialogue("d", [DialogueTurn("doctor", "hi")]).turns == (DialogueTurn("doctor", "hi"),)
+    with pytest.raises(TypeError, match="scores must be numbers"):
+        Ranking("q", ("a",), ("x",))
+    with pytest.raises(ValueError, match="non-negative"):
+        Ranking("q", ("a", "b"), (2.0, 1.0)).top(-1)
+    with pytest.raises(TypeError, match="ids must be strings"):
+        Qrels({1: {"a": 1}})
+    with pytest.raises(TypeError, match="list of questions"):
+        require_texts("头痛怎么办", "question")
+    with pytest.raises(ValueError, match="question 1 must be a non-empty string"):
+        require_texts(["a", " "], "question")

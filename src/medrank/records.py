@@ -12,6 +12,7 @@ loader rather than deep inside a training loop.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,15 @@ def require_text(value: object, what: str) -> str:
     if not value.strip():
         raise ValueError(f"{what} must be a non-empty string")
     return value
+
+
+def require_texts(values: object, what: str) -> list[str]:
+    """``values`` as a list of non-empty strings, or a clear error naming ``what`` and the position.
+
+    A single string is refused: iterating it would treat every character as one text."""
+    if isinstance(values, (str, bytes)) or isinstance(values, Mapping) or not isinstance(values, Iterable):
+        raise TypeError(f"pass a list of {what}s, got {type(values).__name__}")
+    return [require_text(v, f"{what} {i}") for i, v in enumerate(values)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,15 @@ class Concept:
     def __post_init__(self) -> None:
         require_text(self.id, "Concept.id")
         require_text(self.name, f"Concept.name (id={self.id!r})")
+        for name in ("synonyms", "alt_ids"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                # a bare string would become one synonym per character
+                raise TypeError(f"Concept.{name} (id={self.id!r}) must be a list of strings, got {type(value).__name__}")
+            value = tuple(value)
+            if not all(isinstance(v, str) for v in value):
+                raise TypeError(f"Concept.{name} (id={self.id!r}) must hold strings only")
+            object.__setattr__(self, name, value)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -132,6 +151,15 @@ class Dialogue:
     turns: tuple[DialogueTurn, ...]
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        require_text(self.id, "Dialogue.id")
+        if isinstance(self.turns, (str, bytes)) or not isinstance(self.turns, Iterable):
+            raise TypeError(f"Dialogue.turns (id={self.id!r}) must be a list of DialogueTurn, got {type(self.turns).__name__}")
+        turns = tuple(self.turns)
+        if not all(isinstance(t, DialogueTurn) for t in turns):
+            raise TypeError(f"Dialogue.turns (id={self.id!r}) must hold DialogueTurn objects")
+        object.__setattr__(self, "turns", turns)
+
 
 class Qrels(Mapping[str, Mapping[str, int]]):
     """Relevance judgments: ``query_id -> {item_id: grade}``.
@@ -150,6 +178,9 @@ class Qrels(Mapping[str, Mapping[str, int]]):
                 self.add(qid, iid, grade)
 
     def add(self, query_id: str, item_id: str, grade: int = 1) -> None:
+        """Judge ``item_id`` for ``query_id`` with an integer ``grade`` (a later grade replaces an earlier one)."""
+        if not isinstance(query_id, str) or not isinstance(item_id, str):
+            raise TypeError(f"query and item ids must be strings, got {query_id!r} and {item_id!r}")
         if not isinstance(grade, int) or isinstance(grade, bool):
             raise TypeError(f"relevance grade for ({query_id!r}, {item_id!r}) must be an int, got {grade!r}")
         self._data.setdefault(query_id, {})[item_id] = grade
@@ -187,17 +218,25 @@ class Ranking:
     scores: tuple[float, ...]
 
     def __post_init__(self) -> None:
+        if not isinstance(self.query_id, str):
+            raise TypeError(f"Ranking.query_id must be a string, got {self.query_id!r}")
         if len(self.ids) != len(self.scores):
             raise ValueError(
                 f"Ranking for {self.query_id!r}: {len(self.ids)} ids but {len(self.scores)} scores"
             )
+        if not all(isinstance(s, numbers.Real) and not isinstance(s, bool) for s in self.scores):
+            raise TypeError(f"Ranking for {self.query_id!r}: scores must be numbers")
 
     @classmethod
     def from_pairs(cls, query_id: str, pairs: Iterable[tuple[str, float]]) -> Ranking:
+        """A ranking from ``(item_id, score)`` pairs, kept in the order given."""
         pairs = list(pairs)
         return cls(query_id, tuple(p[0] for p in pairs), tuple(float(p[1]) for p in pairs))
 
     def top(self, k: int) -> Ranking:
+        """The first ``k`` items (``k >= 0``)."""
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+            raise ValueError(f"k must be a non-negative integer, got {k!r}")
         return Ranking(self.query_id, self.ids[:k], self.scores[:k])
 
     def __len__(self) -> int:

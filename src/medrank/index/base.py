@@ -51,10 +51,10 @@ def query_texts(queries: Sequence[str | Query] | str | Query) -> tuple[list[str]
     return ids, texts
 
 
-def check_k(k: Any) -> int:
-    """``k`` as an int: any integer type (numpy's too), but not a bool."""
+def check_k(k: Any, name: str = "k") -> int:
+    """``k`` as an int: any integer type (numpy's too), but not a bool; ``name`` is used in the error."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+        raise ValueError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
 
 

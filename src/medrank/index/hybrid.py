@@ -13,11 +13,13 @@ Each component retrieves ``depth`` items per query before fusion.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from medrank.index.base import Index, load_index, register
+from medrank.index.base import Index, check_k, load_index, register
 from medrank.records import Ranking
 
 
@@ -71,10 +73,15 @@ class HybridIndex(Index):
             raise ValueError(f"fusion method must be 'rrf' or 'linear', got {method!r}")
         self.components = list(components)
         self.method = method
-        self.weights = list(weights) if weights is not None else [1.0] * len(self.components)
+        if weights is not None and (isinstance(weights, (str, bytes)) or not all(
+                isinstance(w, numbers.Real) and not isinstance(w, bool) and math.isfinite(w) for w in weights)):
+            raise ValueError(f"weights must be a list of finite numbers, got {weights!r}")
+        self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.components)
         if len(self.weights) != len(self.components):
             raise ValueError(f"{len(self.components)} components but {len(self.weights)} weights")
-        self.depth = depth
+        self.depth = check_k(depth, "depth")
+        if isinstance(rrf_k, bool) or not isinstance(rrf_k, numbers.Real) or not 0 <= rrf_k < math.inf:
+            raise ValueError(f"rrf_k must be a non-negative number, got {rrf_k!r}")
         self.rrf_k = rrf_k
 
     @classmethod

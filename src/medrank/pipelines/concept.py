@@ -18,6 +18,7 @@ from typing import Any
 
 from medrank.encoders.base import Encoder
 from medrank.index import BM25Index, DenseIndex, HybridIndex, Index, load_index
+from medrank.index.base import check_k
 from medrank.metrics import evaluate
 from medrank.records import Concept, ConceptDataset, Query, Ranking
 from medrank.utils.io import atomic_dir
@@ -31,7 +32,9 @@ def concept_entries(
 ) -> tuple[list[str], list[str], list[str]]:
     """(entry ids, entry texts, item ids): one entry per name (and synonym) of each concept."""
     ids, texts, items = [], [], []
-    for c in concepts:
+    for i, c in enumerate(concepts):
+        if not isinstance(c, Concept):
+            raise TypeError(f"concept {i} must be a medrank.records.Concept, got {type(c).__name__}")
         names = c.names if use_synonyms else (c.name,)
         for j, name in enumerate(names):
             ids.append(f"{c.id}#{j}")
@@ -148,7 +151,7 @@ def evaluate_retriever(
     k: int | None = None,
 ) -> dict[str, Any]:
     """Score ``retriever`` on ``dataset``; returns metrics plus timing and coverage facts."""
-    depth = k or max([int(m.split("@")[1]) for m in metrics if "@" in m] + [10])
+    depth = check_k(k) if k is not None else max([int(m.split("@")[1]) for m in metrics if "@" in m] + [10])
     start = time.perf_counter()
     rankings = retriever.search(list(dataset.queries), k=depth)
     elapsed = time.perf_counter() - start

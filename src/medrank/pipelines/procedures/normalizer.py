@@ -39,7 +39,7 @@ from medrank.pipelines.procedures.fusion import (
 from medrank.pipelines.procedures.kar import KeywordAttentiveRanker, kar_bottom_for
 from medrank.pipelines.procedures.memory import MentionMemory
 from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
-from medrank.records import Qrels, Ranking, require_text
+from medrank.records import Qrels, Ranking, require_texts
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def check_mentions(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, (str, bytes)):
         # a single string would be normalised character by character
         raise TypeError("pass a list of mentions (normalize_one takes a single one)")
-    return [require_text(t, f"mention {i}") for i, t in enumerate(texts)]
+    return require_texts(texts, "mention")
 
 
 class ProcedureNormalizer:

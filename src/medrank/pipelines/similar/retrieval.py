@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from medrank.index import BM25Index, Index, load_index
+from medrank.index.base import check_k
 from medrank.pipelines.similar.matchers import PairMatcher
+from medrank.records import require_texts
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,9 @@ class SimilarQuestionSearcher:
         return self.search_many([question], k, recall_k)[0]
 
     def search_many(self, questions: Sequence[str], k: int = 5, recall_k: int | None = None) -> list[list[SimilarQuestion]]:
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        for q in questions:
-            if not isinstance(q, str) or not q.strip():
-                raise ValueError("questions must be non-empty strings")
-        depth = max(k, recall_k or self.recall_k)
+        k = check_k(k)
+        questions = require_texts(questions, "question")
+        depth = max(k, self.recall_k if recall_k is None else check_k(recall_k, "recall_k"))
         rankings = self.index.search(list(questions), k=depth)
         out = []
         for q, ranking in zip(questions, rankings, strict=True):

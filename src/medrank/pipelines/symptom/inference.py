@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medrank.index.base import check_k
 from medrank.records import Query, Ranking
 
 DEFAULT_K = 5
@@ -67,7 +68,7 @@ class SymptomDetector:
         threshold: bool | float = False,
     ) -> list[Ranking]:
         """Top-``k`` terms per query; ``threshold=True`` keeps only scores ``>= β`` (a float sets β)."""
-        rankings = self.retriever.search(queries, k=k or self.k)
+        rankings = self.retriever.search(queries, k=self.k if k is None else check_k(k))
         beta = self.beta if threshold is True else (float(threshold) if threshold is not False else None)
         if threshold is True and beta is None:
             raise ValueError("this run has no calibrated beta; pass a float threshold instead")
