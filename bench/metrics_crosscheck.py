@@ -62,4 +62,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    # no options: the parser only answers --help (and refuses typos) instead of starting the run
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     main()

@@ -165,3 +165,12 @@ def test_reports_are_strict_json_in_the_evaluators_scale(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert json.loads(report.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))["systems"]["sys"]["multi"] is None
     assert "| sys | 87.50 | - |" in report.with_suffix(".md").read_text()
+
+
+def test_evaluate_help_names_every_registered_dataset():
+    from medrank.cli import PIPELINE_DATASETS
+    from medrank.registry import EVALUATORS
+
+    assert set(PIPELINE_DATASETS) == set(EVALUATORS)
+    res = CliRunner().invoke(app, ["evaluate", "--help"], terminal_width=200)
+    assert all(d in " ".join(res.output.split()) for d in ("history-ddxplus", "chip2019-procedures", "medquad"))

@@ -155,7 +155,7 @@ def _uncache_queries(index: Any) -> None:
 @app.command()
 def index(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the index to (atomic).")],
-    dataset: Annotated[str, typer.Option(help="chip-cdn | ncbi-disease | bc5cdr")] = "chip-cdn",
+    dataset: Annotated[str, typer.Option(help="chip-cdn | ncbi-disease | bc5cdr (concept vocabularies)")] = "chip-cdn",
     candidates: Annotated[str, typer.Option(help="'gold', 'vocab' or a vocabulary file.")] = "vocab",
     method: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
     encoder: Annotated[str | None, typer.Option(help="minilm | e5-small | a model folder / HF id.")] = None,
@@ -218,10 +218,17 @@ def _print_results(query: str, rows: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+#: the datasets whose evaluators the pipelines register (tests/test_cli.py checks this list against the registry)
+PIPELINE_DATASETS = ("medquad", "chip-sts", "kuake-qqr", "medical-question-pairs", "rqe", "chip2019-procedures",
+                     "history-mts-aci", "history-ddxplus")
+
+
 @app.command()
 def evaluate(
-    dataset: Annotated[str, typer.Option(help="chip-cdn | ncbi-disease | bc5cdr")] = "chip-cdn",
-    split: Annotated[str | None, typer.Option(help="chip-cdn: valid|train|all; ncbi-disease: devel|train.")] = None,
+    dataset: Annotated[str, typer.Option(help="Concept retrieval: chip-cdn | ncbi-disease | bc5cdr; a pipeline's task: "
+                                              + " | ".join(PIPELINE_DATASETS) + ".")] = "chip-cdn",
+    split: Annotated[str | None, typer.Option(help="chip-cdn: valid|train|all; ncbi-disease: devel|train; "
+                                                   "a pipeline dataset: its visible validation split by default.")] = None,
     test: Annotated[Path | None, typer.Option("--test", help="Any file in the dataset's visible format.")] = None,
     candidates: Annotated[str, typer.Option(help="'gold', 'vocab' or a vocabulary file.")] = "gold",
     method: Annotated[list[str], typer.Option(help="bm25 | dense | hybrid (repeatable).")] = ["bm25"],  # noqa: B006

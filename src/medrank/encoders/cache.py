@@ -38,7 +38,8 @@ class CachedEncoder(Encoder):
         spec = json.dumps(encoder.spec(), sort_keys=True, default=str)
         self.directory = Path(directory) / hashlib.sha1(spec.encode()).hexdigest()[:16]
         self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "spec.json").write_text(spec, encoding="utf-8")
+        if not (self.directory / "spec.json").exists():  # written once (atomically): it names the folder's model
+            atomic_write_text(self.directory / "spec.json", spec)
         self._stores: dict[str, tuple[dict[str, int], np.ndarray]] = {}
 
     @property

@@ -10,7 +10,8 @@ written by:
   writers: vectors then never travel back through the driver.
 
 On one machine, pass nothing (a ``LocalCluster`` on 127.0.0.1 is started and
-stopped) or your own ``Client``. On a multi-machine Dask cluster, pass the
+stopped; its workers are processes, so a script must call this under
+``if __name__ == "__main__":``) or your own ``Client``. On a multi-machine Dask cluster, pass the
 scheduler address::
 
     encode_into_store(texts, ids, "minilm", "postgresql://…?collection=docs",

@@ -321,12 +321,14 @@ class CDVModel(nn.Module):
 
 
 def save_model(model: CDVModel, directory: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> None:
-    from safetensors.torch import save_file
+    """Write ``cdv.safetensors`` (weights) and ``cdv.json`` (config + ``extra``) into ``directory``, each atomically."""
+    from safetensors.torch import save
+
+    from medrank.utils.io import atomic_write_bytes, atomic_write_text
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(directory / "cdv.safetensors"))
-    (directory / "cdv.json").write_text(json.dumps({"config": model.config, **(extra or {})}, indent=1), encoding="utf-8")
+    atomic_write_bytes(directory / "cdv.safetensors", save({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}))
+    atomic_write_text(directory / "cdv.json", json.dumps({"config": model.config, **(extra or {})}, indent=1))
 
 
 def load_model(directory: str | os.PathLike[str]) -> tuple[CDVModel, dict[str, Any]]:
