@@ -259,3 +259,18 @@ def test_check_config_types():
     with pytest.raises(ValueError, match="threads must be an integer or null"):
         check_dataclass_config(ProcedureConfig, {"threads": "2"}, "procedures config")
     check_dataclass_config(ProcedureConfig, {"threads": None, "epochs": 2}, "procedures config")
+
+
+def test_check_run_config_refuses_a_folder_of_someone_elses_files(tmp_path):
+    from medrank.training import check_run_config
+
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="holds no medrank run"):
+        check_run_config(mine, {"lr": 0.1}, resume=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(FileExistsError, match="is a file"):
+        check_run_config(tmp_path / "afile", {"lr": 0.1}, resume=True)
+    check_run_config(tmp_path / "new" / "run", {"lr": 0.1}, resume=True)  # new folders are made

@@ -428,6 +428,9 @@ def check_run_config(output_dir: str | Path, config: dict[str, Any], resume: boo
                      ignore: Iterable[str] = ()) -> None:
     """Refuse to resume checkpoints made with another config; then record ``config`` as ``config.json``.
 
+    A non-empty folder without ``config.json`` or ``checkpoints/`` is someone's own folder: refused, so a
+    run's files never land among them.
+
     A run folder's checkpoints belong to the config that made them: resuming them under a changed learning rate
     or architecture would train with the old optimizer state (or fail to load the weights) while
     ``config.json`` claimed the new settings. Keys in :data:`RUN_CONFIG_IGNORED` and ``ignore`` may change, and
@@ -435,6 +438,12 @@ def check_run_config(output_dir: str | Path, config: dict[str, Any], resume: boo
     """
     output_dir = Path(output_dir)
     saved = output_dir / "config.json"
+    if output_dir.is_dir() and not saved.exists() and not (output_dir / "checkpoints").exists() and any(output_dir.iterdir()):
+        # every medrank run writes config.json first: anything else there is somebody's files
+        raise FileExistsError(f"{output_dir} is not empty and holds no medrank run (no config.json); "
+                              "give an empty or new folder as the output directory")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} is a file; the output directory must be a folder")
     checkpointed = any(output_dir.glob("checkpoints/epoch-*/trainer_state.json")) or any(
         output_dir.glob("*/checkpoints/epoch-*/trainer_state.json"))
     now = json.loads(json.dumps(config, default=str))  # tuples → lists, paths → strings, as saved
