@@ -272,18 +272,22 @@ def load_question_pairs(name: str, path_or_root: PathLike | None = None) -> list
 
 
 def load_chip_sts(path_or_root: PathLike | None = None) -> list[QuestionPair]:
+    """The labelled pairs of CHIP-STS (Chinese question pairs, label 1 = same intent); see :func:`load_question_pairs`."""
     return load_question_pairs("chip-sts", path_or_root)
 
 
 def load_kuake_qqr(path_or_root: PathLike | None = None) -> list[QuestionPair]:
+    """The labelled pairs of KUAKE-QQR (Chinese query pairs, graded 0–2, mapped to 0/1); see :func:`load_question_pairs`."""
     return load_question_pairs("kuake-qqr", path_or_root)
 
 
 def load_medical_question_pairs(path_or_root: PathLike | None = None) -> list[QuestionPair]:
+    """The labelled pairs of medical-question-pairs (English, doctor-written similar / dissimilar rewrites); see :func:`load_question_pairs`."""
     return load_question_pairs("medical-question-pairs", path_or_root)
 
 
 def load_rqe(path_or_root: PathLike | None = None) -> list[QuestionPair]:
+    """The labelled pairs of RQE (English recognising question entailment pairs); see :func:`load_question_pairs`."""
     return load_question_pairs("rqe", path_or_root)
 
 

@@ -8,6 +8,7 @@ protocol and a full-corpus ranker (``rank_all(queries, k)``). Query text is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from medrank.index.tokenize import LexicalTokenizer, TokenizerConfig
 from medrank.index.topk import topk_stable
 from medrank.pipelines.passages.protocol import bm25_query_text, query_fields
 from medrank.records import Query, Ranking, Run
+
+if TYPE_CHECKING:
+    from medrank.pipelines.passages.index import CDVIndex
 
 
 def _rank_matrix(qids: Sequence[str], scores: np.ndarray, ids: Sequence[str], k: int) -> Run:
@@ -100,7 +104,7 @@ class DenseRanker(_CorpusRanker):
 class CDVRanker:
     """CDV as a re-ranker / full-corpus ranker over a :class:`~medrank.pipelines.passages.index.CDVIndex`."""
 
-    def __init__(self, index, entity_weight: float | None = None, name: str = "CDV") -> None:  # noqa: ANN001
+    def __init__(self, index: CDVIndex, entity_weight: float | None = None, name: str = "CDV") -> None:
         self.index = index
         self.entity_weight = entity_weight
         self.name = name

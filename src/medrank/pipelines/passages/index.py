@@ -126,6 +126,7 @@ class CDVIndex:
         return np.concatenate([w * e, (1.0 - w) * a]).astype(np.float32)
 
     def query_vectors(self, entities: Sequence[str], aspects: Sequence[str], entity_weight: float | None = None) -> np.ndarray:
+        """One query vector per (entity, aspect): the two label embeddings combined with ``entity_weight``."""
         if len(entities) != len(aspects):
             raise ValueError(f"{len(entities)} entities but {len(aspects)} aspects")
         for i, (e, a) in enumerate(zip(entities, aspects, strict=True)):
@@ -180,6 +181,7 @@ class CDVIndex:
 
     # -- persistence --------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the sentence vectors and offsets (safetensors) and the passages (JSON lines) atomically to ``path``."""
         from safetensors.numpy import save_file
 
         with atomic_dir(path) as tmp:
@@ -211,6 +213,7 @@ class CDVIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], encoder: Any = None) -> CDVIndex:
+        """An index saved by :meth:`save`; ``encoder`` (the trained CDV model) is needed to search by text."""
         from safetensors.numpy import load_file
 
         path = Path(path)

@@ -64,7 +64,7 @@ class NegativeStrategy(ABC):
 class RandomNegatives(NegativeStrategy):
     name = "random"
 
-    def sample(self, mention_rows, gold_terms, n, rng):
+    def sample(self, mention_rows: np.ndarray, gold_terms: Sequence[str], n: int, rng: np.random.Generator) -> list[list[str]]:
         return [self._random_fill(int(r), [], n, rng) for r in mention_rows]
 
 
@@ -77,7 +77,7 @@ class _PoolNegatives(NegativeStrategy):
         super().__init__(mentions, terms)
         self.draw_from = draw_from
 
-    def sample(self, mention_rows, gold_terms, n, rng):
+    def sample(self, mention_rows: np.ndarray, gold_terms: Sequence[str], n: int, rng: np.random.Generator) -> list[list[str]]:
         out = []
         for r in mention_rows:
             row = [int(i) for i in self.pool[int(r)] if i >= 0]
@@ -122,7 +122,7 @@ class TreeCodingNegatives(NegativeStrategy):
             for key in {p for c in codes for p in code_prefixes(c)}:
                 self.groups.setdefault(key, []).append(i)
 
-    def sample(self, mention_rows, gold_terms, n, rng):
+    def sample(self, mention_rows: np.ndarray, gold_terms: Sequence[str], n: int, rng: np.random.Generator) -> list[list[str]]:
         out = []
         for r, gold_term in zip(mention_rows, gold_terms, strict=True):
             gold = set(self.mentions[int(r)].terms)
@@ -179,7 +179,7 @@ class KeywordReplacingNegatives(NegativeStrategy):
             return None
         return term[:s] + new + term[e:]
 
-    def sample(self, mention_rows, gold_terms, n, rng):
+    def sample(self, mention_rows: np.ndarray, gold_terms: Sequence[str], n: int, rng: np.random.Generator) -> list[list[str]]:
         out = []
         for r, gold_term in zip(mention_rows, gold_terms, strict=True):
             gold = set(self.mentions[int(r)].terms)

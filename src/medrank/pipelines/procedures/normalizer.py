@@ -379,12 +379,14 @@ class TermPrior:
         return np.array([self.weight if n in self.terms else 0.0 for n in terms.names], dtype=np.float32)
 
     def save(self, directory: str | Path) -> None:
+        """Write the prior (its names and weight) as JSON into ``directory``."""
         from medrank.utils.io import atomic_write_json
 
         atomic_write_json(Path(directory) / self.FILE, {"weight": self.weight, "terms": sorted(self.terms)})
 
     @classmethod
     def load(cls, directory: str | Path) -> TermPrior | None:
+        """The prior saved in ``directory``, or None when the run has none."""
         path = Path(directory) / cls.FILE
         if not path.exists():
             return None

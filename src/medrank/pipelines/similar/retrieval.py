@@ -91,6 +91,7 @@ class SimilarQuestionSearcher:
         return self.search_many([question], k, recall_k)[0]
 
     def search_many(self, questions: Sequence[str], k: int = 5, recall_k: int | None = None) -> list[list[SimilarQuestion]]:
+        """:meth:`search` for a list of questions (one result list each, in order)."""
         k = check_k(k)
         questions = require_texts(questions, "question")
         depth = max(k, self.recall_k if recall_k is None else check_k(recall_k, "recall_k"))
@@ -113,6 +114,7 @@ class SimilarQuestionSearcher:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], matcher: PairMatcher | None = None, recall_k: int = 20, **kwargs: Any) -> SimilarQuestionSearcher:
+        """A searcher over the recall index saved at ``path`` (``kwargs`` go to :func:`~medrank.index.load_index`)."""
         return cls(load_index(path, **kwargs), matcher, recall_k)
 
 

@@ -11,6 +11,8 @@
 * :mod:`~medrank.pipelines.symptom.inference` — query → top-5 terms, optionally thresholded with β.
 """
 
+from typing import Any
+
 from medrank.pipelines.symptom.config import SymptomConfig
 from medrank.pipelines.symptom.data import PairData, build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 
-def train_symptom(*args, **kwargs):  # noqa: ANN002, ANN003 - thin lazy re-export
+def train_symptom(*args: Any, **kwargs: Any) -> dict[str, Any]:  # a thin lazy re-export
     """See :func:`medrank.pipelines.symptom.training.train_symptom`."""
     from medrank.pipelines.symptom.training import train_symptom as _train
 

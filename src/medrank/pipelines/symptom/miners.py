@@ -164,7 +164,9 @@ class TopKMiner(Miner):
             raise ValueError(f"k must be >= 1, got {k}")
         self.k = k
 
-    def sample(self, cands, rows, positive_scores, n, rng):
+    def sample(
+        self, cands: Candidates, rows: np.ndarray, positive_scores: np.ndarray, n: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         idx, sc = cands.index[rows], cands.score[rows]
         k = n if self.k is None else max(self.k, n)
         col = np.arange(idx.shape[1])[None, :]
@@ -179,7 +181,9 @@ class HigherThanTrueMiner(Miner):
 
     name = "higher-than-true"
 
-    def sample(self, cands, rows, positive_scores, n, rng):
+    def sample(
+        self, cands: Candidates, rows: np.ndarray, positive_scores: np.ndarray, n: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         idx, sc = cands.index[rows], cands.score[rows]
         above = sc > positive_scores[:, None]
         keys = np.where(above, 1e6 + _gumbel(idx.shape, rng), sc.astype(np.float64))
@@ -197,7 +201,9 @@ class HDSamplingMiner(Miner):
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.temperature = float(temperature)
 
-    def sample(self, cands, rows, positive_scores, n, rng):
+    def sample(
+        self, cands: Candidates, rows: np.ndarray, positive_scores: np.ndarray, n: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         idx, sc = cands.index[rows], cands.score[rows]
         keys = sc.astype(np.float64) / self.temperature + _gumbel(idx.shape, rng)  # Gumbel top-k
         keys[~np.isfinite(sc)] = -np.inf
@@ -214,7 +220,9 @@ class RandomMiner(Miner):
         self.n_candidates = int(n_candidates)
         self.exclude = [set(map(int, e)) for e in exclude]
 
-    def sample(self, cands, rows, positive_scores, n, rng):
+    def sample(
+        self, cands: Candidates, rows: np.ndarray, positive_scores: np.ndarray, n: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         out = np.full((len(rows), n), -1, dtype=np.int64)
         for p, r in enumerate(rows):
             ex = self.exclude[int(r)]

@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -44,6 +44,9 @@ from medrank.pipelines.symptom.miners import RandomMiner, make_miner, mine_candi
 from medrank.records import Concept, ConceptDataset
 from medrank.training import Callback, Trainer, check_run_config, plot_history, recipe_settings
 from medrank.utils.io import atomic_write_json
+
+if TYPE_CHECKING:
+    from medrank.pipelines.concept import ConceptRetriever
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +330,7 @@ class SymptomTask:
         return self.loss(qs, ts, labels)
 
     # -- evaluation -----------------------------------------------------------------------------
-    def retriever(self, candidates: str):  # -> ConceptRetriever
+    def retriever(self, candidates: str) -> ConceptRetriever:
         from medrank.pipelines.concept import ConceptRetriever
 
         return ConceptRetriever.build(

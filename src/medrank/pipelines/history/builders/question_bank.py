@@ -24,10 +24,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from medrank.pipelines.history.data import BankQuestion
+
+if TYPE_CHECKING:
+    from medrank.encoders.base import Encoder
 
 DEFAULT_THRESHOLD = 0.80
 
@@ -54,7 +58,7 @@ def leader_clusters(texts: Sequence[str], counts: Sequence[int], vectors: np.nda
 
 
 def build_bank(
-    questions: Sequence[str], encoder, threshold: float = DEFAULT_THRESHOLD, batch_size: int = 64,
+    questions: Sequence[str], encoder: Encoder, threshold: float = DEFAULT_THRESHOLD, batch_size: int = 64,
     show_progress: bool = False,
 ) -> tuple[list[BankQuestion], dict[str, str]]:
     """Cluster all asked questions (with repeats) into a bank; returns the bank and ``text -> bank id``."""
@@ -81,7 +85,7 @@ def build_bank(
 
 
 def map_to_bank(
-    questions: Sequence[str], bank: Sequence[BankQuestion], bank_vectors: np.ndarray, encoder,
+    questions: Sequence[str], bank: Sequence[BankQuestion], bank_vectors: np.ndarray, encoder: Encoder,
     known: dict[str, str], threshold: float = DEFAULT_THRESHOLD,
 ) -> list[str | None]:
     """Bank id of each question: exact member match, else nearest canonical at ``>= threshold``, else None."""

@@ -15,6 +15,8 @@ All take ``(scores, labels, mask=None)`` with ``(B, N)`` tensors and return a sc
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from medrank.pipelines.history.losses.approx_ndcg import ApproxNDCGLoss
@@ -36,7 +38,7 @@ LOSSES: dict[str, type[nn.Module]] = {
 }
 
 
-def make_loss(name: str, **kwargs) -> nn.Module:
+def make_loss(name: str, **kwargs: Any) -> nn.Module:
     """Instantiate a loss by its config name."""
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; choose from {sorted(LOSSES)}")

@@ -25,7 +25,7 @@ from medrank.pipelines.history.models.inputs import (
 
 
 class HistoryCrossEncoder(nn.Module):
-    def __init__(self, model: nn.Module, tokenizer: Any, max_dialogue_tokens: int = 256, max_question_tokens: int = 24):
+    def __init__(self, model: nn.Module, tokenizer: Any, max_dialogue_tokens: int = 256, max_question_tokens: int = 24) -> None:
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
