@@ -174,3 +174,15 @@ def test_evaluate_help_names_every_registered_dataset():
     assert set(PIPELINE_DATASETS) == set(EVALUATORS)
     res = CliRunner().invoke(app, ["evaluate", "--help"], terminal_width=200)
     assert all(d in " ".join(res.output.split()) for d in ("history-ddxplus", "chip2019-procedures", "medquad"))
+
+
+@pytest.mark.parametrize("task", ["passage-dssm", "passage-cross-encoder", "similar", "history-global"])
+def test_train_refuses_a_folder_of_someone_elses_files(tmp_path, task):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": task}))
+    res = CliRunner().invoke(app, ["train", str(cfg), "--out", str(mine)])
+    assert res.exit_code == 2 and "holds no medrank run" in " ".join(res.output.split()), res.output
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]

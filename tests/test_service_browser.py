@@ -149,11 +149,12 @@ def test_failures_are_shown_and_a_failed_answer_is_not_kept(base_url, page):
     assert "504" in page.inner_text("#patient .error")
     assert len(page.query_selector_all("#dialogue li")) == turns
     assert page.is_enabled("#detect") and page.inner_text("#patient .status") == ""
-    # the server cannot be reached: a message says so instead of nothing
+    # the server cannot be reached: a message says so instead of nothing, and the last complaint's results go
     page.unroute("**/next-questions")
     page.route("**/symptoms", lambda route: route.abort("connectionrefused"))
     page.click("#detect")
     page.wait_for_selector("#patient .error:has-text('Cannot reach')")
+    assert not page.is_visible("#symptoms-block") and not page.is_visible("#questions-block")
     # a narrow phone screen: nothing is wider than the window
     page.set_viewport_size({"width": 360, "height": 740})
     for selector in ("header", "main", "#questions", "#dialogue", "#similar"):

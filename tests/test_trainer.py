@@ -274,3 +274,36 @@ def test_check_run_config_refuses_a_folder_of_someone_elses_files(tmp_path):
     with pytest.raises(FileExistsError, match="is a file"):
         check_run_config(tmp_path / "afile", {"lr": 0.1}, resume=True)
     check_run_config(tmp_path / "new" / "run", {"lr": 0.1}, resume=True)  # new folders are made
+
+
+def test_resume_of_an_early_stopped_run_says_nothing_is_left(tmp_path, capsys):
+    class StopAfterOne(Callback):
+        def on_train_begin(self, trainer):
+            trainer.stop_training = trainer.state.epoch >= 1  # as a restored early stop does
+
+        def on_epoch_end(self, trainer, epoch, metrics):
+            trainer.stop_training = True
+
+    make_trainer(tmp_path, epochs=3, callbacks=[StopAfterOne()]).fit()
+    capsys.readouterr()
+    trainer = make_trainer(tmp_path, epochs=3, callbacks=[StopAfterOne()])
+    trainer.fit(resume=True)
+    assert "it had stopped early: nothing left to train" in capsys.readouterr().err
+    assert trainer.state.epoch == 1
+
+
+def test_interrupt_during_evaluation_is_reported_too(tmp_path, capsys):
+    trainer = make_trainer(tmp_path, epochs=2)
+    trainer.evaluate_fn = lambda epoch: (_ for _ in ()).throw(KeyboardInterrupt) if epoch == 2 else {"neg_mse": 0.0}
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    assert "interrupted during epoch 2: epoch 1 is checkpointed" in capsys.readouterr().err
+
+
+def test_changed_nested_config_keys_are_named(tmp_path):
+    from medrank.training import check_run_config
+
+    check_run_config(tmp_path, {"train": {"epochs": 3, "lr": 0.1}}, resume=True)
+    make_trainer(tmp_path, epochs=1).fit()
+    with pytest.raises(ValueError, match=r"\(train\.epochs\)"):
+        check_run_config(tmp_path, {"train": {"epochs": 5, "lr": 0.1}}, resume=True)

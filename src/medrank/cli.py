@@ -352,7 +352,7 @@ def train(
     try:
         summary = TRAINERS[task](cfg, output_dir, resume)
     except FloatingPointError as exc:
-        _fail(f"{exc}: the training diverged; try a lower lr (or a max_grad_norm), then --no-resume")
+        _fail(f"{exc}: the training diverged; try a lower lr, then --no-resume")
     except (ValueError, OSError) as exc:
         _fail(exc)
     console.print_json(json.dumps(summary, ensure_ascii=False, default=str))

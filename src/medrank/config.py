@@ -144,6 +144,11 @@ def _accepts(kinds: set[type], value: Any, key: str) -> bool:
     return any(type(value) is k for k in kinds if k not in (int, float, bool, list, tuple))
 
 
+#: keys whose defaults are often None but whose type is known wherever they appear
+COMMON_ANNOTATIONS = {"threads": "int | None", "max_steps_per_epoch": "int | None", "seed": "int",
+                      "max_train_samples": "int | None", "max_eval_samples": "int | None"}
+
+
 def check_config_types(config: dict[str, Any], defaults: dict[str, Any], where: str = "config",
                        annotations: dict[str, str] | None = None) -> None:
     """Raise ``ValueError`` naming the first key of ``config`` whose value has the wrong type.
@@ -157,7 +162,8 @@ def check_config_types(config: dict[str, Any], defaults: dict[str, Any], where: 
         if key not in defaults:
             continue
         default = defaults[key]
-        expected = _expected(default, (annotations or {}).get(key))
+        annotation = (annotations or {}).get(key) or (COMMON_ANNOTATIONS.get(key) if default is None else None)
+        expected = _expected(default, annotation)
         if expected is None:
             continue
         kinds, nullable = expected
@@ -173,7 +179,7 @@ def check_config_types(config: dict[str, Any], defaults: dict[str, Any], where: 
                             else " (a quoted number: drop the quotes)")
                 except ValueError:
                     pass
-            say_null = nullable and key in (annotations or {})
+            say_null = nullable and annotation is not None
             raise ValueError(f"{where}: {key} must be {'an' if names[0] in 'aeiou' else 'a'} {names}"
                              f"{' or null' if say_null else ''}, got {value!r}{hint}")
         if isinstance(value, dict) and isinstance(default, dict) and default:

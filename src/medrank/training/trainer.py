@@ -321,12 +321,10 @@ class Trainer:
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(self.seed)
+        resumed_from = None
         if resume and self.checkpoints():
-            last = self.checkpoints()[-1]
-            self.load_checkpoint(last)
-            # said where a person sees it (stderr), not only in the log: a rerun that trains nothing is a surprise
-            done = "nothing left to train" if self.state.epoch >= self.epochs else f"continuing with epoch {self.state.epoch + 1}"
-            _say(f"resuming from {last} (epoch {self.state.epoch} of {self.epochs} done; {done}); --no-resume starts over")
+            resumed_from = self.checkpoints()[-1]
+            self.load_checkpoint(resumed_from)
         elif not resume and self.checkpoint_root.exists():
             # a fresh start must not leave the old run's checkpoints for a later resume to pick up
             import shutil
@@ -334,34 +332,48 @@ class Trainer:
             shutil.rmtree(self.checkpoint_root)
         for c in self.callbacks:
             c.on_train_begin(self)
-        if self.state.epoch == 0 and self.evaluate_fn is not None and not self.state.history:
-            # epoch 0 = the untrained model, the first point of every learning curve
-            self._record(0, self.evaluate_fn(0), train_loss=None, seconds=0.0)
-        for epoch in range(self.state.epoch + 1, self.epochs + 1):
-            if self.stop_training:
-                break
-            for c in self.callbacks:
-                c.on_epoch_begin(self, epoch)
-            t0 = time.perf_counter()
-            try:
-                mean_loss = self._train_epoch(epoch)
-            except KeyboardInterrupt:
-                kept = self.checkpoints()
-                where = f"epoch {kept[-1].name.split('-')[1]} is checkpointed in {self.checkpoint_root}" if kept else "no epoch was checkpointed yet"
-                _say(f"interrupted during epoch {epoch}: {where}; run the same command to resume")
-                raise
-            if self.scheduler_name == "exponential":
-                for g in self.optimizer.param_groups:
-                    g["lr"] *= self.gamma
-            metrics = self.evaluate_fn(epoch) if self.evaluate_fn is not None else {}
-            self.state.epoch = epoch
-            self._record(epoch, metrics, train_loss=mean_loss, seconds=time.perf_counter() - t0)
-            for c in self.callbacks:
-                c.on_epoch_end(self, epoch, metrics)
-            self.save_checkpoint(epoch)
+        if resumed_from is not None:
+            # said where a person sees it (stderr), not only in the log: a rerun that trains nothing is a surprise
+            if self.state.epoch >= self.epochs:
+                done = "nothing left to train"
+            elif self.stop_training:
+                done = "it had stopped early: nothing left to train"
+            else:
+                done = f"continuing with epoch {self.state.epoch + 1}"
+            _say(f"resuming from {resumed_from} (epoch {self.state.epoch} of {self.epochs} done; {done}); "
+                 "--no-resume starts over")
+        try:
+            if self.state.epoch == 0 and self.evaluate_fn is not None and not self.state.history:
+                # epoch 0 = the untrained model, the first point of every learning curve
+                self._record(0, self.evaluate_fn(0), train_loss=None, seconds=0.0)
+            for epoch in range(self.state.epoch + 1, self.epochs + 1):
+                if self.stop_training:
+                    break
+                self._run_epoch(epoch)
+        except KeyboardInterrupt:
+            kept = self.checkpoints()
+            where = f"epoch {kept[-1].name.split('-')[1]} is checkpointed in {self.checkpoint_root}" if kept else "no epoch was checkpointed yet"
+            _say(f"interrupted during epoch {self.state.epoch + 1}: {where}; run the same command to resume")
+            raise
         for c in self.callbacks:
             c.on_train_end(self)
         return self.state
+
+    def _run_epoch(self, epoch: int) -> None:
+        """Train, evaluate, record and checkpoint one epoch."""
+        for c in self.callbacks:
+            c.on_epoch_begin(self, epoch)
+        t0 = time.perf_counter()
+        mean_loss = self._train_epoch(epoch)
+        if self.scheduler_name == "exponential":
+            for g in self.optimizer.param_groups:
+                g["lr"] *= self.gamma
+        metrics = self.evaluate_fn(epoch) if self.evaluate_fn is not None else {}
+        self.state.epoch = epoch
+        self._record(epoch, metrics, train_loss=mean_loss, seconds=time.perf_counter() - t0)
+        for c in self.callbacks:
+            c.on_epoch_end(self, epoch, metrics)
+        self.save_checkpoint(epoch)
 
     def load_best(self) -> int | None:
         """Load the best epoch's weights (by ``select_metric``) into the model; returns that epoch, or None."""
@@ -454,7 +466,14 @@ def check_run_config(output_dir: str | Path, config: dict[str, Any], resume: boo
             before = None
         if isinstance(before, dict):
             skip = RUN_CONFIG_IGNORED | set(ignore)
-            changed = sorted(k for k in set(before) & set(now) if k not in skip and before[k] != now[k])
+            changed = []
+            for k in sorted(set(before) & set(now)):
+                if k in skip or before[k] == now[k]:
+                    continue
+                if isinstance(before[k], dict) and isinstance(now[k], dict):  # name the nested field: train.epochs
+                    changed += [f"{k}.{sub}" for sub in sorted(set(before[k]) & set(now[k])) if before[k][sub] != now[k][sub]]
+                else:
+                    changed.append(k)
             if changed:
                 raise ValueError(f"{output_dir} holds checkpoints of a run with a different config ({', '.join(changed)}); "
                                  "use another output directory, or --no-resume to start over there")

@@ -201,7 +201,7 @@ def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) 
     from medrank.config import check_config_types, seed_everything, set_threads
     from medrank.pipelines.passages.cdv import load_split
     from medrank.pipelines.passages.cross_encoder import GroupBatches
-    from medrank.training import Trainer
+    from medrank.training import Trainer, check_run_config
     from medrank.utils.io import atomic_dir, atomic_write_json
 
     cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k != "task"}}
@@ -215,6 +215,7 @@ def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) 
         set_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     output_dir = Path(output_dir)
+    check_run_config(output_dir, cfg, resume)
     t0 = time.perf_counter()
     train_docs, _ = load_split(cfg)
     train = corpus_from_documents(train_docs, "medquad:train")

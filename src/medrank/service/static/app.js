@@ -107,6 +107,8 @@ $("complaint-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const text = $("complaint").value.trim();
   if (!text) { showError(patient, "Please describe what brings you here."); return; }
+  // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
+  for (const id of ["symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
   busy(patient, "Looking up symptoms…", async () => {
     const data = await api("/symptoms", { query: text, k: 5 });
     state.complaint = text;
