@@ -2,7 +2,8 @@
 
 Patient tab: complaint → detected symptoms (checkboxes) → next questions → answer one (the dialogue grows
 and the questions re-rank) → similar solved questions; clinician tab: (entity, aspect) → passages with a
-sentence-score curve; coder tab: procedure → codes. Screenshots go to ``bench/results/service_screenshot*.png``.
+sentence-score curve; coder tab: procedure → codes. Screenshots of a real service's walk go to
+``bench/results/service_screenshot*.png``.
 
 By default the page is served from this process over the tiny test services (random-weight encoder, tiny
 knowledge bases); set ``MEDRANK_SERVICE_URL=http://127.0.0.1:8000`` to walk a running ``medrank serve``
@@ -70,8 +71,10 @@ def page():
         browser.close()
 
 
-def test_patient_clinician_and_coder_flows(base_url, page):
+def test_patient_clinician_and_coder_flows(base_url, page, tmp_path):
     real = bool(os.environ.get("MEDRANK_SERVICE_URL"))
+    # only a walk of the real service refreshes the committed screenshots; the tiny services' go to tmp
+    shots = RESULTS if real else tmp_path
     console_errors: list[str] = []
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.goto(base_url + "/")
@@ -107,8 +110,8 @@ def test_patient_clinician_and_coder_flows(base_url, page):
     assert similar.strip()
     if not real:
         assert "what causes headache" in similar
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(RESULTS / "service_screenshot.png"), full_page=True)
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "service_screenshot.png"), full_page=True)
     # clinician: (entity, aspect) → passages with highlighted sentences and the score curve
     page.click("#tab-clinician")
     entity, aspect = ("IgA nephropathy", "symptoms") if real else ("asthma", "symptoms")
@@ -120,7 +123,7 @@ def test_patient_clinician_and_coder_flows(base_url, page):
     assert (" — " in first_passage) if real else first_passage == "Asthma — symptoms"
     assert page.query_selector("#curve svg polyline") is not None
     assert page.query_selector_all("#passages .sentence")
-    page.screenshot(path=str(RESULTS / "service_screenshot_clinician.png"), full_page=True)
+    page.screenshot(path=str(shots / "service_screenshot_clinician.png"), full_page=True)
     # coder: procedure → codes
     page.click("#tab-coder")
     page.fill("#mention", "乳腺切除")
