@@ -27,6 +27,22 @@ def require_text(value: object, what: str) -> str:
     return value
 
 
+def is_integer(value: object) -> bool:
+    """True for any integer type (numpy's too) but not a bool: the check behind every ``k`` and count setting."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _tuple_of(value: object, kind: type, what: str) -> tuple[Any, ...]:
+    """``value`` (any iterable but a bare string) as a tuple whose items are all ``kind``, else a TypeError."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        # a bare string would become one item per character
+        raise TypeError(f"{what} must be a list of {kind.__name__}, got {type(value).__name__}")
+    items = tuple(value)
+    if not all(isinstance(v, kind) for v in items):
+        raise TypeError(f"{what} must hold {kind.__name__} items only")
+    return items
+
+
 def require_texts(values: object, what: str) -> list[str]:
     """``values`` as a list of non-empty strings, or a clear error naming ``what`` and the position.
 
@@ -72,14 +88,7 @@ class Concept:
         require_text(self.id, "Concept.id")
         require_text(self.name, f"Concept.name (id={self.id!r})")
         for name in ("synonyms", "alt_ids"):
-            value = getattr(self, name)
-            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-                # a bare string would become one synonym per character
-                raise TypeError(f"Concept.{name} (id={self.id!r}) must be a list of strings, got {type(value).__name__}")
-            value = tuple(value)
-            if not all(isinstance(v, str) for v in value):
-                raise TypeError(f"Concept.{name} (id={self.id!r}) must hold strings only")
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, _tuple_of(getattr(self, name), str, f"Concept.{name} (id={self.id!r})"))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -153,12 +162,7 @@ class Dialogue:
 
     def __post_init__(self) -> None:
         require_text(self.id, "Dialogue.id")
-        if isinstance(self.turns, (str, bytes)) or not isinstance(self.turns, Iterable):
-            raise TypeError(f"Dialogue.turns (id={self.id!r}) must be a list of DialogueTurn, got {type(self.turns).__name__}")
-        turns = tuple(self.turns)
-        if not all(isinstance(t, DialogueTurn) for t in turns):
-            raise TypeError(f"Dialogue.turns (id={self.id!r}) must hold DialogueTurn objects")
-        object.__setattr__(self, "turns", turns)
+        object.__setattr__(self, "turns", _tuple_of(self.turns, DialogueTurn, f"Dialogue.turns (id={self.id!r})"))
 
 
 class Qrels(Mapping[str, Mapping[str, int]]):
@@ -235,7 +239,7 @@ class Ranking:
 
     def top(self, k: int) -> Ranking:
         """The first ``k`` items (``k >= 0``)."""
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+        if not is_integer(k) or k < 0:
             raise ValueError(f"k must be a non-negative integer, got {k!r}")
         return Ranking(self.query_id, self.ids[:k], self.scores[:k])
 

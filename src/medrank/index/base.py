@@ -14,7 +14,6 @@ it and refuses versions it does not know.
 from __future__ import annotations
 
 import json
-import numbers
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from medrank.records import Query, Ranking
+from medrank.records import Query, Ranking, is_integer
 
 FORMAT_VERSION = 1
 
@@ -53,7 +52,7 @@ def query_texts(queries: Sequence[str | Query] | str | Query) -> tuple[list[str]
 
 def check_k(k: Any, name: str = "k") -> int:
     """``k`` as an int: any integer type (numpy's too), but not a bool; ``name`` is used in the error."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+    if not is_integer(k) or k < 1:
         raise ValueError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from medrank.encoders.base import Encoder
 from medrank.index.base import Index, IndexFormatError, register, top_items
-from medrank.records import Ranking
+from medrank.records import Ranking, is_integer
 
 
 @register
@@ -45,7 +45,7 @@ class DenseIndex(Index):
                                  ("nprobe", nprobe, 1), ("batch_size", batch_size, 1), ("nlist", nlist, 1)):
             if value is None and name == "nlist":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            if not is_integer(value) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         self.encoder = encoder
         self.factory = factory

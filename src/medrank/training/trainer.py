@@ -35,6 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
+from medrank.records import is_integer
 from medrank.utils.io import atomic_dir, atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -450,12 +451,12 @@ def check_run_config(output_dir: str | Path, config: dict[str, Any], resume: boo
     """
     output_dir = Path(output_dir)
     saved = output_dir / "config.json"
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} is a file; the output directory must be a folder")
     if output_dir.is_dir() and not saved.exists() and not (output_dir / "checkpoints").exists() and any(output_dir.iterdir()):
         # every medrank run writes config.json first: anything else there is somebody's files
         raise FileExistsError(f"{output_dir} is not empty and holds no medrank run (no config.json); "
                               "give an empty or new folder as the output directory")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise FileExistsError(f"{output_dir} is a file; the output directory must be a folder")
     checkpointed = any(output_dir.glob("checkpoints/epoch-*/trainer_state.json")) or any(
         output_dir.glob("*/checkpoints/epoch-*/trainer_state.json"))
     now = json.loads(json.dumps(config, default=str))  # tuples → lists, paths → strings, as saved
@@ -482,7 +483,7 @@ def check_run_config(output_dir: str | Path, config: dict[str, Any], resume: boo
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not is_integer(value) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 

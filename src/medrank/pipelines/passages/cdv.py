@@ -237,24 +237,33 @@ def load_split(cfg: dict[str, Any]) -> tuple[list[Document], list[Document]]:
     return split_documents(docs, cfg["valid_fraction"], cfg["seed"])
 
 
-def train_cdv(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    """Train CDV on the training documents; returns a summary (best epoch, validation metrics, timings)."""
+def start_run(config: dict[str, Any], defaults: dict[str, Any], what: str, output_dir: Path, resume: bool) -> dict[str, Any]:
+    """The shared start of the passage trainers: defaults merged and checked (keys and types), threads and
+    seed set, the run folder's config checked against its checkpoints (:func:`~medrank.training.check_run_config`)."""
     from medrank.config import check_config_types, seed_everything, set_threads
-    from medrank.pipelines.passages.baselines import CDVRanker
-    from medrank.pipelines.passages.protocol import build_candidates, evaluate_reranker
-    from medrank.training import Trainer, check_run_config
-    from medrank.utils.io import atomic_dir, atomic_write_json
+    from medrank.training import check_run_config
 
-    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k != "task"}}
-    unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
+    cfg = {**defaults, **{k: v for k, v in config.items() if k != "task"}}
+    unknown = set(cfg) - set(defaults) - {"data_root", "output_dir", "description"}
     if unknown:
-        raise ValueError(f"unknown cdv config keys: {sorted(unknown)}")
-    check_config_types(cfg, DEFAULTS, "cdv config")
+        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
+    check_config_types(cfg, defaults, what)
     if cfg["threads"]:
         set_threads(cfg["threads"])
     seed_everything(cfg["seed"])
-    output_dir = Path(output_dir)
     check_run_config(output_dir, cfg, resume)
+    return cfg
+
+
+def train_cdv(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
+    """Train CDV on the training documents; returns a summary (best epoch, validation metrics, timings)."""
+    from medrank.pipelines.passages.baselines import CDVRanker
+    from medrank.pipelines.passages.protocol import build_candidates, evaluate_reranker
+    from medrank.training import Trainer
+    from medrank.utils.io import atomic_dir, atomic_write_json
+
+    output_dir = Path(output_dir)
+    cfg = start_run(config, DEFAULTS, "cdv config", output_dir, resume)
     t_start = time.perf_counter()
 
     train_docs, valid_docs = load_split(cfg)

@@ -152,21 +152,12 @@ class GroupBatches:
 
 
 def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    from medrank.config import check_config_types, seed_everything, set_threads
-    from medrank.pipelines.passages.cdv import load_split
-    from medrank.training import Trainer, check_run_config
+    from medrank.pipelines.passages.cdv import load_split, start_run
+    from medrank.training import Trainer
     from medrank.utils.io import atomic_dir, atomic_write_json
 
-    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k != "task"}}
-    unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
-    if unknown:
-        raise ValueError(f"unknown passage-cross-encoder config keys: {sorted(unknown)}")
-    check_config_types(cfg, DEFAULTS, "passage cross-encoder config")
-    if cfg["threads"]:
-        set_threads(cfg["threads"])
-    seed_everything(cfg["seed"])
     output_dir = Path(output_dir)
-    check_run_config(output_dir, cfg, resume)
+    cfg = start_run(config, DEFAULTS, "passage-cross-encoder config", output_dir, resume)
     t0 = time.perf_counter()
     train_docs, _ = load_split(cfg)
     groups = training_groups(corpus_from_documents(train_docs, "medquad:train"), cfg["group_size"], cfg["seed"])

@@ -198,24 +198,15 @@ def load_neural_ranker(run_dir: str | Path, corpus: PassageCorpus) -> NeuralRank
 
 
 def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    from medrank.config import check_config_types, seed_everything, set_threads
-    from medrank.pipelines.passages.cdv import load_split
+    from medrank.pipelines.passages.cdv import load_split, start_run
     from medrank.pipelines.passages.cross_encoder import GroupBatches
-    from medrank.training import Trainer, check_run_config
+    from medrank.training import Trainer
     from medrank.utils.io import atomic_dir, atomic_write_json
 
-    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k != "task"}}
-    unknown = set(cfg) - set(DEFAULTS) - {"data_root", "output_dir", "description"}
-    if unknown:
-        raise ValueError(f"unknown neural re-ranker config keys: {sorted(unknown)}")
-    check_config_types(cfg, DEFAULTS, "neural re-ranker config")
-    if cfg["model"] not in ("dssm", "knrm"):
-        raise ValueError(f"model must be dssm or knrm, got {cfg['model']!r}")
-    if cfg["threads"]:
-        set_threads(cfg["threads"])
-    seed_everything(cfg["seed"])
+    if config.get("model", DEFAULTS["model"]) not in ("dssm", "knrm"):
+        raise ValueError(f"model must be dssm or knrm, got {config.get('model')!r}")
     output_dir = Path(output_dir)
-    check_run_config(output_dir, cfg, resume)
+    cfg = start_run(config, DEFAULTS, "neural re-ranker config", output_dir, resume)
     t0 = time.perf_counter()
     train_docs, _ = load_split(cfg)
     train = corpus_from_documents(train_docs, "medquad:train")
