@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+
+# No test may reach the Hugging Face hub: offline mode makes any hub id fail at once, not probe
+# the network (set before anything imports huggingface_hub, whose constants read it once).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
 import torch
 
 from medrank.config import data_root

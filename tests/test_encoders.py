@@ -88,7 +88,15 @@ def test_missing_model_folder_is_a_clear_error(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="model folder .* not found"):
         resolve_model_path(str(tmp_path / "no-such-model"))
-    assert resolve_model_path("org/hub-model") == "org/hub-model"  # hub ids pass through
+
+
+def test_hub_ids_pass_through_where_the_hub_answers(monkeypatch, tmp_path):
+    import medrank.encoders.registry as registry
+
+    probes = _offline_hub(monkeypatch, tmp_path)
+    monkeypatch.setattr(registry, "hub_unreachable", lambda host, port: probes.append(host))
+    assert registry.resolve_model_path("org/hub-model") == "org/hub-model"
+    assert probes == ["huggingface.co"]
 
 
 def test_requested_threads_records_explicit_counts_only():
@@ -104,3 +112,75 @@ def test_requested_threads_records_explicit_counts_only():
     finally:
         config.set_threads(n)
         config._requested_threads = saved
+
+
+def test_a_name_that_is_neither_folder_nor_hub_id_fails_at_once():
+    from medrank.encoders import resolve_model_path
+
+    with pytest.raises(FileNotFoundError, match="not a Hugging Face hub id"):
+        resolve_model_path("runs/no-such-run/model")
+
+
+def _offline_hub(monkeypatch, tmp_path):
+    """The hub unreachable (no probe leaves the machine) and an empty Hugging Face cache."""
+    from huggingface_hub import constants
+
+    import medrank.encoders.registry as registry
+
+    for variable in registry._PROXY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    probes = []
+    monkeypatch.setattr(registry, "hub_unreachable", lambda host, port: probes.append((host, port)) or "no network")
+    return probes
+
+
+def test_unreachable_hub_fails_fast_with_the_reason(monkeypatch, tmp_path):
+    from medrank.encoders import load_encoder
+
+    probes = _offline_hub(monkeypatch, tmp_path)
+    with pytest.raises(OSError, match=r"not in the Hugging Face cache, and the hub \(huggingface.co\) is unreachable: no network"):
+        load_encoder("some-org/some-model")
+    assert probes == [("huggingface.co", 443)]
+
+
+def test_unreachable_hub_uses_the_cached_snapshot(monkeypatch, tmp_path, tiny_encoder):
+    from medrank.encoders import load_encoder, resolve_model_path
+
+    _offline_hub(monkeypatch, tmp_path)
+    repo = tmp_path / "hub" / "models--some-org--some-model"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    snapshot = repo / "snapshots" / ("0" * 40)
+    tiny_encoder.save(snapshot)
+    assert resolve_model_path("some-org/some-model") == str(snapshot)
+    reloaded = load_encoder("some-org/some-model")
+    np.testing.assert_allclose(reloaded.encode(["fever"]), tiny_encoder.encode(["fever"]), atol=1e-6)
+
+
+def test_offline_mode_and_proxies_skip_the_probe(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    from medrank.encoders import resolve_model_path
+
+    probes = _offline_hub(monkeypatch, tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert resolve_model_path("some-org/some-model") == "some-org/some-model"
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert resolve_model_path("some-org/some-model") == "some-org/some-model"
+    assert probes == []
+
+
+def test_hub_probe_on_loopback():
+    import socket
+
+    from medrank.encoders.registry import hub_unreachable
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        assert hub_unreachable("127.0.0.1", port, timeout=2) is None
+    assert hub_unreachable("127.0.0.1", port, timeout=2) is not None  # closed again: refused

@@ -16,8 +16,11 @@ with a hub can pass bigger models unchanged.
 from __future__ import annotations
 
 import os
+import re
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from medrank.encoders.base import Encoder
 from medrank.encoders.transformer import TransformerEncoder
@@ -33,7 +36,11 @@ ALIASES = {
 
 
 def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
-    """Map an offline alias to its local folder; a missing local path is an error; hub ids pass through."""
+    """Map an offline alias to its local folder; a missing local path is an error.
+
+    A hub id (``"owner/name"``) passes through where the hub is reachable; offline it maps to its
+    snapshot in the Hugging Face cache, or fails at once with the reason.
+    """
     key = str(name_or_path)
     alias = ALIASES.get(key.lower())
     if alias == "minilm":
@@ -46,7 +53,61 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
         return str(ensure_e5_small())
     if key.startswith(("/", "./", "../", "~")) and not Path(key).expanduser().exists():
         raise FileNotFoundError(f"model folder {key} not found (known aliases: {', '.join(sorted(ALIASES))})")
-    return str(Path(key).expanduser()) if key.startswith("~") else key
+    if key.startswith("~"):
+        return str(Path(key).expanduser())
+    if Path(key).exists():
+        return key
+    if not HUB_ID.fullmatch(key):
+        raise FileNotFoundError(
+            f"model folder {key} not found, and {key!r} is not a Hugging Face hub id "
+            f"(known aliases: {', '.join(sorted(ALIASES))})"
+        )
+    return _hub_model(key)
+
+
+# "name" or "owner/name" (huggingface_hub's repo-id rule, without its length and "--" checks)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+# seconds to wait for the hub's TCP handshake before calling it unreachable
+HUB_PROBE_TIMEOUT = 3.0
+
+
+def _hub_model(repo_id: str) -> str:
+    """A hub id → the id itself where the hub is reachable, else its cached snapshot folder.
+
+    Offline, ``transformers`` retries the hub for about 50 s before it reads its cache or fails; one
+    short TCP probe replaces that wait. With ``HF_HUB_OFFLINE=1`` or an HTTP(S) proxy set (which
+    a direct probe cannot use) the id goes to ``transformers`` unchanged.
+    """
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or any(os.environ.get(v) for v in _PROXY_VARIABLES):
+        return repo_id
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    port = urlparse(constants.ENDPOINT).port or (80 if constants.ENDPOINT.startswith("http:") else 443)
+    reason = hub_unreachable(host, port)
+    if reason is None:
+        return repo_id
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any miss means the same thing: not cached
+        raise OSError(
+            f"cannot load model {repo_id!r}: not a known alias ({', '.join(sorted(ALIASES))}), not a local "
+            f"folder, not in the Hugging Face cache, and the hub ({host}) is unreachable: {reason}"
+        ) from None
+
+
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_unreachable(host: str, port: int = 443, timeout: float | None = None) -> str | None:
+    """``None`` when a TCP connection to ``host:port`` opens within ``timeout`` s, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT if timeout is None else timeout):
+            return None
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
 
 
 def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs: Any) -> Encoder:
