@@ -1,5 +1,6 @@
 """medrank: medical retrieval and ranking on one shared core."""
 
+from medrank.loading import artefact_kind, load
 from medrank.records import (
     Concept,
     ConceptDataset,
@@ -27,4 +28,6 @@ __all__ = [
     "Ranking",
     "Run",
     "__version__",
+    "artefact_kind",
+    "load",
 ]
