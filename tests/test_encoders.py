@@ -184,3 +184,23 @@ def test_hub_probe_on_loopback():
         port = server.getsockname()[1]
         assert hub_unreachable("127.0.0.1", port, timeout=2) is None
     assert hub_unreachable("127.0.0.1", port, timeout=2) is not None  # closed again: refused
+
+
+def test_cache_key_follows_the_weights_not_the_folder_path(tiny_encoder, tmp_path):
+    import shutil
+
+    from medrank.encoders import CachedEncoder
+
+    tiny_encoder.save(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "moved")
+    a, moved = TransformerEncoder(tmp_path / "a"), TransformerEncoder(tmp_path / "moved")
+    assert a.spec()["path"] != moved.spec()["path"]
+    assert a.fingerprint() == moved.fingerprint()
+    assert CachedEncoder(a, tmp_path / "cache").directory == CachedEncoder(moved, tmp_path / "cache").directory
+
+    with torch.no_grad():  # a model re-saved in place with other weights gets a new key
+        tiny_encoder.model.embeddings.word_embeddings.weight.add_(0.5)
+    tiny_encoder.save(tmp_path / "a")
+    resaved = TransformerEncoder(tmp_path / "a")
+    assert resaved.fingerprint() != moved.fingerprint()
+    assert CachedEncoder(resaved, tmp_path / "cache").directory != CachedEncoder(moved, tmp_path / "cache").directory

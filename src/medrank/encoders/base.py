@@ -72,3 +72,11 @@ class Encoder(ABC):
     def spec(self) -> dict[str, Any]:
         """A JSON-serialisable description that :func:`medrank.encoders.load_encoder` can rebuild."""
         return {"name": self.name}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the vectors depend on, for keying caches: by default :meth:`spec`.
+
+        Encoders read from a folder replace its path with a digest of its files, so a moved
+        folder keeps its caches and a folder whose model was re-saved in place does not.
+        """
+        return self.spec()

@@ -2,7 +2,8 @@
 
 Encoding a 40k-term vocabulary with a 12-layer model takes minutes on a CPU;
 benchmarks and services that re-index the same texts should pay that once.
-Vectors are keyed by the encoder's :meth:`~medrank.encoders.Encoder.spec`, the
+Vectors are keyed by the encoder's :meth:`~medrank.encoders.Encoder.fingerprint` (its settings
+and a digest of its model folder's files, not the folder's path), the
 text kind (query/passage) and the SHA-1 of each text, and stored as one
 ``.npy`` matrix plus a key list per (encoder, kind), written atomically.
 
@@ -35,7 +36,7 @@ class CachedEncoder(Encoder):
     def __init__(self, encoder: Encoder, directory: str | os.PathLike[str]) -> None:
         self.encoder = encoder
         self.name = encoder.name
-        spec = json.dumps(encoder.spec(), sort_keys=True, default=str)
+        spec = json.dumps(encoder.fingerprint(), sort_keys=True, default=str)
         self.directory = Path(directory) / hashlib.sha1(spec.encode()).hexdigest()[:16]
         self.directory.mkdir(parents=True, exist_ok=True)
         if not (self.directory / "spec.json").exists():  # written once (atomically): it names the folder's model
@@ -48,6 +49,9 @@ class CachedEncoder(Encoder):
 
     def spec(self) -> dict[str, Any]:
         return self.encoder.spec()
+
+    def fingerprint(self) -> dict[str, Any]:
+        return self.encoder.fingerprint()
 
     def _paths(self, kind: TextKind | None) -> tuple[Path, Path]:
         stem = kind or "plain"

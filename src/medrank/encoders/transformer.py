@@ -14,8 +14,10 @@ length) so padding is minimal, and the forward pass runs under
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +61,39 @@ def sentence_transformers_settings(path: str | os.PathLike[str]) -> dict[str, An
         elif "document" in prompts:
             out["passage_prompt"] = prompts["document"]
     return out
+
+
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+
+
+def folder_digest(folder: str | os.PathLike[str]) -> str:
+    """SHA-256 over the relative names and contents of every file under ``folder`` (hidden ones skipped).
+
+    Memoised per process on the files' names, sizes and modification times: the 470 MB e5-small
+    folder takes about 0.4 s to hash once.
+    """
+    root = Path(folder).resolve()
+    files = sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    stats = tuple((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    key = (str(root), stats)
+    with _DIGESTS_LOCK:
+        if key in _DIGESTS:
+            return _DIGESTS[key]
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(p.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        with open(p, "rb") as fh:
+            while block := fh.read(1 << 22):
+                digest.update(block)
+        digest.update(b"\0")
+    value = digest.hexdigest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[key] = value
+    return value
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
@@ -232,6 +267,14 @@ class TransformerEncoder(Encoder):
                     fh,
                 )
         self.model_path = str(path)
+
+    def fingerprint(self) -> dict[str, Any]:
+        spec = self.spec()
+        if self.model_path is not None and Path(self.model_path).is_dir():
+            # neither the folder's path nor the report name changes a vector
+            spec["path"] = spec["name"] = None
+            spec["files"] = folder_digest(self.model_path)
+        return spec
 
     def spec(self) -> dict[str, Any]:
         return {

@@ -44,6 +44,9 @@ class BatchingEncoder(Encoder):
     def spec(self) -> dict[str, Any]:
         return self.encoder.spec()
 
+    def fingerprint(self) -> dict[str, Any]:
+        return self.encoder.fingerprint()
+
     def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
         if len(texts) > self.max_batch:
             return self.encoder.encode(texts, kind=kind, batch_size=batch_size, show_progress=show_progress)

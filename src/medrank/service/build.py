@@ -170,7 +170,7 @@ class Builder:
                  "hybrid": f"zero-shot {getattr(encoder, 'name', '')} + BM25 (hybrid, RRF)"}[method]
         info = KBInfo(**{**info.__dict__, "method": method, "model": model})
         path = self.state / "kbs" / name
-        fingerprint = self._fingerprint(info, encoder.spec() if encoder is not None else None, store_spec)
+        fingerprint = self._fingerprint(info, encoder.fingerprint() if encoder is not None else None, store_spec)
         manifest = KnowledgeBase.read_manifest(path)
         store = self._open_store(store_spec, encoder, info.language) if store_spec else None
         if manifest is not None and manifest.get("fingerprint") == fingerprint and (store is None or store.count() > 0):
@@ -340,7 +340,7 @@ class Builder:
         encoder = self.encoder(lang)
         out = self.state / f"questions-{lang}"
         retrieval = f"hybrid BM25 + {encoder.name} (RRF)"
-        fp = self._fingerprint("questions", lang, encoder.spec(), self.data_key)
+        fp = self._fingerprint("questions", lang, encoder.fingerprint(), self.data_key)
         if not self._fresh(out, fp):
             texts = loader(self.settings.data_root)
             ids = [f"{lang}-q{i}" for i in range(len(texts))]
