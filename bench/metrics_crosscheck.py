@@ -53,7 +53,7 @@ def main() -> None:
                          "abs_diff_mean": abs(ours_mean[ours_name] - float(rx_mean[rx_name])),
                          "max_abs_diff_per_query": diff_pq, "n_queries": len(qrels)})
             print(rows[-1])
-    md = ["| dataset | metric | medrank | ranx | |diff| mean | max |diff| per query |", "|---|---|---|---|---|---|"]
+    md = ["| dataset | metric | medrank | ranx | mean \\|diff\\| | max per-query \\|diff\\| |", "|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['dataset']} | {r['metric']} | {r['medrank']:.6f} | {r['ranx']:.6f} | "
                   f"{r['abs_diff_mean']:.2e} | {r['max_abs_diff_per_query']:.2e} |")

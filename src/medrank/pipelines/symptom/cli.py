@@ -3,7 +3,7 @@
 Trained runs are also scored by the core command, through the same protocol as the zero-shot
 baselines::
 
-    medrank evaluate --dataset chip-cdn --split valid --index runs/symptom/bi-hardnce/index-gold
+    medrank evaluate --dataset chip-cdn --split valid --index runs/symptom/cpu/chip-cdn-bi-hardnce/index-gold
 """
 
 from __future__ import annotations
