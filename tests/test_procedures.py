@@ -356,6 +356,10 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     assert one.candidates == batch[0].candidates and one.terms == batch[0].terms
     assert np.allclose(one.final, batch[0].final, atol=1e-4)
     assert len(one.candidates) == 5 and one.codes[0] == norm.terms.codes[norm.terms.row[one.terms[0]]]
+    # FB's confidence is KAR's probability of the weakest chosen name, on both paths
+    assert one.confidence == pytest.approx(min(one.ranker_score[one.candidates.index(t)] for t in one.terms))
+    assert one.confidence == pytest.approx(batch[0].confidence, abs=1e-4)
+    assert one.to_dict()["low_confidence"] is (one.confidence < 0.5)
     # an empty mention is an error on both paths, not a confident answer for "[CLS] [SEP]"
     for bad in ("", "  \t"):
         with pytest.raises(ValueError, match="mention 0 must be a non-empty string"):
@@ -368,6 +372,7 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     for fusion in ("recall", "ranker"):
         p = ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, fusion=fusion).predict(["左肾切除术"])[0]
         assert p.terms and p.terms[0] in p.candidates
+        assert (p.confidence is None) is (fusion == "recall")  # recall scores are no probability
     bm25 = ProcedureNormalizer(norm.mtcg, norm.kar, norm.terms, k=5, recall="bm25").predict(["左肾切除术"])[0]
     assert "肾切除术" in bm25.candidates
 
@@ -777,3 +782,16 @@ def test_a_single_string_is_not_a_list_of_mentions():
 
     with pytest.raises(TypeError, match="list of mentions"):
         check_mentions("阑尾切除术")
+
+
+def test_term_confidence_reads_the_probability_of_each_fusion() -> None:
+    from medrank.pipelines.procedures.normalizer import LOW_CONFIDENCE, term_confidence
+
+    final, s_r = [0.9, 0.4, 0.1], [0.95, 0.6, 0.2]
+    assert term_confidence("learned", [0, 1], final, s_r) == 0.4  # the weakest chosen name
+    assert term_confidence("fb", [0, 1], final, s_r) == 0.6  # FB's mean with s_c is no probability: KAR's
+    assert term_confidence("ranker", [2], final, s_r) == 0.2
+    assert term_confidence("recall", [0], final, None) is None
+    assert term_confidence("fb", [0], final, None) is None
+    assert term_confidence("learned", [], final, s_r) is None
+    assert LOW_CONFIDENCE == 0.5

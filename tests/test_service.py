@@ -339,12 +339,14 @@ def test_normalize_with_a_trained_normalizer(services):
 
     class FakeNormalizer:  # issue 4's ProcedureNormalizer.normalize_one(text) -> Prediction
         def normalize_one(self, text):
-            return SimpleNamespace(terms=["乳腺切除术"], candidates=["膝关节置换术", "乳腺切除术"], final=[0.2, 0.9])
+            return SimpleNamespace(terms=["乳腺切除术"], candidates=["膝关节置换术", "乳腺切除术"], final=[0.2, 0.9],
+                                   confidence=0.31234567, low_confidence=True)
 
     services.normalize = TrainedNormalizeService(FakeNormalizer(), {"乳腺切除术": ("85.4", "85.41")}, "fake MTCG+KAR", "1")
     body = _client(services).post("/normalize", json={"mention": "左乳切除", "k": 5}).json()
     assert body["trained"] is True and body["predicted"] == ["乳腺切除术"]
     assert [(r["name"], r["codes"]) for r in body["results"]] == [("乳腺切除术", ["85.4", "85.41"]), ("膝关节置换术", [])]
+    assert body["confidence"] == 0.3123 and body["low_confidence"] is True
 
 
 def test_token_and_limits_from_environment(monkeypatch, tmp_path):

@@ -136,7 +136,8 @@ class TrainedNormalizeService:
         rows = [{"id": name, "name": name, "score": round(float(score), 6), "codes": list(self.codes.get(name, ()))}
                 for name, score in sorted(zip(pred.candidates, pred.final, strict=True), key=lambda x: -x[1])[:k]]
         return {"model": self._info.model, "trained": True, "kb": "procedures", "results": rows,
-                "predicted": list(pred.terms)}
+                "predicted": list(pred.terms), "confidence": None if pred.confidence is None else round(pred.confidence, 4),
+                "low_confidence": pred.low_confidence}
 
     def info(self) -> PipelineInfo:
         return self._info

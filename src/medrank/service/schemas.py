@@ -78,6 +78,12 @@ class NormalizeResponse(_Response):
     results: list[ConceptResult]
     predicted: list[str] | None = Field(None, description="The standard names a trained normaliser decides on "
                                                           "(its term-count rule); absent for the zero-shot form.")
+    confidence: float | None = Field(None, description="A trained normaliser's lowest probability among the predicted "
+                                                       "names (the learned fusion's output, or KAR's under FB).")
+    low_confidence: bool | None = Field(None, description="True when some predicted name is more likely wrong than right "
+                                                          "(confidence < 0.5): text that is not a procedure gets it, and "
+                                                          "flagged mentions are right about half as often as the others "
+                                                          "(bench/results/procedures_errors.md).")
 
 
 # -- /passages ----------------------------------------------------------------------------------------

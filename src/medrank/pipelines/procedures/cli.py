@@ -147,5 +147,8 @@ def register(app: typer.Typer) -> None:
                 for t, c in zip(p.terms, p.codes, strict=True)
             ]
             _print_results(p.mention, rows)
+            if p.low_confidence:
+                console.print(f"low confidence ({p.confidence:.2f}): the selected name is more likely wrong than right; "
+                              "is this a procedure?")
             if candidates:
                 console.print(json.dumps(p.to_dict()["candidates"], ensure_ascii=False, indent=1))

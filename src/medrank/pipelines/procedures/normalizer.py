@@ -61,16 +61,47 @@ class Prediction:
     ranker_score: list[float] | None
     count_class: int
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the lowest probability among the chosen terms (see :func:`term_confidence`); ``None`` for recall alone
+    confidence: float | None = None
+
+    @property
+    def low_confidence(self) -> bool | None:
+        """``True`` when some chosen term is more likely wrong than right (``confidence < LOW_CONFIDENCE``)."""
+        return None if self.confidence is None else self.confidence < LOW_CONFIDENCE
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "terms": [{"name": t, "codes": list(c)} for t, c in zip(self.terms, self.codes, strict=True)],
             "count": ["1", "2", ">=3"][self.count_class],
+            "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "low_confidence": self.low_confidence,
             "candidates": [
                 {"name": c, "final": round(f, 4), "s_c": round(s, 4), "s_r": None if self.ranker_score is None else round(self.ranker_score[i], 4)}
                 for i, (c, f, s) in enumerate(zip(self.candidates, self.final, self.recall_score, strict=True))
             ],
         }
+
+
+#: a chosen term whose probability is below this is flagged: more likely wrong than right
+LOW_CONFIDENCE = 0.5
+
+
+def term_confidence(fusion: str, chosen: Sequence[int], final: Sequence[float], s_r: Sequence[float] | None) -> float | None:
+    """The lowest probability that a chosen candidate (indices ``chosen``) is a gold term.
+
+    Two scores are probabilities: the learned fusion's output (a logistic regression fitted on
+    train-valid labels) and KAR's sigmoid ``s_r`` (trained with BCE), so the learned fusion reads
+    ``final`` and FB / the ranker alone read ``s_r``. FB's ``(s_c + s_r)/2`` is not one: ``s_c`` sums
+    to 9 over 10 candidates, so it is near 0.9 for any mention. Recall alone has none (``None``).
+    Nonsense input (no procedure at all) gets a probability near 0 and is flagged.
+    """
+    if not chosen:
+        return None
+    if fusion == "learned":
+        return float(min(final[i] for i in chosen))
+    if s_r is None or fusion == "recall":
+        return None
+    return float(min(s_r[i] for i in chosen))
 
 
 def check_theta(theta: float) -> float:
@@ -274,6 +305,7 @@ class ProcedureNormalizer:
             final = np.asarray(s_r, dtype=np.float64)
         cands = [self.terms.names[i] for i in rows]
         chosen = select_terms(cands, final.tolist(), count_class, theta)
+        where = {name: i for i, name in enumerate(cands)}
         return Prediction(
             mention=text,
             terms=chosen,
@@ -283,6 +315,8 @@ class ProcedureNormalizer:
             recall_score=s_c.tolist(),
             ranker_score=None if s_r is None else np.asarray(s_r).tolist(),
             count_class=count_class,
+            confidence=term_confidence(self.fusion, [where[t] for t in chosen], final.tolist(),
+                                       None if s_r is None else np.asarray(s_r).tolist()),
         )
 
     def predict(self, texts: Sequence[str], batch_size: int = 256) -> list[Prediction]:

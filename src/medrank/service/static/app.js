@@ -273,6 +273,7 @@ $("normalize-form").addEventListener("submit", (ev) => {
   if (!mention) { showError(coder, "Type a procedure."); return; }
   $("codes").hidden = true;
   $("normalize-meta").textContent = "";
+  $("normalize-warn").hidden = true;
   busy(coder, "Normalizing…", async () => {
     const data = await api("/normalize", { mention, k: 5 });
     const body = document.querySelector("#codes tbody");
@@ -282,6 +283,11 @@ $("normalize-form").addEventListener("submit", (ev) => {
     $("codes").hidden = false;
     const picked = data.predicted ? ` · selected: ${data.predicted.join(" + ")}` : "";
     $("normalize-meta").textContent = `${data.kb} · ${modelLine(data)}${picked}`;
+    if (data.low_confidence) {
+      $("normalize-warn").textContent = `Low confidence (${data.confidence.toFixed(2)}): the model thinks the selected ` +
+        "name is more likely wrong than right. Is this a procedure? Check the candidates.";
+      $("normalize-warn").hidden = false;
+    }
   });
 });
 
