@@ -164,3 +164,16 @@ def test_real_medquad_counts(real_data: Path) -> None:
     assert corpus.describe()["passages"] == 10466
     _, valid = split_documents(docs, 0.2, 13)
     assert len(valid) == 448
+
+
+def test_medquad_answers_for_the_similar_question_service(tmp_path):
+    from medrank.pipelines.similar.corpus import load_medquad_answers, load_medquad_questions, shorten
+
+    root = make_medquad_root(tmp_path)
+    answers = load_medquad_answers(root)
+    assert set(answers) <= set(load_medquad_questions(root))  # keyed exactly as the corpus cleans questions
+    # "Q 1?" is asked in several files: the first file (sorted) with an answer gives it
+    assert answers["Q 1?"] == {"answer": "IgA nephropathy is a kidney disease. It damages the filters of the kidney.",
+                               "url": "https://example.org/0000001"}
+    assert load_medquad_answers(root, max_chars=20)["Q 1?"]["answer"] == "IgA nephropathy is…"
+    assert shorten("short", 20) == "short" and shorten("a" * 30, 10) == "a" * 9 + "…"

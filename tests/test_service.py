@@ -78,7 +78,8 @@ def _build_services(tiny_encoder) -> Services:
         passages=BM25PassageService.build(passages, tiny_encoder, "test"),
         next_questions=NextQuestionService({"en": QuestionBank("en", bank_ids, bank_texts, bank_index, "hybrid", "test")},
                                            {"en": tiny_encoder}),
-        similar=SimilarService({"en": SimilarSearcher(similar_en, "BM25 only", False, "BM25 top-20", "test"),
+        similar=SimilarService({"en": SimilarSearcher(similar_en, "BM25 only", False, "BM25 top-20", "test",
+                                                      {"what causes headache": {"answer": "Tension, mostly.", "url": "https://example.org/h"}}),
                                 "zh": SimilarSearcher(similar_zh, "BM25 only", False, "BM25 top-20", "test")}),
     )
 
@@ -161,6 +162,10 @@ def test_similar_questions_endpoint(services):
     r = c.post("/similar-questions", json={"question": "what causes a headache", "k": 2})
     assert r.status_code == 200, r.text
     assert r.json()["results"][0]["text"] == "what causes headache" and r.json()["results"][0]["match_score"] is None
+    # a solved question carries its answer and source; one without an answer says null
+    assert r.json()["results"][0]["answer"] == "Tension, mostly." and r.json()["results"][0]["answer_url"] == "https://example.org/h"
+    fever = c.post("/similar-questions", json={"question": "how to treat a fever", "k": 1}).json()["results"][0]
+    assert fever["text"] == "how to treat fever" and fever["answer"] is None and fever["answer_url"] is None
     assert c.post("/similar-questions", json={"question": "头痛怎么办"}).json()["language"] == "zh"
 
 

@@ -353,20 +353,25 @@ class Builder:
         return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source)
 
     def similar(self) -> SimilarService:
-        from medrank.pipelines.similar.corpus import language_corpus
+        from medrank.pipelines.similar.corpus import language_corpus, load_medquad_answers
         from medrank.pipelines.similar.matchers import load_matcher
         from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
+        from medrank.utils.io import atomic_write_text
 
         searchers = {}
         sources = {"zh": "CHIP-STS + KUAKE-QQR questions", "en": "medical-question-pairs + RQE + MedQuAD questions"}
         for lang in ("en", "zh"):
             out = self.state / f"similar-{lang}"
-            fp = self._fingerprint("similar", lang, self.data_key)
+            fp = self._fingerprint("similar", lang, self.data_key, "answers")
             if not self._fresh(out, fp):
                 texts = self._timed(f"similar-question corpus {lang} read", lambda lang=lang: language_corpus(lang, self.settings.data_root))
                 searcher = self._timed(f"similar {lang}: {len(texts):,} questions indexed (BM25)",
                                        lambda texts=texts, lang=lang: SimilarQuestionSearcher.build(texts, None, lang, "bm25"))
                 searcher.save(out)
+                # the answers of the solved questions that have one (MedQuAD's, English only)
+                answers = load_medquad_answers(self.settings.data_root) if lang == "en" else {}
+                atomic_write_text(out / ANSWERS_FILE, "".join(json.dumps({"question": q, **a}, ensure_ascii=False) + "\n"
+                                                              for q, a in answers.items()))
                 self._stamp(out, fp)
             run = self.settings.model_path(f"similar-{lang}")
             matcher, model, trained = None, "BM25 only (zero-shot; no trained matcher found)", False
@@ -377,7 +382,7 @@ class Builder:
                 matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_matcher(run))
                 model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
             searchers[lang] = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
-                                              sources[lang])
+                                              sources[lang], read_answers(out / ANSWERS_FILE))
         return SimilarService(searchers)
 
     # -- stamps -------------------------------------------------------------------------------------
@@ -391,6 +396,22 @@ class Builder:
         from medrank.utils.io import atomic_write_json
 
         atomic_write_json(path / "service-build.json", {"fingerprint": fingerprint})
+
+
+#: JSON lines of ``{"question", "answer", "url"}`` beside each similar-question index
+ANSWERS_FILE = "answers.jsonl"
+
+
+def read_answers(path: Path) -> dict[str, dict[str, str]]:
+    """Question text → ``{"answer", "url"}`` from an :data:`ANSWERS_FILE` (empty when there is none)."""
+    if not path.exists():
+        return {}
+    out = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            out[row["question"]] = {"answer": row["answer"], "url": row.get("url", "")}
+    return out
 
 
 def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,

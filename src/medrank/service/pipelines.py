@@ -386,6 +386,8 @@ class SimilarSearcher:
     trained: bool
     recall: str
     source: str
+    #: question text → {"answer", "url"} for the solved questions that have an answer
+    answers: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class SimilarService:
@@ -404,13 +406,19 @@ class SimilarService:
         results = s.searcher.search(question, k=k)
         return {"model": s.model, "trained": s.trained, "language": lang,
                 "recall": f"{s.recall} over {len(s.searcher):,} questions ({s.source})",
-                "results": [r.to_dict() for r in results]}
+                "results": [{**r.to_dict(), **self._answer(s, r.text)} for r in results]}
+
+    @staticmethod
+    def _answer(searcher: SimilarSearcher, text: str) -> dict[str, str | None]:
+        found = searcher.answers.get(text)
+        return {"answer": found["answer"], "answer_url": found["url"] or None} if found else {"answer": None, "answer_url": None}
 
     def info(self) -> PipelineInfo:
         return PipelineInfo(
             "; ".join(f"{lang}: {s.model}" for lang, s in self.searchers.items()), "see details",
             any(s.trained for s in self.searchers.values()),
-            {lang: {"model": s.model, "trained": s.trained, "questions": len(s.searcher), "recall": s.recall, "source": s.source}
+            {lang: {"model": s.model, "trained": s.trained, "questions": len(s.searcher), "recall": s.recall, "source": s.source,
+                    "answered_questions": len(s.answers)}
              for lang, s in self.searchers.items()},
         )
 

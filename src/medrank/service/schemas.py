@@ -166,6 +166,9 @@ class SimilarResult(BaseModel):
     text: str
     recall_score: float
     match_score: float | None
+    answer: str | None = Field(None, description="The solved question's answer where the corpus has one (MedQuAD, "
+                                                 "English; at most 1,200 characters), else null.")
+    answer_url: str | None = Field(None, description="The page the answer comes from.")
 
 
 class SimilarResponse(_Response):

@@ -1,4 +1,5 @@
-"""Question corpora for retrieval: every question of the pair datasets of a language (+ MedQuAD for English).
+"""Question corpora for retrieval: every question of the pair datasets of a language (+ MedQuAD for English,
+whose answers :func:`load_medquad_answers` reads for the service's "similar solved questions").
 
 * Chinese: the distinct questions of CHIP-STS and KUAKE-QQR (35,491).
 * English: the distinct questions of medical-question-pairs and RQE plus the
@@ -39,6 +40,43 @@ def load_medquad_questions(root: PathLike | None = None) -> list[str]:
     if skipped:
         log.warning("medquad: skipped %d unparsable XML file(s)", skipped)
     return list(out)
+
+
+#: the longest answer text :func:`load_medquad_answers` keeps (cut at a word boundary, then "…")
+MAX_ANSWER_CHARS = 1200
+
+
+def load_medquad_answers(root: PathLike | None = None, max_chars: int = MAX_ANSWER_CHARS) -> dict[str, dict[str, str]]:
+    """Question text (as :func:`load_medquad_questions` cleans it) → ``{"answer", "url"}`` of its first non-empty answer.
+
+    MedQuAD ships answers for about 12.6k of its 43.6k question-answer pairs (the MedlinePlus
+    subsets had theirs removed for copyright); questions without one are left out. ``url`` is the
+    source page named by the ``<Document>``.
+    """
+    folder = dataset_dir("medquad", root)
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted(folder.glob("*/*.xml")):
+        try:
+            tree = ET.parse(path)
+        except ET.ParseError:
+            continue
+        url = tree.getroot().get("url", "")
+        for pair in tree.getroot().iter("QAPair"):
+            question, answer = pair.find("Question"), pair.find("Answer")
+            text = clean_question("".join(question.itertext())) if question is not None else ""
+            body = " ".join("".join(answer.itertext()).split()) if answer is not None else ""
+            if text and body and text not in out:
+                out[text] = {"answer": shorten(body, max_chars), "url": url}
+    return out
+
+
+def shorten(text: str, max_chars: int) -> str:
+    """``text`` cut to at most ``max_chars`` characters at a word boundary, with "…" when cut."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else cut).rstrip(" ,;:") + "…"
 
 
 def language_corpus(language: str, root: PathLike | None = None, include_medquad: bool = True) -> list[str]:

@@ -182,10 +182,20 @@ async function rankQuestions(dialogue) {
   $("questions-block").hidden = false;
 }
 
+// a solved question's answer, folded; its source only as an http(s) link
+function answerBlock(r, language) {
+  const parts = [el("summary", { text: "Answer" }), el("p", { lang: language, text: r.answer })];
+  if (r.answer_url && /^https?:\/\//.test(r.answer_url)) {
+    parts.push(el("a", { href: r.answer_url, target: "_blank", rel: "noopener noreferrer", text: "source" }));
+  }
+  return el("details", { class: "solved-answer" }, ...parts);
+}
+
 async function findSimilar() {
   const data = await api("/similar-questions", { question: state.complaint, k: 5 });
   $("similar").replaceChildren(...data.results.map((r) => el("li", {}, el("span", { lang: data.language, text: r.text }),
-    el("span", { class: "score", text: r.match_score === null ? `bm25 ${r.recall_score.toFixed(2)}` : `match ${r.match_score.toFixed(3)}` }))));
+    el("span", { class: "score", text: r.match_score === null ? `bm25 ${r.recall_score.toFixed(2)}` : `match ${r.match_score.toFixed(3)}` }),
+    ...(r.answer ? [answerBlock(r, data.language)] : []))));
   $("similar-meta").textContent = `${data.recall} · ${modelLine(data)}`;
   $("similar-block").hidden = false;
 }
