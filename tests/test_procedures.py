@@ -389,6 +389,14 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
         assert list(norm.kar._mention_flags) == ["左肾切除术", "脑膜切开术"]
     finally:
         kar_module.MENTION_FLAG_CACHE = kar_module_limit
+    # the batched warm-up computes the same name flags as one name at a time
+    names = list(norm.terms.names)
+    one_by_one = {n: norm.kar.keyword_flags(n, "passage") for n in names}
+    norm.kar._name_flags.clear()
+    norm.warm_up()
+    assert set(norm.kar._name_flags) == set(names)
+    for n in names:
+        assert all((a == b).all() for a, b in zip(norm.kar._name_flags[n], one_by_one[n], strict=True))
     with pytest.raises(ValueError, match="mention_vec"):
         norm.kar.score(["左肾切除术"], ["肾切除术"])
     with pytest.raises(ValueError, match="interaction"):
@@ -795,3 +803,22 @@ def test_term_confidence_reads_the_probability_of_each_fusion() -> None:
     assert term_confidence("fb", [0], final, None) is None
     assert term_confidence("learned", [], final, s_r) is None
     assert LOW_CONFIDENCE == 0.5
+
+
+def test_block_forward_is_the_block_and_submodules_are_its_modules() -> None:
+    from medrank.encoders.blocks import block_forward, model_attention_mask, submodules
+    from tests.conftest import make_tiny_bert
+
+    model, tok = make_tiny_bert(seed=5)
+    features = tok(["左肾切除术", "脑膜切开术 fever"], padding=True, return_tensors="pt")
+    hidden = model.embeddings(input_ids=features["input_ids"])
+    mask = model_attention_mask(model, hidden, features["attention_mask"])
+    block = model.encoder.layer[0]
+    with torch.no_grad():
+        assert torch.allclose(block_forward(block, hidden, mask), block(hidden, mask), atol=1e-6)
+        seen = []
+        handle = block.register_forward_hook(lambda module, args, out: seen.append(module))
+        block_forward(block, hidden, mask)  # a hooked block is called as a whole, so its hooks run
+        handle.remove()
+    assert seen == [block]
+    assert {id(m) for m in submodules(model)} == {id(m) for m in model.modules()}

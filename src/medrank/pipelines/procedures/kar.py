@@ -343,6 +343,25 @@ class KeywordAttentiveRanker(nn.Module):
             self._mention_flags.move_to_end(text)
         return flags
 
+    def warm_name_flags(self, names: Sequence[str], batch_size: int = 1024) -> None:
+        """Compute the keyword flags of every standard name not cached yet, tokenised in batches.
+
+        One at a time inside requests they cost about 1.3 ms per normalised mention (the names
+        first seen among its candidates); :meth:`ProcedureNormalizer.warm_up` calls this once.
+        """
+        enc = self.bottom.encoder
+        prompt = enc._prompt("passage")
+        todo = [n for n in dict.fromkeys(names) if n not in self._name_flags]
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            tok = enc.tokenizer([prompt + t for t in chunk], truncation=True, max_length=enc.max_length,
+                                return_offsets_mapping=True)
+            for text, offsets in zip(chunk, tok["offset_mapping"], strict=True):
+                self._name_flags[text] = (
+                    token_keyword_flags(offsets, self.sites.spans(text), shift=len(prompt)),
+                    token_keyword_flags(offsets, self.types.spans(text), shift=len(prompt)),
+                )
+
     def _flag_matrix(self, texts: Sequence[str], kind: TextKind, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         site = torch.zeros((len(texts), length), dtype=torch.bool)
         typ = torch.zeros((len(texts), length), dtype=torch.bool)

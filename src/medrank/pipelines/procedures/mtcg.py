@@ -26,7 +26,13 @@ import torch
 from torch import nn
 
 from medrank.encoders.base import TextKind
-from medrank.encoders.blocks import encoder_blocks, eval_mode, frozen_bottom, model_attention_mask
+from medrank.encoders.blocks import (
+    block_forward,
+    encoder_blocks,
+    eval_mode,
+    frozen_bottom,
+    model_attention_mask,
+)
 from medrank.encoders.transformer import TransformerEncoder, pool
 from medrank.pipelines.symptom.model import BiEncoder
 
@@ -45,7 +51,7 @@ def run_top(bi: BiEncoder, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Te
     hf = bi.encoder.model
     am = model_attention_mask(hf, hidden, mask)
     for block in encoder_blocks(hf)[bi.n_frozen :]:
-        hidden = block(hidden, am)
+        hidden = block_forward(block, hidden, am)
     return hidden
 
 

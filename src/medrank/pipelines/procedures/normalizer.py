@@ -384,10 +384,12 @@ class ProcedureNormalizer:
         return self._decide(text, rows[0], dist[0], s_r, int(logits.argmax(-1)[0]), None if votes is None else votes[0])
 
     def warm_up(self) -> None:
-        """Encode (and cache the frozen bottom of) every standard name before timing anything."""
+        """Encode (and cache the frozen bottom and KAR's keyword flags of) every standard name before timing anything."""
         self.term_embeddings()
         for bottom in self.frozen_bottoms():
             bottom.fill_cache(self.terms.names, "passage")
+        if self.kar is not None and self.kar.keyword_attention:
+            self.kar.warm_name_flags(self.terms.names)
 
 
 # -- the training-label prior -----------------------------------------------------------------------

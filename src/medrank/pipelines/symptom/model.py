@@ -32,7 +32,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from medrank.encoders.base import Encoder, TextKind
-from medrank.encoders.blocks import encoder_blocks, eval_mode, frozen_bottom, model_attention_mask
+from medrank.encoders.blocks import (
+    block_forward,
+    encoder_blocks,
+    eval_mode,
+    frozen_bottom,
+    model_attention_mask,
+)
 from medrank.encoders.transformer import TransformerEncoder, pool
 
 log = logging.getLogger(__name__)
@@ -153,7 +159,7 @@ class BiEncoder(nn.Module):
         hf = self.encoder.model
         mask = model_attention_mask(hf, hidden, attention_mask)
         for block in encoder_blocks(hf)[self.n_frozen :]:
-            hidden = block(hidden, mask)
+            hidden = block_forward(block, hidden, mask)
         emb = pool(hidden, attention_mask, self.encoder.pooling)
         return nn.functional.normalize(emb, dim=-1) if self.encoder.normalize else emb
 
@@ -430,7 +436,7 @@ class CrossEncoder(nn.Module):
             hidden = frozen_bottom(hf, self.n_frozen, features)
             mask = model_attention_mask(hf, hidden, features["attention_mask"])
             for block in encoder_blocks(hf)[self.n_frozen :]:
-                hidden = block(hidden, mask)
+                hidden = block_forward(block, hidden, mask)
         emb = pool(hidden, features["attention_mask"], "mean")
         return self.head(self.dropout(emb))[:, 0]
 
