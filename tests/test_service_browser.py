@@ -110,6 +110,17 @@ def test_patient_clinician_and_coder_flows(base_url, page, tmp_path):
     assert similar.strip()
     if not real:
         assert "what causes headache" in similar
+    # a solved question with an answer folds it under the question, with its source page
+    answers = page.query_selector_all("#similar details.solved-answer")
+    if not real:
+        assert len(answers) == 1
+    if answers:
+        answers[0].query_selector("summary").click()
+        assert answers[0].query_selector("p").is_visible() and answers[0].query_selector("p").inner_text().strip()
+        link = answers[0].query_selector("a")
+        if not real:
+            assert page.inner_text("#similar details.solved-answer p") == "Tension, mostly."
+            assert link.get_attribute("href") == "https://example.org/h" and link.get_attribute("rel") == "noopener noreferrer"
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / "service_screenshot.png"), full_page=True)
     # clinician: (entity, aspect) → passages with highlighted sentences and the score curve
@@ -126,12 +137,19 @@ def test_patient_clinician_and_coder_flows(base_url, page, tmp_path):
     page.screenshot(path=str(shots / "service_screenshot_clinician.png"), full_page=True)
     # coder: procedure → codes
     page.click("#tab-coder")
-    page.fill("#mention", "乳腺切除")
+    page.fill("#mention", "腹腔镜下胆囊切除术" if real else "乳腺切除")  # real: one the trained model is sure of
     page.click("#code")
     page.wait_for_selector("#codes tbody tr")
     if not real:
         assert "85.4, 85.41" in page.inner_text("#codes")
     assert not page.is_visible("#coder .error")
+    assert not page.is_visible("#normalize-warn")  # a confident answer (or the zero-shot form) warns of nothing
+    if real:  # the trained normaliser flags text that is no procedure at all
+        page.fill("#mention", "今天天气很好")
+        page.click("#code")
+        page.wait_for_selector("#normalize-warn:not([hidden])")
+        assert "Low confidence" in page.inner_text("#normalize-warn")
+        page.screenshot(path=str(shots / "service_screenshot_coder.png"), full_page=True)
     assert not console_errors, console_errors
 
 
