@@ -241,15 +241,18 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------
     @property
     def checkpoint_root(self) -> Path:
+        """``<output_dir>/checkpoints``: one ``epoch-N`` folder per kept epoch."""
         return self.output_dir / "checkpoints"
 
     def checkpoints(self) -> list[Path]:
+        """The complete checkpoints (those with ``trainer_state.json``), oldest epoch first."""
         if not self.checkpoint_root.exists():
             return []
         done = [p for p in self.checkpoint_root.glob("epoch-*") if (p / "trainer_state.json").exists()]
         return sorted(done, key=lambda p: int(p.name.split("-")[1]))
 
     def save_checkpoint(self, epoch: int) -> Path:
+        """Write model, optimizer, scheduler, RNG and callback state of ``epoch`` atomically; prune to ``keep_checkpoints``."""
         target = self.checkpoint_root / f"epoch-{epoch}"
         with atomic_dir(target) as tmp:
             if self.model_saver is not None:
@@ -301,6 +304,7 @@ class Trainer:
                 shutil.rmtree(p, ignore_errors=True)
 
     def load_checkpoint(self, path: Path) -> None:
+        """Restore everything :meth:`save_checkpoint` wrote (the run then continues after that epoch)."""
         self.model.load_state_dict(load_file(str(path / "model.safetensors")))
         self.optimizer.load_state_dict(load_state(path, "optimizer"))
         if self.scheduler is not None and (path / "scheduler.json").exists():

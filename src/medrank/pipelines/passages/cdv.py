@@ -356,6 +356,7 @@ class TrainedCDV:
             self.featurizer.extra_encoder = self.space.encoder
 
     def build_index(self, documents: Sequence[Document], show_progress: bool = True, timings: dict[str, float] | None = None) -> CDVIndex:
+        """Encode every sentence of ``documents`` into a :class:`CDVIndex` (``timings`` receives the stages' seconds)."""
         return CDVIndex.build(
             documents, self.model, self.featurizer, self.space.copy(), self.cfg["max_tokens"],
             show_progress=show_progress, timings=timings,

@@ -79,6 +79,7 @@ class CDVIndex:
 
     @property
     def n_sentences(self) -> int:
+        """Sentences indexed (each passage scores the mean of its sentences)."""
         return len(self.table)
 
     # -- building -----------------------------------------------------------------------------------
@@ -117,6 +118,7 @@ class CDVIndex:
 
     # -- querying -----------------------------------------------------------------------------------
     def query_vector(self, entity: str, aspect: str, entity_weight: float | None = None) -> np.ndarray:
+        """The query vector of one (entity, aspect): ``[w * entity vector, (1 - w) * aspect vector]``, w = ``entity_weight``."""
         check_query(entity, aspect)
         w = self.entity_weight if entity_weight is None else float(entity_weight)
         if not 0.0 <= w <= 1.0:
@@ -137,6 +139,7 @@ class CDVIndex:
         return np.concatenate([w * e, (1.0 - w) * a], axis=1).astype(np.float32)
 
     def sentence_scores(self, qvec: np.ndarray) -> np.ndarray:
+        """Every indexed sentence's score (inner product) for a query vector from :meth:`query_vector`."""
         return self.vectors @ qvec
 
     def passage_scores(self, qvec: np.ndarray, via_centroids: bool = False) -> np.ndarray:
@@ -155,6 +158,10 @@ class CDVIndex:
         return Ranking(query_id, tuple(self.passages[i]["id"] for i in idx), tuple(float(scores[i]) for i in idx))
 
     def score_candidates(self, qvec: np.ndarray, passage_ids: Sequence[str]) -> np.ndarray:
+        """Mean sentence score of each of ``passage_ids`` (the re-ranking protocol: only these are scored)."""
+        unknown = [p for p in passage_ids if p not in self.passage_index]
+        if unknown:
+            raise KeyError(f"{len(unknown)} passage id(s) are not in the index, e.g. {unknown[0]!r}")
         idx = np.fromiter((self.passage_index[p] for p in passage_ids), dtype=np.int64, count=len(passage_ids))
         starts = self.table.passage_offsets[idx]
         ends = self.table.passage_offsets[idx + 1]

@@ -81,4 +81,5 @@ class SymptomDetector:
         return out
 
     def describe(self, ranking: Ranking) -> list[dict[str, Any]]:
+        """A ranking as rows of ``{"id", "name", "score"}`` (and ``"codes"`` where the term has them)."""
         return self.retriever.describe(ranking)

@@ -35,11 +35,13 @@ class HistoryBiEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name: str = "minilm", max_dialogue_tokens: int = 256) -> HistoryBiEncoder:
+        """A bi-encoder over an encoder alias, folder or hub id (see :func:`medrank.encoders.load_encoder`)."""
         from medrank.encoders import load_encoder
 
         return cls(load_encoder(name), max_dialogue_tokens)
 
     def embed(self, texts: Sequence[str], max_length: int) -> torch.Tensor:
+        """``(n, d)`` embeddings of ``texts`` truncated to ``max_length`` tokens (with gradients when training)."""
         saved = self.encoder.max_length
         self.encoder.max_length = max_length
         try:
@@ -48,9 +50,11 @@ class HistoryBiEncoder(nn.Module):
             self.encoder.max_length = saved
 
     def embed_dialogues(self, dialogues: Sequence[str]) -> torch.Tensor:
+        """Rendered dialogues, each cut to its last ``max_dialogue_tokens`` tokens (the most recent turns)."""
         return self.embed(dialogues, self.max_dialogue_tokens + 2)
 
     def embed_questions(self, questions: Sequence[str]) -> torch.Tensor:
+        """Candidate questions, each cut to 64 tokens."""
         return self.embed(questions, 64)
 
     @torch.inference_mode()
@@ -63,6 +67,7 @@ class HistoryBiEncoder(nn.Module):
         return (q @ d[0]).tolist()
 
     def save(self, path: str | Path) -> None:
+        """Write the encoder and its dialogue length to folder ``path`` atomically; :meth:`load` reads it."""
         from medrank.utils.io import atomic_dir
 
         with atomic_dir(Path(path)) as tmp:

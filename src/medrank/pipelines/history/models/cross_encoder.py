@@ -25,6 +25,13 @@ from medrank.pipelines.history.models.inputs import (
 
 
 class HistoryCrossEncoder(nn.Module):
+    """The cross-encoder baseline: one ``[CLS] dialogue [SEP] question [SEP]`` pass per candidate, a logit each.
+
+    ``model`` is a ``transformers`` sequence-classification model with one label; the dialogue keeps
+    its last ``max_dialogue_tokens`` tokens (the most recent turns), a question its first
+    ``max_question_tokens``.
+    """
+
     def __init__(self, model: nn.Module, tokenizer: Any, max_dialogue_tokens: int = 256, max_question_tokens: int = 24) -> None:
         super().__init__()
         self.model = model
@@ -34,6 +41,7 @@ class HistoryCrossEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs: int) -> HistoryCrossEncoder:
+        """A new cross-encoder over a base model (an alias, folder or hub id) with a fresh 1-label head."""
         from medrank.pipelines.passages.cross_encoder import load_base
 
         model, tokenizer = load_base(name_or_path)
@@ -55,9 +63,11 @@ class HistoryCrossEncoder(nn.Module):
         return {"input_ids": ids, "token_type_ids": types, "attention_mask": att}
 
     def dialogue_ids(self, dialogue: str) -> list[int]:
+        """Token ids of the last ``max_dialogue_tokens`` tokens of a rendered dialogue (no special tokens)."""
         return dialogue_tail_ids(self.tokenizer, dialogue, self.max_dialogue_tokens)
 
     def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``(B,)`` logits of the pairs built by :meth:`features`."""
         return self.model(**features).logits[:, 0]
 
     @torch.inference_mode()
@@ -74,6 +84,7 @@ class HistoryCrossEncoder(nn.Module):
         return out
 
     def save(self, path: str | Path) -> None:
+        """Write the model (safetensors), tokenizer and lengths to folder ``path`` atomically; :meth:`load` reads it."""
         from medrank.utils.io import atomic_dir
 
         with atomic_dir(Path(path)) as tmp:

@@ -172,6 +172,7 @@ class GlobalReranker(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, config: GlobalInputConfig | None = None) -> GlobalReranker:
+        """A new global re-ranker over a base encoder (an alias, folder or hub id) with a fresh scoring head."""
         from transformers import AutoModel, AutoTokenizer
 
         from medrank.encoders import resolve_model_path
@@ -180,10 +181,12 @@ class GlobalReranker(nn.Module):
         return cls(AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), config)
 
     def encode(self, dialogue: str, questions: Sequence[str], dialogue_ids: list[int] | None = None) -> EncodedSample:
+        """One long input: the dialogue, then each candidate behind its pooling token (see :func:`encode_sample`)."""
         limit = int(getattr(self.encoder.config, "max_position_embeddings", 512))
         return encode_sample(self.tokenizer, dialogue, questions, self.config, dialogue_ids, limit)
 
     def collate(self, samples: Sequence[EncodedSample]) -> dict[str, torch.Tensor]:
+        """Pad encoded samples into a batch for :meth:`forward`; an error when a position exceeds the encoder's."""
         limit = int(getattr(self.encoder.config, "max_position_embeddings", 512))
         longest = max(max(s.position_ids) for s in samples)
         if longest >= limit:
