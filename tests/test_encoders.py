@@ -204,3 +204,35 @@ def test_cache_key_follows_the_weights_not_the_folder_path(tiny_encoder, tmp_pat
     resaved = TransformerEncoder(tmp_path / "a")
     assert resaved.fingerprint() != moved.fingerprint()
     assert CachedEncoder(resaved, tmp_path / "cache").directory != CachedEncoder(moved, tmp_path / "cache").directory
+
+
+def test_a_hub_id_is_fingerprinted_through_its_cached_snapshot(monkeypatch, tmp_path, tiny_encoder):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub" / "models--some-org--some-model"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    tiny_encoder.save(repo / "snapshots" / ("0" * 40))
+    by_folder = TransformerEncoder(repo / "snapshots" / ("0" * 40))
+    by_id = TransformerEncoder(repo / "snapshots" / ("0" * 40))
+    by_id.model_path = "some-org/some-model"  # as from_pretrained records a hub id
+    assert by_id.fingerprint() == by_folder.fingerprint() and by_id.fingerprint()["files"]
+    by_id.model_path = "other-org/not-cached"  # no snapshot: the id stands in
+    assert by_id.fingerprint()["path"] == "other-org/not-cached" and "files" not in by_id.fingerprint()
+
+
+def test_hub_probe_has_one_deadline(monkeypatch):
+    import socket
+    import time
+
+    from medrank.encoders.registry import hub_unreachable
+
+    def stalled(address, timeout=None):  # a black-holed route: every address waits out its timeout
+        time.sleep(5)
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", stalled)
+    start = time.perf_counter()
+    assert hub_unreachable("hub.invalid", 443, timeout=0.3) == "no connection within 0.3 s"
+    assert time.perf_counter() - start < 2

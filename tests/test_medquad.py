@@ -177,3 +177,12 @@ def test_medquad_answers_for_the_similar_question_service(tmp_path):
                                "url": "https://example.org/0000001"}
     assert load_medquad_answers(root, max_chars=20)["Q 1?"]["answer"] == "IgA nephropathy is…"
     assert shorten("short", 20) == "short" and shorten("a" * 30, 10) == "a" * 9 + "…"
+    # a page without <Focus> keeps its own questions but not its template questions with an empty topic slot
+    (root / "medquad" / "9_CDC_QA").mkdir()
+    (root / "medquad" / "9_CDC_QA" / "0000009.xml").write_text(
+        '<Document id="0000009" source="CDC" url="https://example.org/9"><Focus></Focus><QAPairs>'
+        '<QAPair pid="1"><Question qid="0000009-1" qtype="information">What is (are)  ?</Question><Answer>Vaccines.</Answer></QAPair>'
+        '<QAPair pid="2"><Question qid="0000009-2" qtype="information">what is vrsa?</Question><Answer>A germ.</Answer></QAPair>'
+        "</QAPairs></Document>", encoding="utf-8")
+    answers = load_medquad_answers(root)
+    assert answers["what is vrsa?"]["answer"] == "A germ." and not any(q.startswith("What is (are)") for q in answers)

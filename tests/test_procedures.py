@@ -822,3 +822,21 @@ def test_block_forward_is_the_block_and_submodules_are_its_modules() -> None:
         handle.remove()
     assert seen == [block]
     assert {id(m) for m in submodules(model)} == {id(m) for m in model.modules()}
+    assert len(submodules(model)) == len(list(model.modules()))  # each module once
+    # training: same dropout draws, same gradients; and the plain path never calls the block itself
+    block.train()
+    grads = []
+    hidden = hidden.detach()
+    for run in (lambda: block(hidden, mask), lambda: block_forward(block, hidden, mask)):
+        torch.manual_seed(7)
+        model.zero_grad()
+        out = run()
+        out.sum().backward()
+        grads.append((out.detach(), block.intermediate.dense.weight.grad.clone()))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+    def whole_block(*args, **kwargs):
+        raise AssertionError("the plain path must not call the block")
+
+    block.forward = whole_block
+    block_forward(block, hidden, mask)

@@ -79,7 +79,8 @@ def _build_services(tiny_encoder) -> Services:
         next_questions=NextQuestionService({"en": QuestionBank("en", bank_ids, bank_texts, bank_index, "hybrid", "test")},
                                            {"en": tiny_encoder}),
         similar=SimilarService({"en": SimilarSearcher(similar_en, "BM25 only", False, "BM25 top-20", "test",
-                                                      {"what causes headache": {"answer": "Tension, mostly.", "url": "https://example.org/h"}}),
+                                                      {"what causes headache": {"answer": "Tension, mostly.", "url": "https://example.org/h"},
+                                                       "how to treat fever": {"answer": "Rest.", "url": "javascript:alert(1)"}}),
                                 "zh": SimilarSearcher(similar_zh, "BM25 only", False, "BM25 top-20", "test")}),
     )
 
@@ -125,6 +126,8 @@ def test_normalize_endpoint(services):
     assert r.status_code == 200, r.text
     top = r.json()["results"][0]
     assert top["name"] == "乳腺切除术" and top["codes"] == ["85.4", "85.41"]
+    # the zero-shot form decides nothing and has no probability
+    assert r.json()["predicted"] is None and r.json()["confidence"] is None and r.json()["low_confidence"] is None
 
 
 def test_passages_endpoint(services):
@@ -165,7 +168,9 @@ def test_similar_questions_endpoint(services):
     # a solved question carries its answer and source; one without an answer says null
     assert r.json()["results"][0]["answer"] == "Tension, mostly." and r.json()["results"][0]["answer_url"] == "https://example.org/h"
     fever = c.post("/similar-questions", json={"question": "how to treat a fever", "k": 1}).json()["results"][0]
-    assert fever["text"] == "how to treat fever" and fever["answer"] is None and fever["answer_url"] is None
+    assert fever["text"] == "how to treat fever" and fever["answer"] == "Rest." and fever["answer_url"] is None  # not a web page
+    cough = c.post("/similar-questions", json={"question": "is a cough contagious", "k": 1}).json()["results"][0]
+    assert cough["text"] == "is cough contagious" and cough["answer"] is None and cough["answer_url"] is None
     assert c.post("/similar-questions", json={"question": "头痛怎么办"}).json()["language"] == "zh"
 
 

@@ -114,3 +114,15 @@ def test_encode_memo_is_invalidated_by_any_weight_change(cache):
     fresh = BiEncoder(tiny(), train_layers=1, cache=cache)
     bi.trainable.load_state_dict(fresh.trainable.state_dict())
     np.testing.assert_allclose(bi.encode(TEXTS, "query"), first, atol=1e-5)
+
+
+def test_frozen_bottom_cache_key_follows_the_weights_not_the_path(tmp_path):
+    import shutil
+
+    tiny().save(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "moved")
+    key_a = BiEncoder(TransformerEncoder(tmp_path / "a"), train_layers=1).cache_key()
+    assert key_a == BiEncoder(TransformerEncoder(tmp_path / "moved"), train_layers=1).cache_key()
+    assert key_a != BiEncoder(TransformerEncoder(tmp_path / "a"), train_layers=2).cache_key()  # another depth
+    tiny(seed=1).save(tmp_path / "a")  # other weights re-saved in place: the old states must not be reused
+    assert key_a != BiEncoder(TransformerEncoder(tmp_path / "a"), train_layers=1).cache_key()

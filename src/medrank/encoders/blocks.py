@@ -46,15 +46,18 @@ class eval_mode:
 
 
 def submodules(root: nn.Module) -> list[nn.Module]:
-    """``root`` and every module under it, like ``root.modules()`` but without building names.
+    """``root`` and every module under it once, like ``root.modules()`` but without building names.
 
-    ``nn.Module.modules()`` goes through ``named_modules``, which builds every dotted name; over
-    MTCG and KAR that walk cost about 1.4 ms per normalised mention on one thread. A module
-    shared by two parents may appear twice, which is harmless for flag toggling.
+    ``nn.Module.modules()`` goes through ``named_modules``, which builds every dotted name; this
+    walk is a little cheaper (about 0.24 vs 0.31 ms per normalised mention over MTCG and KAR's
+    three walks, 1 thread). Shared modules (KAR reuses MTCG's bottom) are visited once.
     """
-    out, stack = [], [root]
+    out, seen, stack = [], set(), [root]
     while stack:
         module = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
         out.append(module)
         stack.extend(child for child in module._modules.values() if child is not None)
     return out
@@ -66,14 +69,16 @@ def block_forward(block: nn.Module, hidden: torch.Tensor, mask: Any) -> torch.Te
     Every call of a ``transformers`` 5 layer goes through its gradient-checkpointing wrapper and
     ``apply_chunking_to_forward``, which runs ``inspect.signature`` each time (about 0.1 ms per
     block, 1.7 ms per normalised mention over MTCG's 12). A plain encoder layer (self-attention, then
-    the feed-forward, no chunking, no cross-attention, no hooks) is computed from its two halves
+    the feed-forward, no chunking, no cross-attention, no hooks on it or global) is computed from its two halves
     directly, which is the same arithmetic; anything else is called as is.
     """
     plain = (
         hasattr(block, "attention") and hasattr(block, "feed_forward_chunk")
         and not getattr(block, "chunk_size_feed_forward", 0) and not getattr(block, "is_decoder", False)
         and not (getattr(block, "gradient_checkpointing", False) and block.training)
-        and not (block._forward_hooks or block._forward_pre_hooks)
+        and not (block._forward_hooks or block._forward_pre_hooks or block._backward_hooks or block._backward_pre_hooks)
+        and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks
+                 or nn.modules.module._global_backward_hooks or nn.modules.module._global_backward_pre_hooks)
     )
     if not plain:
         return block(hidden, mask)

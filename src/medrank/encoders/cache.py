@@ -36,11 +36,12 @@ class CachedEncoder(Encoder):
     def __init__(self, encoder: Encoder, directory: str | os.PathLike[str]) -> None:
         self.encoder = encoder
         self.name = encoder.name
-        spec = json.dumps(encoder.fingerprint(), sort_keys=True, default=str)
-        self.directory = Path(directory) / hashlib.sha1(spec.encode()).hexdigest()[:16]
+        key = json.dumps(encoder.fingerprint(), sort_keys=True, default=str)
+        self.directory = Path(directory) / hashlib.sha1(key.encode()).hexdigest()[:16]
         self.directory.mkdir(parents=True, exist_ok=True)
         if not (self.directory / "spec.json").exists():  # written once (atomically): it names the folder's model
-            atomic_write_text(self.directory / "spec.json", spec)
+            described = {"fingerprint": json.loads(key), "spec": encoder.spec()}
+            atomic_write_text(self.directory / "spec.json", json.dumps(described, sort_keys=True, default=str))
         self._stores: dict[str, tuple[dict[str, int], np.ndarray]] = {}
 
     @property

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -66,7 +67,7 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
 
 
 # "name" or "owner/name" (huggingface_hub's repo-id rule, without its length and "--" checks)
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?")
 # seconds to wait for the hub's TCP handshake before calling it unreachable
 HUB_PROBE_TIMEOUT = 3.0
 
@@ -102,12 +103,25 @@ _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "A
 
 
 def hub_unreachable(host: str, port: int = 443, timeout: float | None = None) -> str | None:
-    """``None`` when a TCP connection to ``host:port`` opens within ``timeout`` s, else why not."""
-    try:
-        with socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT if timeout is None else timeout):
-            return None
-    except OSError as exc:
-        return str(exc) or type(exc).__name__
+    """``None`` when a TCP connection to ``host:port`` opens within ``timeout`` s in all, else why not.
+
+    One deadline covers the name lookup and every address tried (``socket.create_connection``
+    alone waits ``timeout`` per address, after a lookup with no timeout at all).
+    """
+    limit = HUB_PROBE_TIMEOUT if timeout is None else timeout
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=limit):
+                outcome.append(None)
+        except OSError as exc:
+            outcome.append(str(exc) or type(exc).__name__)
+
+    worker = threading.Thread(target=probe, name="medrank-hub-probe", daemon=True)
+    worker.start()
+    worker.join(limit)
+    return outcome[0] if outcome else f"no connection within {limit:g} s"
 
 
 def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs: Any) -> Encoder:

@@ -96,6 +96,16 @@ def folder_digest(folder: str | os.PathLike[str]) -> str:
     return value
 
 
+def _cached_snapshot(repo_id: str) -> str | None:
+    """The Hugging Face cache's snapshot folder of ``repo_id`` (no network), or ``None``."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached, not a valid id: no snapshot either way
+        return None
+
+
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     """Mean over non-padding tokens, or the first ([CLS]) token."""
     if pooling == "cls":
@@ -269,11 +279,20 @@ class TransformerEncoder(Encoder):
         self.model_path = str(path)
 
     def fingerprint(self) -> dict[str, Any]:
+        """:meth:`spec` with the model folder's path replaced by a digest of its files.
+
+        A hub id is digested through its snapshot in the Hugging Face cache (where
+        ``from_pretrained`` read it), so it keys alike online and offline; only when no snapshot
+        can be found does the id itself stand in.
+        """
         spec = self.spec()
-        if self.model_path is not None and Path(self.model_path).is_dir():
+        folder = self.model_path
+        if folder is not None and not Path(folder).is_dir():
+            folder = _cached_snapshot(folder)
+        if folder is not None and Path(folder).is_dir():
             # neither the folder's path nor the report name changes a vector
             spec["path"] = spec["name"] = None
-            spec["files"] = folder_digest(self.model_path)
+            spec["files"] = folder_digest(folder)
         return spec
 
     def spec(self) -> dict[str, Any]:

@@ -259,7 +259,11 @@ class Builder:
                                      self._passage_bm25(index, path))
         if path is not None and ((path / "model" / "cdv.json").exists() or (path / "cdv.json").exists()):
             out = self.state / "passages-cdv"
-            fp = self._fingerprint("cdv", path.resolve())
+            from medrank.encoders.transformer import folder_digest
+
+            model_dir = path / "model" if (path / "model" / "cdv.json").exists() else path
+            # the trained weights' digest, not the run's path: a run retrained in place is re-encoded
+            fp = self._fingerprint("cdv", folder_digest(model_dir), self.data_key)
             if not self._fresh(out, fp):
                 from medrank.data.medquad import load_passage_corpus
                 from medrank.pipelines.passages.cdv import TrainedCDV
@@ -279,7 +283,9 @@ class Builder:
         from medrank.index import BM25Index, load_index
 
         out = self.state / "passages-cdv-bm25"
-        fp = self._fingerprint("passages-cdv-bm25", Path(source).resolve(), len(index))
+        from medrank.encoders.transformer import folder_digest
+
+        fp = self._fingerprint("passages-cdv-bm25", folder_digest(source), len(index))
         if not self._fresh(out, fp):
             bm25 = self._timed(f"BM25 over {len(index):,} CDV passages built", lambda: BM25Index(language="en").build(
                 [p["id"] for p in index.passages], [p["text"] for p in index.passages]))
@@ -353,7 +359,12 @@ class Builder:
         return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source)
 
     def similar(self) -> SimilarService:
-        from medrank.pipelines.similar.corpus import language_corpus, load_medquad_answers
+        from medrank.pipelines.similar.corpus import (
+            ANSWERS_VERSION,
+            MAX_ANSWER_CHARS,
+            language_corpus,
+            load_medquad_answers,
+        )
         from medrank.pipelines.similar.matchers import load_matcher
         from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
         from medrank.utils.io import atomic_write_text
@@ -362,7 +373,7 @@ class Builder:
         sources = {"zh": "CHIP-STS + KUAKE-QQR questions", "en": "medical-question-pairs + RQE + MedQuAD questions"}
         for lang in ("en", "zh"):
             out = self.state / f"similar-{lang}"
-            fp = self._fingerprint("similar", lang, self.data_key, "answers")
+            fp = self._fingerprint("similar", lang, self.data_key, f"answers v{ANSWERS_VERSION} ≤{MAX_ANSWER_CHARS} chars")
             if not self._fresh(out, fp):
                 texts = self._timed(f"similar-question corpus {lang} read", lambda lang=lang: language_corpus(lang, self.settings.data_root))
                 searcher = self._timed(f"similar {lang}: {len(texts):,} questions indexed (BM25)",

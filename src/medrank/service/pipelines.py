@@ -411,7 +411,11 @@ class SimilarService:
     @staticmethod
     def _answer(searcher: SimilarSearcher, text: str) -> dict[str, str | None]:
         found = searcher.answers.get(text)
-        return {"answer": found["answer"], "answer_url": found["url"] or None} if found else {"answer": None, "answer_url": None}
+        if not found:
+            return {"answer": None, "answer_url": None}
+        url = found.get("url") or ""
+        # only a web page is offered as the source (the page links it); anything else is dropped
+        return {"answer": found["answer"], "answer_url": url if url.startswith(("https://", "http://")) else None}
 
     def info(self) -> PipelineInfo:
         return PipelineInfo(

@@ -77,9 +77,10 @@ class NormalizeResponse(_Response):
     kb: str
     results: list[ConceptResult]
     predicted: list[str] | None = Field(None, description="The standard names a trained normaliser decides on "
-                                                          "(its term-count rule); absent for the zero-shot form.")
+                                                          "(its term-count rule); null for the zero-shot form.")
     confidence: float | None = Field(None, description="A trained normaliser's lowest probability among the predicted "
-                                                       "names (the learned fusion's output, or KAR's under FB).")
+                                                       "names (the learned fusion's output, or KAR's under FB); null "
+                                                       "for the zero-shot form.")
     low_confidence: bool | None = Field(None, description="True when some predicted name is more likely wrong than right "
                                                           "(confidence < 0.5): text that is not a procedure gets it, and "
                                                           "flagged mentions are right about half as often as the others "

@@ -44,13 +44,19 @@ def load_medquad_questions(root: PathLike | None = None) -> list[str]:
 
 #: the longest answer text :func:`load_medquad_answers` keeps (cut at a word boundary, then "…")
 MAX_ANSWER_CHARS = 1200
+#: bumped whenever :func:`load_medquad_answers` changes what it keeps (the service rebuilds its answers)
+ANSWERS_VERSION = 2
+# a template question whose topic slot stayed empty ("What is (are)  ?", "Who is at risk for ? ?"): it
+# happens in documents without a <Focus>, and such a text would match any question of its template
+EMPTY_SLOT = re.compile(r"\s{2,}\?|\?\s+\?")
 
 
 def load_medquad_answers(root: PathLike | None = None, max_chars: int = MAX_ANSWER_CHARS) -> dict[str, dict[str, str]]:
     """Question text (as :func:`load_medquad_questions` cleans it) → ``{"answer", "url"}`` of its first non-empty answer.
 
     MedQuAD ships answers for about 12.6k of its 43.6k question-answer pairs (the MedlinePlus
-    subsets had theirs removed for copyright); questions without one are left out. ``url`` is the
+    subsets had theirs removed for copyright); questions without one are left out, and so are
+    template questions whose topic is missing in a document without ``<Focus>`` (see :data:`EMPTY_SLOT`). ``url`` is the
     source page named by the ``<Document>``.
     """
     folder = dataset_dir("medquad", root)
@@ -61,9 +67,14 @@ def load_medquad_answers(root: PathLike | None = None, max_chars: int = MAX_ANSW
         except ET.ParseError:
             continue
         url = tree.getroot().get("url", "")
+        focus = tree.getroot().find("Focus")
+        has_topic = focus is not None and "".join(focus.itertext()).strip()
         for pair in tree.getroot().iter("QAPair"):
             question, answer = pair.find("Question"), pair.find("Answer")
-            text = clean_question("".join(question.itertext())) if question is not None else ""
+            raw = "".join(question.itertext()) if question is not None else ""
+            if not has_topic and EMPTY_SLOT.search(raw):
+                continue
+            text = clean_question(raw)
             body = " ".join("".join(answer.itertext()).split()) if answer is not None else ""
             if text and body and text not in out:
                 out[text] = {"answer": shorten(body, max_chars), "url": url}

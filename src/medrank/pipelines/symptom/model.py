@@ -198,19 +198,25 @@ class BiEncoder(nn.Module):
         return sum(c.nbytes() for c in self.caches.values())
 
     def cache_key(self) -> str:
-        """Identifies what the frozen bottom computes: base weights, frozen depth, length, prompts."""
+        """Identifies what the frozen bottom computes: base weights, frozen depth, length, prompts.
+
+        The weights are identified by their files' digest (:meth:`TransformerEncoder.fingerprint`), not
+        the folder's path: e5-small re-converted into the same folder must not reuse stale states,
+        and a moved folder keeps its cache.
+        """
         import hashlib
         import json
 
         enc = self.encoder
+        fingerprint = enc.fingerprint()
         spec = {
-            "model": str(enc.model_path or enc.name),
+            "model": fingerprint.get("files") or str(enc.model_path or enc.name),
             "n_frozen": self.n_frozen,
             "max_length": enc.max_length,
             "query_prompt": enc.query_prompt,
             "passage_prompt": enc.passage_prompt,
             "dtype": str(self.cache_dtype),
-            "version": 1,
+            "version": 2,
         }
         return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
