@@ -350,6 +350,15 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
 
     norm = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
     assert norm.prior is not None and norm.prior.terms == {t for _, ts in TRAIN for t in ts.split("##")}
+    # a missing training cache (moved, or an older cache key) is rebuilt by warm_up and written back
+    import shutil
+
+    assert norm.cache_dir and norm.mtcg.bi.cache_size() >= len(norm.terms.names)
+    shutil.rmtree(norm.cache_dir)
+    cold = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert cold.mtcg.bi.cache_size() == 0
+    cold.warm_up()
+    assert ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir)).mtcg.bi.cache_size() >= len(norm.terms.names)
     batch = norm.predict(["右甲状腺叶切除术", "左肾切除术"])
     one = norm.normalize_one("右甲状腺叶切除术")
     # the latency path (uncached mention) and the batched path give the same answer

@@ -161,6 +161,8 @@ class ProcedureNormalizer:
         self.mtcg, self.kar, self.terms = mtcg, kar, terms
         self.k, self.theta, self.recall, self.fusion = k, check_theta(float(theta)), recall, fusion
         self.show_progress = show_progress
+        #: where training cached the names' frozen-bottom states (set by :meth:`load_cache`)
+        self.cache_dir: str | None = None
         self.prior = prior
         self.learned, self.memory = learned, memory
         self._term_emb: np.ndarray | None = None
@@ -213,6 +215,7 @@ class ProcedureNormalizer:
     def load_cache(self, cache_dir: str | None) -> None:
         """Read the frozen-bottom states of standard names cached by training (no-op for ``None``)."""
         if cache_dir:
+            self.cache_dir = cache_dir
             n = sum(b.load_cache(cache_dir) for b in self.frozen_bottoms())
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
 
@@ -385,9 +388,17 @@ class ProcedureNormalizer:
 
     def warm_up(self) -> None:
         """Encode (and cache the frozen bottom and KAR's keyword flags of) every standard name before timing anything."""
-        self.term_embeddings()
+        before = {id(b): b.cache_size() for b in self.frozen_bottoms()}
+        self.term_embeddings()  # fills MTCG's bottom cache with the names on the way
         for bottom in self.frozen_bottoms():
             bottom.fill_cache(self.terms.names, "passage")
+            if self.cache_dir and bottom.cache_size() > before[id(bottom)]:
+                # the training cache was missing (moved, or written under an older cache key): write it
+                # back so the next start loads the states instead of recomputing them
+                try:
+                    bottom.save_cache(self.cache_dir)
+                except OSError as exc:
+                    log.warning("could not write the frozen-bottom cache to %s (%s)", self.cache_dir, exc)
         if self.kar is not None and self.kar.keyword_attention:
             self.kar.warm_name_flags(self.terms.names)
 

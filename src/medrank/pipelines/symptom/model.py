@@ -228,6 +228,7 @@ class BiEncoder(nn.Module):
 
         from medrank.utils.io import atomic_dir
 
+        Path(directory).mkdir(parents=True, exist_ok=True)
         with atomic_dir(Path(directory) / self.cache_key()) as tmp:
             for kind, cache in self.caches.items():
                 texts = sorted(cache.row, key=cache.row.__getitem__)
