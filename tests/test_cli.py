@@ -186,3 +186,31 @@ def test_train_refuses_a_folder_of_someone_elses_files(tmp_path, task):
     res = CliRunner().invoke(app, ["train", str(cfg), "--out", str(mine)])
     assert res.exit_code == 2 and "holds no medrank run" in " ".join(res.output.split()), res.output
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_info_reports_kind_config_results_and_refusals(tmp_path):
+    from medrank import Concept
+    from medrank.pipelines.concept import ConceptRetriever
+
+    ConceptRetriever.build([Concept("C1", "chest pain"), Concept("C2", "fever")], language="en").save(tmp_path / "ret")
+    res = CliRunner().invoke(app, ["info", str(tmp_path / "ret"), "--json"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.output)
+    assert body["kind"] == "concept-retriever" and body["files"] >= 2 and body["bytes"] > 0
+
+    run = tmp_path / "mtcg"
+    (run / "checkpoints" / "epoch-2").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"task": "procedures-mtcg", "epochs": 16, "lr": 5e-5, "other": 1}))
+    (run / "results.json").write_text(json.dumps({"val": {"recall": {"recall@10": 97.35}, "note": "x"}, "config": {"a": 1},
+                                                  "train_seconds": 1500.0, "history": [1, 2]}))
+    body = json.loads(CliRunner().invoke(app, ["info", str(run), "--json"]).output)
+    assert body["kind"] is None and "candidate generator only" in body["not_loadable"]
+    assert body["config"] == {"task": "procedures-mtcg", "epochs": 16, "lr": 5e-5}  # the highlights only
+    assert body["results"] == {"val": {"recall": {"recall@10": 97.35}}, "train_seconds": 1500.0}  # numbers only
+    assert body["checkpoints"] == ["epoch-2"]
+    table = CliRunner().invoke(app, ["info", str(run)], terminal_width=200).output
+    assert "not loadable" in table and "recall.recall@10=97.35" in table and "epoch-2" in table
+
+    for bad, message in ((tmp_path / "missing", "does not exist"), (run / "config.json", "is a file")):
+        res = CliRunner().invoke(app, ["info", str(bad)])
+        assert res.exit_code == 2 and message in res.output

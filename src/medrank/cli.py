@@ -358,6 +358,95 @@ def train(
     console.print_json(json.dumps(summary, ensure_ascii=False, default=str))
 
 
+#: the summary file each pipeline writes into its run folder, in the order :func:`info` looks for them
+RESULT_FILES = ("results.json", "summary.json", "eval_valid.json")
+#: config keys worth one line each in ``medrank info``
+INFO_CONFIG_KEYS = ("task", "name", "encoder", "base", "loss", "epochs", "lr", "seed", "threads")
+
+
+def run_summary(path: Path) -> dict[str, Any]:
+    """What ``medrank info`` reports about an artefact folder: kind, config highlights, results, size."""
+    from medrank.loading import artefact_kind
+
+    out: dict[str, Any] = {"path": str(path)}
+    try:
+        out["kind"] = artefact_kind(path)
+    except ValueError as exc:  # a folder medrank cannot load still has a config and files to show
+        out["kind"], out["not_loadable"] = None, str(exc)
+    cfg_path = path / "config.json"
+    if cfg_path.is_file():
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        out["config"] = {k: cfg[k] for k in INFO_CONFIG_KEYS if isinstance(cfg, dict) and k in cfg}
+    for name in RESULT_FILES:
+        if (path / name).is_file():
+            out["results_file"] = name
+            out["results"] = _numbers(json.loads((path / name).read_text(encoding="utf-8")))
+            break
+    checkpoints = path / "checkpoints"
+    if checkpoints.is_dir():
+        out["checkpoints"] = sorted(p.name for p in checkpoints.iterdir() if p.is_dir())
+    files = [f for f in path.rglob("*") if f.is_file()]
+    out["files"], out["bytes"] = len(files), sum(f.stat().st_size for f in files)
+    return out
+
+
+def _numbers(value: Any, depth: int = 0) -> Any:
+    """The numeric leaves of a results file, three levels deep (configs, lists and text left out)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, dict) and depth < 3:
+        kept = {k: _numbers(v, depth + 1) for k, v in value.items() if k != "config"}
+        kept = {k: v for k, v in kept.items() if v not in (None, {})}
+        return kept or None
+    return None
+
+
+def _flat(value: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in value.items():
+        out.extend(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [(f"{prefix}{k}", v)])
+    return out
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+@app.command()
+def info(
+    path: Annotated[Path, typer.Argument(help="A run, model or index folder written by medrank.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """What a saved folder holds: its kind (as medrank.load sees it), config, results and size."""
+    if not path.exists():
+        _fail(f"{path} does not exist")
+    if not path.is_dir():
+        _fail(f"{path} is a file; medrank artefacts are folders")
+    try:
+        summary = run_summary(path)
+    except (ValueError, OSError) as exc:  # e.g. a corrupt config.json
+        _fail(exc)
+    if as_json:
+        console.print_json(json.dumps(summary, ensure_ascii=False))
+        return
+    table = Table(title=escape(str(path)), title_justify="left", show_header=False)
+    table.add_column("field")
+    table.add_column("value")
+    table.add_row("kind", escape(summary["kind"] or f"not loadable: {summary['not_loadable']}"))
+    for key, value in summary.get("config", {}).items():
+        table.add_row(f"config.{key}", escape(str(value)))
+    results = summary.get("results") or {}
+    for key, value in results.items():
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in _flat(value)) if isinstance(value, dict) else _short(value)
+        table.add_row(f"{summary['results_file']}: {key}", escape(shown))
+    if "checkpoints" in summary:
+        table.add_row("checkpoints", escape(", ".join(summary["checkpoints"]) or "none"))
+    table.add_row("size", f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")
+    console.print(table)
+
+
 EXAMPLES_ZH = ["左膝退变伴游离体", "糖尿病反复低血糖", "头痛头晕", "陈旧型心梗", "右乳腺癌IV期"]
 
 
