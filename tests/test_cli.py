@@ -211,6 +211,16 @@ def test_info_reports_kind_config_results_and_refusals(tmp_path):
     table = CliRunner().invoke(app, ["info", str(run)], terminal_width=200).output
     assert "not loadable" in table and "recall.recall@10=97.35" in table and "epoch-2" in table
 
+    # markup-like keys, NaN and a corrupt config are shown, not fatal; --json stays strict JSON
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text("{not json")
+    (odd / "results.json").write_text('{"[/]": 1, "a[red]b": 2.5, "bad": NaN}')
+    res = CliRunner().invoke(app, ["info", str(odd)], terminal_width=200)
+    assert res.exit_code == 0 and "[/]" in res.output and "a[red]b" in res.output and "unreadable" in res.output
+    body = json.loads(CliRunner().invoke(app, ["info", str(odd), "--json"]).output, parse_constant=lambda c: 1 / 0)
+    assert body["results"] == {"[/]": 1, "a[red]b": 2.5} and "config.json" in body["errors"][0]
+
     for bad, message in ((tmp_path / "missing", "does not exist"), (run / "config.json", "is a file")):
         res = CliRunner().invoke(app, ["info", str(bad)])
         assert res.exit_code == 2 and message in res.output

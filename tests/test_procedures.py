@@ -354,11 +354,18 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     import shutil
 
     assert norm.cache_dir and norm.mtcg.bi.cache_size() >= len(norm.terms.names)
-    shutil.rmtree(norm.cache_dir)
+    shutil.rmtree(Path(norm.cache_dir) / norm.mtcg.bi.cache_key())
     cold = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
     assert cold.mtcg.bi.cache_size() == 0
+    cold.predict(["左肾切除术"])  # a mention scored before warm_up: its states must not be written to disk
     cold.warm_up()
-    assert ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir)).mtcg.bi.cache_size() >= len(norm.terms.names)
+    warm = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert len(warm.mtcg.bi.caches["passage"]) >= len(norm.terms.names) and "query" not in warm.mtcg.bi.caches
+    # a run copied from another machine: its manifest's cache folder does not exist here
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "here"))
+    moved = ProcedureNormalizer(warm.mtcg, warm.kar, warm.terms)
+    moved.load_cache(str(tmp_path / "elsewhere" / "procedures-frozen"))
+    assert moved.cache_dir == str(tmp_path / "here" / "procedures-frozen")
     batch = norm.predict(["右甲状腺叶切除术", "左肾切除术"])
     one = norm.normalize_one("右甲状腺叶切除术")
     # the latency path (uncached mention) and the batched path give the same answer

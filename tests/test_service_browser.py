@@ -115,7 +115,8 @@ def test_patient_clinician_and_coder_flows(base_url, page, tmp_path):
     for answer in answers:
         answer.query_selector("summary").click()
         assert answer.query_selector("p").is_visible() and answer.query_selector("p").inner_text().strip()
-    if not real:  # the tiny services: one answer with a web page, one whose javascript: URL the API dropped
+    if not real:  # the tiny services: one answer with a web page, one with a javascript: URL (dropped by the
+        # API, test_service.py checks that; the page links only http(s) URLs in any case)
         links = {a.query_selector("p").inner_text(): a.query_selector("a") for a in answers}
         assert set(links) == {"Tension, mostly.", "Rest."} and links["Rest."] is None
         assert links["Tension, mostly."].get_attribute("href") == "https://example.org/h"

@@ -375,12 +375,13 @@ def run_summary(path: Path) -> dict[str, Any]:
         out["kind"], out["not_loadable"] = None, str(exc)
     cfg_path = path / "config.json"
     if cfg_path.is_file():
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        out["config"] = {k: cfg[k] for k in INFO_CONFIG_KEYS if isinstance(cfg, dict) and k in cfg}
+        cfg = _read_json(cfg_path, out)
+        if isinstance(cfg, dict):
+            out["config"] = {k: cfg[k] for k in INFO_CONFIG_KEYS if k in cfg}
     for name in RESULT_FILES:
         if (path / name).is_file():
             out["results_file"] = name
-            out["results"] = _numbers(json.loads((path / name).read_text(encoding="utf-8")))
+            out["results"] = _numbers(_read_json(path / name, out))
             break
     checkpoints = path / "checkpoints"
     if checkpoints.is_dir():
@@ -390,10 +391,21 @@ def run_summary(path: Path) -> dict[str, Any]:
     return out
 
 
+def _read_json(path: Path, out: dict[str, Any]) -> Any:
+    """A JSON file's value, or ``None`` with the reason under ``out["errors"]`` (the rest is still reported)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        out.setdefault("errors", []).append(f"{path}: {_error_message(exc)}")
+        return None
+
+
 def _numbers(value: Any, depth: int = 0) -> Any:
-    """The numeric leaves of a results file, three levels deep (configs, lists and text left out)."""
+    """The numeric leaves of a results file, three levels deep (configs, lists, text and NaN left out)."""
     if isinstance(value, bool) or value is None:
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # strict JSON has no NaN / Infinity
     if isinstance(value, (int, float)):
         return value
     if isinstance(value, dict) and depth < 3:
@@ -411,7 +423,7 @@ def _flat(value: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def _short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 @app.command()
@@ -426,24 +438,27 @@ def info(
         _fail(f"{path} is a file; medrank artefacts are folders")
     try:
         summary = run_summary(path)
-    except (ValueError, OSError) as exc:  # e.g. a corrupt config.json
+    except OSError as exc:  # e.g. an unreadable folder
         _fail(exc)
     if as_json:
         console.print_json(json.dumps(summary, ensure_ascii=False))
         return
-    table = Table(title=escape(str(path)), title_justify="left", show_header=False)
+    console.print(escape(str(path)), soft_wrap=True, highlight=False)
+    table = Table(show_header=False)
     table.add_column("field")
     table.add_column("value")
     table.add_row("kind", escape(summary["kind"] or f"not loadable: {summary['not_loadable']}"))
     for key, value in summary.get("config", {}).items():
-        table.add_row(f"config.{key}", escape(str(value)))
+        table.add_row(escape(f"config.{key}"), escape(str(value)))
     results = summary.get("results") or {}
     for key, value in results.items():
         shown = ", ".join(f"{k}={_short(v)}" for k, v in _flat(value)) if isinstance(value, dict) else _short(value)
-        table.add_row(f"{summary['results_file']}: {key}", escape(shown))
+        table.add_row(escape(f"{summary['results_file']}: {key}"), escape(shown))
     if "checkpoints" in summary:
         table.add_row("checkpoints", escape(", ".join(summary["checkpoints"]) or "none"))
     table.add_row("size", f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB")
+    for error in summary.get("errors", []):
+        table.add_row("unreadable", escape(error))
     console.print(table)
 
 

@@ -163,6 +163,8 @@ class ProcedureNormalizer:
         self.show_progress = show_progress
         #: where training cached the names' frozen-bottom states (set by :meth:`load_cache`)
         self.cache_dir: str | None = None
+        # the frozen bottoms whose names' states were not on disk: warm_up writes them there
+        self._names_not_cached: list[Any] = []
         self.prior = prior
         self.learned, self.memory = learned, memory
         self._term_emb: np.ndarray | None = None
@@ -215,8 +217,19 @@ class ProcedureNormalizer:
     def load_cache(self, cache_dir: str | None) -> None:
         """Read the frozen-bottom states of standard names cached by training (no-op for ``None``)."""
         if cache_dir:
+            if not Path(cache_dir).is_dir():
+                # a run copied from another machine names that machine's cache: use this one's
+                from medrank.pipelines.procedures.training import default_cache_dir
+
+                cache_dir = default_cache_dir()
             self.cache_dir = cache_dir
-            n = sum(b.load_cache(cache_dir) for b in self.frozen_bottoms())
+            n = 0
+            self._names_not_cached = []
+            for bottom in self.frozen_bottoms():
+                loaded = bottom.load_cache(cache_dir)
+                n += loaded
+                if not bottom.caches.get("passage"):
+                    self._names_not_cached.append(bottom)
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
 
     def frozen_bottoms(self) -> list[Any]:
@@ -388,17 +401,18 @@ class ProcedureNormalizer:
 
     def warm_up(self) -> None:
         """Encode (and cache the frozen bottom and KAR's keyword flags of) every standard name before timing anything."""
-        before = {id(b): b.cache_size() for b in self.frozen_bottoms()}
         self.term_embeddings()  # fills MTCG's bottom cache with the names on the way
         for bottom in self.frozen_bottoms():
             bottom.fill_cache(self.terms.names, "passage")
-            if self.cache_dir and bottom.cache_size() > before[id(bottom)]:
-                # the training cache was missing (moved, or written under an older cache key): write it
-                # back so the next start loads the states instead of recomputing them
+        if self.cache_dir:
+            for bottom in self._names_not_cached:
+                # the training cache was missing (moved, or written under an older cache key): write the
+                # names' states back (never a mention's) so the next start loads them
                 try:
-                    bottom.save_cache(self.cache_dir)
+                    bottom.save_cache(self.cache_dir, kinds=("passage",))
                 except OSError as exc:
                     log.warning("could not write the frozen-bottom cache to %s (%s)", self.cache_dir, exc)
+            self._names_not_cached = []
         if self.kar is not None and self.kar.keyword_attention:
             self.kar.warm_name_flags(self.terms.names)
 

@@ -127,6 +127,9 @@ class BiEncoder(nn.Module):
         self._memo: dict[str, dict[str, np.ndarray]] = {}
         self._memo_version: tuple[tuple[int, int], ...] | None = None
         self.caches: dict[str, _FrozenCache] = {}
+        # the base weights' digest as loaded now: a cache written later is filed under the weights
+        # its states came from, even if the model folder is re-written in between
+        self._weights_key = encoder.fingerprint().get("files") or str(encoder.model_path or encoder.name)
         # the trainable parts only: what the trainer optimises and checkpoints (a few MB, not the
         # 470 MB of e5-small's embedding table)
         parts: dict[str, nn.Module] = {}
@@ -208,20 +211,24 @@ class BiEncoder(nn.Module):
         import json
 
         enc = self.encoder
-        fingerprint = enc.fingerprint()
         spec = {
-            "model": fingerprint.get("files") or str(enc.model_path or enc.name),
+            "model": self._weights_key,
             "n_frozen": self.n_frozen,
             "max_length": enc.max_length,
             "query_prompt": enc.query_prompt,
             "passage_prompt": enc.passage_prompt,
             "dtype": str(self.cache_dtype),
-            "version": 2,
+            "version": 3,
         }
         return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
-    def save_cache(self, directory: str | Path) -> None:
-        """Write the frozen-bottom cache (safetensors + JSON text lists) so later runs skip the bottom."""
+    def save_cache(self, directory: str | Path, kinds: Sequence[str] | None = None) -> None:
+        """Write the frozen-bottom cache so later runs skip the bottom (``kinds``: only these text kinds).
+
+        One safetensors file per kind holds the states, their lengths and (in its metadata) the
+        texts, so a reader never pairs one version's texts with another's states; the key folder is
+        swapped in whole (:func:`~medrank.utils.io.atomic_dir`).
+        """
         if not self.use_cache:
             return
         from safetensors.torch import save_file
@@ -231,32 +238,49 @@ class BiEncoder(nn.Module):
         Path(directory).mkdir(parents=True, exist_ok=True)
         with atomic_dir(Path(directory) / self.cache_key()) as tmp:
             for kind, cache in self.caches.items():
+                if kinds is not None and kind not in kinds:
+                    continue
                 texts = sorted(cache.row, key=cache.row.__getitem__)
                 blocks = [cache.blocks[cache.row[t]] for t in texts]
                 lengths = torch.tensor([b.shape[0] for b in blocks], dtype=torch.long)
                 hidden = torch.cat(blocks) if blocks else torch.zeros((0, self.dim), dtype=self.cache_dtype)
-                save_file({"hidden": hidden.contiguous(), "lengths": lengths}, str(tmp / f"{kind}.safetensors"))
-                (tmp / f"{kind}.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
+                save_file({"hidden": hidden.contiguous(), "lengths": lengths}, str(tmp / f"{kind}.safetensors"),
+                          metadata={"texts": json.dumps(texts, ensure_ascii=False)})
 
-    def load_cache(self, directory: str | Path) -> int:
-        """Load a cache written by :meth:`save_cache` for the same base model and frozen depth; returns texts loaded."""
+    def load_cache(self, directory: str | Path, kinds: Sequence[str] | None = None) -> int:
+        """Load a cache written by :meth:`save_cache` for the same base model and frozen depth; returns texts loaded.
+
+        A kind whose file vanished while the folder was being replaced by another process is
+        skipped (a cache miss, recomputed on demand).
+        """
         if not self.use_cache:
             return 0
-        from safetensors.torch import load_file
+        from safetensors.torch import load as load_safetensors
 
         folder = Path(directory) / self.cache_key()
         if not folder.is_dir():
             return 0
         n = 0
-        for meta in folder.glob("*.json"):
-            kind = meta.stem
-            texts = json.loads(meta.read_text(encoding="utf-8"))
-            tensors = load_file(str(folder / f"{kind}.safetensors"))
+        for path in sorted(folder.glob("*.safetensors")):
+            kind = path.stem
+            if kinds is not None and kind not in kinds:
+                continue
+            try:
+                # read once: safetensors' lazy loaders re-open the file by path for each tensor, and a
+                # concurrent writer may have swapped the folder in between
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+            texts = json.loads((header.get("__metadata__") or {}).get("texts", "null"))
+            tensors = load_safetensors(data)
+            hidden, lengths = tensors["hidden"], tensors["lengths"]
+            if not isinstance(texts, list):
+                raise ValueError(f"{path}: no text list in its metadata (corrupt cache; delete {folder})")
             cache = self._cache_for(None if kind == "none" else kind)  # type: ignore[arg-type]
-            offsets = np.concatenate([[0], np.cumsum(tensors["lengths"].numpy())])
+            offsets = np.concatenate([[0], np.cumsum(lengths.numpy())])
             if len(texts) != len(offsets) - 1:
-                raise ValueError(f"{folder}: {len(texts)} texts but {len(offsets) - 1} cached blocks (corrupt cache)")
-            hidden = tensors["hidden"]
+                raise ValueError(f"{path}: {len(texts)} texts but {len(offsets) - 1} cached blocks (corrupt cache)")
             for i, t in enumerate(texts):
                 if t not in cache.row:
                     cache.row[t] = len(cache.blocks)
