@@ -30,13 +30,12 @@ from typing import Any
 
 HISTORY_MODEL_FILES = ("global_reranker.json", "history_cross_encoder.json", "history_bi_encoder.json")
 
+_PASSAGE_BASELINE = "a passage baseline run re-ranks a corpus: use `medrank evaluate --dataset medquad`"
 # runs that hold no stand-alone inference object, and what to do with them instead
 NOT_LOADABLE = {
     "procedures-mtcg": "an MTCG run is the candidate generator only: train KAR over it "
     "(configs/procedures/kar.yaml) and load that run",
-    "passage-cross-encoder": "a passage baseline run re-ranks a corpus: use `medrank evaluate --dataset medquad`",
-    "passage-dssm": "a passage baseline run re-ranks a corpus: use `medrank evaluate --dataset medquad`",
-    "passage-knrm": "a passage baseline run re-ranks a corpus: use `medrank evaluate --dataset medquad`",
+    **dict.fromkeys(("passage-cross-encoder", "passage-dssm", "passage-knrm"), _PASSAGE_BASELINE),
 }
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from medrank.encoders.base import Encoder
-from medrank.encoders.transformer import TransformerEncoder
+from medrank.encoders.transformer import TransformerEncoder, cached_snapshot
 
 ALIASES = {
     "minilm": "minilm",
@@ -83,20 +83,18 @@ def _hub_model(repo_id: str) -> str:
 
     if constants.HF_HUB_OFFLINE or any(os.environ.get(v) for v in _PROXY_VARIABLES):
         return repo_id
-    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
-    port = urlparse(constants.ENDPOINT).port or (80 if constants.ENDPOINT.startswith("http:") else 443)
-    reason = hub_unreachable(host, port)
+    endpoint = urlparse(constants.ENDPOINT)
+    host = endpoint.hostname or "huggingface.co"
+    reason = hub_unreachable(host, endpoint.port or (80 if endpoint.scheme == "http" else 443))
     if reason is None:
         return repo_id
-    from huggingface_hub import snapshot_download
-
-    try:
-        return snapshot_download(repo_id, local_files_only=True)
-    except Exception:  # noqa: BLE001 - any miss means the same thing: not cached
+    snapshot = cached_snapshot(repo_id)
+    if snapshot is None:
         raise OSError(
             f"cannot load model {repo_id!r}: not a known alias ({', '.join(sorted(ALIASES))}), not a local "
             f"folder, not in the Hugging Face cache, and the hub ({host}) is unreachable: {reason}"
-        ) from None
+        )
+    return snapshot
 
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")

@@ -96,7 +96,7 @@ def folder_digest(folder: str | os.PathLike[str]) -> str:
     return value
 
 
-def _cached_snapshot(repo_id: str) -> str | None:
+def cached_snapshot(repo_id: str) -> str | None:
     """The Hugging Face cache's snapshot folder of ``repo_id`` (no network), or ``None``."""
     try:
         from huggingface_hub import snapshot_download
@@ -288,7 +288,7 @@ class TransformerEncoder(Encoder):
         spec = self.spec()
         folder = self.model_path
         if folder is not None and not Path(folder).is_dir():
-            folder = _cached_snapshot(folder)
+            folder = cached_snapshot(folder)
         if folder is not None and Path(folder).is_dir():
             # neither the folder's path nor the report name changes a vector
             spec["path"] = spec["name"] = None

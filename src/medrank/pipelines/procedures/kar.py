@@ -331,11 +331,7 @@ class KeywordAttentiveRanker(nn.Module):
             enc = self.bottom.encoder
             prompt = enc._prompt(kind)
             tok = enc.tokenizer(prompt + text, truncation=True, max_length=enc.max_length, return_offsets_mapping=True)
-            offsets = tok["offset_mapping"]
-            flags = (
-                token_keyword_flags(offsets, self.sites.spans(text), shift=len(prompt)),
-                token_keyword_flags(offsets, self.types.spans(text), shift=len(prompt)),
-            )
+            flags = self._flags_from_offsets(text, tok["offset_mapping"], len(prompt))
             cache[text] = flags
             if kind == "query" and len(self._mention_flags) > MENTION_FLAG_CACHE:
                 self._mention_flags.popitem(last=False)
@@ -357,10 +353,14 @@ class KeywordAttentiveRanker(nn.Module):
             tok = enc.tokenizer([prompt + t for t in chunk], truncation=True, max_length=enc.max_length,
                                 return_offsets_mapping=True)
             for text, offsets in zip(chunk, tok["offset_mapping"], strict=True):
-                self._name_flags[text] = (
-                    token_keyword_flags(offsets, self.sites.spans(text), shift=len(prompt)),
-                    token_keyword_flags(offsets, self.types.spans(text), shift=len(prompt)),
-                )
+                self._name_flags[text] = self._flags_from_offsets(text, offsets, len(prompt))
+
+    def _flags_from_offsets(self, text: str, offsets: Sequence[tuple[int, int]], shift: int) -> tuple[np.ndarray, np.ndarray]:
+        """(site, type) flags of ``text``'s tokens, from their offsets in ``prompt + text`` (prompt length ``shift``)."""
+        return (
+            token_keyword_flags(offsets, self.sites.spans(text), shift=shift),
+            token_keyword_flags(offsets, self.types.spans(text), shift=shift),
+        )
 
     def _flag_matrix(self, texts: Sequence[str], kind: TextKind, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         site = torch.zeros((len(texts), length), dtype=torch.bool)

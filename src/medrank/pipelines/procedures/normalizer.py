@@ -226,8 +226,7 @@ class ProcedureNormalizer:
             n = 0
             self._names_not_cached = []
             for bottom in self.frozen_bottoms():
-                loaded = bottom.load_cache(cache_dir)
-                n += loaded
+                n += bottom.load_cache(cache_dir)
                 if not bottom.caches.get("passage"):
                     self._names_not_cached.append(bottom)
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
@@ -320,19 +319,19 @@ class ProcedureNormalizer:
         else:
             final = np.asarray(s_r, dtype=np.float64)
         cands = [self.terms.names[i] for i in rows]
-        chosen = select_terms(cands, final.tolist(), count_class, theta)
+        final_list, ranker = final.tolist(), None if s_r is None else np.asarray(s_r).tolist()
+        chosen = select_terms(cands, final_list, count_class, theta)
         where = {name: i for i, name in enumerate(cands)}
         return Prediction(
             mention=text,
             terms=chosen,
             codes=[self.terms.codes[self.terms.row[t]] for t in chosen],
             candidates=cands,
-            final=final.tolist(),
+            final=final_list,
             recall_score=s_c.tolist(),
-            ranker_score=None if s_r is None else np.asarray(s_r).tolist(),
+            ranker_score=ranker,
             count_class=count_class,
-            confidence=term_confidence(self.fusion, [where[t] for t in chosen], final.tolist(),
-                                       None if s_r is None else np.asarray(s_r).tolist()),
+            confidence=term_confidence(self.fusion, [where[t] for t in chosen], final_list, ranker),
         )
 
     def predict(self, texts: Sequence[str], batch_size: int = 256) -> list[Prediction]:

@@ -235,8 +235,7 @@ class BiEncoder(nn.Module):
 
         from medrank.utils.io import atomic_dir
 
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        with atomic_dir(Path(directory) / self.cache_key()) as tmp:
+        with atomic_dir(Path(directory) / self.cache_key()) as tmp:  # creates ``directory`` too
             for kind, cache in self.caches.items():
                 if kinds is not None and kind not in kinds:
                     continue
@@ -247,7 +246,7 @@ class BiEncoder(nn.Module):
                 save_file({"hidden": hidden.contiguous(), "lengths": lengths}, str(tmp / f"{kind}.safetensors"),
                           metadata={"texts": json.dumps(texts, ensure_ascii=False)})
 
-    def load_cache(self, directory: str | Path, kinds: Sequence[str] | None = None) -> int:
+    def load_cache(self, directory: str | Path) -> int:
         """Load a cache written by :meth:`save_cache` for the same base model and frozen depth; returns texts loaded.
 
         A kind whose file vanished while the folder was being replaced by another process is
@@ -263,8 +262,6 @@ class BiEncoder(nn.Module):
         n = 0
         for path in sorted(folder.glob("*.safetensors")):
             kind = path.stem
-            if kinds is not None and kind not in kinds:
-                continue
             try:
                 # read once: safetensors' lazy loaders re-open the file by path for each tensor, and a
                 # concurrent writer may have swapped the folder in between
