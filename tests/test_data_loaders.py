@@ -274,6 +274,7 @@ def test_parse_pubtator_offset_mismatch_is_counted_not_fatal(
     bad = docs[1].offset_mismatches
     assert len(bad) == 1 and bad[0].mention == "WRONG" and bad[0].line == 12 and not bad[0].offset_ok
     assert "2 annotation(s) whose offsets do not match" in caplog.text
+    assert "WRONG" not in caplog.text  # the line number is logged, never the mention text
     assert docs[1].annotations[0].ids == ("D004", "D001")  # '+' split
     assert docs[0].annotations[0].ids == ("D001",)  # leading space stripped
 

@@ -83,6 +83,30 @@ def test_cached_encoder_reuses_vectors(tiny_encoder, tmp_path):
     np.testing.assert_allclose(b[1], inner(["chest pain"], "passage", 8, False)[0], atol=1e-5)
 
 
+def test_cached_vectors_and_their_text_digests_live_in_one_file(tiny_encoder, tmp_path):
+    import hashlib
+
+    from safetensors.numpy import load_file, save_file
+
+    from medrank.encoders import CachedEncoder
+
+    cached = CachedEncoder(tiny_encoder, tmp_path)
+    vecs = cached.encode(["fever", "cough"], kind="query")
+    files = sorted(p.name for p in cached.directory.iterdir())
+    assert files == ["query.safetensors", "spec.json"]  # no separate key list to tear apart from the matrix
+    stored = load_file(str(cached.directory / "query.safetensors"))
+    assert [bytes(r) for r in stored["sha1"]] == [hashlib.sha1(t.encode()).digest() for t in ("fever", "cough")]
+    np.testing.assert_array_equal(stored["vectors"], vecs)
+
+    # a file whose two tensors disagree in length is not trusted: its texts are encoded again
+    save_file({"sha1": stored["sha1"][:1], "vectors": stored["vectors"]}, str(cached.directory / "query.safetensors"))
+    calls = []
+    inner = tiny_encoder._encode
+    tiny_encoder._encode = lambda texts, kind, bs, prog: calls.append(list(texts)) or inner(texts, kind, bs, prog)
+    CachedEncoder(tiny_encoder, tmp_path).encode(["fever"], kind="query")
+    assert calls == [["fever"]]
+
+
 def test_missing_model_folder_is_a_clear_error(tmp_path):
     from medrank.encoders.registry import resolve_model_path
 
@@ -97,6 +121,53 @@ def test_hub_ids_pass_through_where_the_hub_answers(monkeypatch, tmp_path):
     monkeypatch.setattr(registry, "hub_unreachable", lambda host, port: probes.append(host))
     assert registry.resolve_model_path("org/hub-model") == "org/hub-model"
     assert probes == ["huggingface.co"]
+
+
+def test_set_threads_limits_the_blas_pool_numpy_already_started():
+    from threadpoolctl import threadpool_info
+
+    from medrank import config
+
+    saved = config._requested_threads
+    try:
+        config.set_threads(1)
+        assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {1}
+    finally:
+        config._requested_threads = saved
+        config.set_threads(None)
+        config._requested_threads = saved
+
+
+def test_a_run_config_threads_yield_to_the_global_flag():
+    import torch
+
+    from medrank import config
+
+    saved = config._requested_threads
+    try:
+        config._requested_threads = None
+        assert config.set_run_threads(1) == 1 and torch.get_num_threads() == 1
+        assert config.requested_threads() is None  # a config's count is not remembered as the user's choice
+        config.set_threads(2)  # medrank --threads 2
+        assert config.set_run_threads(1) == 2 and torch.get_num_threads() == 2
+    finally:
+        config._requested_threads = None
+        config.set_threads(None)
+        config._requested_threads = saved
+
+
+def test_task_options_are_type_checked_with_their_name():
+    from medrank.config import task_option
+
+    assert task_option({"k": 5}, "k", 10, int) == 5
+    assert task_option({}, "k", None, int) is None
+    assert task_option({"w": 1}, "w", 0.5, float) == 1.0 and isinstance(task_option({"w": 1}, "w", 0.5, float), float)
+    with pytest.raises(ValueError, match=r"--set max_samples must be an integer, got 'abc'"):
+        task_option({"max_samples": "abc"}, "max_samples", None, int)
+    with pytest.raises(ValueError, match="must be an integer, got 1.5"):
+        task_option({"max_samples": 1.5}, "max_samples", None, int)
+    with pytest.raises(ValueError, match="must be a number, got True"):
+        task_option({"w": True}, "w", 0.5, float)
 
 
 def test_requested_threads_records_explicit_counts_only():

@@ -89,6 +89,54 @@ def _client(services: Services, **settings) -> TestClient:
     return TestClient(create_app(ServiceSettings(api_token=None, **settings), services))
 
 
+def test_a_deployment_can_lower_k_below_the_schema_maximum(services):
+    c = _client(services, max_k=2)
+    assert c.post("/normalize", json={"mention": "乳腺切除", "k": 2}).status_code == 200
+    for path, body in [("/normalize", {"mention": "乳腺切除", "k": 3}),
+                       ("/passages", {"entity": "asthma", "aspect": "symptoms", "k": 3}),
+                       ("/symptoms", {"query": "headache", "k": 3})]:
+        r = c.post(path, json=body)
+        assert r.status_code == 422, path
+        assert r.json()["detail"][0]["loc"] == ["body", "k"] and "larger than 2" in r.json()["detail"][0]["msg"]
+
+
+def test_passages_text_length_limit(services):
+    r = _client(services, max_text_chars=10).post("/passages", json={"entity": "a" * 11, "aspect": "symptoms"})
+    assert r.status_code == 422 and "longer than 10" in r.json()["detail"][0]["msg"]
+
+
+def test_impossible_service_limits_are_refused(monkeypatch):
+    for bad in ({"max_concurrency": 0}, {"max_concurrency": -1}, {"request_timeout_s": 0},
+                {"request_timeout_s": float("nan")}, {"max_k": 0}):
+        with pytest.raises(ValueError, match="must be"):
+            ServiceSettings(**bad)
+    monkeypatch.setenv("MEDRANK_REQUEST_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="MEDRANK_REQUEST_TIMEOUT must be a number of seconds, got 'soon'"):
+        ServiceSettings()
+    monkeypatch.setenv("MEDRANK_REQUEST_TIMEOUT", "7")
+    assert ServiceSettings().request_timeout_s == 7.0
+
+
+def test_serve_refuses_impossible_options_before_building(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from medrank.cli import app
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path))
+    for args in (["--max-concurrency", "0"], ["--port", "70000"], ["--timeout", "-1"]):
+        res = CliRunner().invoke(app, ["serve", "--build-only", *args])
+        assert res.exit_code == 2, (args, res.output)
+    assert not (tmp_path / "service").exists()  # nothing was built
+
+
+def test_store_dsn_is_logged_without_its_password():
+    from medrank.service.build import redact_dsn
+
+    assert redact_dsn("postgresql://bob:s3cr%40t@db:5432/kb?collection=a") == "postgresql://bob:***@db:5432/kb"
+    assert redact_dsn("postgresql://bob@db/kb") == "postgresql://bob@db/kb"
+    assert redact_dsn("embedded:/tmp/store") == "embedded:/tmp/store"
+
+
 def test_language_detection():
     assert detect_language("I have a headache") == "en"
     assert detect_language("头痛两天") == "zh"

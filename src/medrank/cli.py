@@ -74,7 +74,25 @@ def _fail(message: str | BaseException) -> None:
 def _error_message(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror}"
+    if isinstance(exc, UnicodeDecodeError):
+        where = _file_being_read(exc)
+        byte = exc.object[exc.start:exc.start + 1].hex()
+        return (f"{where or 'a file'}: not UTF-8 text (it holds the byte 0x{byte}); medrank reads UTF-8 files: "
+                "convert it first (e.g. iconv -f GB18030 -t UTF-8)")
     return str(exc) or type(exc).__name__
+
+
+def _file_being_read(exc: BaseException) -> str | None:
+    """The name of the innermost open text file in ``exc``'s traceback (the file a decode error came from)."""
+    import io
+
+    tb, name = exc.__traceback__, None
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, io.TextIOWrapper) and isinstance(getattr(value, "name", None), str):
+                name = value.name
+        tb = tb.tb_next
+    return name
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -207,7 +225,7 @@ def _check_queries(queries: list[str]) -> None:
 
 
 def _print_results(query: str, rows: list[dict[str, Any]]) -> None:
-    table = Table(title=query, title_justify="left")
+    table = Table(title=escape(query), title_justify="left")  # the query is text, not markup
     table.add_column("#", justify="right")
     table.add_column("concept")
     table.add_column("id / codes")

@@ -55,7 +55,10 @@ def default_threads() -> int:
     """Threads to use by default: ``MEDRANK_THREADS`` or the cores this process may run on."""
     env = os.environ.get("MEDRANK_THREADS")
     if env:
-        return max(1, int(env))
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"MEDRANK_THREADS must be a whole number of threads, got {env!r}") from None
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
@@ -71,16 +74,30 @@ def requested_threads() -> int | None:
 
 
 def set_threads(n: int | None = None) -> int:
-    """Set torch, BLAS/OpenMP and faiss thread counts to ``n`` (default: available cores)."""
+    """Set torch, BLAS/OpenMP and faiss thread counts to ``n`` (default: available cores).
+
+    An explicit ``n`` is remembered as the user's choice (:func:`requested_threads`)."""
     global _requested_threads
-    explicit = n is not None
+    applied = _apply_threads(n)
+    if n is not None:
+        _requested_threads = applied
+    return applied
+
+
+def _apply_threads(n: int | None) -> int:
     n = default_threads() if n is None else int(n)
     if n < 1:
         raise ValueError(f"thread count must be >= 1, got {n}")
-    if explicit:
-        _requested_threads = n
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(n)
+        os.environ[var] = str(n)  # for libraries loaded later (and child processes)
+    try:
+        # numpy's OpenBLAS (and any OpenMP runtime) is already loaded by now and read the variables
+        # above at start-up: set its pool directly
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(n)
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
     try:
         import torch
 
@@ -193,3 +210,27 @@ def check_dataclass_config(cls: type, config: dict[str, Any], where: str) -> Non
     fields = dataclasses.fields(cls)
     defaults = {f.name: None if f.default is dataclasses.MISSING else f.default for f in fields}
     check_config_types(config, defaults, where, {f.name: str(f.type) for f in fields})
+
+
+def task_option(options: dict[str, Any], key: str, default: Any, kind: type) -> Any:
+    """``options[key]`` (a ``medrank evaluate --set KEY=VALUE``) checked to be ``kind`` (``int`` or ``float``).
+
+    ``--set`` values are parsed as JSON, so ``max_samples=abc`` arrives as text and ``max_samples=1.5``
+    as a float; either ends here as one line naming the option instead of a ``TypeError`` later.
+    A missing key gives ``default`` (returned as is, ``None`` included).
+    """
+    if key not in options:
+        return default
+    value = options[key]
+    ok = (isinstance(value, int) if kind is int else isinstance(value, int | float)) and not isinstance(value, bool)
+    if not ok:
+        raise ValueError(f"--set {key} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    return kind(value)
+
+
+def set_run_threads(config_threads: int | None) -> int:
+    """Threads for a training run: the global ``medrank --threads N`` when given, else the run config's
+    ``threads``, else every available core. A recipe's ``threads`` keeps its timings comparable; a user
+    who asks for more (or fewer) on the command line gets them."""
+    explicit = requested_threads()
+    return _apply_threads(explicit if explicit is not None else config_threads)

@@ -5,7 +5,10 @@ benchmarks and services that re-index the same texts should pay that once.
 Vectors are keyed by the encoder's :meth:`~medrank.encoders.Encoder.fingerprint` (its settings
 and a digest of its model folder's files, not the folder's path), the
 text kind (query/passage) and the SHA-1 of each text, and stored as one
-``.npy`` matrix plus a key list per (encoder, kind), written atomically.
+safetensors file per (encoder, kind) holding the vectors and the texts' digests together, written
+atomically: two processes sharing the cache can lose each other's newest vectors (the last write
+wins), never pair a vector with the wrong text. (Caches of earlier versions, a ``.npy`` matrix plus a
+separate key list, are not read: their texts are encoded again once.)
 
 Do not wrap an encoder whose weights change in place (during training): the
 spec would not change and stale vectors would be served.
@@ -14,7 +17,6 @@ spec would not change and stale vectors would be served.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from pathlib import Path
@@ -26,8 +28,8 @@ from medrank.encoders.base import Encoder, TextKind
 from medrank.utils.io import atomic_write_bytes, atomic_write_text
 
 
-def _text_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+def _text_key(text: str) -> bytes:
+    return hashlib.sha1(text.encode("utf-8")).digest()
 
 
 class CachedEncoder(Encoder):
@@ -54,21 +56,22 @@ class CachedEncoder(Encoder):
     def fingerprint(self) -> dict[str, Any]:
         return self.encoder.fingerprint()
 
-    def _paths(self, kind: TextKind | None) -> tuple[Path, Path]:
-        stem = kind or "plain"
-        return self.directory / f"{stem}.keys.json", self.directory / f"{stem}.npy"
+    def _path(self, kind: TextKind | None) -> Path:
+        return self.directory / f"{kind or 'plain'}.safetensors"
 
-    def _store(self, kind: TextKind | None) -> tuple[dict[str, int], np.ndarray]:
+    def _store(self, kind: TextKind | None) -> tuple[dict[bytes, int], np.ndarray]:
+        from safetensors.numpy import load_file
+
         stem = kind or "plain"
         if stem not in self._stores:
-            keys_path, vec_path = self._paths(kind)
-            if keys_path.exists() and vec_path.exists():
-                keys = json.loads(keys_path.read_text(encoding="utf-8"))
-                vecs = np.load(vec_path, allow_pickle=False)
-                if len(keys) != len(vecs):  # a torn pair of files: start over rather than serve wrong rows
-                    keys, vecs = [], np.zeros((0, self.dim), np.float32)
-            else:
-                keys, vecs = [], np.zeros((0, self.dim), np.float32)
+            path = self._path(kind)
+            keys: list[bytes] = []
+            vecs = np.zeros((0, self.dim), np.float32)
+            if path.exists():
+                tensors = load_file(str(path))
+                digests, stored = tensors.get("sha1"), tensors.get("vectors")
+                if digests is not None and stored is not None and len(digests) == len(stored):
+                    keys, vecs = [bytes(row) for row in digests], stored
             self._stores[stem] = ({k: i for i, k in enumerate(keys)}, vecs)
         return self._stores[stem]
 
@@ -88,9 +91,9 @@ class CachedEncoder(Encoder):
             for i, k in enumerate(missing):
                 index[k] = start + i
             self._stores[kind or "plain"] = (index, vecs)
-            keys_path, vec_path = self._paths(kind)
-            buf = io.BytesIO()
-            np.save(buf, vecs, allow_pickle=False)
-            atomic_write_bytes(vec_path, buf.getvalue())
-            atomic_write_text(keys_path, json.dumps(list(index)))
+            from safetensors.numpy import save
+
+            digests = np.frombuffer(b"".join(index), dtype=np.uint8).reshape(len(index), 20)
+            # one file: the vectors and the digests of their texts are replaced together
+            atomic_write_bytes(self._path(kind), save({"sha1": digests, "vectors": np.ascontiguousarray(vecs)}))
         return vecs[[index[k] for k in keys]]

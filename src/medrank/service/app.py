@@ -220,8 +220,11 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=422)
 
-    def check_limits(texts: list[str], lists: dict[str, int]) -> None:
+    def check_limits(texts: list[str], lists: dict[str, int], k: int | None = None) -> None:
+        """The deployment's limits (``ServiceSettings``), which may be tighter than the schema's maximums."""
         problems = []
+        if k is not None and k > settings.max_k:
+            problems.append({"loc": ["body", "k"], "msg": f"k larger than {settings.max_k}", "type": "less_than_equal"})
         for t in texts:
             if len(t) > settings.max_text_chars:
                 problems.append({"loc": ["body"], "msg": f"text longer than {settings.max_text_chars} characters",
@@ -278,20 +281,21 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
     async def symptoms(req: S.SymptomsRequest) -> Any:
         """Patient complaint (English or Chinese, auto-detected) → top-k symptom / diagnosis terms with scores."""
         svc = need(services.symptoms, "symptoms")
-        check_limits([req.query], {})
+        check_limits([req.query], {}, req.k)
         return await call(svc.detect, req.query, req.language, req.kb, req.k)
 
     @app.post("/normalize", response_model=S.NormalizeResponse, dependencies=auth, responses=responses, tags=["coder"])
     async def normalize(req: S.NormalizeRequest) -> Any:
         """Procedure mention → standard procedure names with their codes and scores."""
         svc = need(services.normalize, "normalize")
-        check_limits([req.mention], {})
+        check_limits([req.mention], {}, req.k)
         return await call(svc.normalize, req.mention, req.k)
 
     @app.post("/passages", response_model=S.PassagesResponse, dependencies=auth, responses=responses, tags=["clinician"])
     async def passages(req: S.PassagesRequest) -> Any:
         """(entity, aspect) → answer passages with per-sentence scores and the best document's score curve."""
         svc = need(services.passages, "passages")
+        check_limits([req.entity, req.aspect], {}, req.k)
         return await call(svc.search, req.entity, req.aspect, req.k)
 
     @app.post("/next-questions", response_model=S.NextQuestionsResponse, dependencies=auth, responses=responses,
@@ -301,7 +305,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         svc = need(services.next_questions, "next-questions")
         texts = [t.text for t in req.dialogue] + list(req.candidates or [])
         check_limits(texts, {"dialogue": len(req.dialogue), "symptoms": len(req.symptoms),
-                             "candidates": len(req.candidates or [])})
+                             "candidates": len(req.candidates or [])}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
         return await call(svc.rank, dialogue, list(req.symptoms), req.candidates, req.language, req.k)
 
@@ -310,7 +314,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
     async def similar_questions(req: S.SimilarRequest) -> Any:
         """New question → similar solved questions (BM25 recall, matcher re-ranking when trained)."""
         svc = need(services.similar, "similar-questions")
-        check_limits([req.question], {})
+        check_limits([req.question], {}, req.k)
         return await call(svc.search, req.question, req.language, req.k)
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])

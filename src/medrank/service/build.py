@@ -184,7 +184,7 @@ class Builder:
                              lambda: KnowledgeBase.build_index(info, concepts, build_encoder,
                                                                       show_progress=self.show_progress))
         else:
-            self._timed(f"{name}: {len(concepts):,} concepts ingested into {store_spec.split('?')[0]}",
+            self._timed(f"{name}: {len(concepts):,} concepts ingested into {redact_dsn(store_spec)}",
                         lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language),
                                                     show_progress=self.show_progress))
             kb = KnowledgeBase(info, concepts, StoreBackend(store, encoder, mode=method))
@@ -442,3 +442,18 @@ def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPEL
     )
     b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
     return services
+
+
+def redact_dsn(spec: str) -> str:
+    """A store spec fit for a log line: a ``postgresql://`` DSN without its password and query options."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    spec = spec.split("?")[0]
+    if not spec.startswith(("postgresql://", "postgres://")):
+        return spec
+    parts = urlsplit(spec)
+    if parts.password is None:
+        return spec
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))

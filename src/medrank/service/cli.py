@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
         host: Annotated[str, typer.Option(help="Interface to bind (default loopback only).")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+        port: Annotated[int, typer.Option(help="TCP port.", min=1, max=65535)] = 8000,
         store: Annotated[str | None, typer.Option(help="Knowledge-base store: embedded:DIR, a postgresql:// DSN, or 'none' "
                                                         "for plain medrank indexes (default: $MEDRANK_STORE, else the "
                                                         "embedded store in --state).")] = None,
@@ -36,12 +36,13 @@ def register(app: typer.Typer) -> None:
                                              "default hpo,icd10cm:bm25,chip-cdn,procedures.")] = "hpo,icd10cm:bm25,chip-cdn,procedures",
         pipelines: Annotated[str, typer.Option(help="Comma-separated pipelines to serve.")] = "symptoms,normalize,passages,next-questions,similar-questions",
         token: Annotated[str | None, typer.Option(help="Require this bearer token (default $MEDRANK_API_TOKEN).")] = None,
-        timeout: Annotated[float, typer.Option(help="Seconds per request (504 after).")] = 30.0,
-        max_concurrency: Annotated[int, typer.Option(help="Requests computed at once (others queue).")] = 32,
+        timeout: Annotated[float | None, typer.Option(help="Seconds per request (504 after; default $MEDRANK_REQUEST_TIMEOUT, else 30).")] = None,
+        max_concurrency: Annotated[int, typer.Option(help="Requests computed at once (others queue).", min=1)] = 32,
         build_only: Annotated[bool, typer.Option("--build-only", help="Build/load everything, then exit.")] = False,
     ) -> None:
         """Serve the API and the web page (http://HOST:PORT/)."""
         from rich.console import Console
+        from rich.markup import escape
 
         from medrank.service.build import build_services
         from medrank.service.settings import DEFAULT_MODEL_PATHS, ServiceSettings
@@ -51,13 +52,18 @@ def register(app: typer.Typer) -> None:
         for item in model:
             name, sep, path = item.partition("=")
             if not sep:
-                err.print(f"[bold red]error:[/] --model expects NAME=PATH, got {item!r}")
+                err.print(f"[bold red]error:[/] --model expects NAME=PATH, got {escape(repr(item))}")
                 raise typer.Exit(2)
             if name.strip() not in DEFAULT_MODEL_PATHS:
-                err.print(f"[bold red]error:[/] --model: unknown pipeline {name!r}; known: {', '.join(DEFAULT_MODEL_PATHS)}")
+                err.print(f"[bold red]error:[/] --model: unknown pipeline {escape(repr(name))}; known: {', '.join(DEFAULT_MODEL_PATHS)}")
                 raise typer.Exit(2)
             overrides[name.strip()] = Path(path)
-        settings = ServiceSettings(model_paths=overrides, request_timeout_s=timeout, max_concurrency=max_concurrency)
+        try:
+            settings = ServiceSettings(model_paths=overrides, max_concurrency=max_concurrency,
+                                       **({} if timeout is None else {"request_timeout_s": timeout}))
+        except ValueError as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(2) from None
         if token:
             settings.api_token = token
         if state is not None:

@@ -48,7 +48,12 @@ DEFAULT_KBS = ("hpo", "icd10cm", "chip-cdn", "procedures")
 
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
-    return float(raw) if raw else default
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
 
 
 @dataclass
@@ -85,6 +90,17 @@ class ServiceSettings:
     batch_queries: bool = True
     #: log request paths, status and time only; never query strings or bodies (keep False in production)
     log_request_text: bool = False
+
+    def __post_init__(self) -> None:
+        import math
+
+        if not (isinstance(self.request_timeout_s, int | float) and math.isfinite(self.request_timeout_s)
+                and self.request_timeout_s > 0):
+            raise ValueError(f"the request timeout must be a positive number of seconds, got {self.request_timeout_s!r}")
+        for name in ("max_concurrency", "max_body_bytes", "max_text_chars", "max_list_items", "max_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
 
     def model_path(self, pipeline: str) -> Path | None:
         """The checkpoint folder of ``pipeline`` if one exists (explicit path first, then the defaults)."""

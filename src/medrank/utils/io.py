@@ -45,9 +45,25 @@ ARTIFACT_SUFFIXES = (".json", ".jsonl", ".safetensors", ".faiss", ".npy")
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """This process's umask, read without changing it (``os.umask(0)`` and back would leave a moment in
+    which another thread's new files are created world-writable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):  # pragma: no cover - not Linux
+        pass
+    return _STARTUP_UMASK
+
+
+def _read_startup_umask() -> int:
+    mask = os.umask(0o022)  # at import, before any worker thread of ours exists
     os.umask(mask)
     return mask
+
+
+_STARTUP_UMASK = _read_startup_umask()
 
 
 def _under_cache(path: Path) -> bool:

@@ -66,9 +66,9 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
 
     Options: ``data_dir`` (built folder; default the cache's ``history/<dataset>``), ``shuffles``
     (5 for the global re-ranker), ``max_samples`` (seeded subset), ``seed``, ``threads`` (default: the
-    global ``--threads``, else 1, the thread count of the committed figures).
+    global ``--threads``, else every core; the committed figures used 1).
     """
-    from medrank.config import requested_threads, set_threads
+    from medrank.config import requested_threads, set_threads, task_option
     from medrank.pipelines.history.builders import default_out_dir
     from medrank.pipelines.history.data import bank_texts, read_bank, read_samples
     from medrank.pipelines.history.evaluation import (
@@ -82,13 +82,13 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     unknown = set(options) - {"data_dir", "shuffles", "max_samples", "seed", "threads", "dataset"}
     if unknown:
         raise ValueError(f"unknown options {sorted(unknown)}")
-    threads = options.get("threads")
-    set_threads(int(threads) if threads is not None else (requested_threads() or 1))
+    threads = task_option(options, "threads", None, int)
+    set_threads(threads if threads is not None else requested_threads())
     dataset = str(options.get("dataset", "mts-aci"))
     folder = Path(options["data_dir"]) if options.get("data_dir") else default_out_dir(dataset)
     path = test if test is not None else folder / f"{split or 'valid'}.jsonl"
-    seed = int(options.get("seed", 13))
-    samples = subsample(read_samples(path), options.get("max_samples"), seed + 1)
+    seed = task_option(options, "seed", 13, int)
+    samples = subsample(read_samples(path), task_option(options, "max_samples", None, int), seed + 1)
     if not samples:
         raise ValueError(f"{path}: no samples")
     systems: dict[str, dict[str, float]] = {"first stage": first_stage_metrics(samples)}
@@ -96,14 +96,14 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     if model is not None:
         texts = bank_texts(read_bank(folder / "bank.jsonl"))
         kind, reranker = load_reranker(model)
-        shuffles = int(options.get("shuffles", 5 if kind == "global" else 1))
+        shuffles = task_option(options, "shuffles", 5 if kind == "global" else 1, int)
         res = evaluate_scorer(reranker.score, samples, texts, shuffles, seed, show_progress=True)
         systems[f"{kind}:{Path(model).name}"] = res["metrics"]
         details = res
     return {"systems": systems, "metric_names": METRICS, "samples": len(samples), "file": str(path), "details": details}
 
 
-THREADS_HELP = "CPU threads (default: the global --threads, else 1: the committed figures' thread count)."
+THREADS_HELP = "CPU threads (default: the global --threads, else every core; the committed figures used 1)."
 
 
 def register(app: typer.Typer) -> None:
@@ -135,7 +135,7 @@ def register(app: typer.Typer) -> None:
             _fail(f"unknown source {source!r}; available: mts-aci, ddxplus")
         if threads is not None and threads < 1:
             _fail(f"--threads must be >= 1, got {threads}")
-        set_threads(threads if threads is not None else (requested_threads() or 1))
+        set_threads(threads if threads is not None else requested_threads())
         splits: dict[str, list[Path]] = {}
         for item in raw:
             if "=" not in item:
@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
             _fail(f"-k must be >= 1, got {k}")
         if threads is not None and threads < 1:
             _fail(f"--threads must be >= 1, got {threads}")
-        set_threads(threads if threads is not None else (requested_threads() or 1))
+        set_threads(threads if threads is not None else requested_threads())
         try:
             turns = parse_transcript(dialogue.read_text(encoding="utf-8"))
             questions = [q.strip() for q in candidates.read_text(encoding="utf-8").splitlines() if q.strip()]

@@ -101,9 +101,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
-                    out.append(json.loads(line))
+                    obj = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path}:{n}: not JSON ({exc})") from exc
+                if not isinstance(obj, dict):
+                    raise ValueError(f"{path}:{n}: expected one JSON object per line, got a {type(obj).__name__}")
+                out.append(obj)
     return out
 
 

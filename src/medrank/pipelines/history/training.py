@@ -59,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "bi_negatives": 7,
     "temperature": 0.05,
     "seed": 13,
-    "threads": 1,
+    "threads": None,  # the global --threads, else every core (the CPU recipes set 1 or 2)
 }
 MODELS = ("global", "cross-encoder", "bi-encoder")
 
@@ -209,13 +209,12 @@ def system_name(cfg: dict[str, Any]) -> str:
 
 def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
     """Train one re-ranker, save it under ``output_dir/model`` and evaluate it on the validation split."""
-    from medrank.config import seed_everything, set_threads
+    from medrank.config import seed_everything, set_run_threads
     from medrank.training import GeneratorState, Trainer, check_run_config
     from medrank.utils.io import atomic_write_json
 
     cfg = resolve_config(config)
-    if cfg["threads"]:
-        set_threads(cfg["threads"])
+    set_run_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     output_dir = Path(output_dir)
     check_run_config(output_dir, cfg, resume)

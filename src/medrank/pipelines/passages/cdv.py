@@ -240,7 +240,7 @@ def load_split(cfg: dict[str, Any]) -> tuple[list[Document], list[Document]]:
 def start_run(config: dict[str, Any], defaults: dict[str, Any], what: str, output_dir: Path, resume: bool) -> dict[str, Any]:
     """The shared start of the passage trainers: defaults merged and checked (keys and types), threads and
     seed set, the run folder's config checked against its checkpoints (:func:`~medrank.training.check_run_config`)."""
-    from medrank.config import check_config_types, seed_everything, set_threads
+    from medrank.config import check_config_types, seed_everything, set_run_threads
     from medrank.training import check_run_config
 
     cfg = {**defaults, **{k: v for k, v in config.items() if k != "task"}}
@@ -248,8 +248,7 @@ def start_run(config: dict[str, Any], defaults: dict[str, Any], what: str, outpu
     if unknown:
         raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
     check_config_types(cfg, defaults, what)
-    if cfg["threads"]:
-        set_threads(cfg["threads"])
+    set_run_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     check_run_config(output_dir, cfg, resume)
     return cfg

@@ -64,11 +64,11 @@ def register(app: typer.Typer) -> None:
     from rich.table import Table
 
     console = Console()
-    err = Console(stderr=True)
 
-    def fail(message: str) -> None:
-        err.print(f"[bold red]error:[/] {message}")
-        raise typer.Exit(code=2)
+    def fail(message: str | BaseException) -> None:
+        from medrank.cli import _fail
+
+        _fail(message)  # escapes the message: paths and user text are not markup
 
     @app.command("index-passages")
     def index_passages(
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             console.print_json(json.dumps({"entity": entity, "aspect": aspect, "results": rows}, ensure_ascii=False))
             return
-        table = Table(title=f"{entity} — {aspect}", title_justify="left", show_lines=True)
+        table = Table(title=escape(f"{entity} — {aspect}"), title_justify="left", show_lines=True)
         table.add_column("#", justify="right")
         table.add_column("document / aspect")
         table.add_column("score", justify="right")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from medrank.config import task_option
 from medrank.data.medquad import PassageCorpus, load_passage_corpus
 from medrank.pipelines.passages.protocol import (
     NUM_CANDIDATES,
@@ -172,13 +173,13 @@ def evaluate_systems(
 
 def evaluate_medquad(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
     """Registered evaluator for ``medrank evaluate --dataset medquad``."""
-    seed = int(options.get("seed", 13))
+    seed = task_option(options, "seed", 13, int)
     corpus = load_passage_corpus(
         test,
         split or "valid",
-        valid_fraction=float(options.get("valid_fraction", 0.2)),
+        valid_fraction=task_option(options, "valid_fraction", 0.2, float),
         seed=seed,
-        min_passages=int(options.get("min_passages", 2)),
+        min_passages=task_option(options, "min_passages", 2, int),
     )
     systems = options.get("systems") or list(ALL_SYSTEMS)
     if isinstance(systems, str):
@@ -191,10 +192,10 @@ def evaluate_medquad(test: Path | None, split: str | None, model: Path | None, o
         dssm_run=_resolve_run(options.get("dssm")),
         knrm_run=_resolve_run(options.get("knrm")),
         seed=seed,
-        k=int(options.get("k", NUM_CANDIDATES)),
+        k=task_option(options, "k", NUM_CANDIDATES, int),
         full=bool(options.get("full", True)),
-        hybrid_weight=float(options.get("hybrid_weight", 0.5)),
-        cascade_depth=int(options.get("cascade_depth", 0)),
+        hybrid_weight=task_option(options, "hybrid_weight", 0.5, float),
+        cascade_depth=task_option(options, "cascade_depth", 0, int),
     )
     payload.pop("_scores")
     payload.pop("_candidates")

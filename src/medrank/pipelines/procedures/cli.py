@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from medrank.config import task_option
 from medrank.registry import register_evaluator, register_trainer
 
 DEFAULT_RUNS = (Path("runs/procedures/fusion"), Path("runs/procedures/kar"))
@@ -96,7 +97,7 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
         if key in options:
             kwargs[key] = str(options[key])
     if "theta" in options:
-        kwargs["theta"] = check_theta(float(options["theta"]))
+        kwargs["theta"] = check_theta(task_option(options, "theta", None, float))
     norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, **kwargs)
     if "theta" in kwargs and norm.learned is not None:
         norm.learned = norm.learned.with_theta(kwargs["theta"])

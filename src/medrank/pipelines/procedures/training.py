@@ -118,7 +118,7 @@ class ProcedureConfig:
     warmup_ratio: float = 0.1
     max_steps_per_epoch: int | None = None
     seed: int = 13
-    threads: int | None = 1
+    threads: int | None = None  # None: the global --threads, else every core (the recipes set 1 or 2)
     cache_dir: str | None = None
     keep_checkpoints: int = 1
     show_progress: bool = True
@@ -163,12 +163,11 @@ class ProcedureConfig:
 
 
 def _setup(cfg: ProcedureConfig, output_dir: Path, resume: bool) -> None:
-    from medrank.config import seed_everything, set_threads
+    from medrank.config import seed_everything, set_run_threads
     from medrank.training import check_run_config
 
     check_run_config(output_dir, cfg.to_dict(), resume)
-    if cfg.threads is not None:
-        set_threads(cfg.threads)
+    set_run_threads(cfg.threads)
     seed_everything(cfg.seed)
 
 

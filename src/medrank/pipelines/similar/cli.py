@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from medrank.config import task_option
 from medrank.data.questions import PAIR_DATASETS, QuestionPair, load_question_pairs, split_pairs
 from medrank.registry import register_evaluator, register_trainer
 
@@ -55,7 +56,7 @@ def evaluation_pairs(dataset: str, test: Path | None, split: str | None, options
     pairs = load_question_pairs(dataset, options.get("data"))
     if split == "all":
         return pairs
-    parts = split_pairs(pairs, float(options.get("valid_fraction", 0.2)), int(options.get("split_seed", 13)))
+    parts = split_pairs(pairs, task_option(options, "valid_fraction", 0.2, float), task_option(options, "split_seed", 13, int))
     return parts.valid if split == "valid" else parts.train
 
 
@@ -67,12 +68,12 @@ def _make_evaluator(dataset: str) -> Any:
         if model is None:
             raise ValueError(f"--model is required for {dataset}: a run directory from `medrank train` (or a folder of runs)")
         pairs = evaluation_pairs(dataset, test, split, options)
-        threshold = float(options.get("threshold", 0.5))
+        threshold = task_option(options, "threshold", 0.5, float)
         systems, details = {}, {}
         for run in _run_dirs(model):
             matcher = load_matcher(run)
             t0 = time.perf_counter()
-            scores = matcher.score([(p.text1, p.text2) for p in pairs], int(options.get("batch_size", 256)))
+            scores = matcher.score([(p.text1, p.text2) for p in pairs], task_option(options, "batch_size", 256, int))
             seconds = time.perf_counter() - t0
             metrics = pair_metrics(pairs, scores, threshold)
             name = matcher.name if matcher.name not in systems else f"{matcher.name} ({run.name})"
@@ -93,11 +94,11 @@ for _name in PAIR_DATASETS:
     register_evaluator(_name)(_make_evaluator(_name))
 
 
-def _fail(message: str) -> None:
-    from rich.console import Console
+def _fail(message: str | BaseException) -> None:
+    """``error: message`` (an exception: its message) and exit code 2, as every ``medrank`` command."""
+    from medrank.cli import _fail as fail
 
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}")
-    raise typer.Exit(code=2)
+    fail(message)
 
 
 def register(app: typer.Typer) -> None:
@@ -176,7 +177,7 @@ def register(app: typer.Typer) -> None:
             return
         console.print(f"{len(searcher):,} questions indexed (ready in {ready:.1f}s); {per_query_ms:.1f} ms per question")
         for item in payload:
-            table = Table(title=item["question"], title_justify="left")
+            table = Table(title=escape(item["question"]), title_justify="left")  # user text, not markup
             table.add_column("#", justify="right")
             table.add_column("similar question")
             table.add_column("match", justify="right")

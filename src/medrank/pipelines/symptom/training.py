@@ -475,14 +475,13 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
 
 def train_symptom(config: dict[str, Any] | SymptomConfig, output_dir: str | Path, resume: bool = True) -> dict[str, Any]:
     """Train and evaluate one model; the ``medrank train`` entry point for ``task: symptom``."""
-    from medrank.config import seed_everything, set_threads
+    from medrank.config import seed_everything, set_run_threads
 
     cfg = config if isinstance(config, SymptomConfig) else SymptomConfig.from_dict(dict(config))
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    if cfg.threads is not None:
-        set_threads(cfg.threads)
+    set_run_threads(cfg.threads)
     seed_everything(cfg.seed)
     check_run_config(output_dir, cfg.to_dict(), resume)
     if cfg.loss == "cross-encoder":

@@ -65,9 +65,13 @@ def read_patients(path: Path) -> list[dict[str, Any]]:
         if missing:
             raise ValueError(f"{path}: missing columns {sorted(missing)}")
         for n, row in enumerate(reader):
-            feats = ast.literal_eval(row["features"])
+            try:
+                feats = ast.literal_eval(row["features"])
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                raise ValueError(f"{path}: line {n + 2}: features is not a Python list literal of evidence names "
+                                 "(such as ['E_91', 'E_53_@_V_44'])") from None
             if not isinstance(feats, list):
-                raise ValueError(f"{path}: row {n}: features is not a list")
+                raise ValueError(f"{path}: line {n + 2}: features is not a list")
             out.append({"id": f"{path.stem}:{n}", "features": [str(f) for f in feats], "initial": row["feature_id"]})
     return out
 

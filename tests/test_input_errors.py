@@ -1,0 +1,82 @@
+"""Bad input ends as one ``error:`` line (exit code 2), never a traceback; user text is never markup."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from medrank.cli import app
+
+
+def _one_line_error(res) -> str:
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in res.output
+    assert "error:" in res.output
+    return res.output
+
+
+@pytest.mark.parametrize("args", [
+    ["similar", "headache", "--corpus", "{tmp}/missing.txt"],
+    ["similar", "headache", "--corpus", "{tmp}/latin1.txt"],
+    ["similar", "headache", "--index", "{tmp}/no-index"],
+])
+def test_similar_reports_its_errors(tmp_path, args):
+    (tmp_path / "latin1.txt").write_bytes("fi\xe8vre\n".encode("latin-1"))
+    out = _one_line_error(CliRunner().invoke(app, [a.format(tmp=tmp_path) for a in args]))
+    assert str(tmp_path) in out.replace("\n", "")  # the message names the file
+
+
+def test_make_pairs_reports_its_errors(tmp_path):
+    _one_line_error(CliRunner().invoke(app, ["make-pairs", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "p.jsonl")]))
+
+
+def test_query_text_is_printed_as_text_not_markup(capsys):
+    from medrank.cli import _print_results
+
+    _print_results("chest pain [/] and [red]fever[/red]", [])  # rich would raise MarkupError on "[/]"
+    assert "[red]fever[/red]" in capsys.readouterr().out
+
+
+def test_decode_errors_name_the_file(tmp_path):
+    from medrank.cli import _error_message
+
+    path = tmp_path / "gbk.tsv"
+    path.write_bytes("原始词\t标准词\n".encode("gb18030"))
+    with pytest.raises(UnicodeDecodeError) as info, open(path, encoding="utf-8") as fh:
+        fh.read()
+    message = _error_message(info.value)
+    assert message.startswith(f"{path}: not UTF-8 text") and "iconv" in message
+
+
+def test_history_files_need_one_object_per_line(tmp_path):
+    from medrank.pipelines.history.data import read_samples
+
+    path = tmp_path / "valid.jsonl"
+    path.write_text(json.dumps({"id": "a", "context": []}) + "\n" + json.dumps(["not", "an", "object"]) + "\n")
+    with pytest.raises(ValueError, match=r"valid.jsonl:2: expected one JSON object per line, got a list"):
+        read_samples(path)
+
+
+def test_ddxplus_features_that_are_no_list_literal(tmp_path):
+    from medrank.pipelines.history.builders.ddxplus import read_patients
+
+    path = tmp_path / "patients.csv"
+    header = "age,top5_diagnoses,sex,diagnosis,features,feature_id\n"
+    path.write_text(header + "8,[],M,URTI,\"['E_91']\",E_91\n" + "9,[],F,URTI,\"[1,\",E_91\n")
+    with pytest.raises(ValueError, match=r"patients.csv: line 3: features is not a Python list literal"):
+        read_patients(path)
+    path.write_text(header + "9,[],F,URTI,\"{'E_91': 1}\",E_91\n")
+    with pytest.raises(ValueError, match=r"line 2: features is not a list"):
+        read_patients(path)
+
+
+@pytest.mark.parametrize(("value", "message"), [("abc", "must be an integer, got 'abc'"), ("1.5", "must be an integer, got 1.5")])
+def test_history_evaluate_checks_option_types(tmp_path, value, message):
+    path = tmp_path / "valid.jsonl"
+    path.write_text(json.dumps({"id": "a", "context": [], "positives": ["q1"], "candidates": ["q1", "q2"]}) + "\n")
+    res = CliRunner().invoke(app, ["evaluate", "--dataset", "history-mts-aci", "--test", str(path),
+                                   "--set", f"max_samples={value}"])
+    assert message in _one_line_error(res)
