@@ -80,3 +80,27 @@ def test_history_evaluate_checks_option_types(tmp_path, value, message):
     res = CliRunner().invoke(app, ["evaluate", "--dataset", "history-mts-aci", "--test", str(path),
                                    "--set", f"max_samples={value}"])
     assert message in _one_line_error(res)
+
+
+def test_a_failed_history_build_leaves_the_previous_folder(tmp_path, monkeypatch):
+    import medrank.pipelines.history.builders.ddxplus as ddx
+    from tests.test_history_data import _ddx_fixture
+
+    patients = _ddx_fixture(tmp_path)
+    out = tmp_path / "built"
+    ddx.build_ddxplus(out, {"train": [patients]}, valid_fraction=0.34, seed=0, k=30)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    real, calls = ddx.write_jsonl, []
+
+    def fail_on_third(path, rows):  # bank and train.jsonl (another carve: other content) are written first
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(path, rows)
+
+    monkeypatch.setattr(ddx, "write_jsonl", fail_on_third)
+    with pytest.raises(OSError, match="disk full"):
+        ddx.build_ddxplus(out, {"train": [patients]}, valid_fraction=0.34, seed=1, k=30)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the new bank was never swapped in
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".built")] == []  # no temporary folder left

@@ -50,7 +50,7 @@ from medrank.pipelines.procedures.data import (
 from medrank.pipelines.procedures.fusion import RANKER_SPACES
 from medrank.pipelines.symptom.training import load_best
 from medrank.training import Callback, Trainer, recipe_settings
-from medrank.utils.io import atomic_write_json
+from medrank.utils.io import atomic_dir, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -599,11 +599,10 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
     theta = learned.theta
     fb_valid = set_accuracy(valid, preds)
     cv_acc = _fusion_cv_accuracy(cfg, valid, preds, s_c, s_r, votes, labels)
-    model_dir = output_dir / "model"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    learned.save(model_dir)
     train = load_mentions("train", cfg.data_root)
-    MentionMemory([m.text for m in train], [m.terms for m in train], k=cfg.memory_k).save(model_dir)
+    with atomic_dir(output_dir / "model") as model_dir:  # the fusion and its memory are replaced together
+        learned.save(model_dir)
+        MentionMemory([m.text for m in train], [m.terms for m in train], k=cfg.memory_k).save(model_dir)
     manifest = json.loads((kar_dir / MANIFEST).read_text(encoding="utf-8"))
     mtcg = Path(manifest["mtcg"])
     manifest.update(

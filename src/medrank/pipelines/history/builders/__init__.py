@@ -60,11 +60,39 @@ def build_mts_aci(
     data_root: str | None = None,
     show_progress: bool = True,
 ) -> dict[str, Any]:
-    """Build ``bank.jsonl``, ``memory.jsonl``, ``<split>.jsonl`` and ``meta.json`` under ``out_dir``.
+    """Build ``bank.jsonl``, ``memory.jsonl``, ``<split>.jsonl`` and ``meta.json`` under ``out_dir``,
+    all at once: the folder is written aside and swapped in when complete (a failed build leaves the old one).
 
     ``splits`` maps split names to raw CSV files (default: the visible MTS-Dialog / ACI-Bench
     train and validation files); ``encoder`` overrides ``encoder_name`` (tests pass a tiny model).
     """
+    from medrank.utils.io import atomic_dir
+
+    with atomic_dir(out_dir) as tmp:
+        return _build_mts_aci_into(
+            tmp, splits, bank_dir=bank_dir, bank_split=bank_split, valid_fraction=valid_fraction, seed=seed,
+            threshold=threshold, k=k, weights=weights, encoder_name=encoder_name, encoder=encoder,
+            data_root=data_root, show_progress=show_progress,
+        )
+
+
+def _build_mts_aci_into(
+    out_dir: Path,
+    splits: Mapping[str, Sequence[Path]] | None = None,
+    *,
+    bank_dir: Path | None = None,
+    bank_split: str = "train",
+    valid_fraction: float = 0.2,
+    seed: int = 13,
+    threshold: float = DEFAULT_THRESHOLD,
+    k: int = 30,
+    weights: dict[str, float] | None = None,
+    encoder_name: str = "minilm",
+    encoder: Any = None,
+    data_root: str | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """The body of :func:`build_mts_aci`, writing into the (temporary) folder ``out_dir``."""
     from medrank.encoders import load_encoder
     from medrank.utils.io import atomic_write_json
 
@@ -72,8 +100,6 @@ def build_mts_aci(
     splits = dict(splits or default_files(data_root))
     if not splits:
         raise ValueError("no raw files given")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     encoder = encoder if encoder is not None else load_encoder(encoder_name)
     dialogues = {name: read_dialogues(paths, name) for name, paths in splits.items()}
     if bank_dir is not None:

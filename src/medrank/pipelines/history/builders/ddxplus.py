@@ -159,7 +159,19 @@ def build_ddxplus(
     out_dir: Path, splits: Mapping[str, Sequence[Path]] | None = None, *, kb_dir: Path | None = None,
     valid_fraction: float = 0.2, seed: int = 13, k: int = 30, data_root: str | None = None,
 ) -> dict[str, Any]:
-    """Build ``bank.jsonl`` + ``<split>.jsonl`` + ``meta.json`` from DDXPlus patient files."""
+    """Build ``bank.jsonl`` + ``<split>.jsonl`` + ``meta.json`` from DDXPlus patient files, all at once
+    (the folder is written aside and swapped in when complete; a failed build leaves the old one)."""
+    from medrank.utils.io import atomic_dir
+
+    with atomic_dir(out_dir) as tmp:
+        return _build_ddxplus_into(tmp, splits, kb_dir=kb_dir, valid_fraction=valid_fraction, seed=seed, k=k,
+                                   data_root=data_root)
+
+
+def _build_ddxplus_into(
+    out_dir: Path, splits: Mapping[str, Sequence[Path]] | None = None, *, kb_dir: Path | None = None,
+    valid_fraction: float = 0.2, seed: int = 13, k: int = 30, data_root: str | None = None,
+) -> dict[str, Any]:
     from medrank.utils.io import atomic_write_json
 
     t0 = time.perf_counter()
@@ -177,8 +189,6 @@ def build_ddxplus(
         carved = set(order[:n_valid].tolist())
         patients["valid"] = patients.get("valid", []) + [p for i, p in enumerate(patients["train"]) if i in carved]
         patients["train"] = [p for i, p in enumerate(patients["train"]) if i not in carved]
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(out_dir / "bank.jsonl", [{"id": e, "text": evidences[e]["question_en"], "count": 1, "members": []}
                                          for e in kb.ids])
     meta: dict[str, Any] = {"source": "ddxplus", "files": {n: [str(f) for f in fs] for n, fs in splits.items()},
