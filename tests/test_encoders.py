@@ -107,6 +107,16 @@ def test_cached_vectors_and_their_text_digests_live_in_one_file(tiny_encoder, tm
     assert calls == [["fever"]]
 
 
+def test_a_typo_of_an_alias_is_not_sent_to_the_hub(monkeypatch):
+    import medrank.encoders.registry as registry
+
+    monkeypatch.setattr(registry, "_hub_model", lambda key: pytest.fail(f"{key} went to the hub"))
+    with pytest.raises(FileNotFoundError, match="unknown model 'minlm': did you mean 'minilm'"):
+        registry.resolve_model_path("minlm")
+    with pytest.raises(FileNotFoundError, match="did you mean 'e5-small'"):
+        registry.resolve_model_path("e5_smal")
+
+
 def test_missing_model_folder_is_a_clear_error(tmp_path):
     from medrank.encoders.registry import resolve_model_path
 

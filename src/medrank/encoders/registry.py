@@ -63,7 +63,24 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
             f"model folder {key} not found, and {key!r} is not a Hugging Face hub id "
             f"(known aliases: {', '.join(sorted(ALIASES))})"
         )
+    near = _near_alias(key)
+    if near is not None:
+        # a typo of an alias is far likelier than a hub model of that name: say so instead of asking the hub
+        raise FileNotFoundError(f"unknown model {key!r}: did you mean {near!r}? (a hub model: give its owner/name id; "
+                                f"known aliases: {', '.join(sorted(ALIASES))})")
     return _hub_model(key)
+
+
+def _near_alias(name: str) -> str | None:
+    """The alias ``name`` is a likely typo of (one or two edits away), for names without an owner."""
+    if "/" in name:
+        return None
+    from rapidfuzz.distance import Levenshtein
+
+    for alias in sorted(ALIASES):
+        if "/" not in alias and 0 < Levenshtein.distance(name.lower(), alias) <= 2:
+            return alias
+    return None
 
 
 # "name" or "owner/name" (huggingface_hub's repo-id rule, without its length and "--" checks)
