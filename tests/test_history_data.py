@@ -134,8 +134,17 @@ def test_train_evaluate_and_rerank_end_to_end(tmp_path, tiny_st, model_kind):
     rows = json.loads(out.stdout)
     assert sorted(r["question"] for r in rows) == ["any chest pain?", "any itch?", "do you have fever?"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
-    # every kind of re-ranker refuses an empty candidate with the same clear error
+    # best first, with the scores the saved re-ranker gives these questions
+    from medrank.pipelines.history.builders.mts_aci import parse_transcript
     from medrank.pipelines.history.evaluation import load_reranker
+
+    questions = ["any chest pain?", "do you have fever?", "any itch?"]
+    direct = load_reranker(tmp_path / "run")[1].score(render_dialogue(parse_transcript((tmp_path / "d.txt").read_text())), questions)
+    expected = sorted(zip(questions, (float(x) for x in direct), strict=True), key=lambda x: -x[1])
+    assert [r["question"] for r in rows] == [q for q, _ in expected]
+    assert [r["score"] for r in rows] == [round(s, 4) for _, s in expected]
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    # every kind of re-ranker refuses an empty candidate with the same clear error
 
     with pytest.raises(ValueError, match="candidate question 1 must be a non-empty string"):
         load_reranker(tmp_path / "run")[1].score(render_dialogue(sample.context), ["any itch?", ""])
@@ -234,3 +243,39 @@ def test_system_names_mark_ablations_and_the_backbone():
     assert system_name(resolve_config({"model": "bi-encoder"})) == "bi-encoder"
     assert system_name(resolve_config({"loss": "bce", "train_split": "train-d200"})) == (
         "global re-ranker (bce, trained on train-d200)")
+
+
+def test_evaluate_scorer_maps_shuffled_scores_back_to_their_candidates():
+    """An order-independent scorer (score = question length) gives the same, hand-computed metrics
+    for any number of shuffled candidate orders."""
+    import math
+
+    from medrank.pipelines.history.data import Sample, Turn
+    from medrank.pipelines.history.evaluation import evaluate_scorer
+
+    texts = {f"c{n}": "x" * n for n in range(1, 7)}  # c1 .. c6, question length n
+    turns = [Turn("doctor", "hello"), Turn("patient", "fever")]
+    samples = [
+        Sample("a", "a", "toy", turns, [], ["c4"], ["c1", "c2", "c3", "c4", "c5", "c6"]),  # c4 at rank 3
+        Sample("b", "b", "toy", turns, [], ["c6", "c1"], ["c3", "c1", "c6", "c2", "c5", "c4"]),  # ranks 1 and 6
+    ]
+    calls = []
+
+    def score(dialogue, questions):
+        calls.append(list(questions))
+        return [float(len(q)) for q in questions]
+
+    idcg_b = 1 + 1 / math.log2(3)
+    expected = {
+        "map": (1 / 3 + (1 + 2 / 6) / 2) / 2,
+        "mrr": (1 / 3 + 1) / 2,
+        "ndcg": (1 / math.log2(4) + (1 + 1 / math.log2(7)) / idcg_b) / 2,
+        "ndcg@5": (1 / math.log2(4) + 1 / idcg_b) / 2,
+    }
+    one = evaluate_scorer(score, samples, texts, shuffles=1)
+    assert one["metrics"] == pytest.approx(expected, abs=1e-4)
+    three = evaluate_scorer(score, samples, texts, shuffles=3, seed=13)
+    assert three["metrics"] == pytest.approx(expected, abs=1e-4)
+    assert three["std_over_shuffles"] == pytest.approx({m: 0.0 for m in expected}, abs=1e-9)
+    # the scorer did see shuffled orders
+    assert len(calls) == 2 + 6 and any(c != [texts[x] for x in samples[i % 2].candidates] for i, c in enumerate(calls[2:]))

@@ -55,7 +55,9 @@ def test_loss_decreases_and_history_written(tmp_path):
     hist = json.loads((tmp_path / "history.json").read_text())
     assert [h["epoch"] for h in hist] == [0, 1, 2, 3, 4, 5]
     assert hist[-1]["neg_mse"] > hist[0]["neg_mse"]
-    assert state.best_epoch is not None and state.global_step == 20
+    assert state.global_step == 20
+    best = max((h for h in hist if h["epoch"] > 0), key=lambda h: h["neg_mse"])
+    assert state.best_epoch == best["epoch"] and state.best_metric == pytest.approx(best["neg_mse"])
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):
@@ -79,7 +81,7 @@ def test_checkpoints_are_safetensors_and_pruned(tmp_path):
     trainer.keep_checkpoints = 1
     trainer.fit()
     names = sorted(p.name for p in trainer.checkpoints())
-    assert "epoch-4" in names and len(names) <= 2  # last + best
+    assert names == sorted({"epoch-4", f"epoch-{trainer.state.best_epoch}"})  # last + best
     ck = trainer.checkpoints()[-1]
     assert set(load_file(str(ck / "model.safetensors"))) == {"weight", "bias"}
     assert not list(ck.glob("*.pt")) and not list(ck.glob("*.bin"))
@@ -195,6 +197,8 @@ def test_load_best_restores_the_selected_epoch(tmp_path):
     trainer = make_trainer(tmp_path, epochs=3)
     trainer.fit()
     best = trainer.state.best_epoch
+    hist = json.loads((tmp_path / "history.json").read_text())
+    assert best == max((h for h in hist if h["epoch"] > 0), key=lambda h: h["neg_mse"])["epoch"]
     with torch.no_grad():
         trainer.model.weight.zero_()
     assert trainer.load_best() == best
@@ -307,3 +311,72 @@ def test_changed_nested_config_keys_are_named(tmp_path):
     make_trainer(tmp_path, epochs=1).fit()
     with pytest.raises(ValueError, match=r"\(train\.epochs\)"):
         check_run_config(tmp_path, {"train": {"epochs": 5, "lr": 0.1}}, resume=True)
+
+
+def _scripted_trainer(tmp_path, values, **kwargs):
+    """A trainer whose evaluate returns ``values[epoch]`` as "m" (epoch 0 = the untrained model)."""
+    model = torch.nn.Linear(1, 1)
+    return Trainer(model, lambda b: (model.weight.sum() - 1) ** 2, lambda e: [0], tmp_path,
+                   epochs=len(values) - 1, evaluate=lambda epoch: {"m": values[epoch]}, select_metric="m",
+                   show_progress=False, **kwargs)
+
+
+def test_best_epoch_ties_keep_the_earlier_epoch_and_its_checkpoint_survives(tmp_path):
+    # epoch 0 (untrained) is never selected; epochs 1..4 score 0.1, 0.5, 0.3, 0.5: the tie goes to epoch 2
+    trainer = _scripted_trainer(tmp_path, [0.9, 0.1, 0.5, 0.3, 0.5], keep_checkpoints=1)
+    state = trainer.fit()
+    assert state.best_epoch == 2 and state.best_metric == 0.5
+    assert [p.name for p in trainer.checkpoints()] == ["epoch-2", "epoch-4"]  # the last one + the best one
+    saved = json.loads((tmp_path / "checkpoints" / "epoch-4" / "trainer_state.json").read_text())
+    assert saved["best_epoch"] == 2
+    assert trainer.load_best() == 2
+    # keep_checkpoints=0 still keeps the best epoch
+    trainer = _scripted_trainer(tmp_path / "none", [0.0, 0.2, 0.7, 0.1], keep_checkpoints=0)
+    trainer.fit()
+    assert trainer.state.best_epoch == 2 and [p.name for p in trainer.checkpoints()] == ["epoch-2"]
+
+
+@pytest.mark.parametrize("scheduler", ["linear", "cosine"])
+def test_warmup_then_decay_learning_rates_per_step(tmp_path, scheduler):
+    import math
+
+    model = torch.nn.Linear(1, 1)
+    lrs = []
+    trainer = None
+
+    def loss_fn(batch):
+        lrs.append(trainer.optimizer.param_groups[0]["lr"])  # the rate this step's update uses
+        return (model.weight.sum() - 1) ** 2
+
+    # 5 steps per epoch × 2 epochs = 10 steps, warm-up int(10 × 0.3) = 3 steps
+    trainer = Trainer(model, loss_fn, lambda e: [0] * 5, tmp_path, epochs=2, lr=0.1, scheduler=scheduler,
+                      warmup_ratio=0.3, steps_per_epoch=5, show_progress=False)
+    trainer.fit()
+    warm = [0.1 * (s + 1) / 3 for s in range(3)]
+    progress = [(s - 3) / 7 for s in range(3, 10)]
+    if scheduler == "linear":
+        decay = [0.1 * (1 - p) for p in progress]
+    else:
+        decay = [0.1 * 0.5 * (1 + math.cos(math.pi * p)) for p in progress]
+    assert lrs == pytest.approx(warm + decay, abs=1e-12)
+    assert lrs[:4] == pytest.approx([0.1 / 3, 0.2 / 3, 0.1, 0.1], abs=1e-12)
+
+
+@pytest.mark.parametrize("max_grad_norm, expected", [(1.0, 1.0), (None, 50.0), (100.0, 50.0)])
+def test_gradients_are_clipped_to_max_grad_norm(tmp_path, max_grad_norm, expected):
+    model = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.zero_()
+    x = torch.tensor([[30.0, 40.0]])  # loss = -w·x: gradient (-30, -40), norm 50
+
+    class GradNorm(Callback):
+        def __init__(self):
+            self.norms = []
+
+        def on_step_end(self, trainer, step, loss):  # after optimizer.step: the gradients the update used
+            self.norms.append(float(model.weight.grad.norm()))
+
+    rec = GradNorm()
+    Trainer(model, lambda b: -model(x).sum(), lambda e: [0, 1], tmp_path, epochs=1, lr=1e-3, scheduler="constant",
+            max_grad_norm=max_grad_norm, callbacks=[rec], show_progress=False).fit()
+    assert rec.norms == pytest.approx([expected, expected], rel=1e-5)
