@@ -380,3 +380,29 @@ def test_gradients_are_clipped_to_max_grad_norm(tmp_path, max_grad_norm, expecte
     Trainer(model, lambda b: -model(x).sum(), lambda e: [0, 1], tmp_path, epochs=1, lr=1e-3, scheduler="constant",
             max_grad_norm=max_grad_norm, callbacks=[rec], show_progress=False).fit()
     assert rec.norms == pytest.approx([expected, expected], rel=1e-5)
+
+
+def test_bf16_autocast_runs_the_forward_in_bfloat16_and_keeps_float32_weights(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    x, y = make_problem()
+    seen = []
+
+    def loss_fn(batch):
+        out = model(batch[0]).squeeze(-1)
+        seen.append(out.dtype)
+        return torch.nn.functional.mse_loss(out.float(), batch[1])
+
+    trainer = Trainer(model, loss_fn, lambda epoch: [(x, y)] * 4, tmp_path, epochs=2, lr=0.05, steps_per_epoch=4,
+                      show_progress=False, autocast="bf16")
+    trainer.fit()
+    assert seen and set(seen) == {torch.bfloat16}  # the linear layer ran in bfloat16
+    assert model.weight.dtype == torch.float32 and model.weight.grad.dtype == torch.float32
+    torch.manual_seed(0)
+    untrained = torch.nn.Linear(4, 1)  # the same initial weights
+    with torch.no_grad():
+        final = float(torch.nn.functional.mse_loss(model(x).squeeze(-1), y))
+        first = float(torch.nn.functional.mse_loss(untrained(x).squeeze(-1), y))
+    assert final < first  # it still learns
+    with pytest.raises(ValueError, match="autocast must be null or 'bf16'"):
+        Trainer(model, loss_fn, lambda epoch: [], tmp_path / "b", autocast="fp16")

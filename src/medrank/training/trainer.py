@@ -20,6 +20,7 @@ complete checkpoint, so an interrupted run loses at most one epoch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -127,7 +128,7 @@ def load_state(directory: Path, name: str) -> dict[str, Any]:
 
 #: the recipe settings a pipeline config passes to :class:`Trainer` unchanged (same names on both sides)
 RECIPE_FIELDS = ("epochs", "lr", "weight_decay", "scheduler", "warmup_ratio", "max_steps_per_epoch",
-                 "keep_checkpoints", "seed", "show_progress")
+                 "keep_checkpoints", "seed", "show_progress", "autocast")
 
 
 def recipe_settings(config: Any) -> dict[str, Any]:
@@ -150,6 +151,10 @@ class Trainer:
         steps_per_epoch: needed for step-based schedules when ``batches`` has no length.
         max_steps_per_epoch: cap (CPU recipes).
         keep_checkpoints: how many epoch checkpoints to keep (the best one is always kept).
+        autocast: ``"bf16"`` runs ``loss_fn`` (the forward pass) under ``torch.autocast`` in bfloat16 on the
+            model's device; weights, optimizer state and the backward's accumulation stay float32. On a CPU
+            with AMX (Intel Sapphire Rapids and later) bf16 matrix products run several times faster than
+            float32; elsewhere they may be slower. ``None`` (default): float32 throughout.
     """
 
     def __init__(
@@ -176,7 +181,10 @@ class Trainer:
         seed: int = 13,
         show_progress: bool = True,
         model_saver: Callable[[torch.nn.Module, Path], None] | None = None,
+        autocast: str | None = None,
     ) -> None:
+        if autocast not in (None, "bf16"):
+            raise ValueError(f"autocast must be null or 'bf16', got {autocast!r}")
         _check_int("epochs", epochs, 1)
         if max_steps_per_epoch is not None:
             _check_int("max_steps_per_epoch", max_steps_per_epoch, 1)
@@ -208,8 +216,15 @@ class Trainer:
         self.seed = seed
         self.show_progress = show_progress
         self.model_saver = model_saver
+        self.autocast = autocast
         self.state = TrainState()
         self.stop_training = False
+
+    def _autocast(self) -> Any:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        device = next((p.device.type for p in self.model.parameters()), "cpu")
+        return torch.autocast(device_type=device, dtype=torch.bfloat16)
 
     # -- schedules --------------------------------------------------------------------------
     def _make_scheduler(self) -> torch.optim.lr_scheduler.LRScheduler | None:
@@ -415,7 +430,8 @@ class Trainer:
         for i, batch in enumerate(bar):
             if self.max_steps_per_epoch and i >= self.max_steps_per_epoch:
                 break
-            loss = self.loss_fn(batch)
+            with self._autocast():
+                loss = self.loss_fn(batch)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"non-finite loss {loss.item()} at epoch {epoch}, step {i}")
             self.optimizer.zero_grad(set_to_none=True)

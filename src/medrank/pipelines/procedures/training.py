@@ -117,6 +117,7 @@ class ProcedureConfig:
     scheduler: str = "linear"
     warmup_ratio: float = 0.1
     max_steps_per_epoch: int | None = None
+    autocast: str | None = None  # "bf16": training forward passes in bfloat16 (fast on CPUs with AMX); None: float32
     seed: int = 13
     threads: int | None = None  # None: the global --threads, else every core (the recipes set 1 or 2)
     cache_dir: str | None = None
