@@ -51,6 +51,33 @@ def test_decode_errors_name_the_file(tmp_path):
     assert message.startswith(f"{path}: not UTF-8 text") and "iconv" in message
 
 
+def test_decode_errors_name_the_file_read_not_an_output_file_open_around_it(tmp_path):
+    from medrank.cli import _error_message
+
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("fi\xe8vre\n".encode("latin-1"))
+
+    def read(path):
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+
+    def convert(src, dst):
+        with open(dst, "w", encoding="utf-8") as out:
+            out.write(read(src))
+
+    with pytest.raises(UnicodeDecodeError) as info:
+        convert(bad, tmp_path / "out.txt")
+    assert _error_message(info.value).startswith(f"{bad}: not UTF-8 text (it holds the byte 0xe8)")
+
+    def decode_into(dst):  # bytes decoded while only an output file is open: no file to name
+        with open(dst, "w", encoding="utf-8") as out:
+            out.write(b"fi\xe8vre".decode("utf-8"))
+
+    with pytest.raises(UnicodeDecodeError) as info:
+        decode_into(tmp_path / "out2.txt")
+    assert _error_message(info.value).startswith("a file: not UTF-8 text")
+
+
 def test_history_files_need_one_object_per_line(tmp_path):
     from medrank.pipelines.history.data import read_samples
 
@@ -104,3 +131,11 @@ def test_a_failed_history_build_leaves_the_previous_folder(tmp_path, monkeypatch
         ddx.build_ddxplus(out, {"train": [patients]}, valid_fraction=0.34, seed=1, k=30)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the new bank was never swapped in
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".built")] == []  # no temporary folder left
+
+
+def test_an_independent_split_is_not_written_over_its_bank_folder(tmp_path):
+    from medrank.pipelines.history.builders import build_mts_aci
+
+    (tmp_path / "built").mkdir()
+    with pytest.raises(ValueError, match="is the --bank folder itself"):
+        build_mts_aci(tmp_path / "built" / ".." / "built", {"test": [tmp_path / "x.csv"]}, bank_dir=tmp_path / "built")

@@ -135,6 +135,10 @@ def test_store_dsn_is_logged_without_its_password():
     assert redact_dsn("postgresql://bob:s3cr%40t@db:5432/kb?collection=a") == "postgresql://bob:***@db:5432/kb"
     assert redact_dsn("postgresql://bob@db/kb") == "postgresql://bob@db/kb"
     assert redact_dsn("embedded:/tmp/store") == "embedded:/tmp/store"
+    from medrank.service.build import dsn_without_password
+
+    # what the knowledge bases' manifests (files on disk) keep of the spec: everything but the password
+    assert dsn_without_password("postgresql://bob:s3cr%40t@db:5432/kb?collection=a") == "postgresql://bob@db:5432/kb?collection=a"
 
 
 def test_language_detection():

@@ -406,3 +406,18 @@ def test_bf16_autocast_runs_the_forward_in_bfloat16_and_keeps_float32_weights(tm
     assert final < first  # it still learns
     with pytest.raises(ValueError, match="autocast must be null or 'bf16'"):
         Trainer(model, loss_fn, lambda epoch: [], tmp_path / "b", autocast="fp16")
+
+
+def test_frozen_bottom_states_stay_float32_under_autocast(tiny_encoder):
+    from medrank.pipelines.symptom.model import BiEncoder
+
+    bi = BiEncoder(tiny_encoder, train_layers=1)  # 1 of the tiny model's 2 blocks frozen
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        bi.fill_cache(["fever", "cough at night"], "query")
+    prompt = tiny_encoder._prompt("query")
+    with torch.no_grad():
+        reference = bi._bottom(dict(tiny_encoder.tokenizer([prompt + "fever"], return_tensors="pt")))
+    cached, _ = bi._cache_for("query").gather(["fever"], torch.device("cpu"))
+    assert cached.dtype == torch.float32
+    # float32 up to the last bit batch padding moves (~1e-7); a bfloat16 bottom is off by ~1e-4 here
+    torch.testing.assert_close(cached[0, : reference.shape[1]], reference[0], rtol=1e-6, atol=1e-6)

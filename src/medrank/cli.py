@@ -78,21 +78,27 @@ def _error_message(exc: BaseException) -> str:
         where = _file_being_read(exc)
         byte = exc.object[exc.start:exc.start + 1].hex()
         return (f"{where or 'a file'}: not UTF-8 text (it holds the byte 0x{byte}); medrank reads UTF-8 files: "
-                "convert it first (e.g. iconv -f GB18030 -t UTF-8)")
+                "convert it first (iconv -f <its encoding> -t UTF-8, e.g. GB18030 for Chinese)")
     return str(exc) or type(exc).__name__
 
 
 def _file_being_read(exc: BaseException) -> str | None:
-    """The name of the innermost open text file in ``exc``'s traceback (the file a decode error came from)."""
+    """The file a decode error came from: a text file opened for reading, held by the innermost frame of
+    ``exc``'s traceback that holds one (the reader's frame, not an output file open further out). By the
+    time the error is reported the reader's ``with`` block has closed it, so closed files count."""
     import io
 
-    tb, name = exc.__traceback__, None
+    frames = []
+    tb = exc.__traceback__
     while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
-            if isinstance(value, io.TextIOWrapper) and isinstance(getattr(value, "name", None), str):
-                name = value.name
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return name
+    for frame in reversed(frames):  # innermost first
+        for value in frame.f_locals.values():
+            if (isinstance(value, io.TextIOWrapper) and "r" in value.mode
+                    and isinstance(getattr(value, "name", None), str)):
+                return value.name
+    return None
 
 
 def run(argv: list[str] | None = None) -> None:

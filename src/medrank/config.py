@@ -217,11 +217,11 @@ def task_option(options: dict[str, Any], key: str, default: Any, kind: type) -> 
 
     ``--set`` values are parsed as JSON, so ``max_samples=abc`` arrives as text and ``max_samples=1.5``
     as a float; either ends here as one line naming the option instead of a ``TypeError`` later.
-    A missing key gives ``default`` (returned as is, ``None`` included).
+    A missing key or a null value gives ``default`` (returned as is, ``None`` included).
     """
-    if key not in options:
+    value = options.get(key)
+    if value is None:  # absent, or --set KEY=null: the default
         return default
-    value = options[key]
     ok = (isinstance(value, int) if kind is int else isinstance(value, int | float)) and not isinstance(value, bool)
     if not ok:
         raise ValueError(f"--set {key} must be {'an integer' if kind is int else 'a number'}, got {value!r}")

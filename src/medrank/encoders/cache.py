@@ -44,7 +44,7 @@ class CachedEncoder(Encoder):
         if not (self.directory / "spec.json").exists():  # written once (atomically): it names the folder's model
             described = {"fingerprint": json.loads(key), "spec": encoder.spec()}
             atomic_write_text(self.directory / "spec.json", json.dumps(described, sort_keys=True, default=str))
-        self._stores: dict[str, tuple[dict[str, int], np.ndarray]] = {}
+        self._stores: dict[str, tuple[dict[bytes, int], np.ndarray]] = {}
 
     @property
     def dim(self) -> int:
@@ -78,7 +78,7 @@ class CachedEncoder(Encoder):
     def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
         index, vecs = self._store(kind)
         keys = [_text_key(t) for t in texts]
-        missing: dict[str, str] = {}
+        missing: dict[bytes, str] = {}
         for k, t in zip(keys, texts, strict=True):
             if k not in index and k not in missing:
                 missing[k] = t
@@ -96,4 +96,7 @@ class CachedEncoder(Encoder):
             digests = np.frombuffer(b"".join(index), dtype=np.uint8).reshape(len(index), 20)
             # one file: the vectors and the digests of their texts are replaced together
             atomic_write_bytes(self._path(kind), save({"sha1": digests, "vectors": np.ascontiguousarray(vecs)}))
+            stem = kind or "plain"
+            for old in (self.directory / f"{stem}.npy", self.directory / f"{stem}.keys.json"):
+                old.unlink(missing_ok=True)  # an earlier version's cache of this kind: superseded
         return vecs[[index[k] for k in keys]]

@@ -63,16 +63,12 @@ def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
             f"model folder {key} not found, and {key!r} is not a Hugging Face hub id "
             f"(known aliases: {', '.join(sorted(ALIASES))})"
         )
-    near = _near_alias(key)
-    if near is not None:
-        # a typo of an alias is far likelier than a hub model of that name: say so instead of asking the hub
-        raise FileNotFoundError(f"unknown model {key!r}: did you mean {near!r}? (a hub model: give its owner/name id; "
-                                f"known aliases: {', '.join(sorted(ALIASES))})")
     return _hub_model(key)
 
 
 def _near_alias(name: str) -> str | None:
-    """The alias ``name`` is a likely typo of (one or two edits away), for names without an owner."""
+    """The alias ``name`` may be a typo of (one or two edits away), for names without an owner. Only a hint
+    once the hub has failed: real hub names sit that close to aliases too (``t5-small``, ``all-MiniLM-L12-v2``)."""
     if "/" in name:
         return None
     from rapidfuzz.distance import Levenshtein
@@ -107,9 +103,11 @@ def _hub_model(repo_id: str) -> str:
         return repo_id
     snapshot = cached_snapshot(repo_id)
     if snapshot is None:
+        near = _near_alias(repo_id)
+        hint = f" Did you mean {near!r}?" if near else ""
         raise OSError(
             f"cannot load model {repo_id!r}: not a known alias ({', '.join(sorted(ALIASES))}), not a local "
-            f"folder, not in the Hugging Face cache, and the hub ({host}) is unreachable: {reason}"
+            f"folder, not in the Hugging Face cache, and the hub ({host}) is unreachable: {reason}.{hint}"
         )
     return snapshot
 

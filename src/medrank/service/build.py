@@ -170,7 +170,8 @@ class Builder:
                  "hybrid": f"zero-shot {getattr(encoder, 'name', '')} + BM25 (hybrid, RRF)"}[method]
         info = KBInfo(**{**info.__dict__, "method": method, "model": model})
         path = self.state / "kbs" / name
-        fingerprint = self._fingerprint(info, encoder.fingerprint() if encoder is not None else None, store_spec)
+        fingerprint = self._fingerprint(info, encoder.fingerprint() if encoder is not None else None,
+                                        None if store_spec is None else dsn_without_password(store_spec))  # manifests are files on disk
         manifest = KnowledgeBase.read_manifest(path)
         store = self._open_store(store_spec, encoder, info.language) if store_spec else None
         if manifest is not None and manifest.get("fingerprint") == fingerprint and (store is None or store.count() > 0):
@@ -446,14 +447,18 @@ def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPEL
 
 def redact_dsn(spec: str) -> str:
     """A store spec fit for a log line: a ``postgresql://`` DSN without its password and query options."""
+    return dsn_without_password(spec.split("?")[0], mask="***")
+
+
+def dsn_without_password(spec: str, mask: str | None = None) -> str:
+    """``spec`` with a ``postgresql://`` DSN's password removed (or replaced by ``mask``); other specs unchanged."""
     from urllib.parse import urlsplit, urlunsplit
 
-    spec = spec.split("?")[0]
     if not spec.startswith(("postgresql://", "postgres://")):
         return spec
     parts = urlsplit(spec)
     if parts.password is None:
         return spec
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}{'' if mask is None else ':' + mask}@{host}"))

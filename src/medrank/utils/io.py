@@ -52,18 +52,11 @@ def _umask() -> int:
             for line in fh:
                 if line.startswith("Umask:"):
                     return int(line.split()[1], 8)
-    except (OSError, ValueError):  # pragma: no cover - not Linux
+    except (OSError, ValueError):  # pragma: no cover - not Linux: the set-and-restore is the only portable read
         pass
-    return _STARTUP_UMASK
-
-
-def _read_startup_umask() -> int:
-    mask = os.umask(0o022)  # at import, before any worker thread of ours exists
+    mask = os.umask(0o077)  # a restrictive value for the instant it is in force
     os.umask(mask)
     return mask
-
-
-_STARTUP_UMASK = _read_startup_umask()
 
 
 def _under_cache(path: Path) -> bool:

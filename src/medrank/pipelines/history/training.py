@@ -258,6 +258,7 @@ def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True)
         "steps": state.global_step,
         "best_epoch": best_epoch,
         "train_seconds": round(train_seconds, 1),
+        "threads": torch.get_num_threads(),  # the count that ran (a global --threads overrides the config's)
         "final_train_loss": state.history[-1].get("train_loss") if state.history else None,
     }
     atomic_write_json(output_dir / "eval_valid.json", report)

@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
             corpus = load_passage_corpus(test, split, min_passages=min_passages)
             cdv = TrainedCDV(model)
         except (ValueError, OSError) as exc:
-            fail(str(exc))
+            fail(exc)
         t0 = time.perf_counter()
         index = cdv.build_index(list(corpus.documents))
         elapsed = time.perf_counter() - t0
@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
             index = CDVIndex.load(index_dir)
             ranking = index.search(entity, aspect, k=k, entity_weight=entity_weight)
         except (ValueError, OSError) as exc:
-            fail(str(exc))
+            fail(exc)
         rows = []
         for pid, score in zip(ranking.ids, ranking.scores, strict=True):
             p = index.passages[index.passage_index[pid]]

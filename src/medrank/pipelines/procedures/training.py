@@ -157,6 +157,10 @@ class ProcedureConfig:
             raise ValueError("kar_list_context needs kar_listwise_weight > 0 (batches of whole candidate lists)")
         if cfg.head_lr is not None and cfg.head_lr <= 0:
             raise ValueError(f"head_lr must be > 0, got {cfg.head_lr}")
+        if cfg.autocast not in (None, "bf16"):
+            raise ValueError(f"autocast must be null or 'bf16', got {cfg.autocast!r}")
+        if cfg.autocast is not None and cfg.task == "procedures-fusion":
+            raise ValueError("autocast applies to training MTCG and KAR; the fusion step fits a logistic regression")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
@@ -327,6 +331,7 @@ def train_mtcg(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path,
         "valid_mentions": len(task.valid),
         "train_pairs": int(len(task.pairs)),
         "train_seconds": round(time.perf_counter() - started, 1),
+        "threads": torch.get_num_threads(),  # the count that ran (a global --threads overrides the config's)
         "config": cfg.to_dict(),
     }
     if cfg.eval_val:
@@ -561,6 +566,7 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
         "history": trainer.state.history,
         "train_examples": len(task.examples),
         "train_seconds": round(time.perf_counter() - started, 1),
+        "threads": torch.get_num_threads(),  # the count that ran (a global --threads overrides the config's)
         "config": cfg.to_dict(),
     }
     if cfg.eval_val:
@@ -633,6 +639,7 @@ def train_fusion(config: dict[str, Any] | ProcedureConfig, output_dir: str | Pat
         final.fusion = "fb"
         summary["val_fb"] = set_accuracy(val, final.predict([m.text for m in val]))
     summary["train_seconds"] = round(time.perf_counter() - started, 1)
+    summary["threads"] = torch.get_num_threads()
     atomic_write_json(output_dir / "results.json", summary)
     return summary
 

@@ -155,8 +155,11 @@ class BiEncoder(nn.Module):
         return self.caches[key]
 
     def _bottom(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Hidden states after the frozen blocks (no gradient)."""
-        return frozen_bottom(self.encoder.model, self.n_frozen, features)
+        """Hidden states after the frozen blocks (no gradient), always in float32: they are cached on disk
+        and shared by every later run, so a training run's ``autocast: bf16`` must not reach them."""
+        device = features["input_ids"].device.type
+        with torch.autocast(device_type=device, enabled=False):
+            return frozen_bottom(self.encoder.model, self.n_frozen, features)
 
     def _top(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hf = self.encoder.model

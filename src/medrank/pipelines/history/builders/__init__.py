@@ -68,6 +68,10 @@ def build_mts_aci(
     """
     from medrank.utils.io import atomic_dir
 
+    if bank_dir is not None and Path(out_dir).resolve() == Path(bank_dir).resolve():
+        # the folder is replaced as a whole: its own train/valid samples would be lost
+        raise ValueError(f"--out {out_dir} is the --bank folder itself; write the new split elsewhere "
+                         "(e.g. --out /tmp/history-test)")
     with atomic_dir(out_dir) as tmp:
         return _build_mts_aci_into(
             tmp, splits, bank_dir=bank_dir, bank_split=bank_split, valid_fraction=valid_fraction, seed=seed,

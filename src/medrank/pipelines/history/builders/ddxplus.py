@@ -68,10 +68,10 @@ def read_patients(path: Path) -> list[dict[str, Any]]:
             try:
                 feats = ast.literal_eval(row["features"])
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                raise ValueError(f"{path}: line {n + 2}: features is not a Python list literal of evidence names "
+                raise ValueError(f"{path}: line {reader.line_num}: features is not a Python list literal of evidence names "
                                  "(such as ['E_91', 'E_53_@_V_44'])") from None
             if not isinstance(feats, list):
-                raise ValueError(f"{path}: line {n + 2}: features is not a list")
+                raise ValueError(f"{path}: line {reader.line_num}: features is not a list")
             out.append({"id": f"{path.stem}:{n}", "features": [str(f) for f in feats], "initial": row["feature_id"]})
     return out
 
