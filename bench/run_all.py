@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 # (name, arguments): cheap to expensive
 BENCHES: list[tuple[str, list[str]]] = [
+    ("host_gemm", []),
     ("metrics_crosscheck", []),
     ("verify_e5_conversion", []),
     ("query_latency", ["--queries", "300"]),

@@ -1,0 +1,52 @@
+"""Matrix-product speed of this host in float32 and bfloat16, on 1 and 2 threads.
+
+The shared CPU hosts differ from day to day (AMD EPYC without bf16 units; Intel Xeon with AMX),
+and whether a training config's ``autocast: bf16`` pays off depends on it: this records both
+dtypes on two shapes — a large square product (the peak) and an encoder-sized one
+((512 x 384) @ (384 x 1536), a batch of tokens through e5-small's feed-forward layer).
+
+    python bench/host_gemm.py
+"""
+
+from __future__ import annotations
+
+import time
+
+import common
+import torch
+
+SHAPES = {"square 2048": (2048, 2048, 2048), "encoder 512x384x1536": (512, 384, 1536)}
+
+
+def gflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 1.0) -> float:
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    for _ in range(5):  # warm-up (oneDNN picks its kernels on the first calls)
+        a @ b
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    return round(2 * m * k * n * count / (time.perf_counter() - start) / 1e9, 1)
+
+
+def main() -> None:
+    rows = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for shape, (m, k, n) in SHAPES.items():
+            f32, bf16 = gflops(m, k, n, torch.float32), gflops(m, k, n, torch.bfloat16)
+            rows.append({"threads": threads, "shape": shape, "float32_gflops": f32, "bfloat16_gflops": bf16,
+                         "bf16_speedup": round(bf16 / f32, 2)})
+    bf16_units = bool(getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)())
+    payload = {"environment": common.environment(threads="1 and 2"), "bf16_supported_by_onednn": bf16_units,
+               "results": rows}
+    md = ["| threads | shape | float32 GFLOP/s | bfloat16 GFLOP/s | bf16 / fp32 |", "|---:|---|---:|---:|---:|"]
+    md += [f"| {r['threads']} | {r['shape']} | {r['float32_gflops']} | {r['bfloat16_gflops']} | {r['bf16_speedup']} |"
+           for r in rows]
+    md += ["", f"oneDNN reports bf16 support: {bf16_units}. A training config's `autocast: bf16` runs the forward "
+               "passes in bfloat16; it pays off where the last column is well above 1."]
+    common.write("host_gemm", payload, "\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
