@@ -66,97 +66,71 @@ def build_mts_aci(
     ``splits`` maps split names to raw CSV files (default: the visible MTS-Dialog / ACI-Bench
     train and validation files); ``encoder`` overrides ``encoder_name`` (tests pass a tiny model).
     """
-    from medrank.utils.io import atomic_dir
+    from medrank.utils.io import atomic_dir, atomic_write_json
 
     if bank_dir is not None and Path(out_dir).resolve() == Path(bank_dir).resolve():
         # the folder is replaced as a whole: its own train/valid samples would be lost
         raise ValueError(f"--out {out_dir} is the --bank folder itself; write the new split elsewhere "
                          "(e.g. --out /tmp/history-test)")
-    with atomic_dir(out_dir) as tmp:
-        return _build_mts_aci_into(
-            tmp, splits, bank_dir=bank_dir, bank_split=bank_split, valid_fraction=valid_fraction, seed=seed,
-            threshold=threshold, k=k, weights=weights, encoder_name=encoder_name, encoder=encoder,
-            data_root=data_root, show_progress=show_progress,
-        )
-
-
-def _build_mts_aci_into(
-    out_dir: Path,
-    splits: Mapping[str, Sequence[Path]] | None = None,
-    *,
-    bank_dir: Path | None = None,
-    bank_split: str = "train",
-    valid_fraction: float = 0.2,
-    seed: int = 13,
-    threshold: float = DEFAULT_THRESHOLD,
-    k: int = 30,
-    weights: dict[str, float] | None = None,
-    encoder_name: str = "minilm",
-    encoder: Any = None,
-    data_root: str | None = None,
-    show_progress: bool = True,
-) -> dict[str, Any]:
-    """The body of :func:`build_mts_aci`, writing into the (temporary) folder ``out_dir``."""
-    from medrank.encoders import load_encoder
-    from medrank.utils.io import atomic_write_json
-
-    t0 = time.perf_counter()
-    splits = dict(splits or default_files(data_root))
-    if not splits:
-        raise ValueError("no raw files given")
-    encoder = encoder if encoder is not None else load_encoder(encoder_name)
-    dialogues = {name: read_dialogues(paths, name) for name, paths in splits.items()}
-    if bank_dir is not None:
-        bank_dir = Path(bank_dir)
-        old = load_meta(bank_dir)
-        bank = read_bank(bank_dir / "bank.jsonl")
-        mem_rows = read_jsonl(bank_dir / "memory.jsonl")
-        memory = Memory([r["tail"] for r in mem_rows], [r["asked"] for r in mem_rows], [r["dialogue_id"] for r in mem_rows])
-        threshold = old["bank"]["threshold"]
-        stage_cfg = old["first_stage"]
-        carved_n = 0
-    else:
-        if bank_split not in dialogues:
-            raise ValueError(f"the bank is built from split {bank_split!r}, which is not among {sorted(dialogues)}")
-        kept, carved = carve(dialogues[bank_split], valid_fraction, seed)
-        dialogues[bank_split] = kept
-        dialogues["valid"] = dialogues.get("valid", []) + carved
-        carved_n = len(carved)
-        train_raw = question_samples(kept)
-        bank, _ = build_bank([q for s in train_raw for q in s.asked], encoder, threshold, show_progress=show_progress)
-        known0 = {m: q.id for q in bank for m in q.members}
-        memory = Memory([context_tail(s.context) for s in train_raw], [[known0[q] for q in s.asked] for s in train_raw],
-                        [s.dialogue_id for s in train_raw])
-        stage_cfg = {"k": k, "weights": {**DEFAULT_WEIGHTS, **(weights or {})}, "tail_turns": 2,
-                     "knn_k": 200, "knn_temperature": 0.1}
-    known = {m: q.id for q in bank for m in q.members}
-    write_jsonl(out_dir / "bank.jsonl", [{"id": q.id, "text": q.text, "count": q.count, "members": q.members}
-                                         for q in bank])
-    write_jsonl(out_dir / "memory.jsonl", [{"tail": t, "asked": a, "dialogue_id": d}
-                                           for t, a, d in zip(memory.tails, memory.asked, memory.dialogues, strict=True)])
-    stage = FirstStage(bank, encoder, stage_cfg["weights"], memory, tail_turns=stage_cfg["tail_turns"],
-                       knn_k=stage_cfg["knn_k"], knn_temperature=stage_cfg["knn_temperature"])
-    meta: dict[str, Any] = {
-        "source": "mts-aci",
-        "files": {n: [str(p) for p in ps] for n, ps in splits.items()},
-        "carved_from_train": {"fraction": valid_fraction if bank_dir is None else 0.0, "seed": seed,
-                              "dialogues": carved_n},
-        "bank": {"size": len(bank), "threshold": threshold, "encoder": encoder_name,
-                 "built_from": str(bank_dir) if bank_dir else bank_split,
-                 "questions": sum(q.count for q in bank), "distinct_phrasings": len(known),
-                 "clustering": "leader clustering by decreasing frequency, MiniLM cosine >= threshold"},
-        "first_stage": stage_cfg,
-        "splits": {},
-    }
-    for name, dlg in dialogues.items():
-        items: list[RawSample] = question_samples(dlg)
-        samples, stats = _first_stage_samples(items, bank, stage, encoder, known, threshold, stage_cfg["k"],
-                                              show_progress)
-        write_jsonl(out_dir / f"{name}.jsonl", [s.to_json() for s in samples])
-        meta["splits"][name] = {"dialogues": len(dlg), **stats}
-    meta["seconds"] = round(time.perf_counter() - t0, 1)
-    atomic_write_json(out_dir / "meta.json", meta)
-    return meta
+    with atomic_dir(out_dir) as out_dir:  # every file below lands in the temporary folder, swapped in at the end
+        from medrank.encoders import load_encoder
+        t0 = time.perf_counter()
+        splits = dict(splits or default_files(data_root))
+        if not splits:
+            raise ValueError("no raw files given")
+        encoder = encoder if encoder is not None else load_encoder(encoder_name)
+        dialogues = {name: read_dialogues(paths, name) for name, paths in splits.items()}
+        if bank_dir is not None:
+            bank_dir = Path(bank_dir)
+            old = load_meta(bank_dir)
+            bank = read_bank(bank_dir / "bank.jsonl")
+            mem_rows = read_jsonl(bank_dir / "memory.jsonl")
+            memory = Memory([r["tail"] for r in mem_rows], [r["asked"] for r in mem_rows], [r["dialogue_id"] for r in mem_rows])
+            threshold = old["bank"]["threshold"]
+            stage_cfg = old["first_stage"]
+            carved_n = 0
+        else:
+            if bank_split not in dialogues:
+                raise ValueError(f"the bank is built from split {bank_split!r}, which is not among {sorted(dialogues)}")
+            kept, carved = carve(dialogues[bank_split], valid_fraction, seed)
+            dialogues[bank_split] = kept
+            dialogues["valid"] = dialogues.get("valid", []) + carved
+            carved_n = len(carved)
+            train_raw = question_samples(kept)
+            bank, _ = build_bank([q for s in train_raw for q in s.asked], encoder, threshold, show_progress=show_progress)
+            known0 = {m: q.id for q in bank for m in q.members}
+            memory = Memory([context_tail(s.context) for s in train_raw], [[known0[q] for q in s.asked] for s in train_raw],
+                            [s.dialogue_id for s in train_raw])
+            stage_cfg = {"k": k, "weights": {**DEFAULT_WEIGHTS, **(weights or {})}, "tail_turns": 2,
+                         "knn_k": 200, "knn_temperature": 0.1}
+        known = {m: q.id for q in bank for m in q.members}
+        write_jsonl(out_dir / "bank.jsonl", [{"id": q.id, "text": q.text, "count": q.count, "members": q.members}
+                                             for q in bank])
+        write_jsonl(out_dir / "memory.jsonl", [{"tail": t, "asked": a, "dialogue_id": d}
+                                               for t, a, d in zip(memory.tails, memory.asked, memory.dialogues, strict=True)])
+        stage = FirstStage(bank, encoder, stage_cfg["weights"], memory, tail_turns=stage_cfg["tail_turns"],
+                           knn_k=stage_cfg["knn_k"], knn_temperature=stage_cfg["knn_temperature"])
+        meta: dict[str, Any] = {
+            "source": "mts-aci",
+            "files": {n: [str(p) for p in ps] for n, ps in splits.items()},
+            "carved_from_train": {"fraction": valid_fraction if bank_dir is None else 0.0, "seed": seed,
+                                  "dialogues": carved_n},
+            "bank": {"size": len(bank), "threshold": threshold, "encoder": encoder_name,
+                     "built_from": str(bank_dir) if bank_dir else bank_split,
+                     "questions": sum(q.count for q in bank), "distinct_phrasings": len(known),
+                     "clustering": "leader clustering by decreasing frequency, MiniLM cosine >= threshold"},
+            "first_stage": stage_cfg,
+            "splits": {},
+        }
+        for name, dlg in dialogues.items():
+            items: list[RawSample] = question_samples(dlg)
+            samples, stats = _first_stage_samples(items, bank, stage, encoder, known, threshold, stage_cfg["k"],
+                                                  show_progress)
+            write_jsonl(out_dir / f"{name}.jsonl", [s.to_json() for s in samples])
+            meta["splits"][name] = {"dialogues": len(dlg), **stats}
+        meta["seconds"] = round(time.perf_counter() - t0, 1)
+        atomic_write_json(out_dir / "meta.json", meta)
+        return meta
 
 
 def _first_stage_samples(

@@ -161,53 +161,43 @@ def build_ddxplus(
 ) -> dict[str, Any]:
     """Build ``bank.jsonl`` + ``<split>.jsonl`` + ``meta.json`` from DDXPlus patient files, all at once
     (the folder is written aside and swapped in when complete; a failed build leaves the old one)."""
-    from medrank.utils.io import atomic_dir
+    from medrank.utils.io import atomic_dir, atomic_write_json
 
-    with atomic_dir(out_dir) as tmp:
-        return _build_ddxplus_into(tmp, splits, kb_dir=kb_dir, valid_fraction=valid_fraction, seed=seed, k=k,
-                                   data_root=data_root)
-
-
-def _build_ddxplus_into(
-    out_dir: Path, splits: Mapping[str, Sequence[Path]] | None = None, *, kb_dir: Path | None = None,
-    valid_fraction: float = 0.2, seed: int = 13, k: int = 30, data_root: str | None = None,
-) -> dict[str, Any]:
-    from medrank.utils.io import atomic_write_json
-
-    t0 = time.perf_counter()
-    if splits is None:
-        splits = {"train": [default_patient_file(data_root)]}
-    else:
-        valid_fraction = 0.0 if "train" not in splits else valid_fraction
-    first_file = Path(next(iter(splits.values()))[0])
-    evidences, conditions = load_kb(kb_dir or first_file.parent)
-    kb = KnowledgeBase(evidences, conditions)
-    patients = {n: [p for f in fs for p in read_patients(Path(f))] for n, fs in splits.items()}
-    if valid_fraction and "train" in patients:
-        order = np.random.default_rng(seed).permutation(len(patients["train"]))
-        n_valid = int(round(len(order) * valid_fraction))
-        carved = set(order[:n_valid].tolist())
-        patients["valid"] = patients.get("valid", []) + [p for i, p in enumerate(patients["train"]) if i in carved]
-        patients["train"] = [p for i, p in enumerate(patients["train"]) if i not in carved]
-    write_jsonl(out_dir / "bank.jsonl", [{"id": e, "text": evidences[e]["question_en"], "count": 1, "members": []}
-                                         for e in kb.ids])
-    meta: dict[str, Any] = {"source": "ddxplus", "files": {n: [str(f) for f in fs] for n, fs in splits.items()},
-                            "carved_from_train": {"fraction": valid_fraction, "seed": seed},
-                            "bank": {"size": len(kb.ids), "threshold": None, "encoder": None,
-                                     "built_from": "release_evidences.json"},
-                            "first_stage": {"k": k, "kind": "knowledge base (release_conditions.json)",
-                                            "steps": list(STEPS)},
-                            "splits": {}}
-    for name, pats in patients.items():
-        rng = np.random.default_rng(seed + 1)
-        samples = [s for p in pats for s in patient_samples(p, kb, rng, k)]
-        write_jsonl(out_dir / f"{name}.jsonl", [s.to_json() for s in samples])
-        meta["splits"][name] = {
-            "patients": len(pats), "kept_samples": len(samples),
-            "mean_candidates": round(float(np.mean([len(s.candidates) for s in samples])), 2) if samples else None,
-            "mean_positives_in_candidates": round(float(np.mean([len(s.positives) for s in samples])), 3)
-            if samples else None,
-        }
-    meta["seconds"] = round(time.perf_counter() - t0, 1)
-    atomic_write_json(out_dir / "meta.json", meta)
-    return meta
+    with atomic_dir(out_dir) as out_dir:  # every file below lands in the temporary folder, swapped in at the end
+        t0 = time.perf_counter()
+        if splits is None:
+            splits = {"train": [default_patient_file(data_root)]}
+        else:
+            valid_fraction = 0.0 if "train" not in splits else valid_fraction
+        first_file = Path(next(iter(splits.values()))[0])
+        evidences, conditions = load_kb(kb_dir or first_file.parent)
+        kb = KnowledgeBase(evidences, conditions)
+        patients = {n: [p for f in fs for p in read_patients(Path(f))] for n, fs in splits.items()}
+        if valid_fraction and "train" in patients:
+            order = np.random.default_rng(seed).permutation(len(patients["train"]))
+            n_valid = int(round(len(order) * valid_fraction))
+            carved = set(order[:n_valid].tolist())
+            patients["valid"] = patients.get("valid", []) + [p for i, p in enumerate(patients["train"]) if i in carved]
+            patients["train"] = [p for i, p in enumerate(patients["train"]) if i not in carved]
+        write_jsonl(out_dir / "bank.jsonl", [{"id": e, "text": evidences[e]["question_en"], "count": 1, "members": []}
+                                             for e in kb.ids])
+        meta: dict[str, Any] = {"source": "ddxplus", "files": {n: [str(f) for f in fs] for n, fs in splits.items()},
+                                "carved_from_train": {"fraction": valid_fraction, "seed": seed},
+                                "bank": {"size": len(kb.ids), "threshold": None, "encoder": None,
+                                         "built_from": "release_evidences.json"},
+                                "first_stage": {"k": k, "kind": "knowledge base (release_conditions.json)",
+                                                "steps": list(STEPS)},
+                                "splits": {}}
+        for name, pats in patients.items():
+            rng = np.random.default_rng(seed + 1)
+            samples = [s for p in pats for s in patient_samples(p, kb, rng, k)]
+            write_jsonl(out_dir / f"{name}.jsonl", [s.to_json() for s in samples])
+            meta["splits"][name] = {
+                "patients": len(pats), "kept_samples": len(samples),
+                "mean_candidates": round(float(np.mean([len(s.candidates) for s in samples])), 2) if samples else None,
+                "mean_positives_in_candidates": round(float(np.mean([len(s.positives) for s in samples])), 3)
+                if samples else None,
+            }
+        meta["seconds"] = round(time.perf_counter() - t0, 1)
+        atomic_write_json(out_dir / "meta.json", meta)
+        return meta
