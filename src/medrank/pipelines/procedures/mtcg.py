@@ -46,11 +46,18 @@ def euclidean_from_cosine(cos: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(2.0 - 2.0 * np.asarray(cos, dtype=np.float64), 0.0, None))
 
 
-def run_top(bi: BiEncoder, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The trainable top blocks of ``bi`` over frozen-bottom states ``(n, L, d)`` → top states ``(n, L, d)``."""
+def run_top(bi: BiEncoder, hidden: torch.Tensor, mask: torch.Tensor, start: int | None = None) -> torch.Tensor:
+    """The trainable top blocks of ``bi`` over frozen-bottom states ``(n, L, d)`` → top states ``(n, L, d)``.
+
+    ``start``: ``hidden`` already went through the blocks below ``start`` (≥ ``bi.n_frozen``): a
+    KAR that reads MTCG's own trained bottom hands its mention states over, and only the rest run.
+    """
     hf = bi.encoder.model
+    start = bi.n_frozen if start is None else start
+    if start < bi.n_frozen:
+        raise ValueError(f"start ({start}) is below the frozen bottom ({bi.n_frozen} blocks)")
     am = model_attention_mask(hf, hidden, mask)
-    for block in encoder_blocks(hf)[bi.n_frozen :]:
+    for block in encoder_blocks(hf)[start:]:
         hidden = block_forward(block, hidden, am)
     return hidden
 
@@ -87,9 +94,12 @@ class MTCG(nn.Module):
     def dim(self) -> int:
         return self.bi.dim
 
-    def mention_forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Frozen-bottom mention states → (unit embeddings ``(n, d)``, count logits ``(n, 3)``)."""
-        top = run_top(self.bi, hidden, mask)
+    def mention_forward(self, hidden: torch.Tensor, mask: torch.Tensor, start: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Frozen-bottom mention states → (unit embeddings ``(n, d)``, count logits ``(n, 3)``).
+
+        ``start``: the block ``hidden`` stops below (default: the end of the frozen bottom; see :func:`run_top`).
+        """
+        top = run_top(self.bi, hidden, mask, start)
         emb = nn.functional.normalize(pool(top, mask, "mean"), dim=-1)
         return emb, self.count_head(top[:, 0])
 
@@ -160,6 +170,17 @@ class MTCG(nn.Module):
         model = cls(encoder, train_layers=spec["train_layers"])
         model.load_weights(directory)
         return model
+
+
+def weights_digest(directory: str | Path) -> str:
+    """SHA-256 of an MTCG folder's trained weights: the cache key of a frozen bottom that holds them."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(Path(directory) / WEIGHTS, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_base_encoder(spec: dict[str, Any]) -> TransformerEncoder:

@@ -87,6 +87,8 @@ class BiEncoder(nn.Module):
             ``train_layers`` is not ``None``).
         cache: cache the frozen bottom's output per text (only with ``train_layers``).
         cache_dtype: storage type of the cache (``float32`` keeps it exact).
+        weights_key: a digest of trained weights inside the frozen bottom (a KAR reading MTCG's
+            trained blocks), added to the base files' digest in :meth:`cache_key`.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class BiEncoder(nn.Module):
         freeze_embeddings: bool = True,
         cache: bool = True,
         cache_dtype: torch.dtype = torch.float32,
+        weights_key: str | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(encoder, TransformerEncoder):
@@ -130,6 +133,8 @@ class BiEncoder(nn.Module):
         # the base weights' digest as loaded now: a cache written later is filed under the weights
         # its states came from, even if the model folder is re-written in between
         self._weights_key = encoder.fingerprint().get("files") or str(encoder.model_path or encoder.name)
+        if weights_key is not None:  # the bottom holds trained blocks: their digest joins the base's
+            self._weights_key = f"{self._weights_key}+{weights_key}"
         # the trainable parts only: what the trainer optimises and checkpoints (a few MB, not the
         # 470 MB of e5-small's embedding table)
         parts: dict[str, nn.Module] = {}
