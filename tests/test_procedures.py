@@ -484,24 +484,6 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     with pytest.raises(ValueError, match="kar_train_layers"):
         ProcedureConfig.from_dict({"task": "procedures-kar", "kar_train_layers": 0})
 
-    # a KAR over a separate copy of the base model's bottom (kar_bottom: base): MTCG keeps its own
-    # bottom; the saved spec says so, and the loaded normaliser rebuilds the same two paths
-    base_cfg = deep_cfg | {"kar_train_layers": 1, "kar_bottom": "base", "kar_init": "base"}
-    base_task = KARTask(ProcedureConfig.from_dict(base_cfg), tmp_path / "base-bottom")
-    assert base_task.kar.bottom.encoder is not base_task.mtcg.bi.encoder and base_task.kar.bottom.n_frozen == 2
-    assert not any(p.requires_grad for p in base_task.mtcg.parameters())
-    train_kar(base_cfg, tmp_path / "base-bottom")
-    assert json.loads((tmp_path / "base-bottom" / "model" / "kar.json").read_text(encoding="utf-8"))["bottom"] == "base"
-    on_base = ProcedureNormalizer.load(tmp_path / "base-bottom", data_root=str(data_dir))
-    assert on_base.kar.bottom_source == "base" and on_base.kar.bottom.encoder is not on_base.mtcg.bi.encoder
-    assert len(on_base.frozen_bottoms()) == 2
-    one, batch = on_base.normalize_one("右甲状腺叶切除术"), on_base.predict(["右甲状腺叶切除术"])[0]
-    assert one.candidates == batch.candidates and one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
-    # MTCG's recall is untouched by the KAR beside it
-    assert one.candidates == norm.predict(["右甲状腺叶切除术"])[0].candidates
-    # a KAR saved over one bottom does not load over the other
-    with pytest.raises(ValueError, match="'base' bottom"):
-        deep.kar.load_weights(tmp_path / "base-bottom" / "model")
     # a KAR shallower than MTCG reads MTCG's own trained bottom: one mention pass serves both,
     # and the names' cached states are filed under MTCG's weights
     from medrank.pipelines.procedures.mtcg import weights_digest
@@ -516,10 +498,6 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     one, batch = shallow.normalize_one("右甲状腺叶切除术"), shallow.predict(["右甲状腺叶切除术"])[0]
     assert one.candidates == batch.candidates and one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
     assert np.allclose(one.recall_score, batch.recall_score, atol=1e-4)
-    with pytest.raises(ValueError, match="kar_bottom"):
-        ProcedureConfig.from_dict({"task": "procedures-kar", "kar_bottom": "other"})
-    with pytest.raises(ValueError, match="needs kar_train_layers"):
-        ProcedureConfig.from_dict({"task": "procedures-kar", "kar_bottom": "base"})
 
     # the learned fusion (not in the paper) extends the KAR run; its normaliser defaults to it
     from medrank.pipelines.procedures.training import train_fusion
@@ -620,33 +598,6 @@ def test_a_shallower_kar_reads_mtcgs_trained_bottom() -> None:
     assert torch.allclose(shared[0], own[0], atol=1e-5) and torch.allclose(shared[1], own[1], atol=1e-5)
     with pytest.raises(ValueError, match="below the frozen bottom"):
         MTCG(tiny_chinese_encoder(), train_layers=1).mention_forward(kar_hidden, mask, start=0)
-
-
-def test_kar_bottom_for_a_separate_base_encoder(tmp_path: Path) -> None:
-    """``base=``: KAR reads the untrained base model's bottom, so it may be shallower than MTCG."""
-    from medrank.encoders import load_encoder
-    from medrank.pipelines.procedures.kar import kar_bottom_for
-    from medrank.pipelines.procedures.mtcg import MTCG
-
-    tiny_chinese_encoder(tmp_path / "tiny")
-    mtcg = MTCG(load_encoder(str(tmp_path / "tiny"), max_length=40), train_layers=3)  # every block trained
-    with torch.no_grad():
-        for p in mtcg.bi.encoder.model.parameters():
-            p.add_(0.5)  # stands in for MTCG's training: its blocks no longer equal the base model's
-    base = load_encoder(str(tmp_path / "tiny"), max_length=40)
-    bottom = kar_bottom_for(mtcg, 1, base=base)
-    assert bottom.encoder is base and bottom.n_frozen == 2 and bottom is not mtcg.bi
-    # the states are the base model's (the same cache as any 1-block MTCG over this base), not MTCG's
-    assert bottom.cache_key() == MTCG(load_encoder(str(tmp_path / "tiny"), max_length=40), train_layers=1).bi.cache_key()
-    from medrank.pipelines.procedures.mtcg import bottom_states
-
-    ours, _ = bottom_states(bottom, ["右甲状腺叶切除术"], "query", use_cache=False)
-    fresh, _ = bottom_states(MTCG(load_encoder(str(tmp_path / "tiny"), max_length=40), train_layers=1).bi, ["右甲状腺叶切除术"], "query", use_cache=False)
-    assert torch.allclose(ours, fresh)
-    with pytest.raises(ValueError, match="needs kar_train_layers"):
-        kar_bottom_for(mtcg, None, base=base)
-    with pytest.raises(ValueError, match="between 1 and 3"):
-        kar_bottom_for(mtcg, 4, base=base)
 
 
 def test_config_rejects_unknown_keys() -> None:

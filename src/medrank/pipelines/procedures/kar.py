@@ -27,7 +27,9 @@ run through the frozen bottom, and a learned segment vector marks the candidate'
 full cross-encoder. The CPU recipe's head also reads MTCG's two embeddings
 (``interaction="recall"``, see :class:`KeywordAttentiveRanker`). KAR may also have more joint
 blocks than MTCG trains (``kar_train_layers``, :func:`kar_bottom_for`): it then reads its own,
-shallower cached bottom, and the blocks between run once more per pair.
+shallower cached bottom, and the blocks between run once more per pair. Or fewer: over an MTCG
+that trains every block, KAR reads MTCG's own first blocks (trained, frozen for KAR) and joins
+the two texts only in its last few, so the 50 ms path survives the paper's MTCG depth.
 """
 
 from __future__ import annotations
@@ -49,8 +51,6 @@ from medrank.pipelines.symptom.model import BiEncoder
 
 N_SPECIAL = 3  # [CLS], [PS], [PT]
 INTERACTIONS = ("none", "tokens", "recall")
-# where KAR's frozen bottom comes from: MTCG's encoder (shared or continued) or a separate base-model copy
-BOTTOMS = ("mtcg", "base")
 MENTION_FLAG_CACHE = 4096  # mentions whose keyword flags are kept (training re-reads each mention every epoch)
 CLS, PS, PT = 0, 1, 2
 WEIGHTS = "kar.safetensors"
@@ -197,33 +197,22 @@ def packed_block(
     return hidden.new_zeros((n * length, d)).index_copy(0, idx, out).view(n, length, d)
 
 
-def kar_bottom_for(mtcg: Any, train_layers: int | None, base: Any = None, trained_key: str | None = None) -> BiEncoder:
-    """The frozen bottom KAR reads: MTCG's own (shared cache) or, for a deeper KAR, a shallower one.
+def kar_bottom_for(mtcg: Any, train_layers: int | None, trained_key: str | None = None) -> BiEncoder:
+    """The frozen bottom KAR reads: MTCG's own (shared cache), a shallower one, or a deeper one.
 
     ``train_layers`` is KAR's number of joint blocks; ``None`` or MTCG's own count shares MTCG's
     :class:`BiEncoder` (one cache for both). A larger count gives KAR its own bottom over the same
     base encoder, ending ``train_layers`` blocks below the top, with its own cache (the cache key
     holds the depth). The base blocks are shared, not copied: MTCG trains only its top blocks.
 
-    ``base`` (a separately loaded copy of the base encoder; the spec's ``"bottom": "base"``) gives
-    KAR the *untrained* base model's bottom instead, at any depth: a KAR shallower than MTCG. An
-    MTCG that trains every block then keeps its full depth for recall while KAR stays a few joint
-    blocks over cached name states (the latency path), and those states are the same for every
-    MTCG over this base model.
-
-    Without ``base``, a KAR with fewer joint blocks than MTCG trains reads MTCG's own *trained*
-    bottom: its first ``n_blocks - train_layers`` blocks, frozen for KAR. One mention pass then
-    serves both (MTCG continues from KAR's states, :meth:`MTCG.mention_forward` ``start``).
-    ``trained_key`` (:func:`~medrank.pipelines.procedures.mtcg.weights_digest` of MTCG's folder)
-    files the cached name states under those trained weights.
+    A KAR with fewer joint blocks than MTCG trains reads MTCG's own *trained* bottom: its first
+    ``n_blocks - train_layers`` blocks, frozen for KAR. An MTCG that trains every block (the paper's
+    depth) then keeps it for recall while KAR stays a few joint blocks over cached name states (the
+    latency path), and one mention pass serves both (MTCG continues from KAR's states,
+    :meth:`MTCG.mention_forward` ``start``). ``trained_key``
+    (:func:`~medrank.pipelines.procedures.mtcg.weights_digest` of MTCG's folder) files the cached
+    name states under those trained weights.
     """
-    if base is not None:
-        if train_layers is None:
-            raise ValueError("a KAR over the base encoder's bottom needs kar_train_layers (its number of joint blocks)")
-        n_blocks = len(encoder_blocks(base.model))
-        if not 1 <= train_layers <= n_blocks:
-            raise ValueError(f"kar_train_layers must be between 1 and {n_blocks}, got {train_layers}")
-        return BiEncoder(base, train_layers=train_layers, cache=mtcg.bi.use_cache, cache_dtype=mtcg.bi.cache_dtype)
     bi = mtcg.bi
     if train_layers is None or train_layers == len(encoder_blocks(bi.encoder.model)) - bi.n_frozen:
         return bi
@@ -298,8 +287,6 @@ class KeywordAttentiveRanker(nn.Module):
               means entering the last joint block.
         keyword_attention: ``False`` lets [PS]/[PT] attend to every token (the point-wise baseline).
         list_context: attention across a mention's candidates inside the head (not in the paper).
-        bottom_source: ``"mtcg"`` when ``bottom`` is MTCG's encoder (shared or continued), ``"base"``
-            when it is a separate copy of the base model (:func:`kar_bottom_for` with ``base``).
     """
 
     def __init__(
@@ -312,16 +299,12 @@ class KeywordAttentiveRanker(nn.Module):
         interaction: str | bool = "recall",
         keyword_attention: bool = True,
         list_context: bool = False,
-        bottom_source: str = "mtcg",
     ) -> None:
         super().__init__()
         # False: [PS]/[PT] attend to every token like [CLS] — a plain point-wise cross-encoder (the
         # paper's "BERT point-wise ranking" baseline, and the "w/o keyword attention" ablation)
         self.keyword_attention = bool(keyword_attention)
         self.bottom = bottom
-        if bottom_source not in BOTTOMS:
-            raise ValueError(f"bottom_source must be one of {BOTTOMS}, got {bottom_source!r}")
-        self.bottom_source = bottom_source
         hf = bottom.encoder.model
         d = bottom.dim
         # a trainable copy of the *base* top blocks (MTCG trains the originals in place)
@@ -519,7 +502,7 @@ class KeywordAttentiveRanker(nn.Module):
     # -- persistence -------------------------------------------------------------------------------------
     def spec(self) -> dict[str, Any]:
         return {
-            "n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "bottom": self.bottom_source, "ffn_hidden": self.ffn_hidden,
+            "n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "ffn_hidden": self.ffn_hidden,
             "interaction": self.interaction, "keyword_attention": self.keyword_attention,
             "list_context": self.list_context,
         }
@@ -538,8 +521,6 @@ class KeywordAttentiveRanker(nn.Module):
         from safetensors.torch import load_file
 
         spec = json.loads((Path(directory) / SPEC).read_text(encoding="utf-8"))
-        if spec.get("bottom", "mtcg") != self.bottom_source:
-            raise ValueError(f"{directory}: KAR was trained over the {spec.get('bottom', 'mtcg')!r} bottom, this one reads {self.bottom_source!r}")
         if spec["n_frozen"] != self.bottom.n_frozen:
             raise ValueError(
                 f"{directory}: KAR was trained over {spec['n_frozen']} frozen blocks, the bottom has {self.bottom.n_frozen}"

@@ -38,8 +38,7 @@ from medrank.pipelines.procedures.fusion import (
 )
 from medrank.pipelines.procedures.kar import KeywordAttentiveRanker, kar_bottom_for
 from medrank.pipelines.procedures.memory import MentionMemory
-from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine, load_base_encoder, weights_digest
-from medrank.pipelines.procedures.mtcg import SPEC as MTCG_SPEC
+from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine, weights_digest
 from medrank.records import Qrels, Ranking, require_texts
 
 log = logging.getLogger(__name__)
@@ -199,13 +198,10 @@ class ProcedureNormalizer:
             kar_dir = (directory / kar_dir).resolve()
         spec = json.loads((kar_dir / "kar.json").read_text(encoding="utf-8"))
         kw = load_keywords(data_root)
-        bottom_source = spec.get("bottom", "mtcg")
-        # a KAR over the base model's bottom reads its own copy of MTCG's base encoder
-        base = load_base_encoder(json.loads((mtcg_dir / MTCG_SPEC).read_text(encoding="utf-8"))) if bottom_source == "base" else None
         kar = KeywordAttentiveRanker(
-            kar_bottom_for(mtcg, spec.get("train_layers"), base=base, trained_key=weights_digest(mtcg_dir)), kw.sites, kw.types, hidden=spec.get("ffn_hidden", 256),
-            interaction=spec.get("interaction", False), keyword_attention=spec.get("keyword_attention", True),
-            list_context=spec.get("list_context", False), bottom_source=bottom_source,
+            kar_bottom_for(mtcg, spec.get("train_layers"), trained_key=weights_digest(mtcg_dir)), kw.sites, kw.types,
+            hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False),
+            keyword_attention=spec.get("keyword_attention", True), list_context=spec.get("list_context", False),
         )
         kar.load_weights(kar_dir)
         kwargs.setdefault("theta", manifest.get("theta", DEFAULT_THETA))
@@ -385,9 +381,7 @@ class ProcedureNormalizer:
             kar_bottom = self.kar.bottom if self.kar is not None else self.mtcg.bi
             kar_hidden, mask = bottom_states(kar_bottom, [text], "query", use_cache=False)
             start = None
-            if kar_bottom.encoder is not self.mtcg.bi.encoder:  # KAR over a separate base-model copy
-                hidden, mtcg_mask = bottom_states(self.mtcg.bi, [text], "query", use_cache=False)
-            elif kar_bottom.n_frozen >= self.mtcg.bi.n_frozen:
+            if kar_bottom.n_frozen >= self.mtcg.bi.n_frozen:
                 # KAR reads MTCG's own (trained) bottom: MTCG continues from its states
                 hidden, mtcg_mask, start = kar_hidden, mask, kar_bottom.n_frozen
             else:

@@ -91,10 +91,6 @@ class ProcedureConfig:
     # KAR's joint blocks over its own frozen bottom (None = MTCG's train_layers: the two share one
     # cached bottom); more blocks = more mention-candidate interaction, linearly more KAR time
     kar_train_layers: int | None = None
-    # "mtcg": KAR reads MTCG's bottom (so it has at least MTCG's trained blocks); "base": KAR reads a
-    # separate copy of the untrained base model's bottom, so it can be shallower than an MTCG that
-    # trains every block (the latency path over a deep MTCG; needs kar_train_layers)
-    kar_bottom: str = "mtcg"
     kar_init: str = "base"  # KAR's top blocks start from the base encoder ("base") or MTCG's trained top ("mtcg")
     kar_keyword_attention: bool = True  # False: [PS]/[PT] attend to every token (a plain point-wise cross-encoder)
     kar_recall: str = "mtcg"  # candidates KAR trains and is evaluated on: "mtcg" or "bm25" (the point-wise baseline)
@@ -153,10 +149,6 @@ class ProcedureConfig:
             raise ValueError(f"memory_k must be >= 1 and fusion_c > 0, got {cfg.memory_k} and {cfg.fusion_c}")
         if cfg.fusion_ranker not in RANKER_SPACES:
             raise ValueError(f"fusion_ranker must be one of {RANKER_SPACES}, got {cfg.fusion_ranker!r}")
-        if cfg.kar_bottom not in ("mtcg", "base"):
-            raise ValueError(f"kar_bottom must be 'mtcg' or 'base', got {cfg.kar_bottom!r}")
-        if cfg.kar_bottom == "base" and cfg.kar_train_layers is None:
-            raise ValueError("kar_bottom: base needs kar_train_layers (KAR's number of joint blocks over the base bottom)")
         if cfg.kar_train_layers is not None and cfg.kar_train_layers < 1:
             raise ValueError(f"kar_train_layers must be >= 1 (or null for MTCG's train_layers), got {cfg.kar_train_layers}")
         if cfg.kar_listwise_weight < 0:
@@ -410,14 +402,13 @@ class KARTask:
         self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
         self.mtcg = MTCG(_base_encoder(cfg), train_layers=spec["train_layers"])
         kw = load_keywords(cfg.data_root)
-        base = _base_encoder(cfg) if cfg.kar_bottom == "base" else None
         from medrank.pipelines.procedures.mtcg import weights_digest
 
-        kar_bottom = kar_bottom_for(self.mtcg, cfg.kar_train_layers, base=base, trained_key=weights_digest(mtcg_dir))
+        kar_bottom = kar_bottom_for(self.mtcg, cfg.kar_train_layers, trained_key=weights_digest(mtcg_dir))
         # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
         self.kar = KeywordAttentiveRanker(
             kar_bottom, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction,
-            keyword_attention=cfg.kar_keyword_attention, list_context=cfg.kar_list_context, bottom_source=cfg.kar_bottom,
+            keyword_attention=cfg.kar_keyword_attention, list_context=cfg.kar_list_context,
         )
         self.mtcg.load_weights(mtcg_dir)
         if cfg.kar_init == "mtcg":
@@ -425,8 +416,7 @@ class KARTask:
             from medrank.encoders.blocks import encoder_blocks
 
             # MTCG's trained top goes into KAR's last blocks; deeper joint blocks below them keep
-            # the base weights (the blocks MTCG kept frozen; kar_bottom_for refuses fewer blocks).
-            # Over the base bottom KAR may be shallower: it then takes MTCG's last blocks only
+            # the base weights (the blocks MTCG kept frozen). A shallower KAR takes MTCG's last blocks only
             mtcg_top = encoder_blocks(self.mtcg.bi.encoder.model)[self.mtcg.bi.n_frozen :][-len(self.kar.top) :]
             for dst, src in zip(self.kar.top[len(self.kar.top) - len(mtcg_top) :], mtcg_top, strict=True):
                 dst.load_state_dict(src.state_dict())
