@@ -486,18 +486,31 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
 
     # a KAR shallower than MTCG reads MTCG's own trained bottom: one mention pass serves both,
     # and the names' cached states are filed under MTCG's weights
-    from medrank.pipelines.procedures.mtcg import weights_digest
+    from safetensors.torch import save_file
+
+    from medrank.pipelines.procedures.mtcg import read_weights
 
     train_mtcg(mtcg_cfg | {"train_layers": 2, "epochs": 1}, tmp_path / "mtcg2")
     shallow_cfg = deep_cfg | {"mtcg": str(tmp_path / "mtcg2" / "model"), "kar_train_layers": 1}
+    shallow_task = KARTask(ProcedureConfig.from_dict(shallow_cfg), tmp_path / "shallow")
+    # kar_init: mtcg gives the one joint block MTCG's *last* trained block; MTCG stays frozen
+    last = encoder_blocks(shallow_task.mtcg.bi.encoder.model)[2]
+    assert all(torch.equal(a, b) for a, b in zip(shallow_task.kar.top[0].state_dict().values(), last.state_dict().values(), strict=True))
+    assert not any(p.requires_grad for p in shallow_task.mtcg.parameters())
     train_kar(shallow_cfg, tmp_path / "shallow")
     shallow = ProcedureNormalizer.load(tmp_path / "shallow", data_root=str(data_dir))
     assert shallow.kar.bottom.encoder is shallow.mtcg.bi.encoder and (shallow.kar.bottom.n_frozen, shallow.mtcg.bi.n_frozen) == (2, 1)
-    assert weights_digest(tmp_path / "mtcg2" / "model") in shallow.kar.bottom._weights_key
+    state, digest = read_weights(tmp_path / "mtcg2" / "model")
+    assert shallow.mtcg.weights_digest == digest == shallow.kar.bottom.trained_key
+    assert json.loads((tmp_path / "shallow" / "model" / "kar.json").read_text(encoding="utf-8"))["mtcg_weights"] == digest
     assert (tmp_path / "cache" / shallow.kar.bottom.cache_key()).is_dir()
     one, batch = shallow.normalize_one("右甲状腺叶切除术"), shallow.predict(["右甲状腺叶切除术"])[0]
     assert one.candidates == batch.candidates and one.terms == batch.terms and np.allclose(one.final, batch.final, atol=1e-4)
     assert np.allclose(one.recall_score, batch.recall_score, atol=1e-4)
+    # MTCG re-trained into the same folder: the KAR trained over its old blocks refuses to load
+    save_file({k: v + 0.01 for k, v in state.items()}, str(tmp_path / "mtcg2" / "model" / "mtcg.safetensors"))
+    with pytest.raises(ValueError, match="MTCG re-trained since"):
+        ProcedureNormalizer.load(tmp_path / "shallow", data_root=str(data_dir))
 
     # the learned fusion (not in the paper) extends the KAR run; its normaliser defaults to it
     from medrank.pipelines.procedures.training import train_fusion
@@ -569,6 +582,8 @@ def test_kar_bottom_for_shares_or_builds_a_shallower_bottom() -> None:
     assert kar_bottom_for(mtcg, None) is mtcg.bi and kar_bottom_for(mtcg, 1) is mtcg.bi
     deeper = kar_bottom_for(mtcg, 3)
     assert deeper.n_frozen == 0 and deeper.encoder is mtcg.bi.encoder and deeper.cache_key() != mtcg.bi.cache_key()
+    # a deeper KAR's bottom holds only base blocks: MTCG's weights digest stays out of its cache key
+    assert kar_bottom_for(mtcg, 3, trained_key="x").cache_key() == deeper.cache_key() and deeper.trained_key is None
     assert [p.requires_grad for p in mtcg.parameters()] == flags
     with pytest.raises(ValueError, match="needs trained_key"):
         kar_bottom_for(MTCG(tiny_chinese_encoder(), train_layers=2), 1)
@@ -584,6 +599,7 @@ def test_a_shallower_kar_reads_mtcgs_trained_bottom() -> None:
     flags = [p.requires_grad for p in mtcg.parameters()]
     bottom = kar_bottom_for(mtcg, 1, trained_key="abc")
     assert bottom.encoder is mtcg.bi.encoder and bottom.n_frozen == 2 and [p.requires_grad for p in mtcg.parameters()] == flags
+    assert bottom.trained_key == "abc" and kar_bottom_for(mtcg, 3, trained_key="abc") is mtcg.bi  # shared: no key of its own
     # another MTCG's trained weights (another key) never share the cached name states
     assert bottom.cache_key() != kar_bottom_for(mtcg, 1, trained_key="abd").cache_key()
     assert bottom.cache_key() != MTCG(tiny_chinese_encoder(), train_layers=1).bi.cache_key()
@@ -596,8 +612,10 @@ def test_a_shallower_kar_reads_mtcgs_trained_bottom() -> None:
         features = mtcg.bi.encoder.tokenize(["右甲状腺叶切除术"], "query")
         assert torch.allclose(kar_hidden, frozen_bottom(mtcg.bi.encoder.model, 2, features))
     assert torch.allclose(shared[0], own[0], atol=1e-5) and torch.allclose(shared[1], own[1], atol=1e-5)
-    with pytest.raises(ValueError, match="below the frozen bottom"):
+    with pytest.raises(ValueError, match="between the frozen bottom"):
         MTCG(tiny_chinese_encoder(), train_layers=1).mention_forward(kar_hidden, mask, start=0)
+    with pytest.raises(ValueError, match="between the frozen bottom"):
+        mtcg.mention_forward(kar_hidden, mask, start=4)
 
 
 def test_config_rejects_unknown_keys() -> None:

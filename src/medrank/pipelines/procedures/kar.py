@@ -27,9 +27,9 @@ run through the frozen bottom, and a learned segment vector marks the candidate'
 full cross-encoder. The CPU recipe's head also reads MTCG's two embeddings
 (``interaction="recall"``, see :class:`KeywordAttentiveRanker`). KAR may also have more joint
 blocks than MTCG trains (``kar_train_layers``, :func:`kar_bottom_for`): it then reads its own,
-shallower cached bottom, and the blocks between run once more per pair. Or fewer: over an MTCG
-that trains every block, KAR reads MTCG's own first blocks (trained, frozen for KAR) and joins
-the two texts only in its last few, so the 50 ms path survives the paper's MTCG depth.
+shallower cached bottom, and the blocks between run once more per pair. Or fewer: KAR then reads
+MTCG's own first blocks (trained by MTCG, frozen for KAR) and joins the two texts only in its last
+few, so over an MTCG that trains every block (the paper's depth) the 50 ms path survives.
 """
 
 from __future__ import annotations
@@ -208,10 +208,10 @@ def kar_bottom_for(mtcg: Any, train_layers: int | None, trained_key: str | None 
     A KAR with fewer joint blocks than MTCG trains reads MTCG's own *trained* bottom: its first
     ``n_blocks - train_layers`` blocks, frozen for KAR. An MTCG that trains every block (the paper's
     depth) then keeps it for recall while KAR stays a few joint blocks over cached name states (the
-    latency path), and one mention pass serves both (MTCG continues from KAR's states,
-    :meth:`MTCG.mention_forward` ``start``). ``trained_key``
-    (:func:`~medrank.pipelines.procedures.mtcg.weights_digest` of MTCG's folder) files the cached
-    name states under those trained weights.
+    latency path), and in ``normalize_one`` one mention pass serves both (MTCG continues from KAR's
+    states, :meth:`MTCG.mention_forward` ``start``). ``trained_key`` (``MTCG.weights_digest``, from
+    :func:`~medrank.pipelines.procedures.mtcg.read_weights`) files the cached name states under
+    those trained weights, and the saved KAR is tied to them.
     """
     bi = mtcg.bi
     if train_layers is None or train_layers == len(encoder_blocks(bi.encoder.model)) - bi.n_frozen:
@@ -505,6 +505,8 @@ class KeywordAttentiveRanker(nn.Module):
             "n_frozen": self.bottom.n_frozen, "train_layers": len(self.top), "ffn_hidden": self.ffn_hidden,
             "interaction": self.interaction, "keyword_attention": self.keyword_attention,
             "list_context": self.list_context,
+            # the MTCG weights whose blocks the bottom holds (a KAR shallower than MTCG): checked on load
+            **({"mtcg_weights": self.bottom.trained_key} if self.bottom.trained_key else {}),
         }
 
     def save(self, directory: str | Path, extra: dict[str, Any] | None = None) -> None:
@@ -521,6 +523,11 @@ class KeywordAttentiveRanker(nn.Module):
         from safetensors.torch import load_file
 
         spec = json.loads((Path(directory) / SPEC).read_text(encoding="utf-8"))
+        if spec.get("mtcg_weights") != self.bottom.trained_key:
+            raise ValueError(
+                f"{directory}: KAR was trained over the blocks of MTCG weights {spec.get('mtcg_weights')}, this bottom holds "
+                f"{self.bottom.trained_key} (MTCG re-trained since? train KAR again over it)"
+            )
         if spec["n_frozen"] != self.bottom.n_frozen:
             raise ValueError(
                 f"{directory}: KAR was trained over {spec['n_frozen']} frozen blocks, the bottom has {self.bottom.n_frozen}"

@@ -54,8 +54,8 @@ def run_top(bi: BiEncoder, hidden: torch.Tensor, mask: torch.Tensor, start: int 
     """
     hf = bi.encoder.model
     start = bi.n_frozen if start is None else start
-    if start < bi.n_frozen:
-        raise ValueError(f"start ({start}) is below the frozen bottom ({bi.n_frozen} blocks)")
+    if not bi.n_frozen <= start <= len(encoder_blocks(hf)):
+        raise ValueError(f"start must be between the frozen bottom ({bi.n_frozen}) and the last block ({len(encoder_blocks(hf))}), got {start}")
     am = model_attention_mask(hf, hidden, mask)
     for block in encoder_blocks(hf)[start:]:
         hidden = block_forward(block, hidden, am)
@@ -84,6 +84,8 @@ class MTCG(nn.Module):
 
     def __init__(self, encoder: TransformerEncoder, train_layers: int = 2, cache_dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
+        #: SHA-256 of the weights file this model was loaded from (:meth:`load_weights`); None before
+        self.weights_digest: str | None = None
         if train_layers is None:
             raise ValueError("MTCG needs train_layers (use the number of blocks to train them all)")
         self.bi = BiEncoder(encoder, train_layers=train_layers, cache=True, cache_dtype=cache_dtype)
@@ -154,9 +156,12 @@ class MTCG(nn.Module):
             (tmp / SPEC).write_text(json.dumps(self.spec(), ensure_ascii=False, indent=1), encoding="utf-8")
 
     def load_weights(self, directory: str | Path) -> None:
-        from safetensors.torch import load_file
+        self.load_state(*read_weights(directory))
 
-        self.trainable.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))
+    def load_state(self, state: dict[str, torch.Tensor], digest: str | None = None) -> None:
+        """Load trained weights (:func:`read_weights`); ``digest`` identifies them to a KAR cache over MTCG's blocks."""
+        self.trainable.load_state_dict(state)
+        self.weights_digest = digest
 
     @classmethod
     def load(cls, directory: str | Path, encoder: TransformerEncoder | None = None) -> MTCG:
@@ -172,15 +177,19 @@ class MTCG(nn.Module):
         return model
 
 
-def weights_digest(directory: str | Path) -> str:
-    """SHA-256 of an MTCG folder's trained weights: the cache key of a frozen bottom that holds them."""
+def read_weights(directory: str | Path) -> tuple[dict[str, torch.Tensor], str]:
+    """An MTCG folder's trained weights and the SHA-256 of the very bytes they were read from.
+
+    The digest files a KAR's cached states of MTCG's trained blocks (:func:`kar_bottom_for`): read
+    once, so a folder re-written between hashing and loading cannot file one model's states under
+    another's digest.
+    """
     import hashlib
 
-    digest = hashlib.sha256()
-    with open(Path(directory) / WEIGHTS, "rb") as fh:
-        while block := fh.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
+    from safetensors.torch import load as load_bytes
+
+    blob = (Path(directory) / WEIGHTS).read_bytes()
+    return load_bytes(blob), hashlib.sha256(blob).hexdigest()
 
 
 def load_base_encoder(spec: dict[str, Any]) -> TransformerEncoder:

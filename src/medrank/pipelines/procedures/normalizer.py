@@ -38,7 +38,7 @@ from medrank.pipelines.procedures.fusion import (
 )
 from medrank.pipelines.procedures.kar import KeywordAttentiveRanker, kar_bottom_for
 from medrank.pipelines.procedures.memory import MentionMemory
-from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine, weights_digest
+from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
 from medrank.records import Qrels, Ranking, require_texts
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ class ProcedureNormalizer:
         spec = json.loads((kar_dir / "kar.json").read_text(encoding="utf-8"))
         kw = load_keywords(data_root)
         kar = KeywordAttentiveRanker(
-            kar_bottom_for(mtcg, spec.get("train_layers"), trained_key=weights_digest(mtcg_dir)), kw.sites, kw.types,
+            kar_bottom_for(mtcg, spec.get("train_layers"), trained_key=mtcg.weights_digest), kw.sites, kw.types,
             hidden=spec.get("ffn_hidden", 256), interaction=spec.get("interaction", False),
             keyword_attention=spec.get("keyword_attention", True), list_context=spec.get("list_context", False),
         )
@@ -233,7 +233,7 @@ class ProcedureNormalizer:
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
 
     def frozen_bottoms(self) -> list[Any]:
-        """MTCG's frozen bottom, and KAR's when KAR has more joint blocks than MTCG trains."""
+        """MTCG's frozen bottom, and KAR's when KAR has more or fewer joint blocks than MTCG trains."""
         if self.kar is None or self.kar.bottom is self.mtcg.bi:
             return [self.mtcg.bi]
         return [self.mtcg.bi, self.kar.bottom]
@@ -380,15 +380,11 @@ class ProcedureNormalizer:
         with eval_mode(self.mtcg), (eval_mode(self.kar) if self.kar is not None else eval_mode(self.mtcg)):
             kar_bottom = self.kar.bottom if self.kar is not None else self.mtcg.bi
             kar_hidden, mask = bottom_states(kar_bottom, [text], "query", use_cache=False)
-            start = None
-            if kar_bottom.n_frozen >= self.mtcg.bi.n_frozen:
-                # KAR reads MTCG's own (trained) bottom: MTCG continues from its states
-                hidden, mtcg_mask, start = kar_hidden, mask, kar_bottom.n_frozen
-            else:
-                # a deeper KAR reads a shallower bottom: MTCG's continues from it through the frozen blocks between
-                hidden = continue_frozen(self.mtcg.bi.encoder.model, kar_hidden, mask, kar_bottom.n_frozen, self.mtcg.bi.n_frozen)
-                mtcg_mask = mask
-            emb_t, logits = self.mtcg.mention_forward(hidden, mtcg_mask, start)
+            # MTCG continues from KAR's states: through the frozen blocks between when KAR is deeper
+            # (reads a shallower bottom), from KAR's block n_frozen when KAR reads MTCG's own trained blocks
+            start = max(kar_bottom.n_frozen, self.mtcg.bi.n_frozen)
+            hidden = continue_frozen(self.mtcg.bi.encoder.model, kar_hidden, mask, kar_bottom.n_frozen, start)
+            emb_t, logits = self.mtcg.mention_forward(hidden, mask, start)
             emb = emb_t.float().cpu().numpy()
             rows, dist = self.retrieve(emb, [text])
             s_r = None

@@ -89,7 +89,8 @@ class ProcedureConfig:
     ffn_hidden: int = 256
     kar_interaction: str = "recall"  # extra FFN features: "recall" (MTCG's embeddings), "tokens", "none" (the paper)
     # KAR's joint blocks over its own frozen bottom (None = MTCG's train_layers: the two share one
-    # cached bottom); more blocks = more mention-candidate interaction, linearly more KAR time
+    # cached bottom); more blocks = more mention-candidate interaction, linearly more KAR time;
+    # fewer = KAR reads MTCG's own trained blocks (cached under MTCG's weights digest)
     kar_train_layers: int | None = None
     kar_init: str = "base"  # KAR's top blocks start from the base encoder ("base") or MTCG's trained top ("mtcg")
     kar_keyword_attention: bool = True  # False: [PS]/[PT] attend to every token (a plain point-wise cross-encoder)
@@ -402,15 +403,16 @@ class KARTask:
         self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
         self.mtcg = MTCG(_base_encoder(cfg), train_layers=spec["train_layers"])
         kw = load_keywords(cfg.data_root)
-        from medrank.pipelines.procedures.mtcg import weights_digest
+        from medrank.pipelines.procedures.mtcg import read_weights
 
-        kar_bottom = kar_bottom_for(self.mtcg, cfg.kar_train_layers, trained_key=weights_digest(mtcg_dir))
+        mtcg_state, mtcg_digest = read_weights(mtcg_dir)
+        kar_bottom = kar_bottom_for(self.mtcg, cfg.kar_train_layers, trained_key=mtcg_digest)
         # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
         self.kar = KeywordAttentiveRanker(
             kar_bottom, kw.sites, kw.types, hidden=cfg.ffn_hidden, dropout=cfg.dropout, interaction=cfg.kar_interaction,
             keyword_attention=cfg.kar_keyword_attention, list_context=cfg.kar_list_context,
         )
-        self.mtcg.load_weights(mtcg_dir)
+        self.mtcg.load_state(mtcg_state, mtcg_digest)
         if cfg.kar_init == "mtcg":
             # start the joint blocks from MTCG's domain-tuned top instead of the base model's
             from medrank.encoders.blocks import encoder_blocks

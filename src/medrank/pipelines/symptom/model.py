@@ -133,6 +133,8 @@ class BiEncoder(nn.Module):
         # the base weights' digest as loaded now: a cache written later is filed under the weights
         # its states came from, even if the model folder is re-written in between
         self._weights_key = encoder.fingerprint().get("files") or str(encoder.model_path or encoder.name)
+        #: digest of trained weights inside the frozen bottom (None: the base model's blocks only)
+        self.trained_key = weights_key
         if weights_key is not None:  # the bottom holds trained blocks: their digest joins the base's
             self._weights_key = f"{self._weights_key}+{weights_key}"
         # the trainable parts only: what the trainer optimises and checkpoints (a few MB, not the
