@@ -6,7 +6,7 @@ shared mention bottom) → FB, or the learned fusion with its mention-memory vot
 ``end_to_end_fb`` times the same run under the paper's FB). Every standard name's frozen-bottom states and embedding are built
 before timing (an index-time cost, reported separately); mentions are never cached.
 
-    nice -n 10 python bench/procedures_latency.py [--run runs/procedures/fusion] [--n 300] [--threads 1]
+    nice -n 10 python bench/procedures_latency.py [--run runs/procedures/fusion [RUN ...]] [--n 300] [--threads 1]
 """
 
 from __future__ import annotations
@@ -21,24 +21,16 @@ from medrank.pipelines.procedures.data import load_mentions
 from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--run", default="runs/procedures/fusion")
-    ap.add_argument("--n", type=int, default=300)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=13)
-    args = ap.parse_args()
-    set_threads(args.threads)
-    seed_everything(args.seed)
-    norm = ProcedureNormalizer.load(args.run)
+def time_run(run: str, n: int) -> dict:
+    """Index warm-up and the per-mention latencies of one fusion or KAR run (see the module docstring)."""
+    norm = ProcedureNormalizer.load(run)
     t0 = time.perf_counter()
     norm.warm_up()
     warm = time.perf_counter() - t0
-    mentions = load_mentions("val")[: args.n]
+    mentions = load_mentions("val")[:n]
     for m in mentions[:10]:
         norm.normalize_one(m.text)
     fusion = norm.fusion
-    gflops_before = common.host_gemm_gflops()
     # a fusion run is also timed under FB, interleaved mention by mention so both see the same machine
     modes = {"end_to_end": fusion} | ({"end_to_end_fb": "fb"} if fusion != "fb" else {})
     stages: dict[str, list[float]] = {name: [] for name in modes}
@@ -58,29 +50,45 @@ def main() -> None:
         t = time.perf_counter()
         recall_only.normalize_one(m.text)
         stages["recall_only"].append(time.perf_counter() - t)
-    res = {name: common.percentiles(v) for name, v in stages.items()}
+    return {
+        "run": run, "mentions": len(mentions), "k": norm.k, "fusion": fusion, "index_warm_up_seconds": round(warm, 1),
+        "latency": {name: common.percentiles(v) for name, v in stages.items()},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", nargs="+", default=["runs/procedures/fusion"], help="one or more fusion / KAR runs, timed one after another")
+    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=13)
+    args = ap.parse_args()
+    set_threads(args.threads)
+    seed_everything(args.seed)
+    gflops_before = common.host_gemm_gflops()
+    runs = [time_run(run, args.n) for run in args.run]
     host = {"before": gflops_before, "after": common.host_gemm_gflops()}
     payload = {
         "environment": common.environment(args.threads, args.seed, str(data_root())),
-        "run": args.run,
-        "mentions": len(mentions),
-        "k": norm.k,
-        "fusion": fusion,
-        "index_warm_up_seconds": round(warm, 1),
-        "latency": res,
+        "runs": runs,
         "bar_p50_ms": 50,
         "host_gemm_gflops_1thread": host,
         "note": "2 CPU cores shared with 4 other engineers' jobs (timings are under contention), nice -n 10",
     }
     md = [
-        "| path | p50 ms | p95 ms | p99 ms | mean ms | n |",
-        "|---|---:|---:|---:|---:|---:|",
-        *[f"| {k} | {v['p50_ms']} | {v['p95_ms']} | {v['p99_ms']} | {v['mean_ms']} | {v['n']} |" for k, v in res.items()],
+        "| run | path | p50 ms | p95 ms | p99 ms | mean ms | n |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *[
+            f"| {r['run']} | {k} | {v['p50_ms']} | {v['p95_ms']} | {v['p99_ms']} | {v['mean_ms']} | {v['n']} |"
+            for r in runs for k, v in r["latency"].items()
+        ],
         "",
-        f"One mention, 1 thread, k_c = {norm.k}, end_to_end with fusion = {fusion}; bar: end-to-end p50 ≤ 50 ms. Name index warm-up "
-        f"(frozen-bottom cache load + name embeddings): {warm:.1f} s. 2 shared cores under contention; this host's "
-        f"1-thread fp32 GEMM speed (bench/common.host_gemm_gflops) {host['before']} GFLOP/s before the timings, {host['after']} after "
-        "(the hosts differ by day: the same code and model measured p50 46.7 ms on 2026-11-22 and 69.6 ms on 2026-11-23).",
+        "One mention, 1 thread, k_c = 10; end_to_end uses the run's own decision (the learned fusion for a fusion run), "
+        "end_to_end_fb the paper's FB over the same run; bar: end-to-end p50 ≤ 50 ms. Name index warm-up (frozen-bottom "
+        "cache load + name embeddings): " + ", ".join(f"{r['run']} {r['index_warm_up_seconds']} s" for r in runs) + ". "
+        f"2 shared cores under contention; this host's 1-thread fp32 GEMM speed (bench/common.host_gemm_gflops) "
+        f"{host['before']} GFLOP/s before the timings, {host['after']} after (the hosts differ by day: the same code and "
+        "model measured p50 46.7 ms on 2026-11-22 and 69.6 ms on 2026-11-23).",
     ]
     common.write("procedures_latency", payload, "\n".join(md))
 
