@@ -361,6 +361,30 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     cold.warm_up()
     warm = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
     assert len(warm.mtcg.bi.caches["passage"]) >= len(norm.terms.names) and "query" not in warm.mtcg.bi.caches
+    # a partial cache (KAR's training stores only the names it saw as candidates) is completed once, not at every start
+    shutil.rmtree(Path(norm.cache_dir) / norm.mtcg.bi.cache_key())
+    partial = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    partial.mtcg.bi.fill_cache(norm.terms.names[:-1], "passage")
+    partial.mtcg.bi.save_cache(partial.cache_dir, kinds=("passage",))
+    partial = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert partial._names_not_cached == [partial.mtcg.bi] and len(partial.mtcg.bi.caches["passage"]) == len(norm.terms.names) - 1
+    partial.warm_up()
+    completed = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert completed._names_not_cached == [] and not completed.mtcg.bi.caches["passage"].missing(norm.terms.names)
+    # the names' MTCG embeddings are stored once per loaded weights and read back at the next load
+    stored = warm._term_embeddings_file()
+    assert stored is not None and stored.is_file() and stored.parent == Path(warm.cache_dir)
+    reloaded = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    with monkeypatch.context() as patch:
+        patch.setattr(reloaded.mtcg, "encode_terms", lambda *a, **k: pytest.fail("names re-encoded despite the stored file"))
+        assert np.array_equal(reloaded.term_embeddings(), warm.term_embeddings())
+    stored.write_bytes(b"not safetensors")  # a damaged file is ignored and re-written
+    damaged = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert np.array_equal(damaged.term_embeddings(), warm.term_embeddings()) and stored.stat().st_size > 100
+    with torch.no_grad():  # weights changed in place (training): no longer the file's, so nothing is read or written
+        next(damaged.mtcg.bi.trainable.parameters()).add_(0.1)
+    assert damaged.mtcg.loaded_digest() is None and damaged._term_embeddings_file() is None
+    assert not np.array_equal(damaged.term_embeddings(), warm.term_embeddings())
     # a run copied from another machine: its manifest's cache folder does not exist here
     monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "here"))
     moved = ProcedureNormalizer(warm.mtcg, warm.kar, warm.terms)

@@ -162,6 +162,13 @@ class MTCG(nn.Module):
         """Load trained weights (:func:`read_weights`); ``digest`` identifies them to a KAR cache over MTCG's blocks."""
         self.trainable.load_state_dict(state)
         self.weights_digest = digest
+        self._loaded_version = self.bi.weights_version()
+
+    def loaded_digest(self) -> str | None:
+        """:attr:`weights_digest` while the weights are still the ones loaded (None once trained further in place)."""
+        if self.weights_digest is None or self.bi.weights_version() != getattr(self, "_loaded_version", None):
+            return None
+        return self.weights_digest
 
     @classmethod
     def load(cls, directory: str | Path, encoder: TransformerEncoder | None = None) -> MTCG:

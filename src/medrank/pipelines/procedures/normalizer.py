@@ -228,7 +228,10 @@ class ProcedureNormalizer:
             self._names_not_cached = []
             for bottom in self.frozen_bottoms():
                 n += bottom.load_cache(cache_dir)
-                if not bottom.caches.get("passage"):
+                # missing or partial (KAR's training caches only the names it saw as candidates):
+                # warm_up fills in the rest once and writes them back
+                names = bottom.caches.get("passage")
+                if not names or names.missing(self.terms.names):
                     self._names_not_cached.append(bottom)
             log.info("frozen-bottom cache: %d texts from %s", n, cache_dir)
 
@@ -241,10 +244,53 @@ class ProcedureNormalizer:
     # -- recall ------------------------------------------------------------------------------------------
     def term_embeddings(self) -> np.ndarray:
         if self._term_emb is None or self._term_emb_version != self.mtcg.bi.weights_version():
-            self._term_emb = self.mtcg.encode_terms(self.terms.names, show_progress=self.show_progress)
+            self._term_emb = self._stored_term_embeddings()
+            if self._term_emb is None:
+                self._term_emb = self.mtcg.encode_terms(self.terms.names, show_progress=self.show_progress)
+                self._store_term_embeddings(self._term_emb)
             self._term_emb_version = self.mtcg.bi.weights_version()
             self._index = None
         return self._term_emb
+
+    # -- the names' MTCG embeddings on disk: an MTCG that trains every block takes ~1 min to embed the
+    # 9,468 names on one thread at every start; they depend only on the loaded weights and the names
+    def _term_embeddings_file(self) -> Path | None:
+        import hashlib
+
+        digest = self.mtcg.loaded_digest()
+        if not self.cache_dir or digest is None:
+            return None  # no cache folder, or weights not loaded from a file (or trained since)
+        names = hashlib.sha256("\n".join(self.terms.names).encode("utf-8")).hexdigest()
+        key = hashlib.sha1(f"{self.mtcg.bi.cache_key()}|{digest}|{names}|v1".encode()).hexdigest()[:16]
+        return Path(self.cache_dir) / f"names-{key}.safetensors"
+
+    def _stored_term_embeddings(self) -> np.ndarray | None:
+        path = self._term_embeddings_file()
+        if path is None or not path.is_file():
+            return None
+        from safetensors.numpy import load as load_bytes
+
+        try:
+            emb = load_bytes(path.read_bytes()).get("embeddings")
+        except Exception as exc:  # a damaged file is re-computed, not fatal
+            log.warning("ignoring the name-embedding cache %s (%s)", path, exc)
+            return None
+        if emb is None or emb.shape != (len(self.terms), self.mtcg.dim):
+            return None
+        return emb.astype(np.float32, copy=False)
+
+    def _store_term_embeddings(self, emb: np.ndarray) -> None:
+        path = self._term_embeddings_file()
+        if path is None:
+            return
+        from safetensors.numpy import save as save_bytes
+
+        from medrank.utils.io import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(path, save_bytes({"embeddings": np.ascontiguousarray(emb, dtype=np.float32)}))
+        except OSError as exc:
+            log.warning("could not write the name-embedding cache %s (%s)", path, exc)
 
     def _prior_column(self) -> np.ndarray:
         """``(n_terms,)`` the prior's bonus per name (zeros without a prior); cached per prior."""
