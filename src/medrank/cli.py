@@ -526,6 +526,42 @@ def demo(
         _print_results(q, retriever.describe(ranking))
 
 
+cache_app = typer.Typer(help="The procedure pipeline's frozen-bottom cache: list and prune.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("list")
+def cache_list() -> None:
+    """Entries of $MEDRANK_CACHE/procedures-frozen, least recently used first."""
+    from rich.table import Table
+
+    from medrank.cache_admin import list_entries
+
+    entries = list_entries()
+    table = Table("entry", "size", "days unused")
+    for e in entries:
+        table.add_row(e.path.name, f"{e.bytes / 2**20:,.0f} MiB", f"{e.days_unused:.1f}")
+    console.print(table)
+    console.print(f"{len(entries)} entries, {sum(e.bytes for e in entries) / 2**20:,.0f} MiB", markup=False)
+
+
+@cache_app.command("prune")
+def cache_prune(
+    unused_days: Annotated[float, typer.Option(help="Remove entries no run has read for this many days.")] = 30.0,
+    yes: Annotated[bool, typer.Option("--yes", help="Remove them (without it: only list what would go).")] = False,
+) -> None:
+    """Remove cache entries no run has read for a while (a removed entry is recomputed when next needed)."""
+    from medrank.cache_admin import prune
+
+    if unused_days < 0:
+        _fail(f"--unused-days must be >= 0, got {unused_days}")
+    stale = prune(unused_days, dry_run=not yes)
+    for e in stale:
+        console.print(f"{'removed' if yes else 'would remove'} {e.path} ({e.bytes / 2**20:,.0f} MiB, {e.days_unused:.1f} days unused)", markup=False)
+    total = sum(e.bytes for e in stale) / 2**20
+    console.print(f"{len(stale)} entries, {total:,.0f} MiB{'' if yes else ' (dry run: add --yes to remove)'}", markup=False)
+
+
 def _register_plugins() -> None:
     from medrank.registry import load_plugins
 

@@ -277,6 +277,9 @@ class ProcedureNormalizer:
             return None
         if emb is None or emb.shape != (len(self.terms), self.mtcg.dim):
             return None
+        from medrank.cache_admin import mark_used
+
+        mark_used(path)
         return emb.astype(np.float32, copy=False)
 
     def _store_term_embeddings(self, emb: np.ndarray) -> None:

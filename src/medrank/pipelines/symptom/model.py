@@ -269,6 +269,9 @@ class BiEncoder(nn.Module):
         folder = Path(directory) / self.cache_key()
         if not folder.is_dir():
             return 0
+        from medrank.cache_admin import mark_used
+
+        mark_used(folder)  # `medrank cache prune` drops entries no run has read for a while
         n = 0
         for path in sorted(folder.glob("*.safetensors")):
             kind = path.stem
