@@ -9,11 +9,15 @@ a cache miss: the next run that needs it recomputes it.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from medrank.utils.io import MARKER
 
 
 @dataclass(frozen=True)
@@ -28,45 +32,92 @@ class CacheEntry:
 
 
 def mark_used(path: str | os.PathLike[str]) -> None:
-    """Record that a cache entry was read now (best effort: a read-only cache stays usable)."""
+    """Record that a cache entry was read now (best effort: a read-only cache stays usable, but then
+    looks unused to ``prune``; a long-running service marks its entries only when it starts)."""
     try:
         os.utime(path)
-    except OSError:
-        pass
+    except OSError as exc:
+        import logging
+
+        logging.getLogger(__name__).debug("could not mark %s used (%s)", path, exc)
+
+
+KEY_FOLDER = re.compile(r"^[0-9a-f]{16}$")
+NAMES_FILE = re.compile(r"^names-[0-9a-f]{16}\.safetensors$")
+
+
+def default_root() -> Path:
+    """``$MEDRANK_CACHE/procedures-frozen`` (not created)."""
+    from medrank.config import cache_dir
+
+    return cache_dir(create=False) / "procedures-frozen"
 
 
 def _size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    total = 0
+    for p in [path] if path.is_file() else path.rglob("*"):
+        try:
+            total += p.stat().st_size if p.is_file() else 0
+        except FileNotFoundError:  # swapped by a writer while listing
+            pass
+    return total
+
+
+def _is_entry(p: Path) -> bool:
+    """A key folder written by ``atomic_dir`` or a names file; never a symlink, a temp name or a user's own file."""
+    if p.is_symlink():
+        return False
+    if KEY_FOLDER.match(p.name):
+        return p.is_dir() and (p / MARKER).is_file()
+    return bool(NAMES_FILE.match(p.name)) and p.is_file()
 
 
 def list_entries(root: str | os.PathLike[str] | None = None) -> list[CacheEntry]:
     """The cache's entries (key folders and ``names-*.safetensors`` files), least recently used first."""
-    if root is None:
-        from medrank.pipelines.procedures.training import default_cache_dir
-
-        root = default_cache_dir()
-    root = Path(root)
+    root = default_root() if root is None else Path(root)
     if not root.is_dir():
         return []
-    entries = [
-        CacheEntry(p, _size(p), p.stat().st_mtime)
-        for p in root.iterdir()
-        if not p.name.startswith(".") and (p.is_dir() or (p.name.startswith("names-") and p.suffix == ".safetensors"))
-    ]
+    entries = []
+    for p in root.iterdir():
+        try:
+            if _is_entry(p):
+                entries.append(CacheEntry(p, _size(p), p.stat().st_mtime))
+        except FileNotFoundError:
+            continue
     return sorted(entries, key=lambda e: e.last_used)
 
 
-def prune(unused_days: float, root: str | os.PathLike[str] | None = None, dry_run: bool = True) -> list[CacheEntry]:
-    """Remove (or, ``dry_run``, only list) the entries no run has read for ``unused_days`` days."""
-    if unused_days < 0:
-        raise ValueError(f"unused_days must be >= 0, got {unused_days}")
+def prune(
+    unused_days: float, root: str | os.PathLike[str] | None = None, dry_run: bool = True
+) -> tuple[list[CacheEntry], list[CacheEntry]]:
+    """Remove (or, ``dry_run``, only list) the entries no run has read for ``unused_days`` days.
+
+    Returns ``(removed or to remove, failed)``. An entry read since it was listed is kept; one is
+    renamed to a dot name before deletion, so a concurrent reader sees all of it or none of it.
+    """
+    if not math.isfinite(unused_days) or unused_days < 0:
+        raise ValueError(f"unused_days must be a finite number >= 0, got {unused_days}")
     stale = [e for e in list_entries(root) if e.days_unused >= unused_days]
-    if not dry_run:
-        for entry in stale:
-            if entry.path.is_dir():
-                shutil.rmtree(entry.path, ignore_errors=True)
+    if dry_run:
+        return stale, []
+    removed, failed = [], []
+    for entry in stale:
+        try:
+            if entry.path.stat().st_mtime != entry.last_used:
+                continue  # read (or re-written) since it was listed
+            doomed = entry.path.with_name(f".{entry.path.name}.prune-{os.getpid()}")
+            entry.path.rename(doomed)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            failed.append(entry)
+            continue
+        try:
+            if doomed.is_dir():
+                shutil.rmtree(doomed)
             else:
-                entry.path.unlink(missing_ok=True)
-    return stale
+                doomed.unlink()
+            removed.append(entry)
+        except OSError:
+            failed.append(entry)
+    return removed, failed

@@ -535,14 +535,14 @@ def cache_list() -> None:
     """Entries of $MEDRANK_CACHE/procedures-frozen, least recently used first."""
     from rich.table import Table
 
-    from medrank.cache_admin import list_entries
+    from medrank.cache_admin import default_root, list_entries
 
     entries = list_entries()
     table = Table("entry", "size", "days unused")
     for e in entries:
-        table.add_row(e.path.name, f"{e.bytes / 2**20:,.0f} MiB", f"{e.days_unused:.1f}")
+        table.add_row(escape(e.path.name), f"{e.bytes / 2**20:,.0f} MiB", f"{e.days_unused:.1f}")
     console.print(table)
-    console.print(f"{len(entries)} entries, {sum(e.bytes for e in entries) / 2**20:,.0f} MiB", markup=False)
+    console.print(f"{default_root()}: {len(entries)} entries, {sum(e.bytes for e in entries) / 2**20:,.0f} MiB", markup=False)
 
 
 @cache_app.command("prune")
@@ -553,13 +553,15 @@ def cache_prune(
     """Remove cache entries no run has read for a while (a removed entry is recomputed when next needed)."""
     from medrank.cache_admin import prune
 
-    if unused_days < 0:
-        _fail(f"--unused-days must be >= 0, got {unused_days}")
-    stale = prune(unused_days, dry_run=not yes)
-    for e in stale:
+    if not math.isfinite(unused_days) or unused_days < 0:
+        _fail(f"--unused-days must be a finite number >= 0, got {unused_days}")
+    done, failed = prune(unused_days, dry_run=not yes)
+    for e in done:
         console.print(f"{'removed' if yes else 'would remove'} {e.path} ({e.bytes / 2**20:,.0f} MiB, {e.days_unused:.1f} days unused)", markup=False)
-    total = sum(e.bytes for e in stale) / 2**20
-    console.print(f"{len(stale)} entries, {total:,.0f} MiB{'' if yes else ' (dry run: add --yes to remove)'}", markup=False)
+    total = sum(e.bytes for e in done) / 2**20
+    console.print(f"{len(done)} entries, {total:,.0f} MiB{'' if yes else ' (dry run: add --yes to remove)'}", markup=False)
+    if failed:
+        _fail(f"could not remove {len(failed)} entries: {', '.join(str(e.path) for e in failed)}")
 
 
 def _register_plugins() -> None:

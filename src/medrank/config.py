@@ -44,10 +44,11 @@ def dataset_dir(name: str, root: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
-def cache_dir() -> Path:
-    """Where converted models and built indexes are cached (never inside the repo)."""
+def cache_dir(create: bool = True) -> Path:
+    """Where converted models and built indexes are cached (never inside the repo); ``create=False`` only names it."""
     path = Path(os.environ.get("MEDRANK_CACHE", Path.home() / ".cache" / "medrank")).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

@@ -452,7 +452,7 @@ class ProcedureNormalizer:
 
     def warm_up(self) -> None:
         """Encode (and cache the frozen bottom and KAR's keyword flags of) every standard name before timing anything."""
-        self.term_embeddings()  # fills MTCG's bottom cache with the names on the way
+        self.term_embeddings()  # read from the stored file, or computed (filling MTCG's bottom cache with the names)
         for bottom in self.frozen_bottoms():
             bottom.fill_cache(self.terms.names, "passage")
         if self.cache_dir:

@@ -245,7 +245,23 @@ class BiEncoder(nn.Module):
 
         from medrank.utils.io import atomic_dir
 
-        with atomic_dir(Path(directory) / self.cache_key()) as tmp:  # creates ``directory`` too
+        target = Path(directory) / self.cache_key()
+        with atomic_dir(target) as tmp:  # creates ``directory`` too
+            if kinds is not None and target.is_dir():
+                # only ``kinds`` are re-written: the folder's other kinds (e.g. training mentions' states)
+                # are carried over as hard links, not dropped by the swap
+                import os
+                import shutil
+
+                for old in target.glob("*.safetensors"):
+                    if old.stem in kinds:
+                        continue
+                    try:
+                        os.link(old, tmp / old.name)
+                    except FileNotFoundError:
+                        continue  # replaced by another writer meanwhile: a cache miss
+                    except OSError:
+                        shutil.copy2(old, tmp / old.name)
             for kind, cache in self.caches.items():
                 if kinds is not None and kind not in kinds:
                     continue
