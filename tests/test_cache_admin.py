@@ -129,3 +129,7 @@ def test_loading_marks_the_key_folder_used_and_a_partial_write_keeps_other_kinds
     assert {p.name for p in folder.glob("*.safetensors")} == {"query.safetensors", "passage.safetensors"}
     third = MTCG(tiny_chinese_encoder(), train_layers=1)
     assert third.bi.load_cache(tmp_path) == 3 and len(third.bi.caches["query"]) == 1
+    # a damaged cache file is a cache miss, not a failed start
+    (folder / "passage.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    fourth = MTCG(tiny_chinese_encoder(), train_layers=1)
+    assert fourth.bi.load_cache(tmp_path) == 1 and "passage" not in fourth.bi.caches

@@ -77,6 +77,22 @@ class _FrozenCache:
         return sum(b.numel() * b.element_size() for b in self.blocks)
 
 
+def _read_cache_file(data: bytes) -> tuple[list[str], torch.Tensor, np.ndarray]:
+    """Texts, concatenated states and row offsets of one cache file written by :meth:`BiEncoder.save_cache`."""
+    from safetensors.torch import load as load_safetensors
+
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+    texts = json.loads((header.get("__metadata__") or {}).get("texts", "null"))
+    if not isinstance(texts, list):
+        raise ValueError("no text list in its metadata")
+    tensors = load_safetensors(data)
+    hidden, lengths = tensors["hidden"], tensors["lengths"]
+    offsets = np.concatenate([[0], np.cumsum(lengths.numpy())])
+    if len(texts) != len(offsets) - 1 or int(offsets[-1]) != hidden.shape[0]:
+        raise ValueError(f"{len(texts)} texts but {len(offsets) - 1} cached blocks of {hidden.shape[0]} rows")
+    return texts, hidden, offsets
+
+
 class BiEncoder(nn.Module):
     """A shared query/term encoder with a frozen, cacheable bottom and a trainable top.
 
@@ -280,7 +296,6 @@ class BiEncoder(nn.Module):
         """
         if not self.use_cache:
             return 0
-        from safetensors.torch import load as load_safetensors
 
         folder = Path(directory) / self.cache_key()
         if not folder.is_dir():
@@ -297,16 +312,12 @@ class BiEncoder(nn.Module):
                 data = path.read_bytes()
             except FileNotFoundError:
                 continue
-            header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
-            texts = json.loads((header.get("__metadata__") or {}).get("texts", "null"))
-            tensors = load_safetensors(data)
-            hidden, lengths = tensors["hidden"], tensors["lengths"]
-            if not isinstance(texts, list):
-                raise ValueError(f"{path}: no text list in its metadata (corrupt cache; delete {folder})")
+            try:
+                texts, hidden, offsets = _read_cache_file(data)
+            except Exception as exc:  # a damaged cache file is a cache miss (recomputed, and re-written by warm-ups)
+                log.warning("ignoring the frozen-bottom cache file %s (%s)", path, exc)
+                continue
             cache = self._cache_for(None if kind == "none" else kind)  # type: ignore[arg-type]
-            offsets = np.concatenate([[0], np.cumsum(lengths.numpy())])
-            if len(texts) != len(offsets) - 1:
-                raise ValueError(f"{path}: {len(texts)} texts but {len(offsets) - 1} cached blocks (corrupt cache)")
             for i, t in enumerate(texts):
                 if t not in cache.row:
                     cache.row[t] = len(cache.blocks)
