@@ -9,6 +9,7 @@ a cache miss: the next run that needs it recomputes it.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medrank.utils.io import MARKER
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,7 @@ def mark_used(path: str | os.PathLike[str]) -> None:
     try:
         os.utime(path)
     except OSError as exc:
-        import logging
-
-        logging.getLogger(__name__).debug("could not mark %s used (%s)", path, exc)
+        log.debug("could not mark %s used (%s)", path, exc)
 
 
 KEY_FOLDER = re.compile(r"^[0-9a-f]{16}$")

@@ -553,9 +553,10 @@ def cache_prune(
     """Remove cache entries no run has read for a while (a removed entry is recomputed when next needed)."""
     from medrank.cache_admin import prune
 
-    if not math.isfinite(unused_days) or unused_days < 0:
-        _fail(f"--unused-days must be a finite number >= 0, got {unused_days}")
-    done, failed = prune(unused_days, dry_run=not yes)
+    try:
+        done, failed = prune(unused_days, dry_run=not yes)
+    except ValueError as exc:  # a negative or non-finite --unused-days
+        _fail(exc)
     for e in done:
         console.print(f"{'removed' if yes else 'would remove'} {e.path} ({e.bytes / 2**20:,.0f} MiB, {e.days_unused:.1f} days unused)", markup=False)
     total = sum(e.bytes for e in done) / 2**20

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -266,9 +268,6 @@ class BiEncoder(nn.Module):
             if kinds is not None and target.is_dir():
                 # only ``kinds`` are re-written: the folder's other kinds (e.g. training mentions' states)
                 # are carried over as hard links, not dropped by the swap
-                import os
-                import shutil
-
                 for old in target.glob("*.safetensors"):
                     if old.stem in kinds:
                         continue
