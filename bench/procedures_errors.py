@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--run", default="runs/procedures/fusion")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--name", default="procedures_errors", help="results file stem under bench/results (one per run kept)")
     args = ap.parse_args()
     set_threads(args.threads)
     seed_everything(args.seed)
@@ -127,7 +128,7 @@ def main() -> None:
     for name, c in confidence.items():
         md.append(f"| {name} | {c['flagged']} | {c['accuracy_flagged']} | {c['accuracy_unflagged']} | "
                   f"{c['errors_flagged']} of {c['errors']} | {c['probes_flagged']} of {c['probes']} |")
-    common.write("procedures_errors", payload, "\n".join(md))
+    common.write(args.name, payload, "\n".join(md))
 
 
 def flag_report(confidence: list[float | None], correct: list[bool], probe_confidence: list[float | None]) -> dict:
