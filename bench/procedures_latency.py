@@ -83,7 +83,7 @@ def main() -> None:
             for r in runs for k, v in r["latency"].items()
         ],
         "",
-        "One mention, 1 thread, k_c = 10; end_to_end uses the run's own decision (the learned fusion for a fusion run), "
+        f"One mention, 1 thread, k_c = {'/'.join(sorted({str(r['k']) for r in runs}))}; end_to_end uses the run's own decision (the learned fusion for a fusion run), "
         "end_to_end_fb the paper's FB over the same run; bar: end-to-end p50 ≤ 50 ms. Name index warm-up (frozen-bottom "
         "cache load + name embeddings): " + ", ".join(f"{r['run']} {r['index_warm_up_seconds']} s" for r in runs) + ". "
         f"2 shared cores under contention; this host's 1-thread fp32 GEMM speed (bench/common.host_gemm_gflops) "
