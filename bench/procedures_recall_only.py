@@ -15,7 +15,6 @@ from pathlib import Path
 import common
 
 from medrank.config import data_root, seed_everything, set_threads
-from medrank.encoders import load_encoder
 from medrank.pipelines.procedures.data import load_mentions, load_term_base
 from medrank.pipelines.procedures.mtcg import MTCG
 from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, TermPrior, set_accuracy
@@ -33,8 +32,7 @@ def main() -> None:
     rows = []
     for run in args.runs:
         cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
-        mtcg = MTCG(load_encoder(cfg["encoder"], max_length=cfg["max_length"]), train_layers=cfg["train_layers"])
-        mtcg.load_weights(run / "model")
+        mtcg = MTCG.load(run / "model")
         for prior in (TermPrior.load(run / "model"), None):
             norm = ProcedureNormalizer(mtcg, None, terms, fusion="recall", prior=prior)
             acc = set_accuracy(val, norm.predict([m.text for m in val]))

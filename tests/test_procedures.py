@@ -88,13 +88,13 @@ def terms(data_dir: Path) -> TermBase:
     return load_term_base(data_dir)
 
 
-def tiny_chinese_encoder(path: Path | None = None):
-    """A 3-layer random BERT whose vocabulary is every character of the fixture texts."""
+def tiny_chinese_encoder(path: Path | None = None, missing: str = ""):
+    """A 3-layer random BERT whose vocabulary is every character of the fixture texts (but ``missing``)."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     from medrank.encoders import TransformerEncoder
 
-    chars = sorted({ch for rows in (KB, TRAIN, VAL) for row in rows for text in row for ch in text if ch not in ".#x"} | set("0123456789:"))
+    chars = sorted({ch for rows in (KB, TRAIN, VAL) for row in rows for text in row for ch in text if ch not in ".#x" + missing} | set("0123456789:"))
     vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars])}
     tok = BertTokenizerFast(vocab=vocab, do_lower_case=True, tokenize_chinese_chars=True)
     torch.manual_seed(0)
@@ -939,3 +939,56 @@ def test_block_forward_is_the_block_and_submodules_are_its_modules() -> None:
 
     block.forward = whole_block
     block_forward(block, hidden, mask)
+
+
+def test_unknown_characters_get_tokens_rows_and_travel_with_mtcg(data_dir: Path, tmp_path: Path) -> None:
+    """肾 and 腺 missing from the vocabulary: 肾切除术 and 腺切除术 would be one token sequence."""
+    from medrank.encoders.vocab import unknown_characters
+    from medrank.pipelines.procedures.mtcg import MTCG, add_saved_characters, read_weights
+    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+    from medrank.pipelines.procedures.training import train_kar, train_mtcg
+
+    enc = tiny_chinese_encoder(missing="肾腺")
+    assert unknown_characters(enc.tokenizer, ["左肾切除术", "甲状腺", "肾"]) == ["肾", "腺"]
+    before = enc.tokenize(["左肾切除术"])["input_ids"][0].tolist()
+    key = MTCG(enc, train_layers=1).bi.cache_key()
+    rows = enc.add_characters(["肾", "腺"], seed=13)
+    after = enc.tokenize(["左肾切除术"])["input_ids"][0].tolist()
+    new_id = enc.tokenizer.convert_tokens_to_ids("肾")
+    # the same tokenisation, the unknown token replaced by the character's own id, with the drawn row
+    assert len(after) == len(before) and [a if a != new_id else enc.tokenizer.unk_token_id for a in after] == before
+    assert torch.equal(enc.model.get_input_embeddings().weight[new_id], rows[0]) and not torch.equal(rows[0], rows[1])
+    # each row is seeded by its character: adding 腺 alone draws the same row for it
+    alone = tiny_chinese_encoder(missing="肾腺")
+    assert torch.equal(alone.add_characters(["腺"], seed=13)[0], rows[1])
+    # cached frozen-bottom states of the old tokenisation are never reused
+    assert MTCG(enc, train_layers=1).bi.cache_key() != key
+    with pytest.raises(ValueError, match="already has tokens"):
+        enc.add_characters(["肾"])
+    with pytest.raises(ValueError, match="single non-space"):
+        enc.add_characters(["肾切"])
+
+    base = tmp_path / "tiny-zh"
+    tiny_chinese_encoder(base, missing="肾腺")
+    common = {"data_root": str(data_dir), "encoder": str(base), "max_length": 40, "train_layers": 1, "batch_size": 8,
+              "epochs": 1, "lr": 1e-3, "threads": 1, "cache_dir": str(tmp_path / "cache"), "show_progress": False}
+    train_mtcg({"task": "procedures-mtcg", "n_negatives": 3, "add_unknown_characters": True, **common}, tmp_path / "mtcg")
+    spec = json.loads((tmp_path / "mtcg" / "model" / "mtcg.json").read_text(encoding="utf-8"))
+    assert spec["added_characters"] == "肾腺"
+    loaded = MTCG.load(tmp_path / "mtcg" / "model")
+    assert loaded.bi.encoder.added_characters == ("肾", "腺")
+    names = ["肾切除术", "单侧肾上腺切除术"]
+    assert np.allclose(loaded.encode_terms(names), MTCG.load(tmp_path / "mtcg" / "model").encode_terms(names), atol=1e-6)
+    # weights trained with added characters do not load into an encoder without them
+    state, digest = read_weights(tmp_path / "mtcg" / "model")
+    with pytest.raises(ValueError, match="other characters"):
+        MTCG(tiny_chinese_encoder(missing="肾腺"), train_layers=1).load_state(state, digest)
+    plain = tiny_chinese_encoder(missing="肾腺")
+    add_saved_characters(plain, spec, state)
+    MTCG(plain, train_layers=1).load_state(state, digest)
+
+    train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "theta_grid": [0.8], **common}, tmp_path / "kar")
+    norm = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
+    assert norm.kar.bottom.encoder.added_characters == ("肾", "腺")
+    one, batch = norm.normalize_one("左肾切除术"), norm.predict(["左肾切除术"])[0]
+    assert one.candidates == batch.candidates and np.allclose(one.final, batch.final, atol=1e-4)

@@ -145,6 +145,11 @@ def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs
     """
     if isinstance(name_or_path, dict):
         spec = dict(name_or_path)
+        if spec.get("added_characters"):
+            raise ValueError(
+                f"this encoder spec has characters added to its vocabulary ({spec['added_characters']!r}); "
+                "load it through the model that saved their embedding rows (e.g. MTCG.load)"
+            )
         source, name = spec.pop("path", None), spec.get("name")
         if isinstance(name, str) and name.lower() in ALIASES and (not source or not Path(str(source)).exists()):
             # a saved spec of a packaged model: its recorded folder moves with the venv or the cache

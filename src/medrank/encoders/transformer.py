@@ -171,6 +171,9 @@ class TransformerEncoder(Encoder):
         self.device = torch.device(device)
         self.model.to(self.device).eval()
         self.name = name or (Path(self.model_path).name if self.model_path else type(self.model).__name__)
+        #: characters given their own token by :meth:`add_characters` (not part of the model folder)
+        self.added_characters: tuple[str, ...] = ()
+        self._added_rows: torch.Tensor | None = None
 
     @property
     def dim(self) -> int:
@@ -278,6 +281,49 @@ class TransformerEncoder(Encoder):
                 )
         self.model_path = str(path)
 
+    def add_characters(self, chars: list[str], rows: torch.Tensor | None = None, seed: int = 0) -> torch.Tensor:
+        """Give characters the tokenizer cannot spell a token and an embedding row each (see :mod:`medrank.encoders.vocab`).
+
+        ``rows``: their embedding rows (from a saved model); ``None`` draws them
+        (:func:`~medrank.encoders.vocab.sample_embedding_rows`, seeded by ``seed`` and each character).
+        Returns the rows. The characters and a digest of the rows join :meth:`fingerprint`, so
+        cached states of the old tokenisation are never reused.
+        """
+        from medrank.encoders.vocab import prefix_first_piece_only, sample_embedding_rows, unknown_characters
+
+        chars = list(dict.fromkeys(chars))
+        bad = [c for c in chars if not isinstance(c, str) or len(c) != 1 or c.isspace()]
+        if bad:
+            raise ValueError(f"add_characters takes single non-space characters, got {bad[:5]}")
+        spelled = sorted(set(chars) - set(unknown_characters(self.tokenizer, chars)))
+        if spelled:
+            raise ValueError(f"the tokenizer already has tokens for {''.join(spelled[:20])!r}: only add characters it maps to its unknown token")
+        emb = self.model.get_input_embeddings()
+        if rows is None:
+            rows = sample_embedding_rows(emb.weight, chars, seed)
+        rows = torch.as_tensor(rows, dtype=emb.weight.dtype)
+        if tuple(rows.shape) != (len(chars), self.dim):
+            raise ValueError(f"rows must have shape ({len(chars)}, {self.dim}), got {tuple(rows.shape)}")
+        if not chars:
+            return rows
+        prefix_first_piece_only(self.tokenizer)
+        self.tokenizer.add_tokens(chars)
+        ids = self.tokenizer.convert_tokens_to_ids(chars)
+        # a table padded past the tokenizer's vocabulary (e5: 250,037 rows for 250,002 tokens) already
+        # has rows for the new ids; grow it only when it has not
+        if max(ids) >= emb.weight.shape[0]:
+            self.model.resize_token_embeddings(max(ids) + 1, mean_resizing=False)
+            emb = self.model.get_input_embeddings()
+        with torch.no_grad():
+            emb.weight[torch.tensor(ids)] = rows.to(emb.weight.device)
+        self.added_characters += tuple(chars)
+        self._added_rows = rows.cpu() if self._added_rows is None else torch.cat([self._added_rows, rows.cpu()])
+        return rows
+
+    def added_rows(self) -> torch.Tensor | None:
+        """The embedding rows of :attr:`added_characters` (in that order), or ``None``."""
+        return self._added_rows
+
     def fingerprint(self) -> dict[str, Any]:
         """:meth:`spec` with the model folder's path replaced by a digest of its files.
 
@@ -293,10 +339,14 @@ class TransformerEncoder(Encoder):
             # neither the folder's path nor the report name changes a vector
             spec["path"] = spec["name"] = None
             spec["files"] = folder_digest(folder)
+        if self._added_rows is not None:
+            spec["added_rows"] = hashlib.sha256(self._added_rows.float().numpy().tobytes()).hexdigest()[:16]
         return spec
 
     def spec(self) -> dict[str, Any]:
+        extra = {"added_characters": "".join(self.added_characters)} if self.added_characters else {}
         return {
+            **extra,
             "name": self.name,
             "path": self.model_path,
             "pooling": self.pooling,

@@ -39,6 +39,8 @@ from medrank.pipelines.symptom.model import BiEncoder
 N_COUNT_CLASSES = 3
 WEIGHTS = "mtcg.safetensors"
 SPEC = "mtcg.json"
+#: the weights file's entry for the embedding rows of characters added to the vocabulary
+ADDED_ROWS = "added_characters.embeddings"
 
 
 def euclidean_from_cosine(cos: np.ndarray) -> np.ndarray:
@@ -143,6 +145,7 @@ class MTCG(nn.Module):
             "query_prompt": enc.query_prompt,
             "passage_prompt": enc.passage_prompt,
             "train_layers": self.bi.train_layers,
+            **({"added_characters": "".join(enc.added_characters)} if enc.added_characters else {}),
         }
 
     def save(self, directory: str | Path) -> None:
@@ -152,6 +155,9 @@ class MTCG(nn.Module):
 
         with atomic_dir(directory) as tmp:
             state = {k: v.detach().cpu().contiguous() for k, v in self.trainable.state_dict().items()}
+            rows = self.bi.encoder.added_rows()
+            if rows is not None:  # frozen, but not the base model's: they travel with the trained weights
+                state[ADDED_ROWS] = rows.contiguous()
             save_file(state, str(tmp / WEIGHTS))
             (tmp / SPEC).write_text(json.dumps(self.spec(), ensure_ascii=False, indent=1), encoding="utf-8")
 
@@ -160,6 +166,13 @@ class MTCG(nn.Module):
 
     def load_state(self, state: dict[str, torch.Tensor], digest: str | None = None) -> None:
         """Load trained weights (:func:`read_weights`); ``digest`` identifies them to a KAR cache over MTCG's blocks."""
+        state = dict(state)
+        saved_rows, rows = state.pop(ADDED_ROWS, None), self.bi.encoder.added_rows()
+        if (saved_rows is None) != (rows is None) or (rows is not None and not torch.equal(saved_rows.to(rows.dtype), rows)):
+            raise ValueError(
+                "these weights were trained with other characters added to the vocabulary than this encoder has: "
+                "build the encoder with add_saved_characters(encoder, spec, state) first (MTCG.load does)"
+            )
         self.trainable.load_state_dict(state)
         self.weights_digest = digest
         self._loaded_version = self.bi.weights_version()
@@ -177,11 +190,27 @@ class MTCG(nn.Module):
         if not (directory / SPEC).exists():
             raise FileNotFoundError(f"{directory} has no {SPEC}: not an MTCG model folder")
         spec = json.loads((directory / SPEC).read_text(encoding="utf-8"))
+        state, digest = read_weights(directory)
         if encoder is None:
             encoder = load_base_encoder(spec)
+            add_saved_characters(encoder, spec, state)
         model = cls(encoder, train_layers=spec["train_layers"])
-        model.load_weights(directory)
+        model.load_state(state, digest)
         return model
+
+
+def add_saved_characters(encoder: TransformerEncoder, spec: dict[str, Any], state: dict[str, torch.Tensor]) -> None:
+    """Give a freshly loaded base encoder the characters (and their embedding rows) a saved MTCG added.
+
+    No-op for an MTCG trained without ``add_unknown_characters``. Call it before building the
+    :class:`MTCG` (its frozen-bottom cache key reads the encoder's vocabulary).
+    """
+    chars = spec.get("added_characters") or ""
+    if not chars:
+        return
+    if ADDED_ROWS not in state:
+        raise ValueError(f"the MTCG spec adds {len(chars)} characters but its weights file has no {ADDED_ROWS!r}")
+    encoder.add_characters(list(chars), rows=state[ADDED_ROWS])
 
 
 def read_weights(directory: str | Path) -> tuple[dict[str, torch.Tensor], str]:

@@ -82,6 +82,10 @@ class ProcedureConfig:
     distance_scale: float = 5.0
     term_prior: bool = False  # tune and save the training-label prior (normalizer.TermPrior; not in the paper)
     count_class_weighting: str = "none"  # "none" (the paper) or "sqrt-inverse" (class weights (n/n_c)^0.5)
+    # not in the paper: characters of the standard names and training mentions that the tokenizer maps to
+    # its unknown token (e5-small: 颞 桡 髂 跖 髌 跗 …) get tokens and embedding rows of their own
+    # (medrank.encoders.vocab); saved with MTCG, so KAR and the normaliser read the same vocabulary
+    add_unknown_characters: bool = False
     # KAR
     mtcg: str | None = None
     k: int = 10
@@ -197,7 +201,14 @@ class MTCGTask:
         self.cfg, self.output_dir = cfg, output_dir
         self.terms: TermBase = load_term_base(cfg.data_root)
         self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
-        self.model = MTCG(_base_encoder(cfg), train_layers=cfg.train_layers)
+        encoder = _base_encoder(cfg)
+        if cfg.add_unknown_characters:
+            from medrank.encoders.vocab import unknown_characters
+
+            chars = unknown_characters(encoder.tokenizer, [*self.terms.names, *(m.text for m in self.fit)])
+            encoder.add_characters(chars, seed=cfg.seed)
+            log.info("%d characters the tokenizer cannot spell got tokens of their own", len(chars))
+        self.model = MTCG(encoder, train_layers=cfg.train_layers)
         self.cache_dir = cfg.cache_dir or default_cache_dir()
         self._cached = self.model.bi.load_cache(self.cache_dir)
         self.pairs = np.array([(i, self.terms.index(t)) for i, m in enumerate(self.fit) for t in m.terms], dtype=np.int64)
@@ -401,11 +412,13 @@ class KARTask:
         spec = json.loads((mtcg_dir / SPEC).read_text(encoding="utf-8"))
         self.terms = load_term_base(cfg.data_root)
         self.fit, self.valid = carve_validation(load_mentions("train", cfg.data_root))
-        self.mtcg = MTCG(_base_encoder(cfg), train_layers=spec["train_layers"])
-        kw = load_keywords(cfg.data_root)
-        from medrank.pipelines.procedures.mtcg import read_weights
+        from medrank.pipelines.procedures.mtcg import add_saved_characters, read_weights
 
         mtcg_state, mtcg_digest = read_weights(mtcg_dir)
+        encoder = _base_encoder(cfg)
+        add_saved_characters(encoder, spec, mtcg_state)
+        self.mtcg = MTCG(encoder, train_layers=spec["train_layers"])
+        kw = load_keywords(cfg.data_root)
         kar_bottom = kar_bottom_for(self.mtcg, cfg.kar_train_layers, trained_key=mtcg_digest)
         # KAR copies the *base* top blocks before MTCG's trained weights are loaded over them
         self.kar = KeywordAttentiveRanker(

@@ -150,7 +150,10 @@ class BiEncoder(nn.Module):
         self.caches: dict[str, _FrozenCache] = {}
         # the base weights' digest as loaded now: a cache written later is filed under the weights
         # its states came from, even if the model folder is re-written in between
-        self._weights_key = encoder.fingerprint().get("files") or str(encoder.model_path or encoder.name)
+        fingerprint = encoder.fingerprint()
+        self._weights_key = fingerprint.get("files") or str(encoder.model_path or encoder.name)
+        if fingerprint.get("added_rows"):  # characters given tokens of their own (TransformerEncoder.add_characters)
+            self._weights_key = f"{self._weights_key}+chars-{fingerprint['added_rows']}"
         #: digest of trained weights inside the frozen bottom (None: the base model's blocks only)
         self.trained_key = weights_key
         if weights_key is not None:  # the bottom holds trained blocks: their digest joins the base's
