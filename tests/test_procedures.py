@@ -967,6 +967,14 @@ def test_unknown_characters_get_tokens_rows_and_travel_with_mtcg(data_dir: Path,
         enc.add_characters(["肾"])
     with pytest.raises(ValueError, match="single non-space"):
         enc.add_characters(["肾切"])
+    assert enc.add_characters([]).shape == (0, 32) and enc.added_characters == ("肾", "腺")
+    late = tiny_chinese_encoder(missing="肾")
+    model = MTCG(late, train_layers=1)
+    late.add_characters(["肾"])
+    with pytest.raises(RuntimeError, match="after this model was built"):
+        model.bi.cache_key()
+    with pytest.raises(RuntimeError, match="after this model was built"):
+        model.bi.fill_cache(["肾切除术"], "passage")
 
     base = tmp_path / "tiny-zh"
     tiny_chinese_encoder(base, missing="肾腺")
@@ -975,6 +983,15 @@ def test_unknown_characters_get_tokens_rows_and_travel_with_mtcg(data_dir: Path,
     train_mtcg({"task": "procedures-mtcg", "n_negatives": 3, "add_unknown_characters": True, **common}, tmp_path / "mtcg")
     spec = json.loads((tmp_path / "mtcg" / "model" / "mtcg.json").read_text(encoding="utf-8"))
     assert spec["added_characters"] == "肾腺"
+    # resuming over other data (data_root is not a compared setting) under another vocabulary is refused, not mixed
+    import shutil
+
+    other = tmp_path / "other-data"
+    shutil.copytree(data_dir, other)
+    for f in (other / "chip2019-procedures").rglob("*.t*"):
+        f.write_text(f.read_text(encoding="utf-8").replace("腺", "膜"), encoding="utf-8")
+    with pytest.raises(ValueError, match="started with added characters '肾腺'"):
+        train_mtcg({"task": "procedures-mtcg", "n_negatives": 3, "add_unknown_characters": True, **common, "data_root": str(other)}, tmp_path / "mtcg")
     loaded = MTCG.load(tmp_path / "mtcg" / "model")
     assert loaded.bi.encoder.added_characters == ("肾", "腺")
     names = ["肾切除术", "单侧肾上腺切除术"]

@@ -286,8 +286,8 @@ class TransformerEncoder(Encoder):
 
         ``rows``: their embedding rows (from a saved model); ``None`` draws them
         (:func:`~medrank.encoders.vocab.sample_embedding_rows`, seeded by ``seed`` and each character).
-        Returns the rows. The characters and a digest of the rows join :meth:`fingerprint`, so
-        cached states of the old tokenisation are never reused.
+        Returns the rows. The characters and a digest of the rows join :meth:`fingerprint` (and so
+        the cache keys of models built over this encoder afterwards: add characters first).
         """
         from medrank.encoders.vocab import prefix_first_piece_only, sample_embedding_rows, unknown_characters
 
@@ -300,10 +300,11 @@ class TransformerEncoder(Encoder):
             raise ValueError(f"the tokenizer already has tokens for {''.join(spelled[:20])!r}: only add characters it maps to its unknown token")
         emb = self.model.get_input_embeddings()
         if rows is None:
-            rows = sample_embedding_rows(emb.weight, chars, seed)
+            rows = sample_embedding_rows(emb.weight, chars, seed) if chars else emb.weight.new_zeros((0, emb.weight.shape[1]))
         rows = torch.as_tensor(rows, dtype=emb.weight.dtype)
-        if tuple(rows.shape) != (len(chars), self.dim):
-            raise ValueError(f"rows must have shape ({len(chars)}, {self.dim}), got {tuple(rows.shape)}")
+        width = emb.weight.shape[1]  # the embedding width (ALBERT/ELECTRA: not the hidden size)
+        if tuple(rows.shape) != (len(chars), width):
+            raise ValueError(f"rows must have shape ({len(chars)}, {width}), got {tuple(rows.shape)}")
         if not chars:
             return rows
         prefix_first_piece_only(self.tokenizer)

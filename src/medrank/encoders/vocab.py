@@ -12,13 +12,19 @@ embedding rows drawn by :func:`sample_embedding_rows` — from a normal distribu
 covariance of the existing rows (what ``transformers``' ``resize_token_embeddings(mean_resizing=True)``
 does, but with the full covariance: ``transformers`` scales it by 1e-9, which makes every new row
 almost the mean and leaves the characters nearly as indistinguishable as ``<unk>``). Each row is
-seeded by the character's code point, so a character's row does not depend on which others were added.
+seeded by the character's code point, so within one call a character's row does not depend on which
+others are drawn with it (a later call reads moments that include the rows added before).
 
 For SentencePiece tokenizers whose pre-tokenizer prefixes every text piece with ``▁``
 (``Metaspace(prepend_scheme="always")``), :func:`prefix_first_piece_only` switches it to ``"first"``:
 a text is split around added tokens, and with ``"always"`` the piece after 桡 would start with an
-extra ``▁`` token; with ``"first"`` a text tokenises exactly as before, the ``<unk>`` ids replaced by
-the new ones (checked on every name and mention of the procedure data in ``tests``' real-data test).
+extra ``▁`` token; with ``"first"`` a text behind a prompt (e5's ``query: `` / ``passage: ``)
+tokenises exactly as before, the ``<unk>`` ids replaced by the new ones (checked on every name and
+mention of the procedure data in ``tests/test_vocab.py``'s slow test). A text that *starts* with an
+added character, with no prompt before it, loses the leading ``▁`` piece.
+
+Add characters before building models over the encoder: a :class:`~medrank.pipelines.symptom.model.BiEncoder`
+fixes its cache key when it is built and refuses to run once the vocabulary has changed under it.
 """
 
 from __future__ import annotations
@@ -81,7 +87,7 @@ def sample_embedding_rows(weight: torch.Tensor, chars: list[str], seed: int = 0,
     total = torch.zeros(d, dtype=torch.float64)
     second = torch.zeros(d, d, dtype=torch.float64)
     for start in range(0, n, chunk):  # float64 moments in chunks: no second copy of a 250k-row table
-        block = w[start : start + chunk].to(torch.float64)
+        block = w[start : start + chunk].to("cpu", torch.float64)
         total += block.sum(0)
         second += block.T @ block
     mean = total / n

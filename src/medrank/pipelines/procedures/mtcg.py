@@ -193,6 +193,7 @@ class MTCG(nn.Module):
         state, digest = read_weights(directory)
         if encoder is None:
             encoder = load_base_encoder(spec)
+        if not encoder.added_characters:
             add_saved_characters(encoder, spec, state)
         model = cls(encoder, train_layers=spec["train_layers"])
         model.load_state(state, digest)

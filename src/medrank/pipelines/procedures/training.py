@@ -208,6 +208,7 @@ class MTCGTask:
             chars = unknown_characters(encoder.tokenizer, [*self.terms.names, *(m.text for m in self.fit)])
             encoder.add_characters(chars, seed=cfg.seed)
             log.info("%d characters the tokenizer cannot spell got tokens of their own", len(chars))
+        _check_run_vocabulary(output_dir, encoder)
         self.model = MTCG(encoder, train_layers=cfg.train_layers)
         self.cache_dir = cfg.cache_dir or default_cache_dir()
         self._cached = self.model.bi.load_cache(self.cache_dir)
@@ -275,6 +276,37 @@ class MTCGTask:
         out["eval_seconds"] = round(time.perf_counter() - t0, 2)
         self.save_cache()
         return out
+
+
+VOCABULARY = "vocabulary.json"
+
+
+def _check_run_vocabulary(output_dir: Path, encoder: Any) -> None:
+    """Record the characters added to the vocabulary at a run's start; refuse to resume under other ones.
+
+    Checkpoints hold the trained blocks only; the added rows are drawn again from the data and the
+    seed. A resumed run whose term base or mentions changed (``data_root`` is not compared by
+    :func:`~medrank.training.check_run_config`), or a run started before ``add_unknown_characters``
+    existed, would otherwise continue blocks trained under one vocabulary with another.
+    """
+    from medrank.utils.io import atomic_write_text
+
+    rows = encoder.added_rows()
+    record = {"added_characters": "".join(encoder.added_characters),
+              "added_rows": encoder.fingerprint().get("added_rows") if rows is not None else None}
+    path = output_dir / VOCABULARY
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved != record:
+            raise ValueError(
+                f"{output_dir} was started with added characters {saved.get('added_characters')!r} "
+                f"(rows {saved.get('added_rows')}), this run has {record['added_characters']!r} (rows {record['added_rows']}): "
+                "the data or add_unknown_characters changed; use a new output_dir"
+            )
+    elif any((output_dir / "checkpoints").glob("*")) and record["added_characters"]:
+        raise ValueError(f"{output_dir} has checkpoints from before add_unknown_characters: use a new output_dir")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, ensure_ascii=False))
 
 
 def _mtcg_loss(cfg: ProcedureConfig, count_labels: list[int]) -> torch.nn.Module:

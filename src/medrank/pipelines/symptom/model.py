@@ -154,6 +154,7 @@ class BiEncoder(nn.Module):
         self._weights_key = fingerprint.get("files") or str(encoder.model_path or encoder.name)
         if fingerprint.get("added_rows"):  # characters given tokens of their own (TransformerEncoder.add_characters)
             self._weights_key = f"{self._weights_key}+chars-{fingerprint['added_rows']}"
+        self._vocabulary = tuple(getattr(encoder, "added_characters", ()))
         #: digest of trained weights inside the frozen bottom (None: the base model's blocks only)
         self.trained_key = weights_key
         if weights_key is not None:  # the bottom holds trained blocks: their digest joins the base's
@@ -182,9 +183,17 @@ class BiEncoder(nn.Module):
             self.caches[key] = _FrozenCache(self.encoder.dim, self.cache_dtype)
         return self.caches[key]
 
+    def _check_vocabulary(self) -> None:
+        if tuple(getattr(self.encoder, "added_characters", ())) != self._vocabulary:
+            raise RuntimeError(
+                "characters were added to the encoder's vocabulary after this model was built over it: "
+                "its cached states would mix two tokenisations; add characters first, then build the model"
+            )
+
     def _bottom(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """Hidden states after the frozen blocks (no gradient), always in float32: they are cached on disk
         and shared by every later run, so a training run's ``autocast: bf16`` must not reach them."""
+        self._check_vocabulary()
         device = features["input_ids"].device.type
         with torch.autocast(device_type=device, enabled=False):
             return frozen_bottom(self.encoder.model, self.n_frozen, features)
@@ -201,6 +210,7 @@ class BiEncoder(nn.Module):
         """Run the frozen bottom once for every text not cached yet (sorted by length, batched)."""
         if not self.use_cache:
             return
+        self._check_vocabulary()
         cache = self._cache_for(kind)
         todo = cache.missing(texts)
         if not todo:
@@ -242,6 +252,7 @@ class BiEncoder(nn.Module):
         import json
 
         enc = self.encoder
+        self._check_vocabulary()
         spec = {
             "model": self._weights_key,
             "n_frozen": self.n_frozen,
