@@ -325,6 +325,12 @@ class TransformerEncoder(Encoder):
         """The embedding rows of :attr:`added_characters` (in that order), or ``None``."""
         return self._added_rows
 
+    def added_rows_digest(self) -> str | None:
+        """A short digest of :meth:`added_rows` (``None`` without added characters): the vocabulary's part of cache keys."""
+        if self._added_rows is None:
+            return None
+        return hashlib.sha256(self._added_rows.float().numpy().tobytes()).hexdigest()[:16]
+
     def fingerprint(self) -> dict[str, Any]:
         """:meth:`spec` with the model folder's path replaced by a digest of its files.
 
@@ -341,7 +347,7 @@ class TransformerEncoder(Encoder):
             spec["path"] = spec["name"] = None
             spec["files"] = folder_digest(folder)
         if self._added_rows is not None:
-            spec["added_rows"] = hashlib.sha256(self._added_rows.float().numpy().tobytes()).hexdigest()[:16]
+            spec["added_rows"] = self.added_rows_digest()
         return spec
 
     def spec(self) -> dict[str, Any]:

@@ -291,9 +291,7 @@ def _check_run_vocabulary(output_dir: Path, encoder: Any) -> None:
     """
     from medrank.utils.io import atomic_write_text
 
-    rows = encoder.added_rows()
-    record = {"added_characters": "".join(encoder.added_characters),
-              "added_rows": encoder.fingerprint().get("added_rows") if rows is not None else None}
+    record = {"added_characters": "".join(encoder.added_characters), "added_rows": encoder.added_rows_digest()}
     path = output_dir / VOCABULARY
     if path.exists():
         saved = json.loads(path.read_text(encoding="utf-8"))

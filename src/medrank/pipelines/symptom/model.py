@@ -154,7 +154,7 @@ class BiEncoder(nn.Module):
         self._weights_key = fingerprint.get("files") or str(encoder.model_path or encoder.name)
         if fingerprint.get("added_rows"):  # characters given tokens of their own (TransformerEncoder.add_characters)
             self._weights_key = f"{self._weights_key}+chars-{fingerprint['added_rows']}"
-        self._vocabulary = tuple(getattr(encoder, "added_characters", ()))
+        self._vocabulary = encoder.added_characters
         #: digest of trained weights inside the frozen bottom (None: the base model's blocks only)
         self.trained_key = weights_key
         if weights_key is not None:  # the bottom holds trained blocks: their digest joins the base's
@@ -184,7 +184,7 @@ class BiEncoder(nn.Module):
         return self.caches[key]
 
     def _check_vocabulary(self) -> None:
-        if tuple(getattr(self.encoder, "added_characters", ())) != self._vocabulary:
+        if self.encoder.added_characters != self._vocabulary:
             raise RuntimeError(
                 "characters were added to the encoder's vocabulary after this model was built over it: "
                 "its cached states would mix two tokenisations; add characters first, then build the model"
