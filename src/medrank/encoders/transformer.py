@@ -26,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from medrank.encoders.base import Encoder, TextKind
+from medrank.utils.hf import quiet_weight_loading
 
 Pooling = Literal["mean", "cls"]
 
@@ -149,7 +150,8 @@ class TransformerEncoder(Encoder):
             self.model_path: str | None = str(model)
             settings = sentence_transformers_settings(model)
             self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_path)
-            self.model = AutoModel.from_pretrained(self.model_path)
+            with quiet_weight_loading():
+                self.model = AutoModel.from_pretrained(self.model_path)
         else:
             if tokenizer is None:
                 raise ValueError("pass the tokenizer together with a model object")

@@ -28,6 +28,7 @@ from medrank.pipelines.passages.losses import ListwiseSoftmaxLoss
 from medrank.pipelines.passages.pairs import TrainingGroup, query_text, training_groups
 from medrank.pipelines.passages.protocol import query_fields
 from medrank.records import Query
+from medrank.utils.hf import quiet_weight_loading
 
 DEFAULTS: dict[str, Any] = {
     "base": "minilm",
@@ -51,7 +52,8 @@ def load_base(name_or_path: str) -> tuple[Any, Any]:
 
     path = resolve_model_path(name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+    with quiet_weight_loading():
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
     return model, tokenizer
 
 
@@ -118,7 +120,8 @@ class CrossEncoderRanker:
         meta = json.loads((model_dir / "medrank_cross_encoder.json").read_text()) if (
             model_dir / "medrank_cross_encoder.json"
         ).exists() else {}
-        model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
+        with quiet_weight_loading():
+            model = AutoModelForSequenceClassification.from_pretrained(str(model_dir))
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         return cls(CrossEncoderScorer(model, tokenizer, int(meta.get("max_length", 128))), corpus, show_progress)
 

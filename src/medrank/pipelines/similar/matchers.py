@@ -44,6 +44,7 @@ from medrank.pipelines.similar.models.linear import (
 from medrank.pipelines.similar.models.siamese import BiLSTMEncoder, SiameseMatcher, TransformerEncoder
 from medrank.pipelines.similar.models.stmt import STMT
 from medrank.pipelines.similar.text import QuestionTokenizer, TokenizerSpec, Vocabulary, mean_vectors
+from medrank.utils.hf import quiet_weight_loading
 from medrank.utils.io import atomic_dir, atomic_write_json
 
 TextPair = tuple[str, str]
@@ -331,7 +332,8 @@ class CrossEncoderMatcher(PairMatcher):
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the fresh classification head is expected, not a warning
         try:
-            self.module = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+            with quiet_weight_loading():
+                self.module = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
         finally:
             hf_logging.set_verbosity(verbosity)
         self.hf_tokenizer = AutoTokenizer.from_pretrained(path)

@@ -22,6 +22,7 @@ from medrank.pipelines.history.models.inputs import (
     question_ids,
     special_ids,
 )
+from medrank.utils.hf import quiet_weight_loading
 
 
 class HistoryCrossEncoder(nn.Module):
@@ -103,5 +104,6 @@ class HistoryCrossEncoder(nn.Module):
         if not meta.exists():
             raise FileNotFoundError(f"{path} holds no history cross-encoder (history_cross_encoder.json missing)")
         kw = json.loads(meta.read_text())
-        model = AutoModelForSequenceClassification.from_pretrained(str(path))
+        with quiet_weight_loading():
+            model = AutoModelForSequenceClassification.from_pretrained(str(path))
         return cls(model, AutoTokenizer.from_pretrained(str(path)), **kw).eval()

@@ -45,6 +45,7 @@ from medrank.pipelines.history.models.inputs import (
     question_ids,
     special_ids,
 )
+from medrank.utils.hf import quiet_weight_loading
 
 
 @dataclass
@@ -178,7 +179,9 @@ class GlobalReranker(nn.Module):
         from medrank.encoders import resolve_model_path
 
         path = resolve_model_path(name_or_path)
-        return cls(AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path), config)
+        with quiet_weight_loading():
+            model = AutoModel.from_pretrained(path)
+        return cls(model, AutoTokenizer.from_pretrained(path), config)
 
     def encode(self, dialogue: str, questions: Sequence[str], dialogue_ids: list[int] | None = None) -> EncodedSample:
         """One long input: the dialogue, then each candidate behind its pooling token (see :func:`encode_sample`)."""
@@ -240,6 +243,8 @@ class GlobalReranker(nn.Module):
         if not meta.exists():
             raise FileNotFoundError(f"{path} holds no global re-ranker (global_reranker.json missing)")
         config = GlobalInputConfig(**json.loads(meta.read_text(encoding="utf-8")))
-        model = cls(AutoModel.from_pretrained(str(path)), AutoTokenizer.from_pretrained(str(path)), config)
+        with quiet_weight_loading():
+            base = AutoModel.from_pretrained(str(path))
+        model = cls(base, AutoTokenizer.from_pretrained(str(path)), config)
         model.head.load_state_dict(load_file(str(path / "head.safetensors")))
         return model.eval()

@@ -1,0 +1,55 @@
+"""Hugging Face ``transformers`` helpers.
+
+``transformers`` 5 draws a "Loading weights" progress bar on every ``from_pretrained``. Our models
+load in well under a second, so every CLI command and every service start printed a finished bar
+(one per model) between its own lines. :func:`quiet_weight_loading` hides that one bar while it is
+active and leaves every other bar alone: a first download from a hub still shows its progress, and
+a ``tqdm`` hook a user installed keeps working (it is called for every other bar).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+LOADING_BAR = "Loading weights"
+
+_lock = threading.Lock()
+_depth = 0
+_previous: Callable[..., Any] | None = None
+
+
+def _hiding_hook(previous: Callable[..., Any] | None) -> Callable[..., Any]:
+    def hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if kwargs.get("desc") == LOADING_BAR:
+            kwargs = {**kwargs, "disable": True}
+        return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
+
+    return hook
+
+
+@contextmanager
+def quiet_weight_loading() -> Iterator[None]:
+    """Hide ``transformers``' "Loading weights" bar inside the block (nestable, thread-safe)."""
+    global _depth, _previous
+    from transformers.utils import logging as hf_logging
+
+    set_hook = getattr(hf_logging, "set_tqdm_hook", None)
+    if set_hook is None:  # a transformers without tqdm hooks: nothing to hide through
+        yield
+        return
+    with _lock:
+        if _depth == 0:
+            _previous = getattr(hf_logging, "_tqdm_hook", None)
+            set_hook(_hiding_hook(_previous))
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                set_hook(_previous)
+                _previous = None
