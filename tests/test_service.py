@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import time
 
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
@@ -422,3 +423,79 @@ def test_token_and_limits_from_environment(monkeypatch, tmp_path):
     assert settings.model_path("passages") == tmp_path / "passages" / "cdv"
     with pytest.raises(FileNotFoundError):
         ServiceSettings(model_paths={"passages": tmp_path / "missing"}).model_path("passages")
+
+
+class _TableEncoder:
+    """A stand-in encoder: fixed unit vectors per text (unseen texts get an orthogonal axis of their own)."""
+
+    name = "table"
+
+    def __init__(self, table):
+        self.table = {t: np.asarray(v, dtype=np.float32) for t, v in table.items()}
+        self.calls = []
+
+    def encode(self, texts, kind="query", show_progress=False, **_):
+        self.calls.append((kind, list(texts)))
+        out = np.zeros((len(texts), 8), dtype=np.float32)
+        for i, t in enumerate(texts):
+            if t in self.table:
+                out[i, : len(self.table[t])] = self.table[t]
+            else:
+                out[i, 7] = 1.0
+        return out
+
+
+def test_distinct_questions_drops_rephrasings_of_better_and_asked_questions():
+    from medrank.service.pipelines import distinct_questions
+
+    enc = _TableEncoder({"Have you had a fever?": [1, 0, 0], "Do you have any fever?": [0.9, 0.1, 0],
+                         "Any chest pain?": [0, 1, 0], "Any pain in the chest?": [0, 0.95, 0.05],
+                         "Do you smoke?": [0, 0, 1], "Fever?": [1, 0.05, 0]})
+    rows = [{"text": t} for t in ["Have you had a fever?", "Do you have any fever?", "Any chest pain?", "Any pain in the chest?",
+                                  "Do you smoke?"]]
+    assert [r["text"] for r in distinct_questions(rows, [], enc, 0.8, 5)] == ["Have you had a fever?", "Any chest pain?", "Do you smoke?"]
+    assert [r["text"] for r in distinct_questions(rows, [], enc, 0.8, 2)] == ["Have you had a fever?", "Any chest pain?"]
+    # a rephrasing of what the doctor already asked is not proposed again
+    assert [r["text"] for r in distinct_questions(rows, ["Fever?"], enc, 0.8, 5)] == ["Any chest pain?", "Do you smoke?"]
+    assert [r["text"] for r in distinct_questions(rows, [], enc, 1.0, 5)] == [r["text"] for r in rows]
+    assert distinct_questions([], ["Fever?"], enc, 0.8, 5) == [] and {kind for kind, _ in enc.calls} == {"passage"}
+    # with the rows' vectors given (a bank's index holds them) only the asked questions are encoded
+    enc.calls.clear()
+    given = enc.encode([r["text"] for r in rows])
+    enc.calls.clear()
+    assert [r["text"] for r in distinct_questions(rows, ["Fever?"], enc, 0.8, 5, given)] == ["Any chest pain?", "Do you smoke?"]
+    assert enc.calls == [("passage", ["Fever?"])]
+    with pytest.raises(ValueError, match="row vectors"):
+        distinct_questions(rows, [], enc, 0.8, 5, given[:2])
+
+
+def test_next_questions_from_the_bank_are_distinct(services):
+    bank = services.next_questions.banks["en"]
+    texts = list(bank.texts.values())  # fever, headache, chest pain, cough
+    enc = _TableEncoder({texts[0]: [1, 0, 0, 0], texts[1]: [0.95, 0.2, 0, 0], texts[2]: [0, 0, 1, 0], texts[3]: [0, 0, 0, 1],
+                         "Is it hot?": [0, 0, 0.1, 0.99]})
+    with pytest.raises(ValueError, match="cosine in"):
+        NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": 1.5})
+    with pytest.raises(ValueError, match="needs an encoder"):
+        NextQuestionService({"en": bank}, {"en": enc}, distinct={"zh": 0.8})
+    services.next_questions = NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": 0.8})
+    stored = QuestionBank("en", bank.ids, [bank.texts[i] for i in bank.ids], bank.index, "hybrid", "test",
+                          vectors=enc.encode([bank.texts[i] for i in bank.ids]))
+    enc.calls.clear()
+    dialogue = [{"speaker": "patient", "text": "headache and fever"}, {"speaker": "doctor", "text": "Is it hot?"},
+                {"speaker": "patient", "text": "yes"}]
+    body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
+    got = [q["text"] for q in body["results"]]
+    assert "rephrasings dropped (cosine >= 0.80, table)" in body["retrieval"]
+    assert texts[3] not in got  # rephrases the doctor's "Is it hot?"
+    assert len(got) == 2 and texts[2] in got and (texts[0] in got) != (texts[1] in got)  # one of the two fever questions
+    services.next_questions = NextQuestionService({"en": stored}, {"en": enc}, distinct={"en": 0.8})
+    enc.calls.clear()
+    again = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
+    assert [q["text"] for q in again["results"]] == got and enc.calls == [("passage", ["Is it hot?"])]
+    # candidates given by the caller are ranked as given, rephrasings and all
+    r = _client(services).post("/next-questions", json={"dialogue": dialogue, "candidates": texts[:2], "k": 5}).json()
+    assert sorted(q["text"] for q in r["results"]) == sorted(texts[:2])
+    services.next_questions = NextQuestionService({"en": bank}, {"en": enc})  # no threshold: every question
+    body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
+    assert len(body["results"]) == 4 and "rephrasings" not in body["retrieval"]

@@ -31,6 +31,7 @@ from medrank.records import Concept
 from medrank.service.backends import IndexBackend, KBInfo, KnowledgeBase, StoreBackend
 from medrank.service.batching import BatchingEncoder, batch_queries
 from medrank.service.pipelines import (
+    DISTINCT_COSINE,
     FIRST_STAGE,
     BM25PassageService,
     CDVPassageService,
@@ -328,6 +329,8 @@ class Builder:
                                      ("zh", "DXY paediatric dialogue doctor questions", dxy_doctor_questions)):
             banks[lang] = self._question_bank(lang, source, loader)
         encoders = {lang: self.encoder(lang) for lang in banks}
+        # rephrasings are merged only where the threshold was chosen for the encoder (MiniLM; see NextQuestionService)
+        distinct = {lang: DISTINCT_COSINE for lang, enc in encoders.items() if enc.name == "minilm"}
         run = self.settings.model_path("next-questions")
         if run is not None:
             try:
@@ -338,8 +341,8 @@ class Builder:
                 self.say(f"  next questions: no usable re-ranker in {run} ({exc}); serving the first stage")
             else:
                 return NextQuestionService(banks, encoders, f"{kind} re-ranker (trained run {run.name}) over first-stage top-30",
-                                           True, reranker=reranker)
-        return NextQuestionService(banks, encoders, FIRST_STAGE, False)
+                                           True, reranker=reranker, distinct=distinct)
+        return NextQuestionService(banks, encoders, FIRST_STAGE, False, distinct=distinct)
 
     def _question_bank(self, lang: str, source: str, loader: Callable[[Any], list[str]]) -> QuestionBank:
         from medrank.index import BM25Index, DenseIndex, HybridIndex, load_index
@@ -357,7 +360,9 @@ class Builder:
             index.save(out)
             self._stamp(out, fp)
         index = load_index(out, encoder=encoder)
-        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source)
+        dense = next((c for c in getattr(index, "components", [index]) if isinstance(c, DenseIndex)), None)
+        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source,
+                            vectors=dense.vectors() if dense is not None else None)
 
     def similar(self) -> SimilarService:
         from medrank.pipelines.similar.corpus import (

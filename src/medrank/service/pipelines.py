@@ -287,16 +287,67 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+#: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
+DISTINCT_COSINE = 0.80
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def distinct_questions(rows: list[dict[str, Any]], asked: Sequence[str], encoder: Encoder, threshold: float,
+                       k: int, row_vectors: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """The first ``k`` of ``rows`` (best first) that rephrase neither a row kept before them nor an ``asked`` question.
+
+    Two questions are one when the cosine of their ``encoder`` vectors (the passage side, as the
+    bank's dense index stores them) is ``>= threshold`` — what merges phrasings in the history
+    question bank (:mod:`medrank.pipelines.history.builders.question_bank`). ``row_vectors``: the
+    rows' vectors when already known (the bank's index holds them), else they are encoded here.
+    """
+    if not rows:
+        return []
+    texts = ([] if row_vectors is not None else [r["text"] for r in rows]) + list(asked)
+    encoded = encoder.encode(texts, kind="passage", show_progress=False) if texts else np.zeros((0, 1), np.float32)
+    if row_vectors is None:
+        vecs = _unit(encoded)
+    else:
+        if len(row_vectors) != len(rows):
+            raise ValueError(f"{len(row_vectors)} row vectors for {len(rows)} rows")
+        vecs = _unit(np.concatenate([row_vectors, encoded]) if len(asked) else row_vectors)
+    seen = list(vecs[len(rows):])
+    kept: list[dict[str, Any]] = []
+    for row, vec in zip(rows, vecs[: len(rows)], strict=True):
+        if seen and float(np.max(np.stack(seen) @ vec)) >= threshold - 1e-6:
+            continue
+        kept.append(row)
+        seen.append(vec)
+        if len(kept) == k:
+            break
+    return kept
+
+
 class QuestionBank:
     """History-taking questions of one language behind a recall index (BM25 / dense / hybrid)."""
 
-    def __init__(self, language: str, ids: Sequence[str], texts: Sequence[str], index: Any, retrieval: str, source: str) -> None:
+    def __init__(self, language: str, ids: Sequence[str], texts: Sequence[str], index: Any, retrieval: str, source: str,
+                 vectors: np.ndarray | None = None) -> None:
         self.language = language
         self.ids = list(ids)
         self.texts = dict(zip(ids, texts, strict=True))
         self.index = index
         self.retrieval = retrieval
         self.source = source
+        if vectors is not None and len(vectors) != len(self.ids):
+            raise ValueError(f"{len(vectors)} vectors for {len(self.ids)} questions")
+        #: the questions' vectors (rows in ``ids`` order; the dense index's, when it has one): rephrasings are
+        #: found without encoding the bank's questions at every request
+        self.vectors = _unit(vectors) if vectors is not None else None
+        self._row = {qid: n for n, qid in enumerate(self.ids)}
+
+    def vectors_of(self, ids: Sequence[str]) -> np.ndarray | None:
+        """The stored vectors of ``ids`` (None when the bank holds none)."""
+        return None if self.vectors is None else self.vectors[[self._row[i] for i in ids]]
 
 
 class NextQuestionService:
@@ -305,13 +356,28 @@ class NextQuestionService:
     The query is the confirmed symptoms plus the patient's last turns; questions the
     doctor already asked are never proposed again. Given ``candidates``, only those are
     ranked (cosine with the query encoder, or BM25 without one).
+
+    ``distinct`` (language → cosine): from that language's bank, a question is also dropped when it
+    only rephrases a better-ranked one or one the doctor already asked, i.e. when the cosine of the
+    language's encoder vectors reaches the threshold. A bank of real doctor questions holds many
+    phrasings of one question ("Have you had a fever?", "Do you have any fever?"), and five of them
+    are no list of next questions. The threshold belongs to the encoder: :data:`DISTINCT_COSINE`
+    (0.80) is the history question bank's, chosen for MiniLM; e5-small's cosines are compressed
+    (median 0.90 between random questions of the DXY bank), so no fixed threshold separates its
+    rephrasings from other questions. Given ``candidates`` are ranked as given: the caller chose them.
     """
 
     def __init__(self, banks: dict[str, QuestionBank], encoders: dict[str, Encoder] | None = None,
                  model: str = FIRST_STAGE, trained: bool = False, history_turns: int = 3,
-                 reranker: Any = None, rerank_depth: int = 30) -> None:
+                 reranker: Any = None, rerank_depth: int = 30, distinct: dict[str, float] | None = None) -> None:
         if reranker is not None and not callable(getattr(reranker, "score", None)):
             raise ValueError("reranker must have score(dialogue: str, questions: list[str]) -> list[float]")
+        for lang, threshold in (distinct or {}).items():
+            if not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
+                raise ValueError(f"distinct[{lang!r}] must be a cosine in (0, 1], got {threshold!r}")
+            if lang not in (encoders or {}):
+                raise ValueError(f"distinct[{lang!r}] needs an encoder for {lang!r}")
+        self.distinct = dict(distinct or {})
         self.banks = banks
         self.encoders = encoders or {}
         self.model = model
@@ -343,13 +409,26 @@ class NextQuestionService:
         bank = self.banks.get(lang)
         if bank is None:
             raise UnavailableError(f"no question bank for language {lang!r}; give candidates instead")
-        depth = max(k, self.rerank_depth if self.reranker is not None else k)
+        threshold = self.distinct.get(lang)
+        encoder = self.encoders.get(lang) if threshold is not None else None
+        # rephrasings are dropped after ranking, so recall a deeper list than k when they are
+        depth = max(k, self.rerank_depth if self.reranker is not None or encoder is not None else k)
         ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
                 for i, s in zip(ranking.ids, ranking.scores, strict=True) if _norm(bank.texts[i]) not in asked][:depth]
+        retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
+        if encoder is None:
+            return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
+                    "results": self._rerank(dialogue, rows, k)}
+        doctor = [t["text"] for t in dialogue if t["speaker"] == "doctor"]
         return {"model": self.model, "trained": self.trained, "language": lang,
-                "retrieval": f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})",
-                "results": self._rerank(dialogue, rows, k)}
+                "retrieval": f"{retrieval}; rephrasings dropped (cosine >= {threshold:.2f}, {encoder.name})",
+                "results": self._distinct(bank, self._rerank(dialogue, rows, len(rows)), doctor, encoder, threshold, k)}
+
+    @staticmethod
+    def _distinct(bank: QuestionBank, rows: list[dict[str, Any]], doctor: list[str], encoder: Encoder, threshold: float,
+                  k: int) -> list[dict[str, Any]]:
+        return distinct_questions(rows, doctor, encoder, threshold, k, bank.vectors_of([r["id"] for r in rows]))
 
     def _rank_candidates(self, dialogue: Sequence[dict[str, str]], query: str, lang: str, candidates: Sequence[str],
                          asked: set[str], k: int) -> dict[str, Any]:
@@ -372,7 +451,8 @@ class NextQuestionService:
 
     def info(self) -> PipelineInfo:
         return PipelineInfo(self.model, "re-ranked" if self.reranker is not None else "first-stage", self.trained,
-                            {lang: {"questions": len(b.ids), "retrieval": b.retrieval, "source": b.source}
+                            {lang: {"questions": len(b.ids), "retrieval": b.retrieval, "source": b.source,
+                                    "rephrasings_dropped_at_cosine": self.distinct.get(lang)}
                              for lang, b in self.banks.items()})
 
 
