@@ -381,7 +381,7 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     stored.write_bytes(b"not safetensors")  # a damaged file is ignored and re-written
     damaged = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir))
     # re-computed, not read: equal up to float summation order (batch composition and BLAS kernels differ by host)
-    assert np.allclose(damaged.term_embeddings(), warm.term_embeddings(), rtol=1e-5, atol=1e-6) and stored.stat().st_size > 100
+    assert np.allclose(damaged.term_embeddings(), warm.term_embeddings(), rtol=1e-5, atol=1e-5) and stored.stat().st_size > 100
     with torch.no_grad():  # weights changed in place (training): no longer the file's, so nothing is read or written
         next(damaged.mtcg.bi.trainable.parameters()).add_(0.1)
     assert damaged.mtcg.loaded_digest() is None and damaged._term_embeddings_file() is None

@@ -426,9 +426,10 @@ def test_token_and_limits_from_environment(monkeypatch, tmp_path):
 
 
 class _TableEncoder:
-    """A stand-in encoder: fixed unit vectors per text (unseen texts get an orthogonal axis of their own)."""
+    """A stand-in encoder: fixed vectors per text; every unseen text gets the same extra axis (7)."""
 
     name = "table"
+    dim = 8
 
     def __init__(self, table):
         self.table = {t: np.asarray(v, dtype=np.float32) for t, v in table.items()}
@@ -476,8 +477,17 @@ def test_next_questions_from_the_bank_are_distinct(services):
                          "Is it hot?": [0, 0, 0.1, 0.99]})
     with pytest.raises(ValueError, match="cosine in"):
         NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": 1.5})
-    with pytest.raises(ValueError, match="needs an encoder"):
+    with pytest.raises(ValueError, match="no question bank"):
         NextQuestionService({"en": bank}, {"en": enc}, distinct={"zh": 0.8})
+    with pytest.raises(ValueError, match="needs an encoder"):
+        NextQuestionService({"en": bank}, {}, distinct={"en": 0.8})
+    with pytest.raises(ValueError, match="cosine in"):
+        NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": True})
+    wide = QuestionBank("en", bank.ids, [bank.texts[i] for i in bank.ids], bank.index, "hybrid", "test",
+                        vectors=np.ones((len(bank.ids), 3), np.float32))
+    with pytest.raises(ValueError, match="same encoder"):
+        NextQuestionService({"en": wide}, {"en": enc}, distinct={"en": 0.8})
+    assert NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": np.float32(0.8)}).distinct == {"en": pytest.approx(0.8)}
     services.next_questions = NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": 0.8})
     stored = QuestionBank("en", bank.ids, [bank.texts[i] for i in bank.ids], bank.index, "hybrid", "test",
                           vectors=enc.encode([bank.texts[i] for i in bank.ids]))
@@ -496,6 +506,15 @@ def test_next_questions_from_the_bank_are_distinct(services):
     # candidates given by the caller are ranked as given, rephrasings and all
     r = _client(services).post("/next-questions", json={"dialogue": dialogue, "candidates": texts[:2], "k": 5}).json()
     assert sorted(q["text"] for q in r["results"]) == sorted(texts[:2])
+    # with a re-ranker, rephrasings are dropped from its order: the re-ranker's favourite of the two fever questions stays
+    class PreferHeadache:
+        def score(self, dialogue, questions):
+            return [2.0 if q == texts[1] else 1.0 for q in questions]
+
+    services.next_questions = NextQuestionService({"en": stored}, {"en": enc}, "fake re-ranker", True, reranker=PreferHeadache(),
+                                                  distinct={"en": 0.8})
+    reranked = [q["text"] for q in _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()["results"]]
+    assert reranked[0] == texts[1] and texts[0] not in reranked and texts[3] not in reranked and len(reranked) == 2
     services.next_questions = NextQuestionService({"en": bank}, {"en": enc})  # no threshold: every question
     body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
     assert len(body["results"]) == 4 and "rephrasings" not in body["retrieval"]

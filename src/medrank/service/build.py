@@ -361,8 +361,9 @@ class Builder:
             self._stamp(out, fp)
         index = load_index(out, encoder=encoder)
         dense = next((c for c in getattr(index, "components", [index]) if isinstance(c, DenseIndex)), None)
-        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source,
-                            vectors=dense.vectors() if dense is not None else None)
+        # the bank's vectors are its dense part's rows, which must follow the hybrid index's entry order
+        vectors = dense.vectors() if dense is not None and list(dense.entry_ids) == list(index.entry_ids) else None
+        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source, vectors=vectors)
 
     def similar(self) -> SimilarService:
         from medrank.pipelines.similar.corpus import (

@@ -6,6 +6,7 @@ in tests) and are called from worker threads; they hold no per-request state.
 
 from __future__ import annotations
 
+import numbers
 import re
 import threading
 from collections.abc import Sequence
@@ -373,11 +374,17 @@ class NextQuestionService:
         if reranker is not None and not callable(getattr(reranker, "score", None)):
             raise ValueError("reranker must have score(dialogue: str, questions: list[str]) -> list[float]")
         for lang, threshold in (distinct or {}).items():
-            if not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
+            if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0.0 < threshold <= 1.0:
                 raise ValueError(f"distinct[{lang!r}] must be a cosine in (0, 1], got {threshold!r}")
+            if lang not in banks:
+                raise ValueError(f"distinct[{lang!r}]: no question bank for {lang!r} (banks: {sorted(banks)})")
             if lang not in (encoders or {}):
                 raise ValueError(f"distinct[{lang!r}] needs an encoder for {lang!r}")
-        self.distinct = dict(distinct or {})
+            stored = banks[lang].vectors
+            if stored is not None and stored.shape[1] != encoders[lang].dim:
+                raise ValueError(f"the {lang!r} bank's vectors have {stored.shape[1]} dimensions, its encoder "
+                                 f"{encoders[lang].dim}: they must come from the same encoder")
+        self.distinct = {lang: float(t) for lang, t in (distinct or {}).items()}
         self.banks = banks
         self.encoders = encoders or {}
         self.model = model
@@ -411,8 +418,12 @@ class NextQuestionService:
             raise UnavailableError(f"no question bank for language {lang!r}; give candidates instead")
         threshold = self.distinct.get(lang)
         encoder = self.encoders.get(lang) if threshold is not None else None
-        # rephrasings are dropped after ranking, so recall a deeper list than k when they are
-        depth = max(k, self.rerank_depth if self.reranker is not None or encoder is not None else k)
+        # rephrasings are dropped after ranking, so recall a deeper list than k when they are (a re-ranker
+        # scores its trained depth; the first stage alone can go deeper at little cost)
+        if self.reranker is not None:
+            depth = max(k, self.rerank_depth)
+        else:
+            depth = max(3 * k, self.rerank_depth) if encoder is not None else k
         ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
                 for i, s in zip(ranking.ids, ranking.scores, strict=True) if _norm(bank.texts[i]) not in asked][:depth]

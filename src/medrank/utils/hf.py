@@ -4,7 +4,9 @@
 load in well under a second, so every CLI command and every service start printed a finished bar
 (one per model) between its own lines. :func:`quiet_weight_loading` hides that one bar while it is
 active and leaves every other bar alone: a first download from a hub still shows its progress, and
-a ``tqdm`` hook a user installed keeps working (it is called for every other bar).
+a ``tqdm`` hook a user installed keeps working (it is called for every bar, the hidden one with
+``disable=True``). ``transformers`` has one hook per process, so while any thread is inside the block
+the bar is hidden in every thread.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ LOADING_BAR = "Loading weights"
 _lock = threading.Lock()
 _depth = 0
 _previous: Callable[..., Any] | None = None
+_ours: Callable[..., Any] | None = None
 
 
 def _hiding_hook(previous: Callable[..., Any] | None) -> Callable[..., Any]:
@@ -33,7 +36,7 @@ def _hiding_hook(previous: Callable[..., Any] | None) -> Callable[..., Any]:
 @contextmanager
 def quiet_weight_loading() -> Iterator[None]:
     """Hide ``transformers``' "Loading weights" bar inside the block (nestable, thread-safe)."""
-    global _depth, _previous
+    global _depth, _previous, _ours
     from transformers.utils import logging as hf_logging
 
     set_hook = getattr(hf_logging, "set_tqdm_hook", None)
@@ -42,8 +45,9 @@ def quiet_weight_loading() -> Iterator[None]:
         return
     with _lock:
         if _depth == 0:
-            _previous = getattr(hf_logging, "_tqdm_hook", None)
-            set_hook(_hiding_hook(_previous))
+            _previous = hf_logging._tqdm_hook if hasattr(hf_logging, "_tqdm_hook") else None
+            _ours = _hiding_hook(_previous)
+            _previous = set_hook(_ours)  # set_tqdm_hook returns the hook it replaced
         _depth += 1
     try:
         yield
@@ -51,5 +55,7 @@ def quiet_weight_loading() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                set_hook(_previous)
-                _previous = None
+                # put the replaced hook back, unless someone installed another one meanwhile: theirs stays
+                if getattr(hf_logging, "_tqdm_hook", _ours) is _ours:
+                    set_hook(_previous)
+                _previous = _ours = None
