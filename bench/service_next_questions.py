@@ -1,22 +1,28 @@
 """The service's /next-questions with and without dropping rephrased questions.
 
-The English question bank holds every distinct doctor question of MTS-Dialog (4,200), so one
-question comes in many phrasings ("Have you had a fever?", "do you have any fever?", "Any fever?").
-With ``distinct`` the service drops a question whose MiniLM cosine with a better-ranked one or with
-a question the doctor already asked is >= 0.80 (the history question bank's clustering threshold).
+The question banks hold every distinct doctor question of MTS-Dialog (English, 4,200) and of the DXY
+paediatric dialogues (Chinese, 466 template questions about 39 symptoms), so one question comes in
+many phrasings ("Have you had a fever?", "do you have any fever?"; 您的宝宝是否咳嗽? / 宝贝现在咳嗽吗?).
+With ``distinct`` the service drops a question that rephrases a better-ranked one or one the doctor
+already asked (``medrank.service.pipelines.DISTINCT_BY_ENCODER``): MiniLM cosine >= 0.80 (the history
+question bank's threshold) in English; in Chinese the cosine of e5-small vectors centred on the bank's
+mean, whose threshold this bench calibrates: each DXY question names one symptom of
+``symptoms_dxy.txt`` (the longest contained), and two questions are the same question when they name
+the same symptom; precision and recall of "cosine >= t" over all pairs, raw and centred.
 
-For the first patient turn of each MTS-Dialog validation conversation (a real complaint), both
-forms rank k = 5 questions from the service's own bank (built or loaded from the service state, as
-``medrank serve`` does). Reported: the share of lists holding a rephrased pair (some two of the five
-at cosine >= 0.80), the mean number of questions per list that rephrase a better-ranked one, how many
-of the plain list's five stay, and the latency of one ``rank`` call (in process, no HTTP).
+Lists: the first patient turn of each MTS-Dialog validation conversation (English; a rephrased pair =
+MiniLM cosine >= 0.80) and each DXY self-report (Chinese; a repeat = two questions naming the same
+symptom), k = 5 from the service's own banks (built or loaded from the service state, as ``medrank
+serve`` does); how many of the plain list's five stay; latency of one ``rank`` call (in process, no
+HTTP, the two forms interleaved).
 
-    python bench/service_next_questions.py [--threads 1] [--n 200]   # the validation file has 75 such turns
+    python bench/service_next_questions.py [--threads 1] [--n 200]   # the MTS-Dialog validation file has 75 such turns
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import time
 
@@ -25,7 +31,7 @@ import numpy as np
 
 from medrank.config import data_root, dataset_dir, seed_everything, set_threads
 from medrank.service.build import build_services
-from medrank.service.pipelines import DISTINCT_COSINE, NextQuestionService
+from medrank.service.pipelines import NextQuestionService
 from medrank.service.settings import ServiceSettings
 
 
@@ -42,11 +48,85 @@ def first_patient_turns(n: int) -> list[str]:
     return turns[:n]
 
 
-def rephrasings(rows: list[dict], bank, threshold: float) -> int:
-    """Questions of the list whose cosine with a better-ranked one reaches ``threshold``."""
-    vecs = bank.vectors_of([r["id"] for r in rows])
-    sims = vecs @ vecs.T
-    return sum(1 for i in range(1, len(rows)) if sims[i, :i].max() >= threshold - 1e-6)
+def dxy_self_reports_and_symptoms() -> tuple[list[str], list[str]]:
+    folder = dataset_dir("dxy-dialog")
+    payload = (folder / "dxy_dialog_data_dialog_v2.txt").read_text(encoding="utf-8").partition("@")[2]
+    records = ast.literal_eval(payload)  # a Python literal (see the dataset README); literal_eval runs no code
+    reports = [str(r.get("self_repo", "")).strip() for r in records if str(r.get("self_repo", "")).strip()]
+    symptoms = [line.strip() for line in (folder / "symptoms_dxy.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
+    return reports, symptoms
+
+
+def named_symptom(question: str, symptoms: list[str]) -> str | None:
+    hits = [s for s in symptoms if s in question]
+    return max(hits, key=len) if hits else None
+
+
+def rephrased_after_better(rows: list[dict], same) -> int:
+    """Questions of a list that are the same question as a better-ranked one (``same(i, j)``)."""
+    return sum(1 for i in range(1, len(rows)) if any(same(rows[i], rows[j]) for j in range(i)))
+
+
+def calibration(bank, raw: np.ndarray, labels: list[str | None]) -> tuple[list[dict], dict]:
+    """Precision / recall of "cosine >= t" for "names the same symptom", raw and bank-centred vectors."""
+    keep = [i for i, lab in enumerate(labels) if lab]
+    y = np.array([[labels[i] == labels[j] for j in keep] for i in keep])
+    upper = np.triu_indices(len(keep), 1)
+    rows, best = [], {}
+    for form, vecs in (("raw", raw / np.linalg.norm(raw, axis=1, keepdims=True)), ("bank-centred", bank.comparable(raw))):
+        sims = (vecs[keep] @ vecs[keep].T)[upper]
+        same = y[upper]
+        for t in np.round(np.arange(0.30, 1.0, 0.02), 2):
+            hit = sims >= t - 1e-6
+            p = float((hit & same).sum() / max(1, hit.sum()))
+            r = float((hit & same).sum() / same.sum())
+            rows.append({"form": form, "threshold": float(t), "precision": round(p, 3), "recall": round(r, 3),
+                         "f1": round(2 * p * r / (p + r), 3) if p + r else 0.0})
+        best[form] = max((r for r in rows if r["form"] == form), key=lambda r: r["f1"])
+    return rows, best
+
+
+def compare(forms: dict, dialogues: list[list[dict]], language: str, k: int, same) -> tuple[dict, dict]:
+    lists: dict[str, list[list[dict]]] = {name: [] for name in forms}
+    seconds: dict[str, list[float]] = {name: [] for name in forms}
+    for svc in forms.values():
+        svc.rank(dialogues[0], language=language, k=k)  # warm-up
+    for dialogue in dialogues:
+        for name, svc in forms.items():  # interleaved, so both forms see the same host state
+            t0 = time.perf_counter()
+            out = svc.rank(dialogue, language=language, k=k)
+            seconds[name].append(time.perf_counter() - t0)
+            lists[name].append(out["results"])
+    rows = {}
+    for name in forms:
+        reph = [rephrased_after_better(r, same) for r in lists[name]]
+        kept = [len({q["id"] for q in a} & {q["id"] for q in b}) for a, b in zip(lists["plain"], lists[name], strict=True)]
+        rows[name] = {"lists": len(reph), "lists_with_a_repeat_pct": round(100 * float(np.mean([x > 0 for x in reph])), 1),
+                      "repeats_per_list": round(float(np.mean(reph)), 2),
+                      "questions_per_list": round(float(np.mean([len(r) for r in lists[name]])), 2),
+                      "plain_questions_kept": round(float(np.mean(kept)), 2), **common.percentiles(seconds[name])}
+    return rows, lists
+
+
+def table(rows: dict) -> list[str]:
+    out = ["| form | lists | lists with a repeat (%) | repeats per list | questions per list | of the plain five kept | p50 ms | p95 ms |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        out.append(f"| {name} | {r['lists']} | {r['lists_with_a_repeat_pct']} | {r['repeats_per_list']} | {r['questions_per_list']} | "
+                   f"{r['plain_questions_kept']} | {r['p50_ms']} | {r['p95_ms']} |")
+    return out
+
+
+def examples(texts: list[str], lists: dict, n: int = 3) -> list[dict]:
+    return [{"complaint": t, "plain": [q["text"] for q in p], "distinct": [q["text"] for q in d]}
+            for t, p, d in list(zip(texts, lists["plain"], lists["distinct"], strict=True))[:n]]
+
+
+def example_lines(exs: list[dict]) -> list[str]:
+    out = []
+    for ex in exs:
+        out += [f"- *{ex['complaint']}*", f"  - plain: {' / '.join(ex['plain'])}", f"  - distinct: {' / '.join(ex['distinct'])}"]
+    return out
 
 
 def main() -> None:
@@ -60,48 +140,61 @@ def main() -> None:
     seed_everything(args.seed)
     settings = ServiceSettings(api_token=None, batch_queries=False)
     service = build_services(settings, ("next-questions",), show_progress=False).next_questions
-    bank = service.banks["en"]
-    if bank.vectors is None:
-        raise SystemExit("the English question bank has no stored vectors")
-    forms = {"plain": NextQuestionService(service.banks, service.encoders),
-             "distinct": NextQuestionService(service.banks, service.encoders, distinct={"en": DISTINCT_COSINE})}
+    payload: dict = {"environment": common.environment(args.threads, args.seed, str(data_root())), "k": args.k,
+                     "thresholds": dict(service.distinct)}
+    md = ["# /next-questions: rephrased questions dropped or kept", ""]
+
+    # English: MiniLM's raw cosine at the history bank's 0.80
+    en = service.banks["en"]
+    if en.vectors is None or "en" not in service.distinct:
+        raise SystemExit("the English bank has no stored vectors or no threshold")
     turns = first_patient_turns(args.n)
-    lists: dict[str, list[list[dict]]] = {name: [] for name in forms}
-    seconds: dict[str, list[float]] = {name: [] for name in forms}
-    for svc in forms.values():
-        svc.rank([{"speaker": "patient", "text": turns[0]}], language="en", k=args.k)  # warm-up
-    for text in turns:
-        dialogue = [{"speaker": "patient", "text": text}]
-        for name, svc in forms.items():  # interleaved, so both forms see the same host state
-            t0 = time.perf_counter()
-            out = svc.rank(dialogue, language="en", k=args.k)
-            seconds[name].append(time.perf_counter() - t0)
-            lists[name].append(out["results"])
-    rows, table = {}, []
-    for name in forms:
-        reph = [rephrasings(r, bank, DISTINCT_COSINE) for r in lists[name]]
-        kept = [len({q["id"] for q in a} & {q["id"] for q in b}) for a, b in zip(lists["plain"], lists[name], strict=True)]
-        lat = common.percentiles(seconds[name])
-        rows[name] = {"lists": len(reph), "lists_with_a_rephrased_pair_pct": round(100 * np.mean([x > 0 for x in reph]), 1),
-                      "rephrasings_per_list": round(float(np.mean(reph)), 2),
-                      "mean_list_length": round(float(np.mean([len(r) for r in lists[name]])), 2),
-                      "plain_questions_kept": round(float(np.mean(kept)), 2), **lat}
-        table.append(f"| {name} | {rows[name]['lists']} | {rows[name]['lists_with_a_rephrased_pair_pct']} | "
-                     f"{rows[name]['rephrasings_per_list']} | {rows[name]['mean_list_length']} | {rows[name]['plain_questions_kept']} | "
-                     f"{lat['p50_ms']} | {lat['p95_ms']} |")
-    examples = [{"complaint": t, "plain": [q["text"] for q in p], "distinct": [q["text"] for q in d]}
-                for t, p, d in list(zip(turns, lists["plain"], lists["distinct"], strict=True))[:3]]
-    md = ["# /next-questions: rephrased questions dropped or kept", "",
-          f"First patient turn of {len(turns)} MTS-Dialog validation conversations; the service's English bank "
-          f"({len(bank.ids):,} questions, {bank.retrieval}), k = {args.k}; a rephrased pair = MiniLM cosine >= "
-          f"{DISTINCT_COSINE:.2f}; latency of one in-process `rank` call, {args.threads} thread(s), the two forms interleaved.", "",
-          "| form | lists | lists with a rephrased pair (%) | rephrasings per list | questions per list | of the plain five kept | p50 ms | p95 ms |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|", *table, "", "Examples (the first three complaints):", ""]
-    for ex in examples:
-        md += [f"- *{ex['complaint']}*", f"  - plain: {' / '.join(ex['plain'])}", f"  - distinct: {' / '.join(ex['distinct'])}"]
-    common.write("service_next_questions",
-                 {"environment": common.environment(args.threads, args.seed, str(data_root())), "n": len(turns),
-                  "k": args.k, "threshold": DISTINCT_COSINE, "results": rows, "examples": examples}, "\n".join(md))
+    forms = {"plain": NextQuestionService(service.banks, service.encoders),
+             "distinct": NextQuestionService(service.banks, service.encoders, distinct={"en": service.distinct["en"]})}
+    cos = service.distinct["en"]
+    rows, lists = compare(forms, [[{"speaker": "patient", "text": t}] for t in turns], "en", args.k,
+                          lambda a, b: float(en.vectors_of([a["id"]])[0] @ en.vectors_of([b["id"]])[0]) >= cos - 1e-6)
+    payload["en"] = {"n": len(turns), "results": rows, "examples": examples(turns, lists)}
+    md += ["## English (MTS-Dialog bank)", "",
+           f"First patient turn of {len(turns)} MTS-Dialog validation conversations; bank of {len(en.ids):,} questions "
+           f"({en.retrieval}); a repeat = MiniLM cosine >= {cos:.2f} with a better-ranked question of the list; "
+           f"{args.threads} thread(s).", "", *table(rows), "", "Examples:", "", *example_lines(payload["en"]["examples"]), ""]
+
+    # Chinese: calibrate the centred e5-small threshold on the bank's own symptom names, then compare lists
+    zh = service.banks["zh"]
+    reports, symptoms = dxy_self_reports_and_symptoms()
+    ids = list(zh.ids)
+    labels = [named_symptom(zh.texts[i], symptoms) for i in ids]
+    raw = service.encoders["zh"].encode([zh.texts[i] for i in ids], kind="passage", show_progress=False)
+    cal_rows, best = calibration(zh, np.asarray(raw, dtype=np.float32), labels)
+    chosen = service.distinct.get("zh")
+    payload["zh_calibration"] = {"questions": len(ids), "with_a_symptom": sum(1 for lab in labels if lab),
+                                 "symptoms": len({lab for lab in labels if lab}), "rows": cal_rows, "best_f1": best,
+                                 "service_threshold": chosen, "service_centres": zh.mean is not None}
+    at = {(r["form"], r["threshold"]): r for r in cal_rows}
+    md += ["## Chinese (DXY bank): calibration of the e5-small threshold", "",
+           f"{len(ids)} bank questions, {payload['zh_calibration']['with_a_symptom']} naming one of "
+           f"{payload['zh_calibration']['symptoms']} symptoms; all pairs; \"same question\" = same symptom named.", "",
+           "| vectors | threshold | precision | recall | F1 |", "|---|---:|---:|---:|---:|"]
+    for form in ("raw", "bank-centred"):
+        for t in sorted({0.5, 0.6, 0.9, 0.96, best[form]["threshold"]} | ({chosen} if chosen else set())):
+            r = at.get((form, round(t, 2)))
+            if r:
+                md.append(f"| {form} | {t:.2f} | {r['precision']} | {r['recall']} | {r['f1']} |")
+    md += ["", f"Best F1: raw {best['raw']['threshold']:.2f} (F1 {best['raw']['f1']}), bank-centred "
+           f"{best['bank-centred']['threshold']:.2f} (F1 {best['bank-centred']['f1']}); the service uses "
+           f"{'bank-centred' if zh.mean is not None else 'raw'} vectors at {chosen}.", ""]
+    if chosen is not None:
+        label_of = dict(zip(ids, labels, strict=True))
+        forms = {"plain": NextQuestionService(service.banks, service.encoders),
+                 "distinct": NextQuestionService(service.banks, service.encoders, distinct={"zh": chosen})}
+        rows, lists = compare(forms, [[{"speaker": "patient", "text": t}] for t in reports[: args.n]], "zh", args.k,
+                              lambda a, b: label_of[a["id"]] is not None and label_of[a["id"]] == label_of[b["id"]])
+        payload["zh"] = {"n": min(args.n, len(reports)), "results": rows, "examples": examples(reports[: args.n], lists)}
+        md += ["## Chinese lists", "", f"Self-reports of the first {payload['zh']['n']} DXY dialogues; a repeat = a question "
+               "naming the same symptom as a better-ranked one.", "", *table(rows), "", "Examples:", "",
+               *example_lines(payload["zh"]["examples"])]
+    common.write("service_next_questions", payload, "\n".join(md))
     print("\n".join(md))
 
 

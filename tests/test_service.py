@@ -447,27 +447,40 @@ class _TableEncoder:
 
 
 def test_distinct_questions_drops_rephrasings_of_better_and_asked_questions():
-    from medrank.service.pipelines import distinct_questions
+    from medrank.service.pipelines import _unit, distinct_questions
 
-    enc = _TableEncoder({"Have you had a fever?": [1, 0, 0], "Do you have any fever?": [0.9, 0.1, 0],
-                         "Any chest pain?": [0, 1, 0], "Any pain in the chest?": [0, 0.95, 0.05],
-                         "Do you smoke?": [0, 0, 1], "Fever?": [1, 0.05, 0]})
-    rows = [{"text": t} for t in ["Have you had a fever?", "Do you have any fever?", "Any chest pain?", "Any pain in the chest?",
-                                  "Do you smoke?"]]
-    assert [r["text"] for r in distinct_questions(rows, [], enc, 0.8, 5)] == ["Have you had a fever?", "Any chest pain?", "Do you smoke?"]
-    assert [r["text"] for r in distinct_questions(rows, [], enc, 0.8, 2)] == ["Have you had a fever?", "Any chest pain?"]
-    # a rephrasing of what the doctor already asked is not proposed again
-    assert [r["text"] for r in distinct_questions(rows, ["Fever?"], enc, 0.8, 5)] == ["Any chest pain?", "Do you smoke?"]
-    assert [r["text"] for r in distinct_questions(rows, [], enc, 1.0, 5)] == [r["text"] for r in rows]
-    assert distinct_questions([], ["Fever?"], enc, 0.8, 5) == [] and {kind for kind, _ in enc.calls} == {"passage"}
-    # with the rows' vectors given (a bank's index holds them) only the asked questions are encoded
-    enc.calls.clear()
-    given = enc.encode([r["text"] for r in rows])
-    enc.calls.clear()
-    assert [r["text"] for r in distinct_questions(rows, ["Fever?"], enc, 0.8, 5, given)] == ["Any chest pain?", "Do you smoke?"]
-    assert enc.calls == [("passage", ["Fever?"])]
+    texts = ["Have you had a fever?", "Do you have any fever?", "Any chest pain?", "Any pain in the chest?", "Do you smoke?"]
+    vecs = _unit(np.array([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0], [0, 0.95, 0.05], [0, 0, 1]], dtype=np.float32))
+    fever = _unit(np.array([[1, 0.05, 0]], dtype=np.float32))
+    none = np.zeros((0, 3), np.float32)
+    rows = [{"text": t} for t in texts]
+
+    def kept(asked, threshold, k=5):
+        return [r["text"] for r in distinct_questions(rows, vecs, asked, threshold, k)]
+
+    assert kept(none, 0.8) == ["Have you had a fever?", "Any chest pain?", "Do you smoke?"]
+    assert kept(none, 0.8, k=2) == ["Have you had a fever?", "Any chest pain?"]
+    assert kept(fever, 0.8) == ["Any chest pain?", "Do you smoke?"]  # the doctor asked "Fever?" already
+    assert kept(none, 1.0) == texts
+    assert distinct_questions([], none, fever, 0.8, 5) == []
     with pytest.raises(ValueError, match="row vectors"):
-        distinct_questions(rows, [], enc, 0.8, 5, given[:2])
+        distinct_questions(rows, vecs[:2], none, 0.8, 5)
+
+
+def test_a_centred_bank_compares_questions_around_its_mean():
+    # every vector shares a large common component (as e5-small's do): raw cosines are all high, centred ones are not
+    common = np.array([10.0, 0, 0, 0])
+    raw = np.stack([common + d for d in ([0, 1, 0, 0], [0, 0.9, 0.2, 0], [0, 0, 0, 1], [0, -1, -1, -1])]).astype(np.float32)
+    ids = [f"q{i}" for i in range(4)]
+    plain = QuestionBank("zh", ids, ids, None, "-", "-", vectors=raw)
+    centred = QuestionBank("zh", ids, ids, None, "-", "-", vectors=raw, centre=True)
+    assert np.allclose(centred.mean, raw.mean(axis=0)) and plain.mean is None
+    assert (plain.vectors @ plain.vectors.T).min() > 0.95
+    sims = centred.vectors @ centred.vectors.T
+    assert sims[0, 1] > 0.8 and sims[0, 2] < 0.5
+    assert np.allclose(centred.comparable(raw[:1]), centred.vectors_of(["q0"]))  # asked questions go through the same map
+    with pytest.raises(ValueError, match="centre=True needs"):
+        QuestionBank("zh", ids, ids, None, "-", "-", centre=True)
 
 
 def test_next_questions_from_the_bank_are_distinct(services):
@@ -496,7 +509,7 @@ def test_next_questions_from_the_bank_are_distinct(services):
                 {"speaker": "patient", "text": "yes"}]
     body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
     got = [q["text"] for q in body["results"]]
-    assert "rephrasings dropped (cosine >= 0.80, table)" in body["retrieval"]
+    assert "rephrasings dropped (cosine >= 0.80 of table vectors)" in body["retrieval"]
     assert texts[3] not in got  # rephrases the doctor's "Is it hot?"
     assert len(got) == 2 and texts[2] in got and (texts[0] in got) != (texts[1] in got)  # one of the two fever questions
     services.next_questions = NextQuestionService({"en": stored}, {"en": enc}, distinct={"en": 0.8})

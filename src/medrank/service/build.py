@@ -31,7 +31,7 @@ from medrank.records import Concept
 from medrank.service.backends import IndexBackend, KBInfo, KnowledgeBase, StoreBackend
 from medrank.service.batching import BatchingEncoder, batch_queries
 from medrank.service.pipelines import (
-    DISTINCT_COSINE,
+    DISTINCT_BY_ENCODER,
     FIRST_STAGE,
     BM25PassageService,
     CDVPassageService,
@@ -329,8 +329,10 @@ class Builder:
                                      ("zh", "DXY paediatric dialogue doctor questions", dxy_doctor_questions)):
             banks[lang] = self._question_bank(lang, source, loader)
         encoders = {lang: self.encoder(lang) for lang in banks}
-        # rephrasings are merged only where the threshold was chosen for the encoder (MiniLM; see NextQuestionService)
-        distinct = {lang: DISTINCT_COSINE for lang, enc in encoders.items() if enc.name == "minilm"}
+        # rephrasings are merged only where a threshold was chosen for the encoder (DISTINCT_BY_ENCODER)
+        # (a threshold for centred vectors needs the bank's own vectors to centre on)
+        distinct = {lang: DISTINCT_BY_ENCODER[enc.name][0] for lang, enc in encoders.items()
+                    if enc.name in DISTINCT_BY_ENCODER and (banks[lang].mean is not None or not DISTINCT_BY_ENCODER[enc.name][1])}
         run = self.settings.model_path("next-questions")
         if run is not None:
             try:
@@ -363,7 +365,9 @@ class Builder:
         dense = next((c for c in getattr(index, "components", [index]) if isinstance(c, DenseIndex)), None)
         # the bank's vectors are its dense part's rows, which must follow the hybrid index's entry order
         vectors = dense.vectors() if dense is not None and list(dense.entry_ids) == list(index.entry_ids) else None
-        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source, vectors=vectors)
+        centre = vectors is not None and DISTINCT_BY_ENCODER.get(encoder.name, (None, False))[1]
+        return QuestionBank(lang, list(index.entry_ids), list(index.entry_texts), index, retrieval, source, vectors=vectors,
+                            centre=centre)
 
     def similar(self) -> SimilarService:
         from medrank.pipelines.similar.corpus import (

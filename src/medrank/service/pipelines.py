@@ -291,40 +291,38 @@ def _norm(text: str) -> str:
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
 DISTINCT_COSINE = 0.80
 
+#: per encoder name: (cosine threshold, compare the bank-centred vectors) at which two bank questions are one.
+#: MiniLM: the history question bank's threshold on raw cosines. e5-small: its raw cosines are compressed (median
+#: 0.90 between any two questions of the DXY bank), so its vectors are first centred on the bank's mean; 0.44 is
+#: then the best-F1 threshold for "two DXY questions name the same symptom" over all pairs of the bank (precision
+#: 0.84, recall 0.89; raw cosines reach F1 0.82 at best; `bench/service_next_questions.py`).
+DISTINCT_BY_ENCODER: dict[str, tuple[float, bool]] = {"minilm": (DISTINCT_COSINE, False), "e5-small": (0.44, True)}
+
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
-def distinct_questions(rows: list[dict[str, Any]], asked: Sequence[str], encoder: Encoder, threshold: float,
-                       k: int, row_vectors: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """The first ``k`` of ``rows`` (best first) that rephrase neither a row kept before them nor an ``asked`` question.
+def distinct_questions(rows: list[dict[str, Any]], row_vectors: np.ndarray, asked_vectors: np.ndarray, threshold: float,
+                       k: int) -> list[dict[str, Any]]:
+    """The first ``k`` of ``rows`` (best first) that rephrase neither a row kept before them nor an asked question.
 
-    Two questions are one when the cosine of their ``encoder`` vectors (the passage side, as the
-    bank's dense index stores them) is ``>= threshold`` — what merges phrasings in the history
-    question bank (:mod:`medrank.pipelines.history.builders.question_bank`). ``row_vectors``: the
-    rows' vectors when already known (the bank's index holds them), else they are encoded here.
+    ``row_vectors`` / ``asked_vectors``: unit vectors of the rows and of the questions the doctor
+    already asked; two questions are one when their cosine is ``>= threshold`` — what merges
+    phrasings in the history question bank (:mod:`medrank.pipelines.history.builders.question_bank`).
     """
-    if not rows:
-        return []
-    texts = ([] if row_vectors is not None else [r["text"] for r in rows]) + list(asked)
-    encoded = encoder.encode(texts, kind="passage", show_progress=False) if texts else np.zeros((0, 1), np.float32)
-    if row_vectors is None:
-        vecs = _unit(encoded)
-    else:
-        if len(row_vectors) != len(rows):
-            raise ValueError(f"{len(row_vectors)} row vectors for {len(rows)} rows")
-        vecs = _unit(np.concatenate([row_vectors, encoded]) if len(asked) else row_vectors)
-    seen = list(vecs[len(rows):])
+    if len(row_vectors) != len(rows):
+        raise ValueError(f"{len(row_vectors)} row vectors for {len(rows)} rows")
+    seen = [np.asarray(v, dtype=np.float32) for v in asked_vectors]
     kept: list[dict[str, Any]] = []
-    for row, vec in zip(rows, vecs[: len(rows)], strict=True):
+    for row, vec in zip(rows, np.asarray(row_vectors, dtype=np.float32), strict=True):
+        if len(kept) == k:
+            break
         if seen and float(np.max(np.stack(seen) @ vec)) >= threshold - 1e-6:
             continue
         kept.append(row)
         seen.append(vec)
-        if len(kept) == k:
-            break
     return kept
 
 
@@ -332,7 +330,7 @@ class QuestionBank:
     """History-taking questions of one language behind a recall index (BM25 / dense / hybrid)."""
 
     def __init__(self, language: str, ids: Sequence[str], texts: Sequence[str], index: Any, retrieval: str, source: str,
-                 vectors: np.ndarray | None = None) -> None:
+                 vectors: np.ndarray | None = None, centre: bool = False) -> None:
         self.language = language
         self.ids = list(ids)
         self.texts = dict(zip(ids, texts, strict=True))
@@ -341,13 +339,22 @@ class QuestionBank:
         self.source = source
         if vectors is not None and len(vectors) != len(self.ids):
             raise ValueError(f"{len(vectors)} vectors for {len(self.ids)} questions")
-        #: the questions' vectors (rows in ``ids`` order; the dense index's, when it has one): rephrasings are
-        #: found without encoding the bank's questions at every request
-        self.vectors = _unit(vectors) if vectors is not None else None
+        if centre and vectors is None:
+            raise ValueError("centre=True needs the bank's vectors (their mean is what is subtracted)")
+        #: the bank's mean vector, subtracted before questions are compared (``centre=True``), else None
+        self.mean = np.asarray(vectors, dtype=np.float32).mean(axis=0) if centre else None
+        #: the questions' comparison vectors (rows in ``ids`` order, from the dense index's when it has one; unit
+        #: length, centred when asked): rephrasings are found without encoding the bank at every request
+        self.vectors = self.comparable(vectors) if vectors is not None else None
         self._row = {qid: n for n, qid in enumerate(self.ids)}
 
+    def comparable(self, vectors: np.ndarray) -> np.ndarray:
+        """Encoder vectors (the passage side) as this bank compares questions: centred if it centres, unit length."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        return _unit(vectors - self.mean if self.mean is not None else vectors)
+
     def vectors_of(self, ids: Sequence[str]) -> np.ndarray | None:
-        """The stored vectors of ``ids`` (None when the bank holds none)."""
+        """The stored comparison vectors of ``ids`` (None when the bank holds none)."""
         return None if self.vectors is None else self.vectors[[self._row[i] for i in ids]]
 
 
@@ -362,10 +369,9 @@ class NextQuestionService:
     only rephrases a better-ranked one or one the doctor already asked, i.e. when the cosine of the
     language's encoder vectors reaches the threshold. A bank of real doctor questions holds many
     phrasings of one question ("Have you had a fever?", "Do you have any fever?"), and five of them
-    are no list of next questions. The threshold belongs to the encoder: :data:`DISTINCT_COSINE`
-    (0.80) is the history question bank's, chosen for MiniLM; e5-small's cosines are compressed
-    (median 0.90 between random questions of the DXY bank), so no fixed threshold separates its
-    rephrasings from other questions. Given ``candidates`` are ranked as given: the caller chose them.
+    are no list of next questions. The threshold belongs to the encoder (:data:`DISTINCT_BY_ENCODER`:
+    MiniLM's raw cosines at 0.80, e5-small's bank-centred ones at 0.44, the bank built with
+    ``centre=True``). Given ``candidates`` are ranked as given: the caller chose them.
     """
 
     def __init__(self, banks: dict[str, QuestionBank], encoders: dict[str, Encoder] | None = None,
@@ -433,13 +439,21 @@ class NextQuestionService:
                     "results": self._rerank(dialogue, rows, k)}
         doctor = [t["text"] for t in dialogue if t["speaker"] == "doctor"]
         return {"model": self.model, "trained": self.trained, "language": lang,
-                "retrieval": f"{retrieval}; rephrasings dropped (cosine >= {threshold:.2f}, {encoder.name})",
+                "retrieval": f"{retrieval}; rephrasings dropped (cosine >= {threshold:.2f} of "
+                             f"{'bank-centred ' if bank.mean is not None else ''}{encoder.name} vectors)",
                 "results": self._distinct(bank, self._rerank(dialogue, rows, len(rows)), doctor, encoder, threshold, k)}
 
     @staticmethod
     def _distinct(bank: QuestionBank, rows: list[dict[str, Any]], doctor: list[str], encoder: Encoder, threshold: float,
                   k: int) -> list[dict[str, Any]]:
-        return distinct_questions(rows, doctor, encoder, threshold, k, bank.vectors_of([r["id"] for r in rows]))
+        if not rows:
+            return []
+        stored = bank.vectors_of([r["id"] for r in rows])
+        texts = ([] if stored is not None else [r["text"] for r in rows]) + doctor
+        encoded = bank.comparable(encoder.encode(texts, kind="passage", show_progress=False)) if texts else None
+        row_vectors = stored if stored is not None else encoded[: len(rows)]
+        asked = encoded[len(encoded) - len(doctor):] if doctor else np.zeros((0, row_vectors.shape[1]), np.float32)
+        return distinct_questions(rows, row_vectors, asked, threshold, k)
 
     def _rank_candidates(self, dialogue: Sequence[dict[str, str]], query: str, lang: str, candidates: Sequence[str],
                          asked: set[str], k: int) -> dict[str, Any]:
