@@ -531,3 +531,25 @@ def test_next_questions_from_the_bank_are_distinct(services):
     services.next_questions = NextQuestionService({"en": bank}, {"en": enc})  # no threshold: every question
     body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
     assert len(body["results"]) == 4 and "rephrasings" not in body["retrieval"]
+
+
+def test_next_questions_compare_centred_vectors_for_e5_small(services):
+    # e5-small-like vectors: one large shared component, so every raw cosine is above 0.9 and only centred ones tell
+    # questions apart; the doctor's turn must be centred on the bank's mean too, or nothing would survive
+    bank = services.next_questions.banks["en"]
+    texts = [bank.texts[i] for i in bank.ids]  # fever, headache, chest pain, cough
+    common = [10.0, 0, 0, 0, 0]
+    table = {texts[0]: [0, 1, 0, 0, 0], texts[1]: [0, 0, 1, 0, 0], texts[2]: [0, 0, 0, 1, 0], texts[3]: [0, 0, 0, 0, 1],
+             "Do you cough?": [0, -0.25, -0.25, -0.25, 0.75]}  # the cough question, seen around the bank's mean
+    enc = _TableEncoder({t: np.add(common, v) for t, v in table.items()})
+    enc.name = "e5-small"
+    raw_bank = QuestionBank("en", bank.ids, texts, bank.index, "hybrid", "test", vectors=enc.encode(texts))
+    with pytest.raises(ValueError, match="centred on the bank"):
+        NextQuestionService({"en": raw_bank}, {"en": enc}, distinct={"en": 0.45})
+    centred = QuestionBank("en", bank.ids, texts, bank.index, "hybrid", "test", vectors=enc.encode(texts), centre=True)
+    services.next_questions = NextQuestionService({"en": centred}, {"en": enc}, distinct={"en": 0.45})
+    dialogue = [{"speaker": "patient", "text": "headache"}, {"speaker": "doctor", "text": "Do you cough?"},
+                {"speaker": "patient", "text": "no"}]
+    body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
+    assert sorted(q["text"] for q in body["results"]) == sorted(texts[:3])  # only the cough question is a repeat
+    assert "bank-centred e5-small vectors" in body["retrieval"]

@@ -293,10 +293,12 @@ DISTINCT_COSINE = 0.80
 
 #: per encoder name: (cosine threshold, compare the bank-centred vectors) at which two bank questions are one.
 #: MiniLM: the history question bank's threshold on raw cosines. e5-small: its raw cosines are compressed (median
-#: 0.90 between any two questions of the DXY bank), so its vectors are first centred on the bank's mean; 0.44 is
+#: 0.90 between any two questions of the DXY bank), so its vectors are first centred on the bank's mean; 0.45 is
 #: then the best-F1 threshold for "two DXY questions name the same symptom" over all pairs of the bank (precision
-#: 0.84, recall 0.89; raw cosines reach F1 0.82 at best; `bench/service_next_questions.py`).
-DISTINCT_BY_ENCODER: dict[str, tuple[float, bool]] = {"minilm": (DISTINCT_COSINE, False), "e5-small": (0.44, True)}
+#: 0.85, recall 0.88, F1 0.864, and within 0.015 of it from 0.40 to 0.50). Raw cosines peak about as high (F1 0.852)
+#: but only in a band near 0.964 a few thousandths wide (`bench/service_next_questions.py`). "Same symptom" is the
+#: only truth the DXY bank offers: it also counts two different questions about one symptom as one.
+DISTINCT_BY_ENCODER: dict[str, tuple[float, bool]] = {"minilm": (DISTINCT_COSINE, False), "e5-small": (0.45, True)}
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -370,7 +372,7 @@ class NextQuestionService:
     language's encoder vectors reaches the threshold. A bank of real doctor questions holds many
     phrasings of one question ("Have you had a fever?", "Do you have any fever?"), and five of them
     are no list of next questions. The threshold belongs to the encoder (:data:`DISTINCT_BY_ENCODER`:
-    MiniLM's raw cosines at 0.80, e5-small's bank-centred ones at 0.44, the bank built with
+    MiniLM's raw cosines at 0.80, e5-small's bank-centred ones at 0.45, the bank built with
     ``centre=True``). Given ``candidates`` are ranked as given: the caller chose them.
     """
 
@@ -387,6 +389,9 @@ class NextQuestionService:
             if lang not in (encoders or {}):
                 raise ValueError(f"distinct[{lang!r}] needs an encoder for {lang!r}")
             stored = banks[lang].vectors
+            if DISTINCT_BY_ENCODER.get(encoders[lang].name, (0.0, False))[1] and banks[lang].mean is None:
+                raise ValueError(f"distinct[{lang!r}]: {encoders[lang].name}'s threshold is for vectors centred on the bank, "
+                                 "but the bank has no mean (build it with vectors= and centre=True)")
             if stored is not None and stored.shape[1] != encoders[lang].dim:
                 raise ValueError(f"the {lang!r} bank's vectors have {stored.shape[1]} dimensions, its encoder "
                                  f"{encoders[lang].dim}: they must come from the same encoder")
