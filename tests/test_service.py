@@ -170,7 +170,10 @@ def test_symptoms_endpoint(services):
     assert {"id", "name", "score", "codes"} <= set(body["results"][0])
     zh = c.post("/symptoms", json={"query": "头痛发热"}).json()
     assert zh["language"] == "zh" and zh["kb"] == "tiny-zh" and zh["results"][0]["codes"]
-    assert c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh"}).json()["kb"] == "tiny-zh"
+    # an English text against a Chinese knowledge base is refused with a way out, not answered with Chinese neighbours
+    crossed = c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh"})
+    assert crossed.status_code == 404 and "language='zh'" in crossed.json()["detail"]
+    assert c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh", "language": "zh"}).json()["kb"] == "tiny-zh"
     assert c.post("/symptoms", json={"query": "fever", "kb": "nope"}).status_code == 404
 
 

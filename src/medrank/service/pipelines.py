@@ -89,6 +89,11 @@ class SymptomService:
     def detect(self, query: str, language: str = "auto", kb: str = "auto", k: int = 5) -> dict[str, Any]:
         lang = resolve_language(query, language)
         base = self.pick(lang, kb)
+        if language == "auto" and base.info.language != lang:
+            # nearest neighbours across languages are confident wrong answers; an explicit language overrides this
+            raise UnavailableError(f"knowledge base {base.info.name!r} is in {base.info.language!r}, the text reads as "
+                                   f"{lang!r}: choose a {lang!r} knowledge base, or pass language={base.info.language!r} "
+                                   "to search it anyway")
         hits = base.search([query], k)[0]
         return {"model": base.info.model, "trained": base.info.trained, "language": lang, "kb": base.info.name,
                 "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits]}
