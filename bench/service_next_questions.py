@@ -33,6 +33,7 @@ from medrank.config import data_root, dataset_dir, seed_everything, set_threads
 from medrank.service.build import build_services
 from medrank.service.pipelines import NextQuestionService, QuestionBank
 from medrank.service.settings import ServiceSettings
+from medrank.utils.vectors import unit_rows
 
 
 def first_patient_turns(n: int) -> list[str]:
@@ -75,7 +76,7 @@ def calibration(raw: np.ndarray, labels: list[str | None]) -> tuple[list[dict], 
     rows, best = [], {}
     ids = [str(i) for i in range(len(raw))]
     centred = QuestionBank("zh", ids, ids, None, "-", "-", vectors=raw, centre=True).comparable(raw)  # what the service does
-    for form, vecs in (("raw", raw / np.linalg.norm(raw, axis=1, keepdims=True)), ("bank-centred", centred)):
+    for form, vecs in (("raw", unit_rows(raw)), ("bank-centred", centred)):
         sims = (vecs[keep] @ vecs[keep].T)[upper]
         same = y[upper]
         for t in np.round(np.arange(0.300, 1.0, 0.002), 3):  # fine: raw e5 cosines all lie above ~0.9

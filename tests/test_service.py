@@ -450,7 +450,8 @@ class _TableEncoder:
 
 
 def test_distinct_questions_drops_rephrasings_of_better_and_asked_questions():
-    from medrank.service.pipelines import _unit, distinct_questions
+    from medrank.service.pipelines import distinct_questions
+    from medrank.utils.vectors import unit_rows as _unit
 
     texts = ["Have you had a fever?", "Do you have any fever?", "Any chest pain?", "Any pain in the chest?", "Do you smoke?"]
     vecs = _unit(np.array([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0], [0, 0.95, 0.05], [0, 0, 1]], dtype=np.float32))

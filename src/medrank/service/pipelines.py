@@ -19,6 +19,7 @@ from medrank.encoders.base import Encoder
 from medrank.index import BM25Index
 from medrank.index.topk import topk_stable
 from medrank.service.backends import KnowledgeBase
+from medrank.utils.vectors import unit_rows
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -300,15 +301,10 @@ DISTINCT_COSINE = 0.80
 #: MiniLM: the history question bank's threshold on raw cosines. e5-small: its raw cosines are compressed (median
 #: 0.90 between any two questions of the DXY bank), so its vectors are first centred on the bank's mean; 0.45 is
 #: then the best-F1 threshold for "two DXY questions name the same symptom" over all pairs of the bank (precision
-#: 0.85, recall 0.88, F1 0.864, and within 0.015 of it from 0.40 to 0.50). Raw cosines peak about as high (F1 0.852)
-#: but only in a band near 0.964 a few thousandths wide (`bench/service_next_questions.py`). "Same symptom" is the
+#: 0.85, recall 0.88, F1 0.864, and within 0.02 of it from 0.40 to 0.50). Raw cosines peak about as high (F1 0.852
+#: at 0.964) but fall to 0.29 at 0.94 and 0.48 at 0.98 (`bench/service_next_questions.py`). "Same symptom" is the
 #: only truth the DXY bank offers: it also counts two different questions about one symptom as one.
 DISTINCT_BY_ENCODER: dict[str, tuple[float, bool]] = {"minilm": (DISTINCT_COSINE, False), "e5-small": (0.45, True)}
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float32)
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 def distinct_questions(rows: list[dict[str, Any]], row_vectors: np.ndarray, asked_vectors: np.ndarray, threshold: float,
@@ -358,7 +354,7 @@ class QuestionBank:
     def comparable(self, vectors: np.ndarray) -> np.ndarray:
         """Encoder vectors (the passage side) as this bank compares questions: centred if it centres, unit length."""
         vectors = np.asarray(vectors, dtype=np.float32)
-        return _unit(vectors - self.mean if self.mean is not None else vectors)
+        return unit_rows(vectors - self.mean if self.mean is not None else vectors)
 
     def vectors_of(self, ids: Sequence[str]) -> np.ndarray | None:
         """The stored comparison vectors of ``ids`` (None when the bank holds none)."""
@@ -459,10 +455,11 @@ class NextQuestionService:
         if not rows:
             return []
         stored = bank.vectors_of([r["id"] for r in rows])
-        texts = ([] if stored is not None else [r["text"] for r in rows]) + doctor
-        encoded = bank.comparable(encoder.encode(texts, kind="passage", show_progress=False)) if texts else None
+        to_encode = [r["text"] for r in rows] if stored is None else []  # one encoder call for rows and asked questions
+        encoded = bank.comparable(encoder.encode(to_encode + doctor, kind="passage", show_progress=False)) \
+            if to_encode or doctor else np.zeros((0, 0), np.float32)
         row_vectors = stored if stored is not None else encoded[: len(rows)]
-        asked = encoded[len(encoded) - len(doctor):] if doctor else np.zeros((0, row_vectors.shape[1]), np.float32)
+        asked = encoded[len(to_encode):] if doctor else np.zeros((0, row_vectors.shape[1]), np.float32)
         return distinct_questions(rows, row_vectors, asked, threshold, k)
 
     def _rank_candidates(self, dialogue: Sequence[dict[str, str]], query: str, lang: str, candidates: Sequence[str],

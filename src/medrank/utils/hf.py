@@ -21,22 +21,19 @@ LOADING_BAR = "Loading weights"
 _lock = threading.Lock()
 _depth = 0
 _previous: Callable[..., Any] | None = None
-_ours: Callable[..., Any] | None = None
 
 
-def _hiding_hook(previous: Callable[..., Any] | None) -> Callable[..., Any]:
-    def hook(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if kwargs.get("desc") == LOADING_BAR:
-            kwargs = {**kwargs, "disable": True}
-        return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
-
-    return hook
+def _hide_loading_bar(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if kwargs.get("desc") == LOADING_BAR:
+        kwargs = {**kwargs, "disable": True}
+    # the hook that was installed before ours (a user's) still sees every bar
+    return _previous(factory, args, kwargs) if _previous is not None else factory(*args, **kwargs)
 
 
 @contextmanager
 def quiet_weight_loading() -> Iterator[None]:
     """Hide ``transformers``' "Loading weights" bar inside the block (nestable, thread-safe)."""
-    global _depth, _previous, _ours
+    global _depth, _previous
     from transformers.utils import logging as hf_logging
 
     set_hook = getattr(hf_logging, "set_tqdm_hook", None)
@@ -45,9 +42,7 @@ def quiet_weight_loading() -> Iterator[None]:
         return
     with _lock:
         if _depth == 0:
-            _previous = hf_logging._tqdm_hook if hasattr(hf_logging, "_tqdm_hook") else None
-            _ours = _hiding_hook(_previous)
-            _previous = set_hook(_ours)  # set_tqdm_hook returns the hook it replaced
+            _previous = set_hook(_hide_loading_bar)  # set_tqdm_hook returns the hook it replaced
         _depth += 1
     try:
         yield
@@ -55,7 +50,7 @@ def quiet_weight_loading() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                # put the replaced hook back, unless someone installed another one meanwhile: theirs stays
-                if getattr(hf_logging, "_tqdm_hook", _ours) is _ours:
-                    set_hook(_previous)
-                _previous = _ours = None
+                current = set_hook(_previous)
+                if current is not _hide_loading_bar:  # someone installed another hook meanwhile: theirs stays
+                    set_hook(current)
+                _previous = None

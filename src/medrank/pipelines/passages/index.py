@@ -30,13 +30,10 @@ from medrank.pipelines.passages.model import CDVModel, LabelSpace
 from medrank.pipelines.passages.text import SentenceTable, build_sentence_table
 from medrank.records import Document, Ranking, require_text
 from medrank.utils.io import atomic_dir
+from medrank.utils.vectors import unit_rows
 
 FORMAT = "medrank-cdv-index"
 VERSION = 1
-
-
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def check_query(entity: str, aspect: str, where: str = "") -> None:
@@ -104,7 +101,7 @@ class CDVIndex:
         feats = featurizer(table.texts, table.flags, show_progress=show_progress)
         t2 = time.perf_counter()
         ent, asp = model.encode_documents(feats, table.doc_offsets, batch_docs=batch_docs)
-        vectors = np.concatenate([_unit_rows(ent), _unit_rows(asp)], axis=1)
+        vectors = np.concatenate([unit_rows(ent), unit_rows(asp)], axis=1)
         t3 = time.perf_counter()
         if timings is not None:
             timings.update(split_s=t1 - t0, features_s=t2 - t1, encoder_s=t3 - t2)

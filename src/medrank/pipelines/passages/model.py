@@ -34,6 +34,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from medrank.data.medquad import normalise_entity
 from medrank.encoders.base import Encoder
+from medrank.utils.vectors import unit_rows
 
 #: the CDV reader rewrote the generic "information" label to a more telling heading word
 ASPECT_HEADINGS = {"information": "information description"}
@@ -41,12 +42,6 @@ ASPECT_HEADINGS = {"information": "information description"}
 
 def aspect_heading(aspect: str) -> str:
     return ASPECT_HEADINGS.get(aspect.strip().lower(), aspect.strip().lower())
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    n = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.maximum(n, 1e-12)
 
 
 class LabelSpace:
@@ -109,7 +104,7 @@ class LabelSpace:
         return cls(encoder, mean.astype(np.float32), comps.astype(np.float32))
 
     def project(self, encoder_vectors: np.ndarray) -> np.ndarray:
-        return _unit((np.asarray(encoder_vectors, dtype=np.float32) - self.mean) @ self.components.T)
+        return unit_rows((np.asarray(encoder_vectors, dtype=np.float32) - self.mean) @ self.components.T)
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         if self.encoder is None:
@@ -140,7 +135,7 @@ class LabelSpace:
             return
         vecs = self.raw_vectors(texts)
         for (name, synonyms), (a, b) in zip(entities, spans, strict=True):
-            vec = self.project(_unit(vecs[a:b]).mean(0, keepdims=True))[0]
+            vec = self.project(unit_rows(vecs[a:b]).mean(0, keepdims=True))[0]
             for key in (name, *synonyms):
                 k = normalise_entity(key)
                 if k and k not in self.entities:
