@@ -23,8 +23,8 @@ from medrank.encoders import CachedEncoder, load_encoder
 from medrank.encoders.vocab import unknown_characters
 from medrank.index import HybridIndex
 from medrank.metrics import to_markdown_table
-from medrank.pipelines.concept import DEFAULT_METRICS, ConceptRetriever, concept_entries, evaluate_retriever
-from medrank.pipelines.concept_data import load_candidates, load_eval_set
+from medrank.retrieval.concept import DEFAULT_METRICS, ConceptRetriever, concept_entries, evaluate_retriever
+from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
 
 def main() -> None:

@@ -26,8 +26,8 @@ from medrank.config import cache_dir, data_root, seed_everything, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.index import HybridIndex
 from medrank.metrics import to_markdown_table
-from medrank.pipelines.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
-from medrank.pipelines.concept_data import load_candidates, load_eval_set
+from medrank.retrieval.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
+from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
 SETTINGS = [
     # (dataset, split, candidates, language, methods)

@@ -16,8 +16,8 @@ import common
 
 from medrank.config import data_root
 from medrank.metrics import evaluate
-from medrank.pipelines.concept import ConceptRetriever
-from medrank.pipelines.concept_data import default_language, load_candidates, load_eval_set
+from medrank.retrieval.concept import ConceptRetriever
+from medrank.retrieval.concept_data import default_language, load_candidates, load_eval_set
 
 PAIRS = [("ndcg@5", "ndcg@5"), ("ndcg@10", "ndcg@10"), ("recall@5", "recall@5"), ("precision@5", "precision@5"),
          ("map", "map"), ("mrr", "mrr"), ("acc@1", "hit_rate@1"), ("acc@5", "hit_rate@5")]

@@ -20,8 +20,8 @@ import time
 import common
 
 import medrank.encoders.blocks as blocks
+import medrank.models.bi_encoder as bi_encoder_module
 import medrank.pipelines.procedures.mtcg as mtcg_module
-import medrank.pipelines.symptom.model as symptom_model
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.pipelines.procedures.data import load_mentions
 from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
@@ -54,7 +54,7 @@ def main() -> None:
 
     def use(before: bool) -> None:
         forward = whole_block if before else after_block
-        blocks.block_forward = mtcg_module.block_forward = symptom_model.block_forward = forward
+        blocks.block_forward = mtcg_module.block_forward = bi_encoder_module.block_forward = forward
         blocks.eval_mode.__enter__ = modules_enter if before else after_enter
         norm.kar._name_flags = lazy_flags if before else warm_flags
 

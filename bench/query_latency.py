@@ -16,8 +16,8 @@ import common
 
 from medrank.config import cache_dir, data_root, seed_everything, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
-from medrank.pipelines.concept import ConceptRetriever
-from medrank.pipelines.concept_data import load_candidates, load_eval_set
+from medrank.retrieval.concept import ConceptRetriever
+from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     vectors = dense.index.vectors()
     systems = {"dense e5-small (flat)": dense}
     from medrank.index import DenseIndex
-    from medrank.pipelines.concept import concept_entries
+    from medrank.retrieval.concept import concept_entries
 
     ids, texts, items = concept_entries(concepts)
     hnsw_index = DenseIndex(encoder, factory="hnsw")

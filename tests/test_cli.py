@@ -190,7 +190,7 @@ def test_train_refuses_a_folder_of_someone_elses_files(tmp_path, task):
 
 def test_info_reports_kind_config_results_and_refusals(tmp_path):
     from medrank import Concept
-    from medrank.pipelines.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever
 
     ConceptRetriever.build([Concept("C1", "chest pain"), Concept("C2", "fever")], language="en").save(tmp_path / "ret")
     res = CliRunner().invoke(app, ["info", str(tmp_path / "ret"), "--json"])

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import medrank.pipelines.procedures.kar as kar_module
+from medrank.models import BiEncoder
 from medrank.pipelines.procedures.kar import CLS, N_SPECIAL, PS, PT, KeywordAttentiveRanker
 from medrank.pipelines.procedures.mtcg import bottom_states
-from medrank.pipelines.symptom.model import BiEncoder
 from tests.test_procedures import SITES, TYPES, tiny_chinese_encoder
 
 MENTION = "右肾切除术"  # tokens: [CLS] 右 肾(site) 切 除 术(type: 切除术) [SEP]

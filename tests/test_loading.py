@@ -10,7 +10,7 @@ import torch
 import medrank
 from medrank import Concept
 from medrank.index import BM25Index
-from medrank.pipelines.concept import ConceptRetriever
+from medrank.retrieval.concept import ConceptRetriever
 from tests.test_history_models import DIALOGUE, QUESTIONS, tiny_global
 
 CONCEPTS = [Concept("C1", "chest pain"), Concept("C2", "fever", synonyms=("pyrexia",)), Concept("C3", "cough")]

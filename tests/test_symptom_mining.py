@@ -9,7 +9,8 @@ import pytest
 
 from medrank.pipelines.symptom.data import build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
-from medrank.pipelines.symptom.miners import (
+from medrank.records import Concept, ConceptDataset, Qrels, Query
+from medrank.training.miners import (
     Candidates,
     HDSamplingMiner,
     HigherThanTrueMiner,
@@ -17,7 +18,6 @@ from medrank.pipelines.symptom.miners import (
     TopKMiner,
     mine_candidates,
 )
-from medrank.records import Concept, ConceptDataset, Qrels, Query
 
 
 def toy_dataset() -> ConceptDataset:

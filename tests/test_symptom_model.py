@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from medrank.encoders import TransformerEncoder
-from medrank.pipelines.symptom.model import BiEncoder, CrossEncoder
+from medrank.models import BiEncoder
+from medrank.pipelines.symptom.model import CrossEncoder
 from tests.conftest import make_tiny_bert
 
 TEXTS = ["头 痛", "高 血 压 病", "fever and cough", "乳 腺 癌", "chest pain", "糖 尿 病 心 肌 梗 死 膝 关 节 炎"]

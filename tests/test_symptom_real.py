@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_chip_cdn_pairs_and_clean_batches(real_data):
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     train = load_eval_set("chip-cdn", "train", root=real_data)
     valid = load_eval_set("chip-cdn", "valid", root=real_data)
@@ -32,8 +32,8 @@ def test_chip_cdn_pairs_and_clean_batches(real_data):
 
 def test_cached_e5_small_matches_the_full_encoder(real_data):
     from medrank.encoders import load_encoder
-    from medrank.pipelines.concept_data import load_eval_set
-    from medrank.pipelines.symptom.model import BiEncoder
+    from medrank.models import BiEncoder
+    from medrank.retrieval.concept_data import load_eval_set
 
     texts = [q.text for q in load_eval_set("chip-cdn", "valid", root=real_data).queries[:24]]
     full = load_encoder("e5-small", max_length=32).encode(texts, kind="query")

@@ -409,7 +409,7 @@ def test_bf16_autocast_runs_the_forward_in_bfloat16_and_keeps_float32_weights(tm
 
 
 def test_frozen_bottom_states_stay_float32_under_autocast(tiny_encoder):
-    from medrank.pipelines.symptom.model import BiEncoder
+    from medrank.models import BiEncoder
 
     bi = BiEncoder(tiny_encoder, train_layers=1)  # 1 of the tiny model's 2 blocks frozen
     with torch.autocast(device_type="cpu", dtype=torch.bfloat16):

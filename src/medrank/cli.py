@@ -148,8 +148,8 @@ def _build_retriever(
     dataset: str, candidates: str, method: str, encoder_name: str | None, eval_set: Any = None
 ) -> Any:
     from medrank.encoders import load_encoder
-    from medrank.pipelines.concept import ConceptRetriever
-    from medrank.pipelines.concept_data import default_encoder, default_language, load_candidates
+    from medrank.retrieval.concept import ConceptRetriever
+    from medrank.retrieval.concept_data import default_encoder, default_language, load_candidates
 
     concepts = load_candidates(dataset, candidates, eval_set=eval_set, root=_STATE["data"])
     encoder = None
@@ -206,7 +206,7 @@ def search(
 ) -> None:
     """Search a saved concept index."""
     from medrank.index import IndexFormatError
-    from medrank.pipelines.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever
 
     if k < 1:
         _fail("-k must be >= 1")
@@ -268,8 +268,8 @@ def evaluate(
     datasets dispatch to the evaluator their pipeline registers.
     """
     from medrank.metrics import to_markdown_table
-    from medrank.pipelines.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
-    from medrank.pipelines.concept_data import DATASETS, default_encoder, load_eval_set
+    from medrank.retrieval.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
+    from medrank.retrieval.concept_data import DATASETS, default_encoder, load_eval_set
     from medrank.utils.io import atomic_write_json, atomic_write_text
 
     _check_report(report)
@@ -337,7 +337,7 @@ def _evaluate_task(
     from medrank.utils.io import atomic_write_json, atomic_write_text
 
     if dataset not in EVALUATORS:
-        from medrank.pipelines.concept_data import DATASETS
+        from medrank.retrieval.concept_data import DATASETS
 
         _fail(f"unknown dataset {dataset!r}; known: {sorted([*DATASETS, *EVALUATORS])}")
     try:
@@ -501,7 +501,7 @@ def demo(
     The index is built once with the offline e5-small encoder and cached under
     ``$MEDRANK_CACHE`` (default ``~/.cache/medrank``); later runs start in seconds.
     """
-    from medrank.pipelines.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever
 
     if method not in ("bm25", "dense", "hybrid"):
         _fail(f"unknown method {method!r}; available: bm25, dense, hybrid")

@@ -101,7 +101,7 @@ def _symptom_detector(path: Path, **kwargs: Any) -> Any:
 
 
 def _concept_retriever(path: Path, **kwargs: Any) -> Any:
-    from medrank.pipelines.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever
 
     return ConceptRetriever.load(path, **kwargs)
 

@@ -23,7 +23,7 @@ tokenises exactly as before, the ``<unk>`` ids replaced by the new ones (checked
 mention of the procedure data in ``tests/test_vocab.py``'s slow test). A text that *starts* with an
 added character, with no prompt before it, loses the leading ``▁`` piece.
 
-Add characters before building models over the encoder: a :class:`~medrank.pipelines.symptom.model.BiEncoder`
+Add characters before building models over the encoder: a :class:`~medrank.models.BiEncoder`
 fixes its cache key when it is built and refuses to run once the vocabulary has changed under it.
 """
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from medrank.encoders.base import Encoder
-from medrank.pipelines.concept import ConceptRetriever, concept_entries
 from medrank.records import Concept
+from medrank.retrieval.concept import ConceptRetriever, concept_entries
 from medrank.utils.io import atomic_dir
 
 FORMAT = "medrank-service-kb"

@@ -157,8 +157,8 @@ def _cross_encoder_parts(cfg, texts, rng) -> tuple[torch.nn.Module, Callable, Ca
 
 
 def _bi_encoder_parts(cfg, texts, rng) -> tuple[torch.nn.Module, Callable, Callable]:
+    from medrank.losses import ListwiseSoftmaxLoss
     from medrank.pipelines.history.models import HistoryBiEncoder
-    from medrank.pipelines.passages.losses import ListwiseSoftmaxLoss
 
     model = HistoryBiEncoder.from_pretrained(cfg["base"], cfg["max_dialogue_tokens"])
     loss = ListwiseSoftmaxLoss(temperature=cfg["temperature"])

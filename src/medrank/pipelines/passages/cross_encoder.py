@@ -24,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from medrank.data.medquad import PassageCorpus, corpus_from_documents
+from medrank.models.pair_classifier import load_pair_classifier
 from medrank.pipelines.passages.losses import ListwiseSoftmaxLoss
 from medrank.pipelines.passages.pairs import TrainingGroup, query_text, training_groups
 from medrank.pipelines.passages.protocol import query_fields
@@ -43,18 +44,6 @@ DEFAULTS: dict[str, Any] = {
     "min_passages": 2,
     "threads": None,
 }
-
-
-def load_base(name_or_path: str) -> tuple[Any, Any]:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from medrank.encoders import resolve_model_path
-
-    path = resolve_model_path(name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    with quiet_weight_loading():
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
-    return model, tokenizer
 
 
 class CrossEncoderScorer:
@@ -164,7 +153,7 @@ def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool =
     t0 = time.perf_counter()
     train_docs, _ = load_split(cfg)
     groups = training_groups(corpus_from_documents(train_docs, "medquad:train"), cfg["group_size"], cfg["seed"])
-    model, tokenizer = load_base(cfg["base"])
+    model, tokenizer = load_pair_classifier(cfg["base"])
     scorer = CrossEncoderScorer(model, tokenizer, cfg["max_length"])
     loss = ListwiseSoftmaxLoss()
     g = cfg["group_size"]

@@ -47,7 +47,7 @@ from torch import nn
 
 from medrank.encoders.base import TextKind
 from medrank.encoders.blocks import encoder_blocks, eval_mode
-from medrank.pipelines.symptom.model import BiEncoder
+from medrank.models import BiEncoder
 
 N_SPECIAL = 3  # [CLS], [PS], [PT]
 INTERACTIONS = ("none", "tokens", "recall")

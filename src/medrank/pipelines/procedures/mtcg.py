@@ -1,6 +1,6 @@
 """MTCG, the multi-task candidate generator: a mention/term bi-encoder with an implication-count head.
 
-The encoder is the symptom pipeline's :class:`~medrank.pipelines.symptom.model.BiEncoder` (mean
+The encoder is the symptom pipeline's :class:`~medrank.models.BiEncoder` (mean
 pooling, unit vectors, the ``train_layers`` top blocks trained over a cached frozen bottom), so
 the CPU recipe pays for the frozen bottom once per text. On top of it:
 
@@ -34,7 +34,7 @@ from medrank.encoders.blocks import (
     model_attention_mask,
 )
 from medrank.encoders.transformer import TransformerEncoder, pool
-from medrank.pipelines.symptom.model import BiEncoder
+from medrank.models import BiEncoder
 
 N_COUNT_CLASSES = 3
 WEIGHTS = "mtcg.safetensors"

@@ -13,7 +13,7 @@ no strategy ever returns one of the mention's gold terms (``exclude``).
   肾上腺病损切除术 → 甲状腺病损切除术); random names when the term has no keyword.
 * :class:`OnlineNegatives` — Algorithm 1 of the paper: after each epoch, re-encode every mention
   and name with the current model and take each mention's ``k_n`` nearest wrong names (the
-  symptom pipeline's :func:`~medrank.pipelines.symptom.miners.mine_candidates`). The first epoch
+  shared :func:`~medrank.training.miners.mine_candidates`). The first epoch
   mines with the untrained encoder.
 """
 
@@ -206,7 +206,7 @@ class OnlineNegatives(_PoolNegatives):
         self.mined_epoch: int | None = None
 
     def prepare(self, epoch: int, model: MTCG | None = None) -> None:
-        from medrank.pipelines.symptom.miners import mine_candidates
+        from medrank.training.miners import mine_candidates
 
         if model is None:
             raise ValueError("online negatives need the current model")

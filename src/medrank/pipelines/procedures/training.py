@@ -48,7 +48,6 @@ from medrank.pipelines.procedures.data import (
     load_term_base,
 )
 from medrank.pipelines.procedures.fusion import RANKER_SPACES
-from medrank.pipelines.symptom.training import load_best
 from medrank.training import Callback, Trainer, recipe_settings
 from medrank.utils.io import atomic_dir, atomic_write_json
 
@@ -359,7 +358,7 @@ def train_mtcg(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path,
     task = MTCGTask(cfg, output_dir)
     trainer = _trainer(cfg, task.model.trainable, task, output_dir, "recall@10", list(task.model.count_head.parameters()))
     trainer.fit(resume=resume)
-    best = load_best(trainer)
+    best = trainer.load_best()
     task.model.save(output_dir / "model")
     prior = _tune_term_prior(task) if cfg.term_prior else None
     summary: dict[str, Any] = {
@@ -592,7 +591,7 @@ def train_kar(config: dict[str, Any] | ProcedureConfig, output_dir: str | Path, 
         heads += [*task.kar.trainable["list"].parameters()]
     trainer = _trainer(cfg, task.kar.trainable, task, output_dir, "acc_total", heads)
     trainer.fit(resume=resume)
-    best = load_best(trainer)
+    best = trainer.load_best()
     task.kar.save(output_dir / "model")
     preds = task.normalizer.predict([m.text for m in task.valid])
     theta, theta_acc = tune_theta(

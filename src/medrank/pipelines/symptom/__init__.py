@@ -2,10 +2,10 @@
 
 * :mod:`~medrank.pipelines.symptom.losses` — NCE-forward, NCE-backward, Bi-NCE, Bi-HardNCE,
   triplet, contrastive, Sent-BERT softmax, cross-encoder BCE (one file each);
-* :mod:`~medrank.pipelines.symptom.miners` — Top-K, HigherThanTrue, HD-sampling, random;
+* :mod:`~medrank.training.miners` — Top-K, HigherThanTrue, HD-sampling, random;
 * :mod:`~medrank.pipelines.symptom.efn` — E-FN threshold calibration;
 * :mod:`~medrank.pipelines.symptom.data` — positive pairs and batches without in-batch false negatives;
-* :mod:`~medrank.pipelines.symptom.model` — bi-encoder with a cached frozen bottom, cross-encoder;
+* :mod:`~medrank.pipelines.symptom.model` — the cross-encoder baseline (the bi-encoder is :mod:`medrank.models`);
 * :mod:`~medrank.pipelines.symptom.training` — the mine → train → re-mine loop on the shared Trainer;
 * :mod:`~medrank.pipelines.symptom.baselines` — the cross-encoder re-ranking baseline;
 * :mod:`~medrank.pipelines.symptom.inference` — query → top-5 terms, optionally thresholded with β.
@@ -13,18 +13,19 @@
 
 from typing import Any
 
+from medrank.models import BiEncoder
 from medrank.pipelines.symptom.config import SymptomConfig
 from medrank.pipelines.symptom.data import PairData, build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
 from medrank.pipelines.symptom.inference import SymptomDetector
-from medrank.pipelines.symptom.miners import (
+from medrank.pipelines.symptom.model import CrossEncoder
+from medrank.training.miners import (
     HDSamplingMiner,
     HigherThanTrueMiner,
     RandomMiner,
     TopKMiner,
     mine_candidates,
 )
-from medrank.pipelines.symptom.model import BiEncoder, CrossEncoder
 
 __all__ = [
     "AlphaSchedule",

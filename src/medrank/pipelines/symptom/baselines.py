@@ -28,10 +28,10 @@ from medrank.records import Query, Ranking
 
 
 class RerankRetriever:
-    """A first-stage :class:`~medrank.pipelines.concept.ConceptRetriever` re-ranked by a cross-encoder.
+    """A first-stage :class:`~medrank.retrieval.concept.ConceptRetriever` re-ranked by a cross-encoder.
 
     Quacks like a ``ConceptRetriever`` (``search``, ``describe``, ``concepts``, ``index``), so
-    :func:`~medrank.pipelines.concept.evaluate_retriever` scores it unchanged.
+    :func:`~medrank.retrieval.concept.evaluate_retriever` scores it unchanged.
     """
 
     def __init__(self, first_stage: Any, cross: Any, depth: int = 20, batch_size: int = 64) -> None:
@@ -106,7 +106,7 @@ class CrossEncoderTask(SymptomTask):
 
     def first_stage(self, candidates: str) -> Any:
         if candidates not in self._first_stage:
-            from medrank.pipelines.concept import ConceptRetriever
+            from medrank.retrieval.concept import ConceptRetriever
 
             self._first_stage[candidates] = ConceptRetriever.build(
                 self.eval_concepts(candidates), method="dense", encoder=self.model.as_encoder("zero-shot")

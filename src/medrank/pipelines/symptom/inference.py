@@ -21,7 +21,7 @@ DEFAULT_K = 5
 
 
 class SymptomDetector:
-    """A :class:`~medrank.pipelines.concept.ConceptRetriever` over a trained encoder plus its β."""
+    """A :class:`~medrank.retrieval.concept.ConceptRetriever` over a trained encoder plus its β."""
 
     def __init__(self, retriever: Any, beta: float | None = None, k: int = DEFAULT_K) -> None:
         if k < 1:
@@ -33,7 +33,7 @@ class SymptomDetector:
     @classmethod
     def load(cls, run_dir: str | os.PathLike[str], candidates: str = "gold") -> SymptomDetector:
         """Load ``RUN/index-<candidates>`` and the calibrated β of a run written by ``medrank train``."""
-        from medrank.pipelines.concept import ConceptRetriever
+        from medrank.retrieval.concept import ConceptRetriever
 
         run = Path(run_dir)
         meta_path = run / "detector.json"

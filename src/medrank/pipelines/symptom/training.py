@@ -11,11 +11,11 @@
    hard-negative terms and queries (or draw random ones);
 3. **train** one epoch with :class:`medrank.training.Trainer` (checkpoint per epoch, resume,
    progress bar), then **evaluate** NDCG@5 / Recall@5 on the validation split through the
-   same :func:`~medrank.pipelines.concept.evaluate_retriever` protocol as the zero-shot
+   same :func:`~medrank.retrieval.concept.evaluate_retriever` protocol as the zero-shot
    baselines;
 4. **finish** — reload the best epoch, evaluate on every candidate set (the ~4k gold terms
    and the 40k vocabulary), calibrate the detection threshold ``β``, save the encoder
-   (``TransformerEncoder.save``) and a :class:`~medrank.pipelines.concept.ConceptRetriever`
+   (``TransformerEncoder.save``) and a :class:`~medrank.retrieval.concept.ConceptRetriever`
    per candidate set, which ``medrank evaluate --index RUN/index-gold`` and
    ``medrank detect --model RUN`` load.
 
@@ -40,13 +40,13 @@ from torch import nn
 from medrank.pipelines.symptom.config import NCE_LOSSES, SymptomConfig
 from medrank.pipelines.symptom.data import PairData, build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
-from medrank.pipelines.symptom.miners import RandomMiner, make_miner, mine_candidates
 from medrank.records import Concept, ConceptDataset
 from medrank.training import Callback, Trainer, check_run_config, plot_history, recipe_settings
+from medrank.training.miners import RandomMiner, make_miner, mine_candidates
 from medrank.utils.io import atomic_write_json
 
 if TYPE_CHECKING:
-    from medrank.pipelines.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class TaskData:
     root: str | None
 
     def candidates(self, name: str) -> tuple[Concept, ...]:
-        from medrank.pipelines.concept_data import load_candidates
+        from medrank.retrieval.concept_data import load_candidates
 
         dataset = self.valid.name.split("/")[0].split(":")[0]
         if dataset not in ("chip-cdn", "ncbi-disease", "bc5cdr"):
@@ -79,7 +79,7 @@ class TaskData:
 def load_task_data(cfg: SymptomConfig) -> TaskData:
     """Training queries, validation split, mining term set for ``cfg.dataset`` (fixed-seed splits)."""
     from medrank import data
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     root = cfg.data_root
     if cfg.dataset == "chip-cdn":
@@ -127,7 +127,7 @@ class SymptomTask:
 
     def __init__(self, cfg: SymptomConfig, output_dir: str | Path, data: TaskData | None = None) -> None:
         from medrank.encoders import load_encoder
-        from medrank.pipelines.symptom.model import BiEncoder
+        from medrank.models import BiEncoder
 
         self.cfg = cfg
         self.output_dir = Path(output_dir)
@@ -331,14 +331,14 @@ class SymptomTask:
 
     # -- evaluation -----------------------------------------------------------------------------
     def retriever(self, candidates: str) -> ConceptRetriever:
-        from medrank.pipelines.concept import ConceptRetriever
+        from medrank.retrieval.concept import ConceptRetriever
 
         return ConceptRetriever.build(
             self.eval_concepts(candidates), method="dense", encoder=self.model.as_encoder(self.cfg.name)
         )
 
     def evaluate(self, epoch: int) -> dict[str, float]:
-        from medrank.pipelines.concept import evaluate_retriever
+        from medrank.retrieval.concept import evaluate_retriever
 
         t0 = time.perf_counter()
         res = evaluate_retriever(self.retriever(self.cfg.eval_candidates[0]), self.eval_set(), EVAL_METRICS)
@@ -395,11 +395,6 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
     )
 
 
-def load_best(trainer: Trainer) -> int | None:
-    """Load the best epoch's trainable weights into the model; returns that epoch."""
-    return trainer.load_best()
-
-
 def detection_threshold(model: Any, valid: ConceptDataset, retriever: Any, alpha: float, k: int = 5) -> float | None:
     """β for ``medrank detect``: the lowest top-``k`` score at which predictions are gold with precision ``alpha``."""
     rankings = retriever.search(list(valid.queries), k=k)
@@ -414,9 +409,9 @@ def detection_threshold(model: Any, valid: ConceptDataset, retriever: Any, alpha
 
 def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path, started: float) -> dict[str, Any]:
     """Best epoch → final metrics per candidate set, detection β, saved model and indexes, plots."""
-    from medrank.pipelines.concept import evaluate_retriever
+    from medrank.retrieval.concept import evaluate_retriever
 
-    best = load_best(trainer)
+    best = trainer.load_best()
     if cfg.save_model and hasattr(task.model, "encoder") and cfg.loss != "cross-encoder":
         task.model.encoder.save((output_dir / "model").resolve())
     final: dict[str, Any] = {}

@@ -19,11 +19,11 @@ from typing import Any
 
 from torch import nn
 
+from medrank.losses.listnet import ListNetLoss
 from medrank.pipelines.history.losses.approx_ndcg import ApproxNDCGLoss
 from medrank.pipelines.history.losses.bce import BCELoss
 from medrank.pipelines.history.losses.lambdaloss import LambdaLoss
 from medrank.pipelines.history.losses.listmle import ListMLELoss
-from medrank.pipelines.history.losses.listnet import ListNetLoss
 from medrank.pipelines.history.losses.neural_ndcg import NeuralNDCGLoss
 from medrank.pipelines.history.losses.ranknet import RankNetLoss
 

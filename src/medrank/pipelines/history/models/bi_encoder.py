@@ -4,7 +4,7 @@ Both sides go through one MiniLM :class:`~medrank.encoders.TransformerEncoder` (
 vectors); the dialogue side is truncated from its start (``truncation_side="left"``) to
 ``max_dialogue_tokens``. Trained with InfoNCE over one positive and 7 negatives drawn from the
 sample's own candidate list, temperature 0.05 (the paper's bi-encoder baseline), through
-:class:`medrank.pipelines.passages.losses.ListwiseSoftmaxLoss`.
+:class:`medrank.losses.ListwiseSoftmaxLoss`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Cross-encoder baseline: ``[CLS] dialogue [SEP] question [SEP]`` -> one logit, one pass per candidate.
 
 Built on the same backbone through ``AutoModelForSequenceClassification`` (a fresh 1-output head,
-:func:`medrank.pipelines.passages.cross_encoder.load_base`), trained with pointwise BCE. The
+:func:`medrank.models.pair_classifier.load_pair_classifier`), trained with pointwise BCE. The
 dialogue is truncated from its start exactly as for the global re-ranker, so both read the same
 context; scoring ``n`` candidates costs ``n`` transformer passes over the dialogue.
 """
@@ -43,9 +43,9 @@ class HistoryCrossEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs: int) -> HistoryCrossEncoder:
         """A new cross-encoder over a base model (an alias, folder or hub id) with a fresh 1-label head."""
-        from medrank.pipelines.passages.cross_encoder import load_base
+        from medrank.models.pair_classifier import load_pair_classifier
 
-        model, tokenizer = load_base(name_or_path)
+        model, tokenizer = load_pair_classifier(name_or_path)
         return cls(model, tokenizer, **kwargs)
 
     def features(self, dialogue_ids: Sequence[list[int]], questions: Sequence[str]) -> dict[str, torch.Tensor]:

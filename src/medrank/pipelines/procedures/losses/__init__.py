@@ -3,15 +3,15 @@
 =========================  =====================================================================
 ``MultiTaskTripletLoss``   MTCG: Euclidean triplet loss (margin 1, k_n negatives) + count-head CE
 ``CrossEncoderBCELoss``    KAR: binary cross-entropy of (mention, candidate) logits — the shared
-                           symptom-pipeline loss, re-exported (same formula, no copy)
+                           loss from :mod:`medrank.losses`, re-exported
 ``ListNetLoss``            KAR's optional listwise term (``kar_listwise_weight``, not in the
-                           paper): ListNet over each mention's candidates — the history
-                           pipeline's loss, re-exported
+                           paper): ListNet over each mention's candidates — the shared
+                           loss from :mod:`medrank.losses`, re-exported
 =========================  =====================================================================
 """
 
-from medrank.pipelines.history.losses.listnet import ListNetLoss
+from medrank.losses.cross_encoder_bce import CrossEncoderBCELoss
+from medrank.losses.listnet import ListNetLoss
 from medrank.pipelines.procedures.losses.multitask_triplet import MultiTaskTripletLoss, count_class_weights
-from medrank.pipelines.symptom.losses.cross_encoder_bce import CrossEncoderBCELoss
 
 __all__ = ["CrossEncoderBCELoss", "ListNetLoss", "MultiTaskTripletLoss", "count_class_weights"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from medrank.pipelines.symptom.losses.triplet import TripletLoss
+from medrank.losses.triplet import TripletLoss
 
 
 class MultiTaskTripletLoss(nn.Module):
@@ -15,7 +15,7 @@ class MultiTaskTripletLoss(nn.Module):
     * :math:`L_{tri} = \frac{1}{B k_n}\sum_{b,j}\max(0,\ \lVert m_b - t^+_b\rVert_2 - \lVert m_b - t^-_{bj}\rVert_2 + \epsilon)`
       — the mention must be closer (Euclidean) to its gold term than to each of its ``k_n``
       negative terms by the margin ``ε`` (1 in the paper); the triplet part is the shared
-      :class:`~medrank.pipelines.symptom.losses.TripletLoss` with ``distance="euclidean"``.
+      :class:`~medrank.losses.TripletLoss` with ``distance="euclidean"``.
     * :math:`L_{count}` — cross-entropy of the 3-class implication-count head (the mention maps
       to 1, 2 or ≥3 terms) on the mention's [CLS] state.
 

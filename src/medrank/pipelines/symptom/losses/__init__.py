@@ -14,14 +14,14 @@ One loss per file, each documenting its inputs, shapes and citation:
 ========================  =====================================================================
 """
 
+from medrank.losses.cross_encoder_bce import CrossEncoderBCELoss
+from medrank.losses.triplet import TripletLoss
 from medrank.pipelines.symptom.losses.bi_hard_nce import BiHardNCELoss
 from medrank.pipelines.symptom.losses.bi_nce import BiNCELoss
 from medrank.pipelines.symptom.losses.contrastive import ContrastiveLoss
-from medrank.pipelines.symptom.losses.cross_encoder_bce import CrossEncoderBCELoss
 from medrank.pipelines.symptom.losses.nce_backward import NCEBackwardLoss
 from medrank.pipelines.symptom.losses.nce_forward import NCEForwardLoss
 from medrank.pipelines.symptom.losses.softmax_classifier import SoftmaxClassifierLoss
-from medrank.pipelines.symptom.losses.triplet import TripletLoss
 
 __all__ = [
     "BiHardNCELoss",

@@ -4,36 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from medrank.losses.checks import check_hard, check_mask, check_pairs
+
+__all__ = ["MASK_VALUE", "check_hard", "check_mask", "check_pairs", "check_temperature", "contrastive_logits", "directional_info_nce"]
+
 #: added to logits that must not count (a false negative or padding); large but finite so an
 #: all-masked row still gives a finite loss instead of NaN
 MASK_VALUE = -1e4
-
-
-def check_pairs(query_emb: torch.Tensor, term_emb: torch.Tensor) -> int:
-    """Validate ``(B, d)`` query/term embeddings of ``B`` positive pairs; returns ``B``."""
-    if query_emb.ndim != 2 or term_emb.ndim != 2:
-        raise ValueError(
-            f"query_emb and term_emb must be (batch, dim), got {tuple(query_emb.shape)} and {tuple(term_emb.shape)}"
-        )
-    if query_emb.shape != term_emb.shape:
-        raise ValueError(f"query_emb {tuple(query_emb.shape)} and term_emb {tuple(term_emb.shape)} differ")
-    if query_emb.shape[0] == 0:
-        raise ValueError("empty batch")
-    return int(query_emb.shape[0])
-
-
-def check_hard(hard: torch.Tensor | None, batch: int, dim: int, what: str) -> None:
-    if hard is None:
-        return
-    if hard.ndim != 3 or hard.shape[0] != batch or hard.shape[2] != dim:
-        raise ValueError(f"{what} must be (batch={batch}, n_hard, dim={dim}), got {tuple(hard.shape)}")
-
-
-def check_mask(mask: torch.Tensor | None, shape: tuple[int, ...], what: str) -> None:
-    if mask is None:
-        return
-    if tuple(mask.shape) != shape or mask.dtype != torch.bool:
-        raise ValueError(f"{what} must be a bool tensor of shape {shape}, got {mask.dtype} {tuple(mask.shape)}")
 
 
 def contrastive_logits(

@@ -18,7 +18,7 @@ class BiHardNCELoss(BiNCELoss):
 
     Each pair carries ``N_t`` hard-negative terms for its query and ``N_q`` hard-negative
     queries for its term (the paper: ``N_q = 10``, ``N_t = 3``), mined every epoch by
-    :mod:`medrank.pipelines.symptom.miners` (HD-sampling) from the previous epoch's model, with
+    :mod:`medrank.training.miners` (HD-sampling) from the previous epoch's model, with
     likely false negatives removed by E-FN (:mod:`medrank.pipelines.symptom.efn`).
 
     Inputs:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from medrank.losses.triplet import DISTANCES, pair_distance
 from medrank.pipelines.symptom.losses._common import check_pairs
-from medrank.pipelines.symptom.losses.triplet import DISTANCES, pair_distance
 
 
 class ContrastiveLoss(nn.Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from medrank.pipelines.history.losses._common import check_inputs, mean_over
+from medrank.losses.checks import check_inputs, mean_over
 
 
 class ListNetLoss(nn.Module):

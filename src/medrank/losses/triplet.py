@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from medrank.pipelines.symptom.losses._common import check_hard, check_pairs
+from medrank.losses.checks import check_hard, check_pairs
 
 DISTANCES = ("cosine", "euclidean")
 

@@ -16,7 +16,10 @@ from torch import nn
 
 
 class ListwiseSoftmaxLoss(nn.Module):
-    """Cross-entropy of ``softmax(scores / temperature)`` against column 0.
+    r"""Cross-entropy of ``softmax(scores / temperature)`` against column 0.
+
+    :math:`L = -\frac1B\sum_b \log \frac{\exp(s_{b,0}/T)}{\sum_g \exp(s_{b,g}/T)}`
+    (DSSM, Huang et al. CIKM 2013). Used by the passage re-rankers and the history bi-encoder.
 
     Inputs:
         scores: ``(batch, group)`` float tensor, the relevant item in column 0.

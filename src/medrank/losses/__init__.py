@@ -1,0 +1,18 @@
+"""Losses used by more than one pipeline, one class per file (formula and citation in each docstring).
+
+=========================  ==============================  ============================================
+``TripletLoss``            symptom, procedures (MTCG)      triplet margin, Schroff et al. 2015
+``CrossEncoderBCELoss``    symptom, procedures (KAR)       pointwise BCE, Nogueira & Cho 2019
+``ListNetLoss``            history, procedures (KAR)       listwise top-one CE, Cao et al. 2007
+``ListwiseSoftmaxLoss``    passages, history               softmax CE over one positive + negatives
+=========================  ==============================  ============================================
+
+A loss only one pipeline uses stays in that pipeline's ``losses/`` package.
+"""
+
+from medrank.losses.cross_encoder_bce import CrossEncoderBCELoss
+from medrank.losses.listnet import ListNetLoss
+from medrank.losses.listwise_softmax import ListwiseSoftmaxLoss
+from medrank.losses.triplet import TripletLoss
+
+__all__ = ["CrossEncoderBCELoss", "ListNetLoss", "ListwiseSoftmaxLoss", "TripletLoss"]
