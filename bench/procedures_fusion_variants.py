@@ -35,10 +35,11 @@ import numpy as np
 
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.pipelines.procedures.data import carve_validation, load_keywords, load_mentions
+from medrank.pipelines.procedures.evaluation import set_accuracy
 from medrank.pipelines.procedures.fusion import LearnedFusion, select_terms, tune_theta
 from medrank.pipelines.procedures.kar import KeywordMatcher
 from medrank.pipelines.procedures.memory import VOTES, MentionMemory
-from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, set_accuracy
+from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 from medrank.pipelines.procedures.training import fusion_training_data
 
 Scorer = Callable[[np.ndarray], np.ndarray]

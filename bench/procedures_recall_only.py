@@ -16,8 +16,9 @@ import common
 
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.pipelines.procedures.data import load_mentions, load_term_base
+from medrank.pipelines.procedures.evaluation import set_accuracy
 from medrank.pipelines.procedures.mtcg import MTCG
-from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, TermPrior, set_accuracy
+from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, TermPrior
 
 
 def main() -> None:

@@ -22,10 +22,11 @@ from pathlib import Path
 import common
 
 from medrank.config import data_root, seed_everything, set_threads
+from medrank.pipelines.procedures.config import default_cache_dir
 from medrank.pipelines.procedures.data import load_mentions, load_term_base
+from medrank.pipelines.procedures.evaluation import set_accuracy
 from medrank.pipelines.procedures.mtcg import MTCG
-from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, set_accuracy
-from medrank.pipelines.procedures.training import default_cache_dir
+from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
 RUNS = ["mtcg-online-60", "mtcg-tfidf", "mtcg-random", "mtcg-tree-coding", "mtcg-keyword-replacing", "mtcg"]
 PAPER_T6 = {"online": 90.10, "tfidf": 86.17, "random": 65.10}

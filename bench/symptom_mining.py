@@ -28,7 +28,7 @@ from medrank.config import data_root, seed_everything, set_threads
 from medrank.data import gold_terms, load_chip_cdn, load_chip_cdn_vocabulary
 from medrank.encoders import load_encoder
 from medrank.models import BiEncoder
-from medrank.pipelines.symptom.training import default_cache_dir
+from medrank.pipelines.symptom.task import default_cache_dir
 from medrank.training.miners import HDSamplingMiner, mine_candidates
 
 

@@ -35,7 +35,7 @@ from medrank.encoders import load_encoder, resolve_model_path
 from medrank.models import BiEncoder
 from medrank.pipelines.symptom.data import build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.losses import BiHardNCELoss
-from medrank.pipelines.symptom.training import default_cache_dir
+from medrank.pipelines.symptom.task import default_cache_dir
 from medrank.retrieval.concept_data import load_candidates, load_eval_set
 from medrank.training.miners import RandomMiner
 

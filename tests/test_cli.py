@@ -129,7 +129,7 @@ def test_bad_input_is_one_line_not_a_traceback(data_dir, tmp_path, monkeypatch):
 def test_run_reports_unexpected_bad_input_in_one_line(monkeypatch, capsys):
     import typer
 
-    from medrank import cli
+    from medrank import cli, console
 
     broken = typer.Typer()
 
@@ -142,13 +142,13 @@ def test_run_reports_unexpected_bad_input_in_one_line(monkeypatch, capsys):
         pass
 
     monkeypatch.setattr(cli, "app", broken)
-    monkeypatch.setitem(cli._STATE, "verbose", False)
+    monkeypatch.setitem(console.STATE, "verbose", False)
     with pytest.raises(SystemExit) as exit_info:
         cli.run(["read", "/"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "error: /: Is a directory" in err and "Traceback" not in err
-    monkeypatch.setitem(cli._STATE, "verbose", True)  # --verbose keeps the traceback
+    monkeypatch.setitem(console.STATE, "verbose", True)  # --verbose keeps the traceback
     with pytest.raises(IsADirectoryError):
         cli.run(["read", "/"])
 

@@ -34,25 +34,25 @@ def test_make_pairs_reports_its_errors(tmp_path):
 
 
 def test_query_text_is_printed_as_text_not_markup(capsys):
-    from medrank.cli import _print_results
+    from medrank.console import print_results
 
-    _print_results("chest pain [/] and [red]fever[/red]", [])  # rich would raise MarkupError on "[/]"
+    print_results("chest pain [/] and [red]fever[/red]", [])  # rich would raise MarkupError on "[/]"
     assert "[red]fever[/red]" in capsys.readouterr().out
 
 
 def test_decode_errors_name_the_file(tmp_path):
-    from medrank.cli import _error_message
+    from medrank.console import error_message
 
     path = tmp_path / "gbk.tsv"
     path.write_bytes("原始词\t标准词\n".encode("gb18030"))
     with pytest.raises(UnicodeDecodeError) as info, open(path, encoding="utf-8") as fh:
         fh.read()
-    message = _error_message(info.value)
+    message = error_message(info.value)
     assert message.startswith(f"{path}: not UTF-8 text") and "iconv" in message
 
 
 def test_decode_errors_name_the_file_read_not_an_output_file_open_around_it(tmp_path):
-    from medrank.cli import _error_message
+    from medrank.console import error_message
 
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("fi\xe8vre\n".encode("latin-1"))
@@ -67,7 +67,7 @@ def test_decode_errors_name_the_file_read_not_an_output_file_open_around_it(tmp_
 
     with pytest.raises(UnicodeDecodeError) as info:
         convert(bad, tmp_path / "out.txt")
-    assert _error_message(info.value).startswith(f"{bad}: not UTF-8 text (it holds the byte 0xe8)")
+    assert error_message(info.value).startswith(f"{bad}: not UTF-8 text (it holds the byte 0xe8)")
 
     def decode_into(dst):  # bytes decoded while only an output file is open: no file to name
         with open(dst, "w", encoding="utf-8") as out:
@@ -75,7 +75,7 @@ def test_decode_errors_name_the_file_read_not_an_output_file_open_around_it(tmp_
 
     with pytest.raises(UnicodeDecodeError) as info:
         decode_into(tmp_path / "out2.txt")
-    assert _error_message(info.value).startswith("a file: not UTF-8 text")
+    assert error_message(info.value).startswith("a file: not UTF-8 text")
 
 
 def test_history_files_need_one_object_per_line(tmp_path):

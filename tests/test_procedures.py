@@ -473,7 +473,8 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
         train_kar({"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "kar_recall": "tfidf", **common}, tmp_path / "bad")
 
     # a listwise term (kar_listwise_weight > 0) trains on whole candidate lists: every mention's rows in one batch
-    from medrank.pipelines.procedures.training import KARTask, ProcedureConfig
+    from medrank.pipelines.procedures.config import ProcedureConfig
+    from medrank.pipelines.procedures.training import KARTask
 
     lw_cfg = {"task": "procedures-kar", "mtcg": str(tmp_path / "mtcg" / "model"), "k": 5, "kar_listwise_weight": 1.0,
               "theta_grid": [0.8], **common} | {"epochs": 1, "batch_size": 12}
@@ -644,7 +645,7 @@ def test_a_shallower_kar_reads_mtcgs_trained_bottom() -> None:
 
 
 def test_config_rejects_unknown_keys() -> None:
-    from medrank.pipelines.procedures.training import ProcedureConfig
+    from medrank.pipelines.procedures.config import ProcedureConfig
 
     with pytest.raises(ValueError, match="unknown config keys"):
         ProcedureConfig.from_dict({"task": "procedures-mtcg", "negativs": "online"})
@@ -828,7 +829,8 @@ def test_fusion_cv_accuracy_hand_computed() -> None:
     """Out-of-fold exact-set accuracy: 100 when s_r marks the gold, 50 when half the mentions lack it among their candidates."""
     from types import SimpleNamespace
 
-    from medrank.pipelines.procedures.training import ProcedureConfig, _fusion_cv_accuracy
+    from medrank.pipelines.procedures.config import ProcedureConfig
+    from medrank.pipelines.procedures.training import _fusion_cv_accuracy
 
     rng = np.random.default_rng(0)
     n, k = 40, 4
@@ -871,7 +873,7 @@ def test_theta_and_evaluator_inputs_are_checked(tmp_path):
     import math
 
     from medrank.pipelines.procedures.cli import evaluate_procedures
-    from medrank.pipelines.procedures.normalizer import check_theta
+    from medrank.pipelines.procedures.fusion import check_theta
 
     assert check_theta(0.0) == 0.0 and check_theta(1.0) == 1.0
     for bad in (-0.1, 1.5, math.nan):

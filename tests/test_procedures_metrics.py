@@ -7,8 +7,9 @@ import math
 import numpy as np
 
 from medrank.pipelines.procedures.data import Mention, TermBase
+from medrank.pipelines.procedures.evaluation import count_accuracy, recall_at, set_accuracy
 from medrank.pipelines.procedures.fusion import select_terms, tune_theta
-from medrank.pipelines.procedures.normalizer import Prediction, count_accuracy, recall_at, set_accuracy
+from medrank.pipelines.procedures.normalizer import Prediction
 
 M1 = Mention("m1", "a", ("A",))
 M2 = Mention("m2", "b", ("B",))

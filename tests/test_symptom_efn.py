@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medrank.pipelines.symptom.training import SymptomTask
+from medrank.pipelines.symptom.task import SymptomTask
 from tests.test_symptom_training import config, tiny_root  # noqa: F401  (tiny_root is a fixture)
 
 

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from medrank.encoders import TransformerEncoder
 from medrank.pipelines.symptom.config import SymptomConfig
-from medrank.pipelines.symptom.training import MiningCallback, SymptomTask, make_trainer, train_symptom
+from medrank.pipelines.symptom.task import MiningCallback, SymptomTask
+from medrank.pipelines.symptom.training import make_trainer, train_symptom
 from medrank.training import Callback
 from tests.conftest import make_tiny_bert
 

@@ -250,7 +250,7 @@ def test_check_run_config_refuses_changed_checkpointed_runs(tmp_path):
 
 def test_check_config_types():
     from medrank.config import check_config_types, check_dataclass_config
-    from medrank.pipelines.procedures.training import ProcedureConfig
+    from medrank.pipelines.procedures.config import ProcedureConfig
 
     defaults = {"epochs": 3, "lr": 0.1, "name": "x", "flag": True, "train": {"patience": 2}, "limit": None,
                 "time_budget_minutes": 30}

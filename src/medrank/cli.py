@@ -17,11 +17,25 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from medrank import config
+from medrank.console import (
+    STATE,
+    check_queries,
+    check_report,
+    console,
+    err,
+    error_message,
+    fail,
+    json_safe,
+    parse_options,
+    print_error,
+    print_metrics,
+    print_results,
+)
+from medrank.registry import EVALUATORS, load_plugins
 
 app = typer.Typer(
     name="medrank",
@@ -29,11 +43,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
 log = logging.getLogger("medrank")
 
-_STATE: dict[str, Any] = {"data": None, "verbose": False}
+# the pipelines' command modules register their trainers and evaluators on import; their commands are
+# added at the end, once the app's own are defined
+_PLUGINS = load_plugins()
 
 DataOpt = Annotated[
     str | None, typer.Option("--data", help="Dataset root (default: $MEDRANK_DATA or ../shared/data).")
@@ -48,57 +62,14 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging (never logs query text).")] = False,
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    _STATE["verbose"] = verbose
+    STATE["verbose"] = verbose
     if threads is not None and threads < 1:
-        _fail(f"--threads must be >= 1, got {threads}")
+        fail(f"--threads must be >= 1, got {threads}")
     if data is not None:
-        _STATE["data"] = data
+        STATE["data"] = data
         os.environ["MEDRANK_DATA"] = str(Path(data).resolve())
     config.set_threads(threads)
     config.seed_everything(seed)
-
-
-def _print_error(message: str | BaseException) -> None:
-    """``error: message`` (an exception: its message) on stderr."""
-    if isinstance(message, BaseException):
-        message = _error_message(message)
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-
-
-def _fail(message: str | BaseException) -> None:
-    """Print ``error: message`` and exit with code 2."""
-    _print_error(message)
-    raise typer.Exit(code=2)
-
-
-def _error_message(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}"
-    if isinstance(exc, UnicodeDecodeError):
-        where = _file_being_read(exc)
-        byte = exc.object[exc.start:exc.start + 1].hex()
-        return (f"{where or 'a file'}: not UTF-8 text (it holds the byte 0x{byte}); medrank reads UTF-8 files: "
-                "convert it first (iconv -f <its encoding> -t UTF-8, e.g. GB18030 for Chinese)")
-    return str(exc) or type(exc).__name__
-
-
-def _file_being_read(exc: BaseException) -> str | None:
-    """The file a decode error came from: a text file opened for reading, held by the innermost frame of
-    ``exc``'s traceback that holds one (the reader's frame, not an output file open further out). By the
-    time the error is reported the reader's ``with`` block has closed it, so closed files count."""
-    import io
-
-    frames = []
-    tb = exc.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    for frame in reversed(frames):  # innermost first
-        for value in frame.f_locals.values():
-            if (isinstance(value, io.TextIOWrapper) and "r" in value.mode
-                    and isinstance(getattr(value, "name", None), str)):
-                return value.name
-    return None
 
 
 def run(argv: list[str] | None = None) -> None:
@@ -112,68 +83,11 @@ def run(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="medrank")
     except (ValueError, OSError) as exc:
-        if _STATE.get("verbose"):
+        if STATE.get("verbose"):
             raise
-        _print_error(exc)
+        print_error(exc)
         err.print("(run with --verbose for the traceback)", style="dim")
         sys.exit(2)
-
-
-def _json_safe(obj: Any) -> Any:
-    """NaN / inf floats as null (strict JSON), recursively."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    return obj
-
-
-def _check_report(report: Path | None) -> None:
-    """Fail before any work when the report cannot be written."""
-    if report is None:
-        return
-    if report.is_dir():
-        _fail(f"--report {report} is a folder; give a file path such as {report / 'report.json'}")
-    try:
-        report.parent.mkdir(parents=True, exist_ok=True)  # the folder the user asked for, created before the work
-    except OSError as exc:
-        _fail(f"--report {report}: cannot create its folder ({_error_message(exc)})")
-    if not os.access(report.parent, os.W_OK | os.X_OK):
-        _fail(f"--report {report}: its folder is not writable")
-
-
-def _build_retriever(
-    dataset: str, candidates: str, method: str, encoder_name: str | None, eval_set: Any = None
-) -> Any:
-    from medrank.encoders import load_encoder
-    from medrank.retrieval.concept import ConceptRetriever
-    from medrank.retrieval.concept_data import default_encoder, default_language, load_candidates
-
-    concepts = load_candidates(dataset, candidates, eval_set=eval_set, root=_STATE["data"])
-    encoder = None
-    if method in ("dense", "hybrid"):
-        from medrank.encoders import CachedEncoder
-        from medrank.encoders.registry import ALIASES
-
-        name = encoder_name or default_encoder(dataset)
-        encoder = load_encoder(name)
-        if name.lower() in ALIASES:
-            # packaged weights never change: reuse vocabulary vectors across runs ($MEDRANK_CACHE/embeddings)
-            encoder = CachedEncoder(encoder, config.cache_dir() / "embeddings")
-    retriever = ConceptRetriever.build(concepts, method=method, encoder=encoder, language=default_language(dataset))
-    _uncache_queries(retriever.index)
-    return retriever
-
-
-def _uncache_queries(index: Any) -> None:
-    """Queries must not go through the on-disk cache (it would persist hashes of patient text)."""
-    from medrank.encoders import CachedEncoder
-
-    for part in getattr(index, "components", [index]):
-        if isinstance(getattr(part, "encoder", None), CachedEncoder):
-            part.encoder = part.encoder.encoder
 
 
 @app.command()
@@ -185,12 +99,14 @@ def index(
     encoder: Annotated[str | None, typer.Option(help="minilm | e5-small | a model folder / HF id.")] = None,
 ) -> None:
     """Build a concept index over a vocabulary and save it."""
+    from medrank.retrieval.build import build_retriever
+
     try:
         t0 = time.perf_counter()
-        retriever = _build_retriever(dataset, candidates, method, encoder)
+        retriever = build_retriever(dataset, candidates, method, encoder, data_root=STATE["data"])
         retriever.save(out)
     except (ValueError, OSError) as exc:
-        _fail(exc)
+        fail(exc)
     console.print(
         f"indexed {len(retriever.concepts):,} concepts ({len(retriever.index):,} entries, {method}) "
         f"in {time.perf_counter() - t0:.1f}s → {out}", markup=False
@@ -209,42 +125,23 @@ def search(
     from medrank.retrieval.concept import ConceptRetriever
 
     if k < 1:
-        _fail("-k must be >= 1")
-    _check_queries(queries)
+        fail("-k must be >= 1")
+    check_queries(queries)
     try:
         retriever = ConceptRetriever.load(index_dir)
     except (IndexFormatError, OSError) as exc:
-        _fail(exc)
+        fail(exc)
     rankings = retriever.search(queries, k=k)
     results = [{"query": q, "results": retriever.describe(r)} for q, r in zip(queries, rankings, strict=True)]
     if as_json:
         console.print_json(json.dumps(results, ensure_ascii=False))
         return
     for res in results:
-        _print_results(res["query"], res["results"])
+        print_results(res["query"], res["results"])
 
 
-def _check_queries(queries: list[str]) -> None:
-    for i, q in enumerate(queries, 1):
-        if not q.strip():
-            _fail(f"query {i} is empty")
-
-
-def _print_results(query: str, rows: list[dict[str, Any]]) -> None:
-    table = Table(title=escape(query), title_justify="left")  # the query is text, not markup
-    table.add_column("#", justify="right")
-    table.add_column("concept")
-    table.add_column("id / codes")
-    table.add_column("score", justify="right")
-    for rank, row in enumerate(rows, 1):
-        ident = ", ".join(row.get("codes", [])[:3]) or row["id"]
-        table.add_row(str(rank), escape(row["name"]), escape(ident), f"{row['score']:.4f}")  # names are text, not markup
-    console.print(table)
-
-
-#: the datasets whose evaluators the pipelines register (tests/test_cli.py checks this list against the registry)
-PIPELINE_DATASETS = ("medquad", "chip-sts", "kuake-qqr", "medical-question-pairs", "rqe", "chip2019-procedures",
-                     "history-mts-aci", "history-ddxplus")
+#: the datasets whose evaluators the pipelines register
+PIPELINE_DATASETS = tuple(EVALUATORS)
 
 
 @app.command()
@@ -268,38 +165,24 @@ def evaluate(
     datasets dispatch to the evaluator their pipeline registers.
     """
     from medrank.metrics import to_markdown_table
-    from medrank.retrieval.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
-    from medrank.retrieval.concept_data import DATASETS, default_encoder, load_eval_set
+    from medrank.retrieval.build import concept_systems, evaluate_systems
+    from medrank.retrieval.concept import DEFAULT_METRICS
+    from medrank.retrieval.concept_data import DATASETS, load_eval_set
     from medrank.utils.io import atomic_write_json, atomic_write_text
 
-    _check_report(report)
+    check_report(report)
     if dataset not in DATASETS:
-        _evaluate_task(dataset, test, split, model, _parse_options(option), report)
+        _evaluate_task(dataset, test, split, model, parse_options(option), report)
         return
     if model is not None or option:
-        _fail(f"--model and --set are not used for {dataset} (concept retrieval); evaluate a saved index with --index")
+        fail(f"--model and --set are not used for {dataset} (concept retrieval); evaluate a saved index with --index")
 
     try:
-        eval_set = load_eval_set(dataset, split, test, root=_STATE["data"])
+        eval_set = load_eval_set(dataset, split, test, root=STATE["data"])
+        systems = concept_systems(dataset, candidates, method, encoder, eval_set, index_dir, data_root=STATE["data"])
+        results = evaluate_systems(systems, eval_set, on_result=lambda name, res: print_metrics(name, res["metrics"]))
     except (ValueError, OSError) as exc:
-        _fail(exc)
-    systems: dict[str, Any] = {}
-    if index_dir is not None:
-        systems[f"index:{index_dir.name}"] = lambda: ConceptRetriever.load(index_dir)
-    else:
-        for m in method:
-            encs = [None] if m == "bm25" else (encoder or [default_encoder(dataset)])
-            for e in encs:
-                name = m if e is None else f"{m}:{e}"
-                systems[name] = lambda m=m, e=e: _build_retriever(dataset, candidates, m, e, eval_set)
-    results: dict[str, Any] = {}
-    for name, make in systems.items():
-        try:
-            retriever = make()
-        except (ValueError, OSError) as exc:
-            _fail(exc)
-        results[name] = evaluate_retriever(retriever, eval_set, DEFAULT_METRICS)
-        console.print(f"[bold]{escape(name)}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in results[name]["metrics"].items()))
+        fail(exc)
     payload = {
         "dataset": dataset,
         "split": split,
@@ -310,46 +193,32 @@ def evaluate(
         "systems": results,
     }
     if report is not None:
-        atomic_write_json(report, _json_safe(payload))
+        atomic_write_json(report, json_safe(payload))
         table = to_markdown_table({n: r["metrics"] for n, r in results.items()}, list(DEFAULT_METRICS))
         atomic_write_text(report.with_suffix(".md"), table + "\n")
         console.print(f"report → {report} and {report.with_suffix('.md')}", markup=False)
-
-
-def _parse_options(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            _fail(f"--set expects KEY=VALUE, got {pair!r}")
-        key, value = pair.split("=", 1)
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
 
 
 def _evaluate_task(
     dataset: str, test: Path | None, split: str | None, model: Path | None, options: dict[str, Any], report: Path | None
 ) -> None:
     from medrank.metrics import to_markdown_table
-    from medrank.registry import EVALUATORS
     from medrank.utils.io import atomic_write_json, atomic_write_text
 
     if dataset not in EVALUATORS:
         from medrank.retrieval.concept_data import DATASETS
 
-        _fail(f"unknown dataset {dataset!r}; known: {sorted([*DATASETS, *EVALUATORS])}")
+        fail(f"unknown dataset {dataset!r}; known: {sorted([*DATASETS, *EVALUATORS])}")
     try:
         payload = EVALUATORS[dataset](test, split, model, options)
     except (ValueError, OSError) as exc:
-        _fail(exc)
+        fail(exc)
     systems = payload.get("systems", {})
     metric_names = payload.get("metric_names") or sorted({m for r in systems.values() for m in r})
     for name, metrics in systems.items():
-        console.print(f"[bold]{escape(name)}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        print_metrics(name, metrics)
     if report is not None:
-        atomic_write_json(report, _json_safe(payload))
+        atomic_write_json(report, json_safe(payload))
         # an evaluator whose values are already percentages says so with metric_scale = 1
         table = to_markdown_table(systems, metric_names, scale=payload.get("metric_scale", 100))
         atomic_write_text(report.with_suffix(".md"), table + "\n")
@@ -368,17 +237,17 @@ def train(
     try:
         cfg = read_config(config_path)
     except (ValueError, OSError) as exc:
-        _fail(exc)
+        fail(exc)
     task = cfg["task"]
     if task not in TRAINERS:
-        _fail(f"unknown task {task!r} in {config_path}; known tasks: {sorted(TRAINERS)}")
+        fail(f"unknown task {task!r} in {config_path}; known tasks: {sorted(TRAINERS)}")
     output_dir = out or Path(cfg.get("output_dir", Path("runs") / f"{task}-{config_path.stem}"))
     try:
         summary = TRAINERS[task](cfg, output_dir, resume)
     except FloatingPointError as exc:
-        _fail(f"{exc}: the training diverged; try a lower lr, then --no-resume")
+        fail(f"{exc}: the training diverged; try a lower lr, then --no-resume")
     except (ValueError, OSError) as exc:
-        _fail(exc)
+        fail(exc)
     console.print_json(json.dumps(summary, ensure_ascii=False, default=str))
 
 
@@ -420,7 +289,7 @@ def _read_json(path: Path, out: dict[str, Any]) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        out.setdefault("errors", []).append(f"{path}: {_error_message(exc)}")
+        out.setdefault("errors", []).append(f"{path}: {error_message(exc)}")
         return None
 
 
@@ -457,13 +326,13 @@ def info(
 ) -> None:
     """What a saved folder holds: its kind (as medrank.load sees it), config, results and size."""
     if not path.exists():
-        _fail(f"{path} does not exist")
+        fail(f"{path} does not exist")
     if not path.is_dir():
-        _fail(f"{path} is a file; medrank artefacts are folders")
+        fail(f"{path} is a file; medrank artefacts are folders")
     try:
         summary = run_summary(path)
     except OSError as exc:  # e.g. an unreadable folder
-        _fail(exc)
+        fail(exc)
     if as_json:
         console.print_json(json.dumps(summary, ensure_ascii=False))
         return
@@ -501,29 +370,30 @@ def demo(
     The index is built once with the offline e5-small encoder and cached under
     ``$MEDRANK_CACHE`` (default ``~/.cache/medrank``); later runs start in seconds.
     """
+    from medrank.retrieval.build import build_retriever
     from medrank.retrieval.concept import ConceptRetriever
 
     if method not in ("bm25", "dense", "hybrid"):
-        _fail(f"unknown method {method!r}; available: bm25, dense, hybrid")
+        fail(f"unknown method {method!r}; available: bm25, dense, hybrid")
     if k < 1:
-        _fail("-k must be >= 1")
+        fail("-k must be >= 1")
     if queries:
-        _check_queries(queries)
+        check_queries(queries)
     target = config.cache_dir() / "indexes" / f"chip-cdn-vocab-{method}"
     t0 = time.perf_counter()
     if rebuild or not (target / "index" / "manifest.json").exists():
         console.print(f"building the {method} index over the ICD-10 Beijing vocabulary (first run only)…", markup=False)
         try:
-            retriever = _build_retriever("chip-cdn", "vocab", method, None)
+            retriever = build_retriever("chip-cdn", "vocab", method, None, data_root=STATE["data"])
         except (ValueError, OSError) as exc:
-            _fail(exc)
+            fail(exc)
         retriever.save(target)
     else:
         retriever = ConceptRetriever.load(target)
     console.print(f"{len(retriever.concepts):,} concepts ready in {time.perf_counter() - t0:.1f}s ({target})", markup=False)
     qs = queries or EXAMPLES_ZH
     for q, ranking in zip(qs, retriever.search(qs, k=k), strict=True):
-        _print_results(q, retriever.describe(ranking))
+        print_results(q, retriever.describe(ranking))
 
 
 cache_app = typer.Typer(help="The procedure pipeline's frozen-bottom cache: list and prune.", no_args_is_help=True)
@@ -556,24 +426,18 @@ def cache_prune(
     try:
         done, failed = prune(unused_days, dry_run=not yes)
     except ValueError as exc:  # a negative or non-finite --unused-days
-        _fail(exc)
+        fail(exc)
     for e in done:
         console.print(f"{'removed' if yes else 'would remove'} {e.path} ({e.bytes / 2**20:,.0f} MiB, {e.days_unused:.1f} days unused)", markup=False)
     total = sum(e.bytes for e in done) / 2**20
     console.print(f"{len(done)} entries, {total:,.0f} MiB{'' if yes else ' (dry run: add --yes to remove)'}", markup=False)
     if failed:
-        _fail(f"could not remove {len(failed)} entries: {', '.join(str(e.path) for e in failed)}")
+        fail(f"could not remove {len(failed)} entries: {', '.join(str(e.path) for e in failed)}")
 
 
-def _register_plugins() -> None:
-    from medrank.registry import load_plugins
-
-    for module in load_plugins():
-        if hasattr(module, "register"):
-            module.register(app)
-
-
-_register_plugins()
+for _module in _PLUGINS:
+    if hasattr(_module, "register"):
+        _module.register(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,8 +28,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-HISTORY_MODEL_FILES = ("global_reranker.json", "history_cross_encoder.json", "history_bi_encoder.json")
-
 _PASSAGE_BASELINE = "a passage baseline run re-ranks a corpus: use `medrank evaluate --dataset medquad`"
 # runs that hold no stand-alone inference object, and what to do with them instead
 NOT_LOADABLE = {
@@ -46,20 +44,27 @@ def artefact_kind(path: str | os.PathLike[str]) -> str:
         raise FileNotFoundError(f"{folder} does not exist")
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file; medrank artefacts are folders")
-    if (folder / "normalizer.json").is_file():
+    from medrank.pipelines.history.artefacts import RERANKER_MARKERS
+    from medrank.pipelines.passages.artefacts import CDV_INDEX_FORMAT, CDV_MODEL_MARKER
+    from medrank.pipelines.procedures.artefacts import NORMALIZER_MARKER
+    from medrank.pipelines.similar.artefacts import MATCHER_MARKER
+    from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER
+    from medrank.retrieval.concept import CONCEPTS_FILE
+
+    if (folder / NORMALIZER_MARKER).is_file():
         return "procedure-normalizer"
-    if (folder / "detector.json").is_file():
+    if (folder / DETECTOR_MARKER).is_file():
         return "symptom-detector"
-    if (folder / "concepts.jsonl").is_file() and (folder / "index").is_dir():
+    if (folder / CONCEPTS_FILE).is_file() and (folder / "index").is_dir():
         return "concept-retriever"
     manifest = _json(folder / "manifest.json")
-    if manifest is not None and manifest.get("format") == "medrank-cdv-index":
+    if manifest is not None and manifest.get("format") == CDV_INDEX_FORMAT:
         return "cdv-index"
-    if (folder / "cdv.json").is_file() or (folder / "model" / "cdv.json").is_file():
+    if (folder / CDV_MODEL_MARKER).is_file() or (folder / "model" / CDV_MODEL_MARKER).is_file():
         return "cdv-model"
-    if (folder / "matcher.json").is_file() or (folder / "matcher" / "matcher.json").is_file():
+    if (folder / MATCHER_MARKER).is_file() or (folder / "matcher" / MATCHER_MARKER).is_file():
         return "question-matcher"
-    if any((d / f).is_file() for d in (folder, folder / "model") for f in HISTORY_MODEL_FILES):
+    if any((d / f).is_file() for d in (folder, folder / "model") for f in RERANKER_MARKERS):
         return "history-reranker"
     if manifest is not None and "type" in manifest:
         return "index"
@@ -89,7 +94,7 @@ def _json(path: Path) -> dict[str, Any] | None:
 
 
 def _procedure_normalizer(path: Path, **kwargs: Any) -> Any:
-    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+    from medrank.pipelines.procedures.inference import ProcedureNormalizer
 
     return ProcedureNormalizer.load(path, **kwargs)
 
@@ -107,26 +112,26 @@ def _concept_retriever(path: Path, **kwargs: Any) -> Any:
 
 
 def _cdv_index(path: Path, **kwargs: Any) -> Any:
-    from medrank.pipelines.passages.index import CDVIndex
+    from medrank.pipelines.passages.inference import CDVIndex
 
     return CDVIndex.load(path, **kwargs)
 
 
 def _cdv_model(path: Path, **kwargs: Any) -> Any:
-    from medrank.pipelines.passages.cdv import TrainedCDV
+    from medrank.pipelines.passages.inference import TrainedCDV
 
     return TrainedCDV(path, **kwargs)
 
 
 def _question_matcher(path: Path, **kwargs: Any) -> Any:
-    from medrank.pipelines.similar.matchers import load_matcher
+    from medrank.pipelines.similar.inference import load_matcher
 
     _no_options("a question matcher", kwargs)
     return load_matcher(path)
 
 
 def _history_reranker(path: Path, **kwargs: Any) -> Any:
-    from medrank.pipelines.history.evaluation import load_reranker
+    from medrank.pipelines.history.inference import load_reranker
 
     _no_options("a history re-ranker", kwargs)
     return load_reranker(path)[1]

@@ -24,6 +24,8 @@ from medrank.records import Concept, ConceptDataset, Query, Ranking
 from medrank.utils.io import atomic_dir
 
 METHODS = ("bm25", "dense", "hybrid")
+#: with an ``index/`` folder beside it, marks a saved concept retriever (read by :func:`medrank.load`)
+CONCEPTS_FILE = "concepts.jsonl"
 DEFAULT_METRICS = ("ndcg@5", "recall@5", "acc@1", "acc@5", "mrr")
 
 
@@ -112,7 +114,7 @@ class ConceptRetriever:
         """Write the index and the concepts to folder ``path`` atomically; :meth:`load` reads it back."""
         with atomic_dir(path) as tmp:
             self.index.save(tmp / "index")
-            with open(tmp / "concepts.jsonl", "w", encoding="utf-8") as fh:
+            with open(tmp / CONCEPTS_FILE, "w", encoding="utf-8") as fh:
                 for c in self.concepts.values():
                     fh.write(
                         json.dumps(
@@ -134,7 +136,7 @@ class ConceptRetriever:
         path = Path(path)
         index = load_index(path / "index", **kwargs)
         concepts = []
-        with open(path / "concepts.jsonl", encoding="utf-8") as fh:
+        with open(path / CONCEPTS_FILE, encoding="utf-8") as fh:
             for line in fh:
                 d = json.loads(line)
                 meta = {k: tuple(v) if isinstance(v, list) else v for k, v in d.get("meta", {}).items()}

@@ -236,7 +236,7 @@ class Builder:
         if run is not None and (run / "normalizer.json").exists():
             try:
                 from medrank.data.procedures import load_procedure_kb
-                from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+                from medrank.pipelines.procedures.inference import ProcedureNormalizer
 
                 norm = self._timed(f"procedure normaliser {run} loaded",
                                    lambda: ProcedureNormalizer.load(run, data_root=self.settings.data_root))
@@ -252,7 +252,7 @@ class Builder:
         return NormalizeService(self.knowledge_base("procedures"))
 
     def passages(self) -> CDVPassageService | BM25PassageService:
-        from medrank.pipelines.passages.index import CDVIndex
+        from medrank.pipelines.passages.inference import CDVIndex
 
         path = self.settings.model_path("passages")
         if path is not None and (path / "manifest.json").exists():
@@ -268,7 +268,7 @@ class Builder:
             fp = self._fingerprint("cdv", folder_digest(model_dir), self.data_key)
             if not self._fresh(out, fp):
                 from medrank.data.medquad import load_passage_corpus
-                from medrank.pipelines.passages.cdv import TrainedCDV
+                from medrank.pipelines.passages.inference import TrainedCDV
 
                 self.say(f"encoding MedQuAD with the trained CDV run {path} — first start only")
                 corpus = load_passage_corpus(None, "all", self.settings.data_root)
@@ -336,7 +336,7 @@ class Builder:
         run = self.settings.model_path("next-questions")
         if run is not None:
             try:
-                from medrank.pipelines.history.evaluation import load_reranker
+                from medrank.pipelines.history.inference import load_reranker
 
                 kind, reranker = self._timed(f"next-question re-ranker {run} loaded", lambda: load_reranker(run))
             except (ImportError, FileNotFoundError, ValueError) as exc:
@@ -370,14 +370,14 @@ class Builder:
                             centre=centre)
 
     def similar(self) -> SimilarService:
-        from medrank.pipelines.similar.corpus import (
+        from medrank.pipelines.similar.inference import (
             ANSWERS_VERSION,
             MAX_ANSWER_CHARS,
+            SimilarQuestionSearcher,
             language_corpus,
+            load_matcher,
             load_medquad_answers,
         )
-        from medrank.pipelines.similar.matchers import load_matcher
-        from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
         from medrank.utils.io import atomic_write_text
 
         searchers = {}

@@ -178,7 +178,7 @@ class CDVPassageService:
                                                          "retrieval": recall})
 
     def _rank(self, entity: str, aspect: str, k: int) -> list[tuple[str, float]]:
-        from medrank.pipelines.passages.protocol import bm25_query_text
+        from medrank.pipelines.passages.inference import bm25_query_text
 
         if self.bm25 is not None:
             ranking = self.bm25.search([bm25_query_text(entity, aspect)], k=self.candidates)[0]
@@ -243,8 +243,7 @@ class BM25PassageService:
         return tmp.query_scores(query)
 
     def search(self, entity: str, aspect: str, k: int = 5) -> dict[str, Any]:
-        from medrank.pipelines.passages.protocol import bm25_query_text
-        from medrank.pipelines.passages.text import split_sentences
+        from medrank.pipelines.passages.inference import bm25_query_text, split_sentences
 
         query = bm25_query_text(entity, aspect)
         scores = self.index.query_scores(query)

@@ -126,20 +126,20 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[int | None, typer.Option(help=THREADS_HELP)] = None,
     ) -> None:
         """Build re-ranking samples (JSONL) from raw dialogues; an independent split builds with --bank."""
-        from medrank.cli import _STATE, _fail, console
         from medrank.config import requested_threads, set_threads
+        from medrank.console import STATE, console, fail
         from medrank.pipelines.history.builders import build_mts_aci, default_out_dir
         from medrank.pipelines.history.builders.ddxplus import build_ddxplus
 
         if source not in ("mts-aci", "ddxplus"):
-            _fail(f"unknown source {source!r}; available: mts-aci, ddxplus")
+            fail(f"unknown source {source!r}; available: mts-aci, ddxplus")
         if threads is not None and threads < 1:
-            _fail(f"--threads must be >= 1, got {threads}")
+            fail(f"--threads must be >= 1, got {threads}")
         set_threads(threads if threads is not None else requested_threads())
         splits: dict[str, list[Path]] = {}
         for item in raw:
             if "=" not in item:
-                _fail(f"--raw expects SPLIT=FILE, got {item!r}")
+                fail(f"--raw expects SPLIT=FILE, got {item!r}")
             name, file = item.split("=", 1)
             splits.setdefault(name, []).append(Path(file))
         target = out or default_out_dir(source)
@@ -147,14 +147,14 @@ def register(app: typer.Typer) -> None:
         try:
             if source == "ddxplus":
                 meta = build_ddxplus(target, splits or None, kb_dir=bank,
-                                     valid_fraction=valid_fraction, seed=seed, data_root=_STATE.get("data"))
+                                     valid_fraction=valid_fraction, seed=seed, data_root=STATE.get("data"))
             else:
                 meta = build_mts_aci(target, splits or None, bank_dir=bank,
-                                     valid_fraction=valid_fraction, seed=seed, data_root=_STATE.get("data"))
+                                     valid_fraction=valid_fraction, seed=seed, data_root=STATE.get("data"))
         except (ValueError, OSError) as exc:
             if not existed and target.is_dir() and not any(target.iterdir()):
                 target.rmdir()  # a failed build leaves no empty output folder behind
-            _fail(exc)
+            fail(exc)
         console.print_json(json.dumps(meta))
 
     @app.command()
@@ -167,28 +167,28 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Rank candidate history questions for a dialogue with a trained re-ranker."""
-        from medrank.cli import _fail, console
         from medrank.config import requested_threads, set_threads
+        from medrank.console import console, fail
         from medrank.pipelines.history.builders.mts_aci import parse_transcript
         from medrank.pipelines.history.data import render_dialogue
         from medrank.pipelines.history.evaluation import load_reranker
 
         if k is not None and k < 1:
-            _fail(f"-k must be >= 1, got {k}")
+            fail(f"-k must be >= 1, got {k}")
         if threads is not None and threads < 1:
-            _fail(f"--threads must be >= 1, got {threads}")
+            fail(f"--threads must be >= 1, got {threads}")
         set_threads(threads if threads is not None else requested_threads())
         try:
             turns = parse_transcript(dialogue.read_text(encoding="utf-8"))
             questions = [q.strip() for q in candidates.read_text(encoding="utf-8").splitlines() if q.strip()]
             if not turns:
-                _fail(f"{dialogue}: no turns found (expected 'doctor: ...' / 'patient: ...' lines)")
+                fail(f"{dialogue}: no turns found (expected 'doctor: ...' / 'patient: ...' lines)")
             if not questions:
-                _fail(f"{candidates}: no candidate questions")
+                fail(f"{candidates}: no candidate questions")
             _, reranker = load_reranker(model)
             scores = reranker.score(render_dialogue(turns), questions)
         except (ValueError, OSError) as exc:
-            _fail(exc)
+            fail(exc)
         ranked = sorted(zip(questions, scores, strict=True), key=lambda x: -x[1])[: k or None]
         rows = [{"rank": i + 1, "question": q, "score": round(float(s), 4)} for i, (q, s) in enumerate(ranked)]
         if as_json:

@@ -17,6 +17,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from medrank.metrics import evaluate
+from medrank.pipelines.history.artefacts import (
+    BI_ENCODER_MARKER,
+    CROSS_ENCODER_MARKER,
+    GLOBAL_RERANKER_MARKER,
+)
 from medrank.pipelines.history.data import Sample, candidate_qrels, render_dialogue, run_from_scores
 
 METRICS = ["ndcg", "map", "mrr", "ndcg@5"]
@@ -76,10 +81,10 @@ def load_reranker(path: str | Path) -> tuple[str, Any]:
     path = Path(path)
     if (path / "model").is_dir():
         path = path / "model"
-    if (path / "global_reranker.json").exists():
+    if (path / GLOBAL_RERANKER_MARKER).exists():
         return "global", GlobalReranker.load(path)
-    if (path / "history_cross_encoder.json").exists():
+    if (path / CROSS_ENCODER_MARKER).exists():
         return "cross-encoder", HistoryCrossEncoder.load(path)
-    if (path / "history_bi_encoder.json").exists():
+    if (path / BI_ENCODER_MARKER).exists():
         return "bi-encoder", HistoryBiEncoder.load(path)
     raise FileNotFoundError(f"{path} holds no saved history re-ranker")

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from medrank.data.medquad import PassageCorpus, corpus_from_documents, load_medquad_documents, split_documents
+from medrank.pipelines.passages.artefacts import CDV_MODEL_MARKER
 from medrank.pipelines.passages.features import SentenceFeaturizer
 from medrank.pipelines.passages.index import CDVIndex
 from medrank.pipelines.passages.losses import PseudoHuberLoss
@@ -341,10 +342,10 @@ class TrainedCDV:
 
     def __init__(self, model_dir: str | Path, featurizer: SentenceFeaturizer | None = None) -> None:
         model_dir = Path(model_dir)
-        if (model_dir / "model" / "cdv.json").exists():
+        if (model_dir / "model" / CDV_MODEL_MARKER).exists():
             model_dir = model_dir / "model"
-        if not (model_dir / "cdv.json").exists():
-            raise FileNotFoundError(f"{model_dir} holds no trained CDV model (cdv.json); train one with `medrank train`")
+        if not (model_dir / CDV_MODEL_MARKER).exists():
+            raise FileNotFoundError(f"{model_dir} holds no trained CDV model ({CDV_MODEL_MARKER}); train one with `medrank train`")
         self.model_dir = model_dir
         self.model, self.meta = load_model(model_dir)
         cfg = {**DEFAULTS, **self.meta.get("train_config", {})}

@@ -59,16 +59,10 @@ def _evaluate_medquad(test: Path | None, split: str | None, model: Path | None, 
 
 
 def register(app: typer.Typer) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-
-    def fail(message: str | BaseException) -> None:
-        from medrank.cli import _fail
-
-        _fail(message)  # escapes the message: paths and user text are not markup
+    from medrank.console import console, fail
 
     @app.command("index-passages")
     def index_passages(

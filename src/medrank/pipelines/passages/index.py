@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 from medrank.index.topk import topk_stable
+from medrank.pipelines.passages.artefacts import CDV_INDEX_FORMAT
 from medrank.pipelines.passages.model import CDVModel, LabelSpace
 from medrank.pipelines.passages.text import SentenceTable, build_sentence_table
 from medrank.records import Document, Ranking, require_text
 from medrank.utils.io import atomic_dir
 from medrank.utils.vectors import unit_rows
 
-FORMAT = "medrank-cdv-index"
+FORMAT = CDV_INDEX_FORMAT
 VERSION = 1
 
 

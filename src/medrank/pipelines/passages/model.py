@@ -34,6 +34,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from medrank.data.medquad import normalise_entity
 from medrank.encoders.base import Encoder
+from medrank.pipelines.passages.artefacts import CDV_MODEL_MARKER
 from medrank.utils.vectors import unit_rows
 
 #: the CDV reader rewrote the generic "information" label to a more telling heading word
@@ -323,14 +324,14 @@ def save_model(model: CDVModel, directory: str | os.PathLike[str], extra: dict[s
 
     directory = Path(directory)
     atomic_write_bytes(directory / "cdv.safetensors", save({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}))
-    atomic_write_text(directory / "cdv.json", json.dumps({"config": model.config, **(extra or {})}, indent=1))
+    atomic_write_text(directory / CDV_MODEL_MARKER, json.dumps({"config": model.config, **(extra or {})}, indent=1))
 
 
 def load_model(directory: str | os.PathLike[str]) -> tuple[CDVModel, dict[str, Any]]:
     from safetensors.torch import load_file
 
     directory = Path(directory)
-    meta = json.loads((directory / "cdv.json").read_text(encoding="utf-8"))
+    meta = json.loads((directory / CDV_MODEL_MARKER).read_text(encoding="utf-8"))
     model = CDVModel(**meta["config"])
     model.load_state_dict(load_file(str(directory / "cdv.safetensors")))
     model.eval()

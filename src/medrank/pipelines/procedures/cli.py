@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from medrank.config import task_option
+from medrank.pipelines.procedures.artefacts import NORMALIZER_MARKER
 from medrank.registry import register_evaluator, register_trainer
 
 DEFAULT_RUNS = (Path("runs/procedures/fusion"), Path("runs/procedures/kar"))
@@ -28,7 +29,7 @@ OPTIONS = ("fusion", "recall", "theta", "baselines", "data")
 
 def default_run() -> Path:
     """The fusion run of the CPU recipe when it exists, else its KAR run (relative to the current folder)."""
-    run = next((r for r in DEFAULT_RUNS if (r / "normalizer.json").exists()), None)
+    run = next((r for r in DEFAULT_RUNS if (r / NORMALIZER_MARKER).exists()), None)
     if run is None:
         raise FileNotFoundError(
             f"no trained normaliser under ./{DEFAULT_RUNS[0]} or ./{DEFAULT_RUNS[1]} (looked in {Path.cwd()}); "
@@ -71,7 +72,9 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
     """Exact-set accuracy of a trained normaliser (and, with ``baselines=1``, TF-IDF / edit distance)."""
     from medrank.pipelines.procedures.baselines import edit_distance_top, tfidf_top
     from medrank.pipelines.procedures.data import load_mentions, load_term_base, read_mentions
-    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_theta, set_accuracy
+    from medrank.pipelines.procedures.evaluation import set_accuracy
+    from medrank.pipelines.procedures.fusion import check_theta
+    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -125,8 +128,9 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
-        from medrank.cli import _fail, _print_results, console
-        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions, check_theta
+        from medrank.console import console, fail, print_results
+        from medrank.pipelines.procedures.fusion import check_theta
+        from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions
 
         try:
             check_mentions(mentions)  # before loading the models: say which argument is empty
@@ -137,7 +141,7 @@ def register(app: typer.Typer) -> None:
                 norm.learned = norm.learned.with_theta(theta)
             preds = [norm.normalize_one(m) for m in mentions]
         except (ValueError, OSError) as exc:
-            _fail(exc)
+            fail(exc)
         results = [{"mention": p.mention, **p.to_dict()} for p in preds]
         if as_json:
             console.print_json(json.dumps(results, ensure_ascii=False))
@@ -147,7 +151,7 @@ def register(app: typer.Typer) -> None:
                 {"name": t, "id": c[0], "codes": list(c), "score": p.final[p.candidates.index(t)]}
                 for t, c in zip(p.terms, p.codes, strict=True)
             ]
-            _print_results(p.mention, rows)
+            print_results(p.mention, rows)
             if p.low_confidence:
                 console.print(f"low confidence ({p.confidence:.2f}): the selected name is more likely wrong than right; "
                               "is this a procedure?")

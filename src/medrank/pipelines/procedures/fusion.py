@@ -161,8 +161,6 @@ class LearnedFusion:
         return cls(tuple(mean.tolist()), tuple(scale.tolist()), tuple(model.coef_[0].tolist()), float(model.intercept_[0]), ranker=ranker)
 
     def with_theta(self, theta: float) -> LearnedFusion:
-        from medrank.pipelines.procedures.normalizer import check_theta
-
         check_theta(float(theta))
         return LearnedFusion(self.mean, self.scale, self.coef, self.intercept, float(theta), self.ranker)
 
@@ -185,3 +183,10 @@ class LearnedFusion:
         if features not in spaces:
             raise ValueError(f"{path} was written for features {raw.get('features')}, this version reads {list(spaces)}")
         return cls(tuple(raw["mean"]), tuple(raw["scale"]), tuple(raw["coef"]), float(raw["intercept"]), float(raw["theta"]), spaces[features])
+
+
+def check_theta(theta: float) -> float:
+    """θ thresholds final scores, which lie in [0, 1] (FB's mean of two, the fusion's probability)."""
+    if not 0.0 <= theta <= 1.0:  # also false for NaN
+        raise ValueError(f"theta must be in [0, 1], got {theta}")
+    return theta

@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from medrank.metrics import evaluate, exact_set_accuracy
+from medrank.pipelines.procedures.artefacts import NORMALIZER_MARKER
 from medrank.pipelines.procedures.data import Mention, TermBase
 from medrank.pipelines.procedures.fusion import (
     DEFAULT_THETA,
     LearnedFusion,
+    check_theta,
     fuse,
     recall_scores,
     select_terms,
@@ -39,13 +40,13 @@ from medrank.pipelines.procedures.fusion import (
 from medrank.pipelines.procedures.kar import KeywordAttentiveRanker, kar_bottom_for
 from medrank.pipelines.procedures.memory import MentionMemory
 from medrank.pipelines.procedures.mtcg import MTCG, euclidean_from_cosine
-from medrank.records import Qrels, Ranking, require_texts
+from medrank.records import require_texts
 
 log = logging.getLogger(__name__)
 
 RECALLS = ("mtcg", "bm25")
 FUSIONS = ("fb", "recall", "ranker", "learned")
-MANIFEST = "normalizer.json"
+MANIFEST = NORMALIZER_MARKER
 
 
 @dataclass
@@ -102,13 +103,6 @@ def term_confidence(fusion: str, chosen: Sequence[int], final: Sequence[float], 
     if s_r is None or fusion == "recall":
         return None
     return float(min(s_r[i] for i in chosen))
-
-
-def check_theta(theta: float) -> float:
-    """θ thresholds final scores, which lie in [0, 1] (FB's mean of two, the fusion's probability)."""
-    if not 0.0 <= theta <= 1.0:  # also false for NaN
-        raise ValueError(f"theta must be in [0, 1], got {theta}")
-    return theta
 
 
 def check_mentions(texts: Sequence[str]) -> list[str]:
@@ -220,7 +214,7 @@ class ProcedureNormalizer:
         if cache_dir:
             if not Path(cache_dir).is_dir():
                 # a run copied from another machine names that machine's cache: use this one's
-                from medrank.pipelines.procedures.training import default_cache_dir
+                from medrank.pipelines.procedures.config import default_cache_dir
 
                 cache_dir = default_cache_dir()
             self.cache_dir = cache_dir
@@ -523,43 +517,6 @@ def tune_prior(
 
 
 # -- evaluation -----------------------------------------------------------------------------------------
-
-
-def set_accuracy(mentions: Sequence[Mention], predicted: Sequence[set[str]] | Sequence[Prediction]) -> dict[str, float]:
-    """Exact-set accuracy (%) over all, single-term and multi-term mentions (the paper's Table 2)."""
-    pred = [set(p.terms) if isinstance(p, Prediction) else set(p) for p in predicted]
-    gold = [set(m.terms) for m in mentions]
-    single = [i for i, m in enumerate(mentions) if len(m.terms) == 1]
-    multi = [i for i, m in enumerate(mentions) if len(m.terms) > 1]
-
-    def acc(idx: list[int]) -> float:
-        return round(100.0 * exact_set_accuracy([gold[i] for i in idx], [pred[i] for i in idx]), 2) if idx else float("nan")
-
-    return {"single": acc(single), "multi": acc(multi), "total": acc(list(range(len(mentions)))), "n_single": len(single), "n_multi": len(multi)}
-
-
-def count_accuracy(mentions: Sequence[Mention], count_classes: Sequence[int]) -> dict[str, float]:
-    """Implication-count accuracy (%), overall and per gold class (the paper's Table 8)."""
-    gold = [{str(m.count_class)} for m in mentions]
-    pred = [{str(int(c))} for c in count_classes]
-    out = {"total": round(100.0 * exact_set_accuracy(gold, pred), 2)}
-    for cls, name in enumerate(("1", "2", ">=3")):
-        idx = [i for i, m in enumerate(mentions) if m.count_class == cls]
-        if idx:
-            out[name] = round(100.0 * exact_set_accuracy([gold[i] for i in idx], [pred[i] for i in idx]), 2)
-        out[f"n_{name}"] = len(idx)
-    return out
-
-
-def recall_at(mentions: Sequence[Mention], rows: np.ndarray, terms: TermBase, ks: Sequence[int] = (2, 5, 7, 10)) -> dict[str, float]:
-    """Recall@k (%) of candidate lists (core ``medrank.metrics.evaluate``; gold terms found / gold terms per mention)."""
-    qrels = Qrels({m.id: {t: 1 for t in m.terms} for m in mentions})
-    run = {
-        m.id: Ranking(m.id, tuple(terms.names[i] for i in r), tuple(float(-j) for j in range(len(r))))
-        for m, r in zip(mentions, rows, strict=True)
-    }
-    res = evaluate(qrels, run, [f"recall@{k}" for k in ks])
-    return {k: round(100.0 * float(v), 2) for k, v in res.items()}
 
 
 def timed(fn: Any, *args: Any) -> tuple[Any, float]:

@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from medrank.config import task_option
 from medrank.data.questions import PAIR_DATASETS, QuestionPair, load_question_pairs, split_pairs
+from medrank.pipelines.similar.artefacts import MATCHER_MARKER
 from medrank.registry import register_evaluator, register_trainer
 
 SPLITS = ("valid", "train", "all")
@@ -38,9 +39,9 @@ def train_similar(config: dict[str, Any], output_dir: Path, resume: bool) -> dic
 
 def _run_dirs(model: Path) -> list[Path]:
     """A matcher folder, a run with ``matcher/``, or a folder of such runs (sorted)."""
-    if (model / "matcher.json").exists() or (model / "matcher" / "matcher.json").exists():
+    if (model / MATCHER_MARKER).exists() or (model / "matcher" / MATCHER_MARKER).exists():
         return [model]
-    runs = sorted(p for p in model.iterdir() if p.is_dir() and (p / "matcher" / "matcher.json").exists()) if model.is_dir() else []
+    runs = sorted(p for p in model.iterdir() if p.is_dir() and (p / "matcher" / MATCHER_MARKER).exists()) if model.is_dir() else []
     if not runs:
         raise FileNotFoundError(f"{model}: no matcher (a run directory with matcher/, a matcher folder, or a folder of runs)")
     return runs
@@ -94,13 +95,6 @@ for _name in PAIR_DATASETS:
     register_evaluator(_name)(_make_evaluator(_name))
 
 
-def _fail(message: str | BaseException) -> None:
-    """``error: message`` (an exception: its message) and exit code 2, as every ``medrank`` command."""
-    from medrank.cli import _fail as fail
-
-    fail(message)
-
-
 def register(app: typer.Typer) -> None:
     """Add ``similar`` and ``make-pairs`` to the ``medrank`` app."""
 
@@ -125,16 +119,15 @@ def register(app: typer.Typer) -> None:
         language's pair datasets (Chinese: CHIP-STS + KUAKE-QQR; English: MQP +
         RQE + MedQuAD), indexed once and cached.
         """
-        from rich.console import Console
         from rich.table import Table
 
+        from medrank.console import console, fail
         from medrank.pipelines.similar.corpus import guess_language, language_corpus, read_question_file
         from medrank.pipelines.similar.matchers import load_matcher
         from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher, cached_searcher
 
-        console = Console()
         if k < 1 or recall_k < 1:
-            _fail("-k and --recall-k must be >= 1")
+            fail("-k and --recall-k must be >= 1")
         try:
             matcher = load_matcher(model) if model is not None else None
             lang = language or (getattr(getattr(matcher, "spec", None), "language", None))
@@ -153,7 +146,7 @@ def register(app: typer.Typer) -> None:
                     texts = []
                     for d in dataset:
                         if d not in PAIR_DATASETS:
-                            _fail(f"unknown dataset {d!r}; known: {sorted(PAIR_DATASETS)}")
+                            fail(f"unknown dataset {d!r}; known: {sorted(PAIR_DATASETS)}")
                         from medrank.data.questions import unique_questions
 
                         texts += unique_questions(load_question_pairs(d))
@@ -170,7 +163,7 @@ def register(app: typer.Typer) -> None:
             results = searcher.search_many(questions, k=k, recall_k=recall_k)
             per_query_ms = (time.perf_counter() - t1) * 1000 / len(questions)
         except (ValueError, OSError) as exc:
-            _fail(exc)
+            fail(exc)
         payload = [{"question": q, "results": [r.to_dict() for r in res]} for q, res in zip(questions, results, strict=True)]
         if as_json:
             console.print_json(json.dumps(payload, ensure_ascii=False))
@@ -201,19 +194,18 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option(help="Sampling seed.")] = 13,
     ) -> None:
         """Turn any question list into labelled training pairs (BM25 top-20 + word-vector cosine)."""
-        from rich.console import Console
-
+        from medrank.console import console, fail
         from medrank.data.questions import unique_questions, write_pairs_jsonl
         from medrank.pipelines.similar.corpus import guess_language, read_question_file
         from medrank.pipelines.similar.pairs import PairGenerationConfig, generate_pairs
 
         if questions is None and not dataset:
-            _fail("give a question file or --dataset")
+            fail("give a question file or --dataset")
         try:
             texts: list[str] = read_question_file(questions) if questions is not None else []
             for d in dataset:
                 if d not in PAIR_DATASETS:
-                    _fail(f"unknown dataset {d!r}; known: {sorted(PAIR_DATASETS)}")
+                    fail(f"unknown dataset {d!r}; known: {sorted(PAIR_DATASETS)}")
                 texts += unique_questions(load_question_pairs(d))
             lang = language or guess_language(texts)
             cfg = PairGenerationConfig(top_k=top_k, positive=(positive_min, 1.0), negative=(0.0, negative_max),
@@ -221,6 +213,6 @@ def register(app: typer.Typer) -> None:
             pairs, stats = generate_pairs(texts, lang, cfg)
             write_pairs_jsonl(pairs, out)
         except (ValueError, OSError) as exc:
-            _fail(exc)
-        Console().print(f"{stats['pairs']:,} pairs ({stats['positives']:,} positive, {stats['negatives']:,} negative) "
+            fail(exc)
+        console.print(f"{stats['pairs']:,} pairs ({stats['positives']:,} positive, {stats['negatives']:,} negative) "
                         f"from {stats['questions']:,} questions → {out}")

@@ -33,6 +33,7 @@ from safetensors.numpy import save_file as save_numpy
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from medrank.pipelines.similar.artefacts import MATCHER_MARKER
 from medrank.pipelines.similar.models.esim import ESIM
 from medrank.pipelines.similar.models.linear import (
     LogisticRegression,
@@ -143,7 +144,7 @@ class PairMatcher(ABC):
         """Write the matcher to folder ``path`` atomically."""
         with atomic_dir(path) as tmp:
             config = self._save(tmp)
-            atomic_write_json(tmp / "matcher.json", {"kind": self.kind, "name": self.name, **config})
+            atomic_write_json(tmp / MATCHER_MARKER, {"kind": self.kind, "name": self.name, **config})
 
 
 MATCHERS: dict[str, type[PairMatcher]] = {}
@@ -157,11 +158,11 @@ def _register(cls: type[PairMatcher]) -> type[PairMatcher]:
 def load_matcher(path: str | os.PathLike[str]) -> PairMatcher:
     """Load a matcher folder, or the ``matcher/`` folder of a training run directory."""
     path = Path(path)
-    if (path / "matcher" / "matcher.json").exists():
+    if (path / "matcher" / MATCHER_MARKER).exists():
         path = path / "matcher"
-    cfg_path = path / "matcher.json"
+    cfg_path = path / MATCHER_MARKER
     if not cfg_path.exists():
-        raise FileNotFoundError(f"{path} is not a matcher folder (no matcher.json) nor a run with matcher/")
+        raise FileNotFoundError(f"{path} is not a matcher folder (no {MATCHER_MARKER}) nor a run with matcher/")
     config = json.loads(cfg_path.read_text(encoding="utf-8"))
     kind = config.get("kind")
     if kind not in MATCHERS:

@@ -6,7 +6,9 @@
 * :mod:`~medrank.pipelines.symptom.efn` — E-FN threshold calibration;
 * :mod:`~medrank.pipelines.symptom.data` — positive pairs and batches without in-batch false negatives;
 * :mod:`~medrank.pipelines.symptom.model` — the cross-encoder baseline (the bi-encoder is :mod:`medrank.models`);
+* :mod:`~medrank.pipelines.symptom.task` — one run's data, model, loss, miner and batches;
 * :mod:`~medrank.pipelines.symptom.training` — the mine → train → re-mine loop on the shared Trainer;
+* :mod:`~medrank.pipelines.symptom.evaluation` — the detection threshold β;
 * :mod:`~medrank.pipelines.symptom.baselines` — the cross-encoder re-ranking baseline;
 * :mod:`~medrank.pipelines.symptom.inference` — query → top-5 terms, optionally thresholded with β.
 """

@@ -2,7 +2,7 @@
 
 The bi-encoder baselines (Sent-BERT softmax, triplet, contrastive, NCE-forward with in-batch
 negatives, each with random or mined hard negatives) are ordinary configs of
-:class:`~medrank.pipelines.symptom.training.SymptomTask`: only the loss and the miner change.
+:class:`~medrank.pipelines.symptom.task.SymptomTask`: only the loss and the miner change.
 
 The **cross-encoder** reads ``query: q`` and ``passage: t`` together and is trained with BCE on
 gold pairs and random negative terms (Zhang et al., KDD 2022, Table 2). Scoring every one of
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from medrank.pipelines.symptom.config import SymptomConfig
-from medrank.pipelines.symptom.training import SymptomTask, TaskData
+from medrank.pipelines.symptom.task import SymptomTask, TaskData
 from medrank.records import Query, Ranking
 
 

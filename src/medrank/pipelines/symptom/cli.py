@@ -49,24 +49,24 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Detect symptoms / diagnosis terms: query -> top-k standard terms of a trained model."""
-        from medrank.cli import _fail, _print_results, console, err
+        from medrank.console import console, err, fail, print_results
         from medrank.pipelines.symptom.inference import SymptomDetector
 
         if k < 1:
-            _fail("-k must be >= 1")
+            fail("-k must be >= 1")
         try:
             detector = SymptomDetector.load(model, candidates)
             if alpha is not None:
                 if not 0.0 < alpha <= 1.0:
-                    _fail(f"--alpha must be in (0, 1], got {alpha}")
+                    fail(f"--alpha must be in (0, 1], got {alpha}")
                 detector.k = k
                 if detector.calibrate(SymptomDetector.validation_set(model), alpha) is None:
-                    _fail(f"no threshold reaches top-{k} precision {alpha} on the validation split")
+                    fail(f"no threshold reaches top-{k} precision {alpha} on the validation split")
                 threshold = True
             cut: bool | float = beta if beta is not None else threshold
             rankings = detector.detect(queries, k=k, threshold=cut)
         except (ValueError, OSError) as exc:  # IndexFormatError is a ValueError
-            _fail(exc)
+            fail(exc)
         if beta is not None or threshold:
             err.print(f"threshold beta = {beta if beta is not None else detector.beta:.4f}")
         results = [{"query": q, "results": detector.describe(r)} for q, r in zip(queries, rankings, strict=True)]
@@ -74,4 +74,4 @@ def register(app: typer.Typer) -> None:
             console.print_json(json.dumps(results, ensure_ascii=False))
             return
         for res in results:
-            _print_results(res["query"], res["results"])
+            print_results(res["query"], res["results"])

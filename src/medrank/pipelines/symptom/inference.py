@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from medrank.index.base import check_k
+from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER
 from medrank.records import Query, Ranking
 
 DEFAULT_K = 5
@@ -36,9 +37,9 @@ class SymptomDetector:
         from medrank.retrieval.concept import ConceptRetriever
 
         run = Path(run_dir)
-        meta_path = run / "detector.json"
+        meta_path = run / DETECTOR_MARKER
         if not meta_path.exists():
-            raise FileNotFoundError(f"{run} is not a trained symptom run (no detector.json); train one with `medrank train`")
+            raise FileNotFoundError(f"{run} is not a trained symptom run (no {DETECTOR_MARKER}); train one with `medrank train`")
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if candidates not in meta["candidates"]:
             raise ValueError(f"{run} has indexes for {sorted(meta['candidates'])}, not {candidates!r}")
@@ -47,7 +48,7 @@ class SymptomDetector:
 
     def calibrate(self, dataset: Any, alpha: float) -> float | None:
         """Re-calibrate β so that the top-``k`` predictions on ``dataset`` are gold with precision ``alpha``."""
-        from medrank.pipelines.symptom.training import detection_threshold
+        from medrank.pipelines.symptom.evaluation import detection_threshold
 
         self.beta = detection_threshold(None, dataset, self.retriever, alpha, k=self.k)
         return self.beta
@@ -56,7 +57,7 @@ class SymptomDetector:
     def validation_set(run_dir: str | os.PathLike[str]) -> Any:
         """The validation split the run was trained against (from its ``config.json``)."""
         from medrank.pipelines.symptom.config import SymptomConfig
-        from medrank.pipelines.symptom.training import load_task_data
+        from medrank.pipelines.symptom.task import load_task_data
 
         cfg = json.loads((Path(run_dir) / "config.json").read_text(encoding="utf-8"))
         return load_task_data(SymptomConfig.from_dict(cfg)).valid

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from medrank.pipelines.history.artefacts import BI_ENCODER_MARKER
 from medrank.pipelines.history.models.inputs import check_score_inputs
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class HistoryBiEncoder(nn.Module):
 
         with atomic_dir(Path(path)) as tmp:
             self.encoder.save(tmp / "encoder")
-            (tmp / "history_bi_encoder.json").write_text(json.dumps({"max_dialogue_tokens": self.max_dialogue_tokens}))
+            (tmp / BI_ENCODER_MARKER).write_text(json.dumps({"max_dialogue_tokens": self.max_dialogue_tokens}))
 
     @classmethod
     def load(cls, path: str | Path) -> HistoryBiEncoder:
@@ -80,9 +81,9 @@ class HistoryBiEncoder(nn.Module):
         from medrank.encoders import load_encoder
 
         path = Path(path)
-        meta = path / "history_bi_encoder.json"
+        meta = path / BI_ENCODER_MARKER
         if not meta.exists():
-            raise FileNotFoundError(f"{path} holds no history bi-encoder (history_bi_encoder.json missing)")
+            raise FileNotFoundError(f"{path} holds no history bi-encoder ({BI_ENCODER_MARKER} missing)")
         return cls(load_encoder(str(path / "encoder")), **json.loads(meta.read_text())).eval()
 
 

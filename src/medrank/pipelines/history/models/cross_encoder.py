@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from medrank.pipelines.history.artefacts import CROSS_ENCODER_MARKER
 from medrank.pipelines.history.models.inputs import (
     check_score_inputs,
     dialogue_tail_ids,
@@ -91,7 +92,7 @@ class HistoryCrossEncoder(nn.Module):
         with atomic_dir(Path(path)) as tmp:
             self.model.save_pretrained(tmp, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
-            (tmp / "history_cross_encoder.json").write_text(json.dumps(
+            (tmp / CROSS_ENCODER_MARKER).write_text(json.dumps(
                 {"max_dialogue_tokens": self.max_dialogue_tokens, "max_question_tokens": self.max_question_tokens}))
 
     @classmethod
@@ -100,9 +101,9 @@ class HistoryCrossEncoder(nn.Module):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)
-        meta = path / "history_cross_encoder.json"
+        meta = path / CROSS_ENCODER_MARKER
         if not meta.exists():
-            raise FileNotFoundError(f"{path} holds no history cross-encoder (history_cross_encoder.json missing)")
+            raise FileNotFoundError(f"{path} holds no history cross-encoder ({CROSS_ENCODER_MARKER} missing)")
         kw = json.loads(meta.read_text())
         with quiet_weight_loading():
             model = AutoModelForSequenceClassification.from_pretrained(str(path))

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from medrank.pipelines.history.artefacts import GLOBAL_RERANKER_MARKER
 from medrank.pipelines.history.models.inputs import (
     check_score_inputs,
     dialogue_tail_ids,
@@ -230,7 +231,7 @@ class GlobalReranker(nn.Module):
             self.encoder.save_pretrained(tmp, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
             save_file({k: v.detach().contiguous() for k, v in self.head.state_dict().items()}, str(tmp / "head.safetensors"))
-            (tmp / "global_reranker.json").write_text(json.dumps(asdict(self.config), indent=1), encoding="utf-8")
+            (tmp / GLOBAL_RERANKER_MARKER).write_text(json.dumps(asdict(self.config), indent=1), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> GlobalReranker:
@@ -239,9 +240,9 @@ class GlobalReranker(nn.Module):
         from transformers import AutoModel, AutoTokenizer
 
         path = Path(path)
-        meta = path / "global_reranker.json"
+        meta = path / GLOBAL_RERANKER_MARKER
         if not meta.exists():
-            raise FileNotFoundError(f"{path} holds no global re-ranker (global_reranker.json missing)")
+            raise FileNotFoundError(f"{path} holds no global re-ranker ({GLOBAL_RERANKER_MARKER} missing)")
         config = GlobalInputConfig(**json.loads(meta.read_text(encoding="utf-8")))
         with quiet_weight_loading():
             base = AutoModel.from_pretrained(str(path))

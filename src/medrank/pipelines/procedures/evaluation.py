@@ -1,0 +1,72 @@
+"""Scores of the procedure pipeline: exact-set accuracy (the paper's Table 2), count-head accuracy,
+recall@k of the candidate generator and MTCG's evaluation on a split."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from medrank.metrics import evaluate, evaluate_sets, exact_set_accuracy
+from medrank.pipelines.procedures.data import Mention, TermBase
+from medrank.pipelines.procedures.normalizer import Prediction
+from medrank.records import Qrels, Ranking
+
+
+def set_accuracy(mentions: Sequence[Mention], predicted: Sequence[set[str]] | Sequence[Prediction]) -> dict[str, float]:
+    """Exact-set accuracy (%) over all, single-term and multi-term mentions (the paper's Table 2)."""
+    if not mentions:
+        return {"single": math.nan, "multi": math.nan, "total": math.nan, "n_single": 0, "n_multi": 0}
+    pred = [set(p.terms) if isinstance(p, Prediction) else set(p) for p in predicted]
+    res = evaluate_sets([set(m.terms) for m in mentions], pred)
+
+    def percent(value: float) -> float:
+        return value if math.isnan(value) else round(100.0 * value, 2)
+
+    return {"single": percent(res["single"]), "multi": percent(res["multi"]), "total": percent(res["total"]),
+            "n_single": res["n_single"], "n_multi": res["n_multi"]}
+
+
+def count_accuracy(mentions: Sequence[Mention], count_classes: Sequence[int]) -> dict[str, float]:
+    """Implication-count accuracy (%), overall and per gold class (the paper's Table 8)."""
+    gold = [{str(m.count_class)} for m in mentions]
+    pred = [{str(int(c))} for c in count_classes]
+    out = {"total": round(100.0 * exact_set_accuracy(gold, pred), 2)}
+    for cls, name in enumerate(("1", "2", ">=3")):
+        idx = [i for i, m in enumerate(mentions) if m.count_class == cls]
+        if idx:
+            out[name] = round(100.0 * exact_set_accuracy([gold[i] for i in idx], [pred[i] for i in idx]), 2)
+        out[f"n_{name}"] = len(idx)
+    return out
+
+
+def recall_at(mentions: Sequence[Mention], rows: np.ndarray, terms: TermBase, ks: Sequence[int] = (2, 5, 7, 10)) -> dict[str, float]:
+    """Recall@k (%) of candidate lists (core ``medrank.metrics.evaluate``; gold terms found / gold terms per mention)."""
+    qrels = Qrels({m.id: {t: 1 for t in m.terms} for m in mentions})
+    run = {
+        m.id: Ranking(m.id, tuple(terms.names[i] for i in r), tuple(float(-j) for j in range(len(r))))
+        for m, r in zip(mentions, rows, strict=True)
+    }
+    res = evaluate(qrels, run, [f"recall@{k}" for k in ks])
+    return {k: round(100.0 * float(v), 2) for k, v in res.items()}
+
+
+def evaluate_mtcg_on(task: Any, mentions: list[Mention]) -> dict[str, Any]:
+    """An MTCG task's recall@2/5/7/10, count accuracy and recall throughput (mentions/s, nothing cached for the mentions)."""
+    texts = [m.text for m in mentions]
+    task.retriever.term_embeddings()  # the names are indexed once, not per mention
+    t0 = time.perf_counter()
+    emb, probs = task.model.encode_mentions(texts, use_cache=False)
+    rows, _ = task.retriever.retrieve(emb, texts, k=10)
+    seconds = time.perf_counter() - t0
+    return {
+        "recall": recall_at(mentions, rows, task.terms, (2, 5, 7, 10)),
+        "count": count_accuracy(mentions, probs.argmax(1)),
+        "mentions_per_second": round(len(texts) / seconds, 1),
+        "threads": torch.get_num_threads(),
+        "n": len(mentions),
+    }
