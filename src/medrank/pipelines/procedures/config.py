@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from medrank.pipelines.procedures.fusion import RANKER_SPACES
+from medrank.training.args import TrainingArgs
 
 
 def default_cache_dir() -> str:
@@ -18,12 +19,11 @@ def default_cache_dir() -> str:
 
 
 @dataclass
-class ProcedureConfig:
+class ProcedureConfig(TrainingArgs):
     """Settings of one MTCG or KAR run (YAML keys are the field names)."""
 
     task: str = "procedures-mtcg"
     name: str = "mtcg"
-    output_dir: str | None = None  # read by `medrank train` (default run directory)
     data_root: str | None = None
     encoder: str = "e5-small"
     max_length: int = 40
@@ -74,12 +74,8 @@ class ProcedureConfig:
     lr: float = 1e-4
     head_lr: float | None = None  # lr of the randomly initialised heads (count head; KAR's FFN/specials); None = lr
     weight_decay: float = 0.01
-    scheduler: str = "linear"
-    warmup_ratio: float = 0.1
     max_steps_per_epoch: int | None = None
     autocast: str | None = None  # "bf16": training forward passes in bfloat16 (fast on CPUs with AMX); None: float32
-    seed: int = 13
-    threads: int | None = None  # None: the global --threads, else every core (the recipes set 1 or 2)
     cache_dir: str | None = None
     keep_checkpoints: int = 1
     show_progress: bool = True

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from medrank.training.args import TrainingArgs
+
 LOSSES = (
     "nce-forward",
     "nce-backward",
@@ -29,7 +31,7 @@ DATASETS = ("chip-cdn", "ncbi-disease", "bc5cdr")
 
 
 @dataclass
-class SymptomConfig:
+class SymptomConfig(TrainingArgs):
     """One model's recipe. Defaults are the paper's full recipe (Zhang et al., KDD 2022, §5.2)."""
 
     task: str = "symptom"
@@ -62,8 +64,6 @@ class SymptomConfig:
     batch_size: int = 32
     lr: float = 2e-5
     weight_decay: float = 0.01
-    scheduler: str = "linear"
-    warmup_ratio: float = 0.1
     epochs: int = 8
     max_steps_per_epoch: int | None = None
     train_layers: int | None = None
@@ -72,12 +72,9 @@ class SymptomConfig:
     rerank_depth: int = 20
     eval_queries: int | None = None
     # -- run ---------------------------------------------------------------------------------
-    seed: int = 13
-    threads: int | None = None
     device: str = "cpu"
     save_model: bool = True
     keep_checkpoints: int = 1
-    output_dir: str | None = None
     data_root: str | None = None
     cache_dir: str | None = None
     show_progress: bool = True

@@ -1,0 +1,25 @@
+"""The settings every training run has, whatever its pipeline: the base of each pipeline's config dataclass.
+
+A pipeline's config (``pipelines/<name>/config.py``) subclasses :class:`TrainingArgs`, adds its own
+fields and may re-declare a field here with its own default (its position stays the base's). The
+:class:`~medrank.training.Trainer` reads the optimisation fields through
+:func:`~medrank.training.recipe_settings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class TrainingArgs:
+    """Epochs, optimiser, schedule, batch size, seed, threads and output folder of one run."""
+
+    epochs: int = 1
+    lr: float = 1e-4
+    scheduler: str = "linear"  # "linear" (warm-up then decay), "cosine", "constant" or "exponential"
+    warmup_ratio: float = 0.1  # fraction of the steps spent warming the learning rate up
+    batch_size: int = 32
+    seed: int = 13
+    threads: int | None = None  # None: the global --threads, else every core (the CPU recipes set 1 or 2)
+    output_dir: str | None = None  # read by `medrank train` (default run directory)
