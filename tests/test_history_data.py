@@ -214,10 +214,10 @@ def _ddx_fixture(tmp_path):
 
 
 def test_ddxplus_builder_knowledge_base_first_stage(tmp_path):
-    from medrank.pipelines.history.builders.ddxplus import KnowledgeBase, build_ddxplus, load_kb
+    from medrank.pipelines.history.builders.ddxplus import DDXPlusKnowledgeBase, build_ddxplus, load_kb
 
     patients = _ddx_fixture(tmp_path)
-    kb = KnowledgeBase(*load_kb(tmp_path))
+    kb = DDXPlusKnowledgeBase(*load_kb(tmp_path))
     cands, _ = kb.candidates(["E_1"], k=30)
     # consistent with E_1: Flu and Measles; the follow-up E_4 waits for its main evidence E_3
     assert "E_1" not in cands and "E_4" not in cands and set(cands) == {"E_2", "E_3", "E_5"}

@@ -42,7 +42,7 @@ from medrank.pipelines.similar.models.linear import (
     dense_pair_features,
     tfidf_pair_features,
 )
-from medrank.pipelines.similar.models.siamese import BiLSTMEncoder, SiameseMatcher, TransformerEncoder
+from medrank.pipelines.similar.models.siamese import BiLSTMEncoder, SiameseMatcher, SiameseTransformerEncoder
 from medrank.pipelines.similar.models.stmt import STMT
 from medrank.pipelines.similar.text import QuestionTokenizer, TokenizerSpec, Vocabulary, mean_vectors
 from medrank.utils.hf import quiet_weight_loading
@@ -78,7 +78,7 @@ def build_network(arch: str, vocab_size: int, embeddings: np.ndarray | None = No
         enc = BiLSTMEncoder(vocab_size, a["dim"], a["hidden"], 1, a["dropout"], embeddings, a["freeze_embeddings"])
         return SiameseMatcher(enc, a["hidden"], a["dropout"], a["head_features"])
     if arch == "transformer":
-        enc = TransformerEncoder(vocab_size, a["dim"], a["layers"], a["heads"], a["ff_dim"], a["dropout"],
+        enc = SiameseTransformerEncoder(vocab_size, a["dim"], a["layers"], a["heads"], a["ff_dim"], a["dropout"],
                                  embeddings, a["freeze_embeddings"], max_len, a["norm_first"])
         return SiameseMatcher(enc, a["hidden"], a["dropout"], a["head_features"])
     if arch == "esim":

@@ -86,7 +86,7 @@ def _answer(evidence: dict[str, Any], values: list[str | None]) -> str:
     return ", ".join(words)
 
 
-class KnowledgeBase:
+class DDXPlusKnowledgeBase:
     def __init__(self, evidences: dict[str, Any], conditions: dict[str, Any]) -> None:
         self.evidences = evidences
         self.condition_sets = {c: set(v.get("symptoms", {})) | set(v.get("antecedents", {})) for c, v in conditions.items()}
@@ -110,7 +110,7 @@ class KnowledgeBase:
         return ranked, [round(scores[e], 4) for e in ranked]
 
 
-def patient_samples(patient: dict[str, Any], kb: KnowledgeBase, rng: np.random.Generator, k: int,
+def patient_samples(patient: dict[str, Any], kb: DDXPlusKnowledgeBase, rng: np.random.Generator, k: int,
                     steps: Sequence[int] = STEPS) -> list[Sample]:
     values: dict[str, list[str | None]] = {}
     for f in patient["features"]:
@@ -171,7 +171,7 @@ def build_ddxplus(
             valid_fraction = 0.0 if "train" not in splits else valid_fraction
         first_file = Path(next(iter(splits.values()))[0])
         evidences, conditions = load_kb(kb_dir or first_file.parent)
-        kb = KnowledgeBase(evidences, conditions)
+        kb = DDXPlusKnowledgeBase(evidences, conditions)
         patients = {n: [p for f in fs for p in read_patients(Path(f))] for n, fs in splits.items()}
         if valid_fraction and "train" in patients:
             order = np.random.default_rng(seed).permutation(len(patients["train"]))

@@ -3,7 +3,7 @@
 from medrank.pipelines.similar.models.esim import ESIM
 from medrank.pipelines.similar.models.layers import PairHead, SinusoidalPositions, masked_max, masked_mean
 from medrank.pipelines.similar.models.linear import LogisticRegression, TfidfFeaturizer
-from medrank.pipelines.similar.models.siamese import BiLSTMEncoder, SiameseMatcher, TransformerEncoder
+from medrank.pipelines.similar.models.siamese import BiLSTMEncoder, SiameseMatcher, SiameseTransformerEncoder
 from medrank.pipelines.similar.models.stmt import STMT, STMTEncoder, STMTLayer
 
 __all__ = [
@@ -17,7 +17,7 @@ __all__ = [
     "SiameseMatcher",
     "SinusoidalPositions",
     "TfidfFeaturizer",
-    "TransformerEncoder",
+    "SiameseTransformerEncoder",
     "masked_max",
     "masked_mean",
 ]

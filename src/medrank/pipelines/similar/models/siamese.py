@@ -54,7 +54,7 @@ class BiLSTMEncoder(nn.Module):
         return masked_max(out, mask)
 
 
-class TransformerEncoder(nn.Module):
+class SiameseTransformerEncoder(nn.Module):
     """Embeddings + positions → ``N`` standard Transformer encoder layers → max pooling; output ``dim``."""
 
     def __init__(self, vocab_size: int, dim: int = 100, layers: int = 6, heads: int = 10, ff_dim: int = 200,
