@@ -154,10 +154,10 @@ def packed_block(
 
     Same arithmetic as ``block(hidden, mask)`` at every valid position (``tests/test_procedures.py``
     checks it); padded positions come out as zeros, which is safe because the KAR mask never lets a
-    query read a padded key. The Q/K/V projections and the feed-forward (about 95 % of a block's
-    time on CPU) run on the packed ``(T, d)`` real rows; only the attention itself uses the padded
-    layout. KAR's joint sequences ``[CLS] [PS] [PT] mention candidate`` of one mention's 10
-    candidates are padded to the longest candidate, and about 15 % of their positions are padding.
+    query read a padded key. The Q/K/V projections and the feed-forward (most of a block's time on
+    CPU) run on the packed ``(T, d)`` real rows; only the attention itself uses the padded layout.
+    KAR's joint sequences ``[CLS] [PS] [PT] mention candidate`` of one mention's candidates are
+    padded to the longest candidate, so part of every batch is padding.
 
     Args:
         valid: ``(n, L)`` bool, real positions. mask: the bool ``(n, 1, L, L)`` KAR mask.
@@ -280,9 +280,8 @@ class KeywordAttentiveRanker(nn.Module):
             * ``"recall"`` — ``[u, v, |u-v|, u*v]`` of MTCG's own (frozen) unit embeddings of the
               mention and the candidate. They are already computed for recall, so they cost nothing
               at inference, and they let the head start from MTCG's ranking instead of relearning
-              it: with the tokens features the cached-bottom KAR, fused with FB, lowered exact-set
-              accuracy 60.1 → 47.7 (the session-3 `bench/results/procedures_eval.md`); both
-              scorers' AUCs over the val candidates are in the current one.
+              it (``bench/procedures_eval.py`` compares the two feature sets; its results are in
+              ``bench/results/``).
             * ``"tokens"`` (``True`` in older specs) — the same four terms of the two texts' token
               means entering the last joint block.
         keyword_attention: ``False`` lets [PS]/[PT] attend to every token (the point-wise baseline).
@@ -360,8 +359,8 @@ class KeywordAttentiveRanker(nn.Module):
     def warm_name_flags(self, names: Sequence[str], batch_size: int = 1024) -> None:
         """Compute the keyword flags of every standard name not cached yet, tokenised in batches.
 
-        One at a time inside requests they cost about 1.3 ms per normalised mention (the names
-        first seen among its candidates); :meth:`ProcedureNormalizer.warm_up` calls this once.
+        Computed one at a time inside requests they would slow every mention whose candidates
+        include names not seen yet; :meth:`ProcedureNormalizer.warm_up` calls this once.
         """
         enc = self.bottom.encoder
         prompt = enc._prompt("passage")

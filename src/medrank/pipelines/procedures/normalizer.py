@@ -304,8 +304,8 @@ class ProcedureNormalizer:
 
         With a :class:`TermPrior` the name vectors get one extra column holding the bonus and the
         mention vectors a 1 there, so the exact flat search ranks by ``cos + bonus``. ``term_emb``:
-        what :meth:`term_embeddings` just returned (its weight-version check costs ~0.3 ms, once
-        per call is enough on the latency path).
+        what :meth:`term_embeddings` just returned (its weight-version check runs once per call,
+        not again here, on the latency path).
         """
         from medrank.index import DenseIndex
 
