@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from medrank.losses.checks import check_hard, check_mask, check_pairs
 
-__all__ = ["MASK_VALUE", "check_hard", "check_mask", "check_pairs", "check_temperature", "contrastive_logits", "directional_info_nce"]
+__all__ = ["MASK_VALUE", "check_hard", "check_mask", "check_pairs", "check_temperature", "contrastive_logits", "directional_info_nce", "DirectionalNCE"]
 
 #: added to logits that must not count (a false negative or padding); large but finite so an
 #: all-masked row still gives a finite loss instead of NaN
@@ -68,3 +69,28 @@ def directional_info_nce(
     logits = contrastive_logits(anchor, positives, hard, temperature, false_negatives, hard_valid)
     target = torch.arange(b, device=logits.device)
     return torch.nn.functional.cross_entropy(logits, target)
+
+
+class DirectionalNCE(nn.Module):
+    """The temperature and one InfoNCE direction, shared by NCE-forward and NCE-backward."""
+
+    def __init__(self, temperature: float = 0.05) -> None:
+        super().__init__()
+        self.temperature = check_temperature(temperature)
+
+    def directional(
+        self,
+        query_emb: torch.Tensor,
+        term_emb: torch.Tensor,
+        hard: torch.Tensor | None,
+        false_negatives: torch.Tensor | None,
+        hard_valid: torch.Tensor | None,
+        backward: bool,
+    ) -> torch.Tensor:
+        """Query → term InfoNCE, or term → query with ``backward`` (hard negatives are then queries)."""
+        check_pairs(query_emb, term_emb)
+        if backward:
+            return directional_info_nce(
+                term_emb, query_emb, hard, self.temperature, false_negatives, hard_valid, "hard_queries"
+            )
+        return directional_info_nce(query_emb, term_emb, hard, self.temperature, false_negatives, hard_valid, "hard_terms")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from medrank.pipelines.symptom.losses.bi_nce import BiNCELoss
 
 
@@ -34,21 +32,4 @@ class BiHardNCELoss(BiNCELoss):
     Estimation." KDD 2022.
     """
 
-    def forward(
-        self,
-        query_emb: torch.Tensor,
-        term_emb: torch.Tensor,
-        hard_terms: torch.Tensor | None = None,
-        hard_queries: torch.Tensor | None = None,
-        false_negatives: torch.Tensor | None = None,
-        hard_terms_valid: torch.Tensor | None = None,
-        hard_queries_valid: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        if hard_terms is None or hard_queries is None or hard_terms.shape[1] == 0 or hard_queries.shape[1] == 0:
-            raise ValueError(
-                "BiHardNCELoss needs hard-negative terms and queries (shapes (B, N, d), N >= 1); "
-                "use BiNCELoss for in-batch negatives only"
-            )
-        return super().forward(
-            query_emb, term_emb, hard_terms, hard_queries, false_negatives, hard_terms_valid, hard_queries_valid
-        )
+    requires_hard_negatives = True

@@ -30,6 +30,9 @@ class BiNCELoss(nn.Module):
     using Bi-directional Hard-Negative Noise Contrastive Estimation." KDD 2022.
     """
 
+    #: refuse a batch without hard-negative terms and queries (:class:`BiHardNCELoss`)
+    requires_hard_negatives = False
+
     def __init__(self, temperature: float = 0.05, backward_weight: float = 1.0) -> None:
         super().__init__()
         if backward_weight < 0:
@@ -52,6 +55,13 @@ class BiNCELoss(nn.Module):
         hard_terms_valid: torch.Tensor | None = None,
         hard_queries_valid: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        if self.requires_hard_negatives and (
+            hard_terms is None or hard_queries is None or hard_terms.shape[1] == 0 or hard_queries.shape[1] == 0
+        ):
+            raise ValueError(
+                f"{type(self).__name__} needs hard-negative terms and queries (shapes (B, N, d), N >= 1); "
+                "use BiNCELoss for in-batch negatives only"
+            )
         fwd = self.forward_loss(query_emb, term_emb, hard_terms, false_negatives, hard_terms_valid)
         bwd = self.backward_loss(
             query_emb,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from medrank.pipelines.symptom.losses._common import check_pairs, check_temperature, directional_info_nce
+from medrank.pipelines.symptom.losses._common import DirectionalNCE
 
 
-class NCEBackwardLoss(nn.Module):
+class NCEBackwardLoss(DirectionalNCE):
     r"""InfoNCE in the term → query direction (Zhang et al., KDD 2022, Eq. 3).
 
     The mirror image of :class:`~medrank.pipelines.symptom.losses.NCEForwardLoss`: each gold
@@ -35,19 +34,6 @@ class NCEBackwardLoss(nn.Module):
     using Bi-directional Hard-Negative Noise Contrastive Estimation." KDD 2022.
     """
 
-    def __init__(self, temperature: float = 0.05) -> None:
-        super().__init__()
-        self.temperature = check_temperature(temperature)
-
-    def forward(
-        self,
-        query_emb: torch.Tensor,
-        term_emb: torch.Tensor,
-        hard_queries: torch.Tensor | None = None,
-        false_negatives: torch.Tensor | None = None,
-        hard_queries_valid: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        check_pairs(query_emb, term_emb)
-        return directional_info_nce(
-            term_emb, query_emb, hard_queries, self.temperature, false_negatives, hard_queries_valid, "hard_queries"
-        )
+    def forward(self, query_emb: torch.Tensor, term_emb: torch.Tensor, hard_queries: torch.Tensor | None = None,
+                false_negatives: torch.Tensor | None = None, hard_queries_valid: torch.Tensor | None = None) -> torch.Tensor:
+        return self.directional(query_emb, term_emb, hard_queries, false_negatives, hard_queries_valid, backward=True)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from medrank.pipelines.symptom.losses._common import check_pairs, check_temperature, directional_info_nce
+from medrank.pipelines.symptom.losses._common import DirectionalNCE
 
 
-class NCEForwardLoss(nn.Module):
+class NCEForwardLoss(DirectionalNCE):
     r"""InfoNCE in the query → term direction (van den Oord et al., 2018; Zhang et al., KDD 2022, Eq. 2).
 
     For a batch of ``B`` positive pairs :math:`(q_i, t_i)` with unit-vector embeddings,
@@ -37,19 +36,6 @@ class NCEForwardLoss(nn.Module):
     Estimation." KDD 2022.
     """
 
-    def __init__(self, temperature: float = 0.05) -> None:
-        super().__init__()
-        self.temperature = check_temperature(temperature)
-
-    def forward(
-        self,
-        query_emb: torch.Tensor,
-        term_emb: torch.Tensor,
-        hard_terms: torch.Tensor | None = None,
-        false_negatives: torch.Tensor | None = None,
-        hard_terms_valid: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        check_pairs(query_emb, term_emb)
-        return directional_info_nce(
-            query_emb, term_emb, hard_terms, self.temperature, false_negatives, hard_terms_valid, "hard_terms"
-        )
+    def forward(self, query_emb: torch.Tensor, term_emb: torch.Tensor, hard_terms: torch.Tensor | None = None,
+                false_negatives: torch.Tensor | None = None, hard_terms_valid: torch.Tensor | None = None) -> torch.Tensor:
+        return self.directional(query_emb, term_emb, hard_terms, false_negatives, hard_terms_valid, backward=False)
