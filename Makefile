@@ -31,6 +31,7 @@ test-slow: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/lint-imports
 
 bench: install
 	$(PY) bench/run_all.py
