@@ -25,6 +25,7 @@ import torch
 
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.metrics import evaluate
+from medrank.pipelines.history.config import resolve_config
 from medrank.pipelines.history.data import (
     bank_texts,
     candidate_qrels,
@@ -34,7 +35,7 @@ from medrank.pipelines.history.data import (
     run_from_scores,
 )
 from medrank.pipelines.history.evaluation import load_reranker, subsample
-from medrank.pipelines.history.training import data_dir, resolve_config
+from medrank.pipelines.history.training import data_dir
 
 ALPHAS = [round(a, 1) for a in np.arange(0.0, 1.0001, 0.1)]
 RUNS = [

@@ -234,7 +234,8 @@ def test_ddxplus_builder_knowledge_base_first_stage(tmp_path):
 
 
 def test_system_names_mark_ablations_and_the_backbone():
-    from medrank.pipelines.history.training import resolve_config, system_name
+    from medrank.pipelines.history.config import resolve_config
+    from medrank.pipelines.history.training import system_name
 
     assert system_name(resolve_config({"loss": "neural_ndcg"})) == "global re-ranker (neural_ndcg)"
     assert system_name(resolve_config({"loss": "listnet", "base": "e5-small", "type_embeddings": False})) == (

@@ -1,7 +1,7 @@
 """Training recipes for the history re-rankers (task ``history-global`` / ``history-cross-encoder`` /
 ``history-bi-encoder``), all through :class:`medrank.training.Trainer`.
 
-Config keys (defaults in :data:`DEFAULTS`): ``dataset`` (``mts-aci`` or ``ddxplus``), ``data_dir``
+Config keys (:class:`~medrank.pipelines.history.config.HistoryConfig`): ``dataset`` (``mts-aci`` or ``ddxplus``), ``data_dir``
 (a built folder; default the cache's ``history/<dataset>``), ``train_split`` / ``valid_split``, ``base`` (``"minilm"`` or ``"e5-small"``),
 ``loss`` (global re-ranker: one of :data:`~medrank.pipelines.history.losses.LOSSES`),
 ``loss_kwargs``, ``epochs``, ``lr``, ``scheduler`` (cosine), ``warmup_ratio``, ``batch_size``
@@ -27,54 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from medrank.config import check_config_types
+from medrank.pipelines.history.config import resolve_config
 from medrank.pipelines.history.data import Sample, bank_texts, read_bank, read_samples, render_dialogue
 from medrank.pipelines.history.evaluation import evaluate_scorer, first_stage_metrics, subsample
-
-DEFAULTS: dict[str, Any] = {
-    "model": "global",
-    "dataset": "mts-aci",
-    "data_dir": None,
-    "train_split": "train",
-    "valid_split": "valid",
-    "base": "minilm",
-    "loss": "listnet",
-    "loss_kwargs": {},
-    "epochs": 1,
-    "lr": 5e-5,
-    "scheduler": "cosine",
-    "warmup_ratio": 0.1,
-    "batch_size": 2,
-    "max_train_samples": 400,
-    "max_eval_samples": 150,
-    "eval_shuffles": 5,
-    "eval_each_epoch": False,
-    "max_dialogue_tokens": 256,
-    "max_question_tokens": 24,
-    "position_mode": "restart",
-    "type_embeddings": True,
-    "candidate_attention": "blocks",
-    "shuffle_candidates": True,
-    "ce_negatives": 7,
-    "bi_negatives": 7,
-    "temperature": 0.05,
-    "seed": 13,
-    "threads": None,  # the global --threads, else every core (the CPU recipes set 1 or 2)
-}
-MODELS = ("global", "cross-encoder", "bi-encoder")
-
-
-def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k not in ("task", "description", "name", "output_dir")}}
-    unknown = set(cfg) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown history config keys: {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    check_config_types(cfg, DEFAULTS, "history config")
-    if cfg["model"] not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {cfg['model']!r}")
-    if cfg["batch_size"] < 1 or cfg["epochs"] < 1:
-        raise ValueError("batch_size and epochs must be >= 1")
-    return cfg
 
 
 def data_dir(cfg: dict[str, Any]) -> Path:
