@@ -323,7 +323,7 @@ def test_tfidf_negatives_are_lexically_close(data_dir: Path, terms: TermBase) ->
 
 
 def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from medrank.pipelines.procedures.cli import evaluate_procedures
+    from medrank.pipelines.procedures.evaluation import evaluate_procedures
     from medrank.pipelines.procedures.negatives import OnlineNegatives
     from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
     from medrank.pipelines.procedures.training import train_kar, train_mtcg
@@ -872,7 +872,7 @@ def test_kar_listwise_lists_hand_computed() -> None:
 def test_theta_and_evaluator_inputs_are_checked(tmp_path):
     import math
 
-    from medrank.pipelines.procedures.cli import evaluate_procedures
+    from medrank.pipelines.procedures.evaluation import evaluate_procedures
     from medrank.pipelines.procedures.fusion import check_theta
 
     assert check_theta(0.0) == 0.0 and check_theta(1.0) == 1.0

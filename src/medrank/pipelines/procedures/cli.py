@@ -17,25 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
-from medrank.config import task_option
-from medrank.pipelines.procedures.artefacts import NORMALIZER_MARKER
+from medrank.pipelines.procedures.artefacts import default_run
 from medrank.registry import register_evaluator, register_trainer
-
-DEFAULT_RUNS = (Path("runs/procedures/fusion"), Path("runs/procedures/kar"))
-
-
-OPTIONS = ("fusion", "recall", "theta", "baselines", "data")
-
-
-def default_run() -> Path:
-    """The fusion run of the CPU recipe when it exists, else its KAR run (relative to the current folder)."""
-    run = next((r for r in DEFAULT_RUNS if (r / NORMALIZER_MARKER).exists()), None)
-    if run is None:
-        raise FileNotFoundError(
-            f"no trained normaliser under ./{DEFAULT_RUNS[0]} or ./{DEFAULT_RUNS[1]} (looked in {Path.cwd()}); "
-            "train one (configs/procedures/README.md) or pass --model RUN"
-        )
-    return run
 
 
 @register_trainer("procedures-mtcg")
@@ -68,52 +51,10 @@ def train_fusion(config: dict[str, Any], output_dir: Path, resume: bool) -> dict
 
 
 @register_evaluator("chip2019-procedures")
-def evaluate_procedures(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
-    """Exact-set accuracy of a trained normaliser (and, with ``baselines=1``, TF-IDF / edit distance)."""
-    from medrank.pipelines.procedures.baselines import edit_distance_top, tfidf_top
-    from medrank.pipelines.procedures.data import load_mentions, load_term_base, read_mentions
-    from medrank.pipelines.procedures.evaluation import set_accuracy
-    from medrank.pipelines.procedures.fusion import check_theta
-    from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
+def _evaluate(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    from medrank.pipelines.procedures.evaluation import evaluate_procedures
 
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown options {unknown}; chip2019-procedures takes {list(OPTIONS)}")
-    root = options.get("data")
-    if test is not None:
-        mentions = read_mentions(test)
-        where = str(test)
-    else:
-        split = split or "val"
-        mentions = load_mentions(split, root)
-        where = split
-    if not mentions:
-        raise ValueError(f"{where}: no mentions")
-    terms = load_term_base(root)
-    unknown = sorted({t for m in mentions for t in m.terms if t not in terms.row})
-    if unknown:
-        raise ValueError(f"{len(unknown)} gold names are not in kb.tsv (e.g. {unknown[:3]})")
-    systems: dict[str, dict[str, float]] = {}
-    texts = [m.text for m in mentions]
-    kwargs: dict[str, Any] = {}
-    for key in ("fusion", "recall"):
-        if key in options:
-            kwargs[key] = str(options[key])
-    if "theta" in options:
-        kwargs["theta"] = check_theta(task_option(options, "theta", None, float))
-    norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, **kwargs)
-    if "theta" in kwargs and norm.learned is not None:
-        norm.learned = norm.learned.with_theta(kwargs["theta"])
-    theta = norm.learned.theta if norm.fusion == "learned" and norm.learned is not None else norm.theta
-    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta})"
-    systems[name] = set_accuracy(mentions, norm.predict(texts))
-    if str(options.get("baselines", "0")).lower() in ("1", "true", "yes"):
-        systems["tf-idf"] = set_accuracy(mentions, [set(p) for p in tfidf_top(texts, terms)])
-        systems["edit-distance"] = set_accuracy(mentions, [set(p) for p in edit_distance_top(texts, terms)])
-    return {
-        "systems": systems, "metric_names": ["single", "multi", "total"], "metric_scale": 1,  # already percentages
-        "dataset": "chip2019-procedures", "split": where, "n": len(mentions),
-    }
+    return evaluate_procedures(test, split, model, options)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,19 +1,23 @@
 """Scores of the procedure pipeline: exact-set accuracy (the paper's Table 2), count-head accuracy,
-recall@k of the candidate generator and MTCG's evaluation on a split."""
+recall@k of the candidate generator, MTCG's evaluation on a split, and the ``chip2019-procedures``
+evaluator behind ``medrank evaluate``."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from medrank.config import task_option
 from medrank.metrics import evaluate, evaluate_sets, exact_set_accuracy
+from medrank.pipelines.procedures.artefacts import default_run
 from medrank.pipelines.procedures.data import Mention, TermBase
-from medrank.pipelines.procedures.normalizer import Prediction
+from medrank.pipelines.procedures.normalizer import Prediction, ProcedureNormalizer
 from medrank.records import Qrels, Ranking
 
 
@@ -69,4 +73,54 @@ def evaluate_mtcg_on(task: Any, mentions: list[Mention]) -> dict[str, Any]:
         "mentions_per_second": round(len(texts) / seconds, 1),
         "threads": torch.get_num_threads(),
         "n": len(mentions),
+    }
+
+
+#: the ``--set`` options the evaluator takes
+OPTIONS = ("fusion", "recall", "theta", "baselines", "data")
+
+
+def evaluate_procedures(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """Exact-set accuracy of a trained normaliser (and, with ``baselines=1``, TF-IDF / edit distance)."""
+    from medrank.pipelines.procedures.baselines import edit_distance_top, tfidf_top
+    from medrank.pipelines.procedures.data import load_mentions, load_term_base, read_mentions
+    from medrank.pipelines.procedures.fusion import check_theta
+
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; chip2019-procedures takes {list(OPTIONS)}")
+    root = options.get("data")
+    if test is not None:
+        mentions = read_mentions(test)
+        where = str(test)
+    else:
+        split = split or "val"
+        mentions = load_mentions(split, root)
+        where = split
+    if not mentions:
+        raise ValueError(f"{where}: no mentions")
+    terms = load_term_base(root)
+    unknown = sorted({t for m in mentions for t in m.terms if t not in terms.row})
+    if unknown:
+        raise ValueError(f"{len(unknown)} gold names are not in kb.tsv (e.g. {unknown[:3]})")
+    systems: dict[str, dict[str, float]] = {}
+    texts = [m.text for m in mentions]
+    kwargs: dict[str, Any] = {}
+    for key in ("fusion", "recall"):
+        if key in options:
+            kwargs[key] = str(options[key])
+    if "theta" in options:
+        kwargs["theta"] = check_theta(task_option(options, "theta", None, float))
+    norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, **kwargs)
+    if "theta" in kwargs and norm.learned is not None:
+        norm.learned = norm.learned.with_theta(kwargs["theta"])
+    theta = norm.learned.theta if norm.fusion == "learned" and norm.learned is not None else norm.theta
+    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta})"
+    systems[name] = set_accuracy(mentions, norm.predict(texts))
+    if str(options.get("baselines", "0")).lower() in ("1", "true", "yes"):
+        systems["tf-idf"] = set_accuracy(mentions, [set(p) for p in tfidf_top(texts, terms)])
+        systems["edit-distance"] = set_accuracy(mentions, [set(p) for p in edit_distance_top(texts, terms)])
+    return {
+        "systems": systems, "metric_names": ["single", "multi", "total"], "metric_scale": 1,  # already percentages
+        "dataset": "chip2019-procedures", "split": where, "n": len(mentions),
     }
