@@ -23,8 +23,8 @@ from medrank.metrics import to_markdown_table
 
 
 def main() -> None:
-    from medrank.pipelines.history.cli import evaluate_history
     from medrank.pipelines.history.data import read_samples
+    from medrank.pipelines.history.evaluation import evaluate_history
 
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", type=Path, nargs="+")

@@ -117,7 +117,7 @@ def bars_line(bars: dict) -> str:
 def table(dataset: str, reports: dict, args) -> tuple[dict, list[str]]:
     """Table 2 (systems) and Table 3 (ablation runs, named ``ablation-*``) of one dataset."""
     if args.reevaluate:
-        from medrank.pipelines.history.cli import evaluate_history
+        from medrank.pipelines.history.evaluation import evaluate_history
 
         for name, rep in reports.items():
             cfg = rep["config"]

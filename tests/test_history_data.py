@@ -109,7 +109,7 @@ def test_train_evaluate_and_rerank_end_to_end(tmp_path, tiny_st, model_kind):
     from typer.testing import CliRunner
 
     from medrank.cli import app
-    from medrank.pipelines.history.cli import evaluate_history
+    from medrank.pipelines.history.evaluation import evaluate_history
     from medrank.pipelines.history.training import train_history
 
     mts, aci = write_fixture(tmp_path)

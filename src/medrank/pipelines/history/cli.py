@@ -53,54 +53,16 @@ def train_bi_encoder(config: dict[str, Any], output_dir: Path, resume: bool) -> 
 
 @register_evaluator("history-mts-aci")
 def evaluate_mts_aci(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    from medrank.pipelines.history.evaluation import evaluate_history
+
     return evaluate_history(test, split, model, {"dataset": "mts-aci", **options})
 
 
 @register_evaluator("history-ddxplus")
 def evaluate_ddxplus(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    from medrank.pipelines.history.evaluation import evaluate_history
+
     return evaluate_history(test, split, model, {"dataset": "ddxplus", **options})
-
-
-def evaluate_history(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
-    """First stage (and a saved re-ranker) on a built split or any file in the built format.
-
-    Options: ``data_dir`` (built folder; default the cache's ``history/<dataset>``), ``shuffles``
-    (5 for the global re-ranker), ``max_samples`` (seeded subset), ``seed``, ``threads`` (default: the
-    global ``--threads``, else every core; the committed figures used 1).
-    """
-    from medrank.config import requested_threads, set_threads, task_option
-    from medrank.pipelines.history.builders import default_out_dir
-    from medrank.pipelines.history.data import bank_texts, read_bank, read_samples
-    from medrank.pipelines.history.evaluation import (
-        METRICS,
-        evaluate_scorer,
-        first_stage_metrics,
-        load_reranker,
-        subsample,
-    )
-
-    unknown = set(options) - {"data_dir", "shuffles", "max_samples", "seed", "threads", "dataset"}
-    if unknown:
-        raise ValueError(f"unknown options {sorted(unknown)}")
-    threads = task_option(options, "threads", None, int)
-    set_threads(threads if threads is not None else requested_threads())
-    dataset = str(options.get("dataset", "mts-aci"))
-    folder = Path(options["data_dir"]) if options.get("data_dir") else default_out_dir(dataset)
-    path = test if test is not None else folder / f"{split or 'valid'}.jsonl"
-    seed = task_option(options, "seed", 13, int)
-    samples = subsample(read_samples(path), task_option(options, "max_samples", None, int), seed + 1)
-    if not samples:
-        raise ValueError(f"{path}: no samples")
-    systems: dict[str, dict[str, float]] = {"first stage": first_stage_metrics(samples)}
-    details: dict[str, Any] = {}
-    if model is not None:
-        texts = bank_texts(read_bank(folder / "bank.jsonl"))
-        kind, reranker = load_reranker(model)
-        shuffles = task_option(options, "shuffles", 5 if kind == "global" else 1, int)
-        res = evaluate_scorer(reranker.score, samples, texts, shuffles, seed, show_progress=True)
-        systems[f"{kind}:{Path(model).name}"] = res["metrics"]
-        details = res
-    return {"systems": systems, "metric_names": METRICS, "samples": len(samples), "file": str(path), "details": details}
 
 
 THREADS_HELP = "CPU threads (default: the global --threads, else every core; the committed figures used 1)."
