@@ -14,13 +14,17 @@ All numbers come from :mod:`medrank.metrics` (``binary_prf``, ``evaluate``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from medrank.data.questions import QuestionPair
+from medrank.config import task_option
+from medrank.data.questions import QuestionPair, load_question_pairs, split_pairs
 from medrank.metrics import binary_prf, evaluate
+from medrank.pipelines.similar.artefacts import MATCHER_MARKER
 from medrank.records import Qrels, Ranking
 
 PAIR_METRICS = ("accuracy", "precision", "recall", "f1", "ndcg@3")
@@ -63,3 +67,58 @@ def pair_metrics(pairs: Sequence[QuestionPair], scores: Sequence[float] | np.nda
 def metric_subset(metrics: dict[str, Any]) -> dict[str, float]:
     """Only the table metrics (:data:`PAIR_METRICS`)."""
     return {k: float(metrics[k]) for k in PAIR_METRICS if k in metrics}
+
+
+SPLITS = ("valid", "train", "all")
+
+
+def _run_dirs(model: Path) -> list[Path]:
+    """A matcher folder, a run with ``matcher/``, or a folder of such runs (sorted)."""
+    if (model / MATCHER_MARKER).exists() or (model / "matcher" / MATCHER_MARKER).exists():
+        return [model]
+    runs = sorted(p for p in model.iterdir() if p.is_dir() and (p / "matcher" / MATCHER_MARKER).exists()) if model.is_dir() else []
+    if not runs:
+        raise FileNotFoundError(f"{model}: no matcher (a run directory with matcher/, a matcher folder, or a folder of runs)")
+    return runs
+
+
+def evaluation_pairs(dataset: str, test: Path | None, split: str | None, options: dict[str, Any]) -> list[QuestionPair]:
+    """The pairs to score: a file in the dataset's visible format, or a split of the visible file."""
+    if test is not None:
+        return load_question_pairs(dataset, test)
+    split = split or "valid"
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    pairs = load_question_pairs(dataset, options.get("data"))
+    if split == "all":
+        return pairs
+    parts = split_pairs(pairs, task_option(options, "valid_fraction", 0.2, float), task_option(options, "split_seed", 13, int))
+    return parts.valid if split == "valid" else parts.train
+
+
+def evaluate_pairs(
+    dataset: str, test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]
+) -> dict[str, Any]:
+    """A saved matcher (or every run in a folder) scored on ``dataset``'s pairs: the ``medrank evaluate`` evaluator."""
+    from medrank.pipelines.similar.matchers import load_matcher
+
+    if model is None:
+        raise ValueError(f"--model is required for {dataset}: a run directory from `medrank train` (or a folder of runs)")
+    pairs = evaluation_pairs(dataset, test, split, options)
+    threshold = task_option(options, "threshold", 0.5, float)
+    systems, details = {}, {}
+    for run in _run_dirs(model):
+        matcher = load_matcher(run)
+        t0 = time.perf_counter()
+        scores = matcher.score([(p.text1, p.text2) for p in pairs], task_option(options, "batch_size", 256, int))
+        seconds = time.perf_counter() - t0
+        metrics = pair_metrics(pairs, scores, threshold)
+        name = matcher.name if matcher.name not in systems else f"{matcher.name} ({run.name})"
+        systems[name] = metric_subset(metrics)
+        details[name] = {**metrics, "run": str(run), "seconds": round(seconds, 2),
+                         "pairs_per_second": round(len(pairs) / seconds, 1) if seconds > 0 else None}
+    return {
+        "dataset": dataset, "split": None if test else (split or "valid"), "test_file": str(test) if test else None,
+        "n_pairs": len(pairs), "n_positive": sum(p.label for p in pairs), "threshold": threshold,
+        "systems": systems, "details": details, "metric_names": list(PAIR_METRICS),
+    }
