@@ -25,7 +25,7 @@ import numpy as np
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.data.medquad import load_medquad
 from medrank.metrics import to_markdown_table
-from medrank.pipelines.passages.evaluate import METRIC_NAMES, evaluate_systems
+from medrank.pipelines.passages.evaluation import METRIC_NAMES, evaluate_systems
 from medrank.pipelines.passages.protocol import FixedScores, evaluate_reranker, fuse
 
 PAPER = {  # reported in the paper's Table 3 (MedQuAD), for reference only

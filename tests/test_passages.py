@@ -191,7 +191,7 @@ def test_train_index_ask_and_evaluate(medquad_root: Path, tiny_encoder_dir: Path
     from typer.testing import CliRunner
 
     from medrank.pipelines.passages.cdv import TrainedCDV, train_cdv
-    from medrank.pipelines.passages.evaluate import evaluate_systems
+    from medrank.pipelines.passages.evaluation import evaluate_systems
     from medrank.pipelines.passages.index import CDVIndex, plot_score_curve
 
     _grow(medquad_root)
@@ -331,7 +331,7 @@ def test_glove_label_space_run_reloads_consistently(medquad_root: Path, tiny_enc
 
 
 def test_cascade_reorders_only_the_first_stage_top() -> None:
-    from medrank.pipelines.passages.evaluate import cascade
+    from medrank.pipelines.passages.evaluation import cascade
 
     cands = {"q": ["a", "b", "c", "d"]}
     first = {"q": np.array([4.0, 3.0, 2.0, 1.0])}

@@ -53,7 +53,7 @@ def _train_knrm(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[
 
 @register_evaluator("medquad")
 def _evaluate_medquad(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
-    from medrank.pipelines.passages.evaluate import evaluate_medquad
+    from medrank.pipelines.passages.evaluation import evaluate_medquad
 
     return evaluate_medquad(test, split, model, options)
 
