@@ -7,18 +7,7 @@ document with a fixed seed (:func:`medrank.data.medquad.split_documents`);
 the validation documents are only used to pick the epoch (MAP under the
 64-candidate protocol).
 
-Config keys (defaults = the CPU recipe; ``configs/passages/cdv-full.json`` has the paper's):
-
-``valid_fraction`` 0.2, ``seed`` 13, ``min_passages`` 2, ``encoder`` "minilm",
-``feature_cache`` (default ``$MEDRANK_CACHE/passages/sentence-features``),
-``use_glove`` true, ``use_minilm`` true, ``label_encoder`` "minilm" (or "glove": IDF-weighted GloVe
-averages of names and headings), ``label_features`` false (true: append each sentence's encoding by the
-label encoder to its features), ``max_tokens`` 96, ``max_length`` 128, ``label_dim`` 128,
-``lstm_hidden`` 512, ``discourse_dim`` 256, ``dropout`` 0.2, ``input_dropout`` 0.1,
-``input_projection`` 0 (>0: tanh projection of the sentence features before the BiLSTM),
-``epochs`` 15, ``lr`` 1e-3, ``gamma`` 0.975 (per epoch), ``batch_docs`` 16,
-``max_sentences`` 396, ``huber_delta`` 1.0, ``target_scale`` 1.0,
-``aspect_loss_weight`` 1.0, ``entity_description_sentences`` 0, ``threads``.
+The recipe (keys, defaults, the CPU and the paper's setting) is :class:`~.config.CDVConfig`.
 """
 
 from __future__ import annotations
@@ -35,6 +24,7 @@ import torch
 
 from medrank.data.medquad import PassageCorpus, corpus_from_documents, load_medquad_documents, split_documents
 from medrank.pipelines.passages.artefacts import CDV_MODEL_MARKER
+from medrank.pipelines.passages.config import CDVConfig, start_run
 from medrank.pipelines.passages.features import SentenceFeaturizer
 from medrank.pipelines.passages.index import CDVIndex
 from medrank.pipelines.passages.losses import PseudoHuberLoss
@@ -44,37 +34,8 @@ from medrank.records import Document
 
 log = logging.getLogger(__name__)
 
-DEFAULTS: dict[str, Any] = {
-    "valid_fraction": 0.2,
-    "seed": 13,
-    "min_passages": 2,
-    "encoder": "minilm",
-    "feature_cache": None,
-    "use_glove": True,
-    "use_minilm": True,
-    "label_encoder": "minilm",
-    "label_features": False,
-    "max_tokens": 96,
-    "max_length": 128,
-    "label_dim": 128,
-    "lstm_hidden": 512,
-    "discourse_dim": 256,
-    "dropout": 0.2,
-    "input_dropout": 0.1,
-    "input_projection": 0,
-    "epochs": 15,
-    "lr": 1e-3,
-    "gamma": 0.975,
-    "batch_docs": 16,
-    "max_sentences": 396,
-    "huber_delta": 1.0,
-    "target_scale": 1.0,
-    "aspect_loss_weight": 1.0,
-    "entity_description_sentences": 0,
-    "projection_sample": 30000,
-    "max_steps_per_epoch": None,
-    "threads": None,
-}
+#: every recipe key with its default (a saved run's ``train_config`` is read over these)
+DEFAULTS: dict[str, Any] = CDVConfig().to_dict()
 
 
 def make_featurizer(cfg: dict[str, Any]) -> SentenceFeaturizer:
@@ -213,6 +174,10 @@ class DocumentBatches:
             "aspect_mask": torch.from_numpy(amask),
         }
 
+    def __len__(self) -> int:
+        """Batches per epoch (a document longer than ``max_sentences`` still makes one window)."""
+        return -(-(len(self.doc_offsets) - 1) // self.batch_docs)
+
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:  # pragma: no cover - convenience
         return iter(self(0))
 
@@ -238,32 +203,16 @@ def load_split(cfg: dict[str, Any]) -> tuple[list[Document], list[Document]]:
     return split_documents(docs, cfg["valid_fraction"], cfg["seed"])
 
 
-def start_run(config: dict[str, Any], defaults: dict[str, Any], what: str, output_dir: Path, resume: bool) -> dict[str, Any]:
-    """The shared start of the passage trainers: defaults merged and checked (keys and types), threads and
-    seed set, the run folder's config checked against its checkpoints (:func:`~medrank.training.check_run_config`)."""
-    from medrank.config import check_config_types, seed_everything, set_run_threads
-    from medrank.training import check_run_config
-
-    cfg = {**defaults, **{k: v for k, v in config.items() if k != "task"}}
-    unknown = set(cfg) - set(defaults) - {"data_root", "output_dir", "description"}
-    if unknown:
-        raise ValueError(f"unknown {what} keys: {sorted(unknown)}")
-    check_config_types(cfg, defaults, what)
-    set_run_threads(cfg["threads"])
-    seed_everything(cfg["seed"])
-    check_run_config(output_dir, cfg, resume)
-    return cfg
-
-
 def train_cdv(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
     """Train CDV on the training documents; returns a summary (best epoch, validation metrics, timings)."""
     from medrank.pipelines.passages.baselines import CDVRanker
     from medrank.pipelines.passages.protocol import build_candidates, evaluate_reranker
-    from medrank.training import Trainer
+    from medrank.training import Trainer, recipe_settings
     from medrank.utils.io import atomic_dir, atomic_write_json
 
     output_dir = Path(output_dir)
-    cfg = start_run(config, DEFAULTS, "cdv config", output_dir, resume)
+    recipe = start_run(CDVConfig, config, output_dir, resume)
+    cfg = recipe.to_dict()
     t_start = time.perf_counter()
 
     train_docs, valid_docs = load_split(cfg)
@@ -289,7 +238,7 @@ def train_cdv(config: dict[str, Any], output_dir: Path, resume: bool = True) -> 
         input_dropout=cfg["input_dropout"],
         input_projection=cfg["input_projection"],
     )
-    batches = DocumentBatches(train_x, targets, train_table.doc_offsets, cfg["batch_docs"], cfg["max_sentences"], cfg["seed"])
+    batches = DocumentBatches(train_x, targets, train_table.doc_offsets, cfg["batch_size"], cfg["max_sentences"], cfg["seed"])
     candidates = build_candidates(valid, seed=cfg["seed"])
 
     def evaluate_epoch(epoch: int) -> dict[str, float]:
@@ -301,14 +250,12 @@ def train_cdv(config: dict[str, Any], output_dir: Path, resume: bool = True) -> 
         CDVLoss(model, cfg["huber_delta"], cfg["target_scale"], cfg["aspect_loss_weight"]),
         batches,
         output_dir,
-        epochs=cfg["epochs"],
+        **recipe_settings(recipe),
         optimizer=torch.optim.Adam(model.parameters(), lr=cfg["lr"]),
-        scheduler="exponential",
         gamma=cfg["gamma"],
-        max_steps_per_epoch=cfg["max_steps_per_epoch"],
+        steps_per_epoch=len(batches),
         evaluate=evaluate_epoch,
         select_metric="MAP",
-        seed=cfg["seed"],
     )
     state = trainer.fit(resume=resume)
     best = state.best_epoch or state.epoch

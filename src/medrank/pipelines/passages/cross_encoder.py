@@ -5,10 +5,7 @@ a fresh 1-output head) and trained on the self-supervised (entity; aspect) →
 passage groups of :mod:`medrank.pipelines.passages.pairs` with the listwise
 softmax loss (task ``passage-cross-encoder``).
 
-Config keys: ``base`` "minilm", ``max_length`` 128, ``group_size`` 8,
-``queries_per_batch`` 4, ``epochs`` 1, ``lr`` 3e-5, ``max_steps_per_epoch``
-(CPU recipe cap), ``seed`` 13, ``valid_fraction`` 0.2, ``min_passages`` 2,
-``threads``.
+The recipe (keys and defaults) is :class:`~.config.PassageCrossEncoderConfig`.
 """
 
 from __future__ import annotations
@@ -30,20 +27,6 @@ from medrank.pipelines.passages.pairs import TrainingGroup, query_text, training
 from medrank.pipelines.passages.protocol import query_fields
 from medrank.records import Query
 from medrank.utils.hf import quiet_weight_loading
-
-DEFAULTS: dict[str, Any] = {
-    "base": "minilm",
-    "max_length": 128,
-    "group_size": 8,
-    "queries_per_batch": 4,
-    "epochs": 1,
-    "lr": 3e-5,
-    "max_steps_per_epoch": None,
-    "seed": 13,
-    "valid_fraction": 0.2,
-    "min_passages": 2,
-    "threads": None,
-}
 
 
 class CrossEncoderScorer:
@@ -144,12 +127,14 @@ class GroupBatches:
 
 
 def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    from medrank.pipelines.passages.cdv import load_split, start_run
-    from medrank.training import Trainer
+    from medrank.pipelines.passages.cdv import load_split
+    from medrank.pipelines.passages.config import PassageCrossEncoderConfig, start_run
+    from medrank.training import Trainer, recipe_settings
     from medrank.utils.io import atomic_dir, atomic_write_json
 
     output_dir = Path(output_dir)
-    cfg = start_run(config, DEFAULTS, "passage-cross-encoder config", output_dir, resume)
+    recipe = start_run(PassageCrossEncoderConfig, config, output_dir, resume)
+    cfg = recipe.to_dict()
     t0 = time.perf_counter()
     train_docs, _ = load_split(cfg)
     groups = training_groups(corpus_from_documents(train_docs, "medquad:train"), cfg["group_size"], cfg["seed"])
@@ -163,11 +148,8 @@ def train_cross_encoder(config: dict[str, Any], output_dir: Path, resume: bool =
         ps = [p for grp in batch for p in grp.passages]
         return loss(scorer.logits(scorer.features(qs, ps)).view(len(batch), g))
 
-    batches = GroupBatches(groups, cfg["queries_per_batch"], cfg["seed"])
-    trainer = Trainer(
-        model, loss_fn, batches, output_dir, epochs=cfg["epochs"], lr=cfg["lr"], scheduler="linear",
-        steps_per_epoch=len(batches(0)), max_steps_per_epoch=cfg["max_steps_per_epoch"], seed=cfg["seed"],
-    )
+    batches = GroupBatches(groups, cfg["batch_size"], cfg["seed"])
+    trainer = Trainer(model, loss_fn, batches, output_dir, **recipe_settings(recipe), steps_per_epoch=len(batches(0)))
     state = trainer.fit(resume=resume)
     model.eval()
     with atomic_dir(output_dir / "model") as tmp:

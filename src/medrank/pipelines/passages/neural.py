@@ -12,10 +12,7 @@ Both train on the same self-supervised (entity; aspect) → passage groups as
 the cross-encoder, with the listwise softmax loss (tasks ``passage-dssm`` and
 ``passage-knrm``). Passages are cut to their first ``max_passage_words`` words.
 
-Config keys: ``model`` (dssm | knrm), ``epochs`` 4, ``lr`` 1e-3,
-``group_size`` 8, ``queries_per_batch`` 32, ``max_passage_words`` 200,
-``buckets`` 30000 (DSSM trigram hash size), ``seed`` 13, ``valid_fraction``,
-``min_passages``, ``threads``.
+The recipe (keys and defaults) is :class:`~.config.NeuralRerankerConfig`.
 """
 
 from __future__ import annotations
@@ -37,21 +34,6 @@ from medrank.pipelines.passages.losses import ListwiseSoftmaxLoss
 from medrank.pipelines.passages.pairs import TrainingGroup, query_text, training_groups
 from medrank.pipelines.passages.protocol import query_fields
 from medrank.records import Query
-
-DEFAULTS: dict[str, Any] = {
-    "model": "dssm",
-    "epochs": 4,
-    "lr": 1e-3,
-    "group_size": 8,
-    "queries_per_batch": 32,
-    "max_passage_words": 200,
-    "buckets": 30000,
-    "seed": 13,
-    "valid_fraction": 0.2,
-    "min_passages": 2,
-    "max_steps_per_epoch": None,
-    "threads": None,
-}
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -198,15 +180,15 @@ def load_neural_ranker(run_dir: str | Path, corpus: PassageCorpus) -> NeuralRank
 
 
 def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:
-    from medrank.pipelines.passages.cdv import load_split, start_run
+    from medrank.pipelines.passages.cdv import load_split
+    from medrank.pipelines.passages.config import NeuralRerankerConfig, start_run
     from medrank.pipelines.passages.cross_encoder import GroupBatches
-    from medrank.training import Trainer
+    from medrank.training import Trainer, recipe_settings
     from medrank.utils.io import atomic_dir, atomic_write_json
 
-    if config.get("model", DEFAULTS["model"]) not in ("dssm", "knrm"):
-        raise ValueError(f"model must be dssm or knrm, got {config.get('model')!r}")
     output_dir = Path(output_dir)
-    cfg = start_run(config, DEFAULTS, "neural re-ranker config", output_dir, resume)
+    recipe = start_run(NeuralRerankerConfig, config, output_dir, resume)
+    cfg = recipe.to_dict()
     t0 = time.perf_counter()
     train_docs, _ = load_split(cfg)
     train = corpus_from_documents(train_docs, "medquad:train")
@@ -225,10 +207,10 @@ def train_neural(config: dict[str, Any], output_dir: Path, resume: bool = True) 
         ps = [p for grp in batch for p in grp.passages]
         return loss(model.score(qs, ps, limit).view(len(batch), g))
 
-    batches = GroupBatches(groups, cfg["queries_per_batch"], cfg["seed"])
+    batches = GroupBatches(groups, cfg["batch_size"], cfg["seed"])
     trainer = Trainer(
-        model, loss_fn, batches, output_dir, epochs=cfg["epochs"], lr=cfg["lr"], weight_decay=0.0,
-        scheduler="constant", max_steps_per_epoch=cfg["max_steps_per_epoch"], seed=cfg["seed"],
+        model, loss_fn, batches, output_dir, **recipe_settings(recipe), weight_decay=0.0,
+        steps_per_epoch=len(batches(0)),
     )
     state = trainer.fit(resume=resume)
     with atomic_dir(output_dir / "model") as tmp:
