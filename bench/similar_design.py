@@ -27,8 +27,9 @@ import torch
 
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.data.questions import unique_questions
+from medrank.pipelines.similar.config import resolve_config
 from medrank.pipelines.similar.evaluation import PAIR_METRICS, metric_subset, pair_metrics
-from medrank.pipelines.similar.experiment import build_matcher, prepare_data, resolve_config
+from medrank.pipelines.similar.experiment import build_matcher, prepare_data
 from medrank.pipelines.similar.losses import PairCrossEntropyLoss
 from medrank.pipelines.similar.text import QuestionTokenizer, TokenizerSpec
 from medrank.pipelines.similar.training import EpochBatches

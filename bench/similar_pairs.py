@@ -26,8 +26,9 @@ import yaml
 from medrank.config import data_root, set_threads
 from medrank.data.questions import unique_questions, write_pairs_jsonl
 from medrank.metrics import to_markdown_table
+from medrank.pipelines.similar.config import resolve_config
 from medrank.pipelines.similar.evaluation import PAIR_METRICS
-from medrank.pipelines.similar.experiment import prepare_data, resolve_config, run_experiment
+from medrank.pipelines.similar.experiment import prepare_data, run_experiment
 from medrank.pipelines.similar.pairs import PairGenerationConfig, generate_pairs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,8 +32,9 @@ import yaml
 
 from medrank.config import data_root, set_threads
 from medrank.metrics import to_markdown_table
+from medrank.pipelines.similar.config import resolve_config
 from medrank.pipelines.similar.evaluation import PAIR_METRICS
-from medrank.pipelines.similar.experiment import display_name, resolve_config, run_experiment
+from medrank.pipelines.similar.experiment import display_name, run_experiment
 from medrank.pipelines.similar.matchers import NEURAL_ARCHS
 
 ROOT = Path(__file__).resolve().parents[1]

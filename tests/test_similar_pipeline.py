@@ -11,8 +11,9 @@ import torch
 from typer.testing import CliRunner
 
 from medrank.data.questions import QuestionPair
+from medrank.pipelines.similar.config import resolve_config
 from medrank.pipelines.similar.evaluation import pair_metrics
-from medrank.pipelines.similar.experiment import resolve_config, run_experiment
+from medrank.pipelines.similar.experiment import run_experiment
 from medrank.pipelines.similar.matchers import CrossEncoderMatcher, NeuralMatcher, load_matcher
 from medrank.pipelines.similar.pairs import PairGenerationConfig, generate_pairs
 from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher

@@ -1,25 +1,18 @@
 """One configured experiment: data split → word2vec → matcher → (transfer) → training → summary.
 
 This is what ``medrank train configs/similar/*.yaml`` runs (task ``similar``)
-and what the benchmark scripts call. Config keys (defaults in
-:data:`DEFAULTS`)::
+and what the benchmark scripts call. The settings, their defaults and the file's
+layout are :class:`~.config.SimilarConfig`; an example::
 
     task: similar
-    dataset: chip-sts              # chip-sts | kuake-qqr | medical-question-pairs | rqe
-    model: stmt                    # stmt | stmt-self | stmt-inter | bilstm | transformer | esim
-                                   # | lr-tfidf | lr-w2v | cross-encoder
+    dataset: chip-sts
+    model: stmt
     seed: 13
-    split: {valid_fraction: 0.2, seed: 13}
-    tokenizer: {zh_mode: char}     # Chinese characters (default) or jieba words
-    max_len: 64                    # tokens per question
-    word2vec: {dim: 100, window: 5, epochs: 20, extra_datasets: [kuake-qqr]}
-    arch: {layers: 6, heads: 10, dim: 100, ff_dim: 200, hidden: 100, dropout: 0.1, head_features: concat}
-    transfer: {enabled: false, loss: am-softmax, margin: 0.35, scale: 20, datasets: [kuake-qqr], epochs: 10, lr: 0.001}
-    train: {epochs: 20, batch_size: 64, lr: 0.001, scheduler: exponential, gamma: 0.9, patience: 4,
+    word2vec: {dim: 100, window: 5, epochs: 20}
+    arch: {layers: 6, heads: 10, ff_dim: 200, hidden: 100, dropout: 0.1, head_features: concat-diff-prod}
+    transfer: {enabled: true, loss: am-softmax, margin: 0.35, scale: 20, epochs: 4, lr: 0.001}
+    train: {epochs: 8, batch_size: 64, lr: 0.001, scheduler: linear, warmup_ratio: 0.1, patience: 3,
             time_budget_minutes: 60}    # the budget covers data preparation, pre-training and training
-    cross_encoder: {model: e5-small, max_length: 64}
-    extra_train_pairs: null        # a JSON-lines pair file (e.g. from `medrank make-pairs`) added to training
-    use_labelled_train: true       # false: train on extra_train_pairs only (validation is still the labelled split)
 
 Data hygiene: the validation side is carved from the visible file with
 :func:`medrank.data.questions.split_pairs` (no question text on both sides);
@@ -29,15 +22,13 @@ question that appears on the validation side.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from medrank.config import check_config_types, seed_everything
+from medrank.config import seed_everything, set_run_threads
 from medrank.data.questions import (
-    PAIR_DATASETS,
     QuestionPair,
     dataset_language,
     load_pairs_jsonl,
@@ -46,9 +37,8 @@ from medrank.data.questions import (
     split_pairs,
     unique_questions,
 )
+from medrank.pipelines.similar.config import resolve_config
 from medrank.pipelines.similar.matchers import (
-    MODEL_KINDS,
-    NEURAL_ARCHS,
     CrossEncoderMatcher,
     LinearMatcher,
     NeuralMatcher,
@@ -61,76 +51,6 @@ from medrank.training import check_run_config
 from medrank.utils.io import atomic_write_json
 
 log = logging.getLogger(__name__)
-
-SAME_LANGUAGE = {"zh": ["chip-sts", "kuake-qqr"], "en": ["medical-question-pairs", "rqe"]}
-
-DEFAULTS: dict[str, Any] = {
-    "task": "similar",
-    "dataset": "chip-sts",
-    "model": "stmt",
-    "name": None,
-    "seed": 13,
-    "data": None,
-    "split": {"valid_fraction": 0.2, "seed": 13},
-    "tokenizer": {"zh_mode": "char"},
-    "max_len": 64,
-    "word2vec": {"dim": 100, "window": 5, "epochs": 20, "min_count": 1, "negative": 5, "extra_datasets": None},
-    "arch": {},
-    "transfer": {
-        "enabled": False, "loss": "am-softmax", "margin": 0.35, "scale": 20.0, "datasets": None,
-        "epochs": 10, "batch_size": 64, "lr": 0.001, "gamma": 0.9, "time_budget_minutes": 30,
-    },
-    "train": {
-        "epochs": 20, "batch_size": 64, "lr": 0.001, "weight_decay": 0.0, "scheduler": "exponential",
-        "gamma": 0.9, "warmup_ratio": 0.1, "patience": 4, "time_budget_minutes": 60,
-        "max_steps_per_epoch": None, "threshold": 0.5, "max_grad_norm": 5.0,
-        "eval_reserve_minutes": 0, "eval_untrained": True,
-    },
-    "cross_encoder": {"model": None, "max_length": 64},
-    "tfidf": {"ngram": None},
-    "extra_train_pairs": None,
-    "use_labelled_train": True,
-    "output_dir": None,
-}
-
-
-def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Defaults merged with ``config`` (one level deep), validated."""
-    unknown = set(config) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown config keys {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-    check_config_types(config, DEFAULTS, "similar config")
-    cfg = copy.deepcopy(DEFAULTS)
-    for key, value in config.items():
-        if isinstance(cfg.get(key), dict) and key != "arch":
-            if not isinstance(value, dict):
-                raise ValueError(f"config key {key!r} must be a mapping, got {type(value).__name__}")
-            bad = set(value) - set(cfg[key])
-            if bad:
-                raise ValueError(f"unknown keys {sorted(bad)} under {key!r}; known: {sorted(cfg[key])}")
-            cfg[key].update(value)
-        else:
-            cfg[key] = copy.deepcopy(value)
-    if cfg["dataset"] not in PAIR_DATASETS:
-        raise ValueError(f"dataset must be one of {sorted(PAIR_DATASETS)}, got {cfg['dataset']!r}")
-    if cfg["model"] not in MODEL_KINDS:
-        raise ValueError(f"model must be one of {MODEL_KINDS}, got {cfg['model']!r}")
-    language = dataset_language(cfg["dataset"])
-    others = [d for d in SAME_LANGUAGE[language] if d != cfg["dataset"]]
-    if cfg["word2vec"]["extra_datasets"] is None:
-        cfg["word2vec"]["extra_datasets"] = others
-    if cfg["transfer"]["datasets"] is None:
-        cfg["transfer"]["datasets"] = others
-    if cfg["cross_encoder"]["model"] is None:
-        cfg["cross_encoder"]["model"] = "e5-small" if language == "zh" else "minilm"
-    if cfg["tfidf"]["ngram"] is None:
-        cfg["tfidf"]["ngram"] = [1, 2]
-    if not cfg["use_labelled_train"] and not cfg["extra_train_pairs"]:
-        raise ValueError("use_labelled_train: false needs extra_train_pairs")
-    if cfg["transfer"]["enabled"] and cfg["model"] not in NEURAL_ARCHS:
-        raise ValueError(f"transfer pre-training needs a neural encoder ({NEURAL_ARCHS}), not {cfg['model']!r}")
-    return cfg
-
 
 def display_name(cfg: dict[str, Any]) -> str:
     if cfg.get("name"):
@@ -220,6 +140,8 @@ def run_experiment(config: dict[str, Any], output_dir: str | Path, resume: bool 
     cfg = resolve_config(config)
     output_dir = Path(output_dir)
     check_run_config(output_dir, cfg, resume)
+    if cfg["threads"] is not None:
+        set_run_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     t0 = time.perf_counter()
     data = prepare_data(cfg)
