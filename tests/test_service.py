@@ -13,25 +13,28 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from medrank.index import BM25Index, DenseIndex, HybridIndex  # noqa: E402
+from medrank.pipelines.history.question_bank import FIRST_STAGE, NextQuestionRanker, QuestionBank  # noqa: E402
 from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher  # noqa: E402
 from medrank.records import Concept  # noqa: E402
-from medrank.service.app import _printable, create_app  # noqa: E402
-from medrank.service.backends import KBInfo, KnowledgeBase  # noqa: E402
-from medrank.service.pipelines import (  # noqa: E402
-    FIRST_STAGE,
+from medrank.service.adapters import (  # noqa: E402
     BM25PassageService,
     NextQuestionService,
     NormalizeService,
-    QuestionBank,
     Services,
     SimilarSearcher,
     SimilarService,
     SymptomService,
     detect_language,
 )
+from medrank.service.app import _printable, create_app  # noqa: E402
+from medrank.service.backends import KBInfo, KnowledgeBase  # noqa: E402
 from medrank.service.settings import ServiceSettings  # noqa: E402
 
 SECRET = "headache fever zebra-7731"
+
+
+def _next_questions(*args, **kwargs) -> NextQuestionService:
+    return NextQuestionService(NextQuestionRanker(*args, **kwargs))
 
 
 def _kb(name: str, language: str, concepts: list[Concept], encoder) -> KnowledgeBase:
@@ -77,7 +80,7 @@ def _build_services(tiny_encoder) -> Services:
                                 {"en": "tiny-en", "zh": "tiny-zh"}),
         normalize=NormalizeService(_kb("procedures", "zh", procedures, tiny_encoder)),
         passages=BM25PassageService.build(passages, tiny_encoder, "test"),
-        next_questions=NextQuestionService({"en": QuestionBank("en", bank_ids, bank_texts, bank_index, "hybrid", "test")},
+        next_questions=_next_questions({"en": QuestionBank("en", bank_ids, bank_texts, bank_index, "hybrid", "test")},
                                            {"en": tiny_encoder}),
         similar=SimilarService({"en": SimilarSearcher(similar_en, "BM25 only", False, "BM25 top-20", "test",
                                                       {"what causes headache": {"answer": "Tension, mostly.", "url": "https://example.org/h"},
@@ -390,7 +393,7 @@ def test_next_questions_with_a_reranker(services):
 
     rr = ReverseAlphabetical()
     old = services.next_questions
-    services.next_questions = NextQuestionService(old.banks, old.encoders, "fake re-ranker", True, reranker=rr)
+    services.next_questions = _next_questions(old.ranker.banks, old.ranker.encoders, "fake re-ranker", True, reranker=rr)
     r = _client(services).post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "headache"}], "k": 2})
     body = r.json()
     assert body["trained"] is True and body["model"] == "fake re-ranker"
@@ -401,7 +404,7 @@ def test_next_questions_with_a_reranker(services):
 def test_normalize_with_a_trained_normalizer(services):
     from types import SimpleNamespace
 
-    from medrank.service.pipelines import TrainedNormalizeService
+    from medrank.service.adapters import TrainedNormalizeService
 
     class FakeNormalizer:  # issue 4's ProcedureNormalizer.normalize_one(text) -> Prediction
         def normalize_one(self, text):
@@ -450,7 +453,7 @@ class _TableEncoder:
 
 
 def test_distinct_questions_drops_rephrasings_of_better_and_asked_questions():
-    from medrank.service.pipelines import distinct_questions
+    from medrank.pipelines.history.question_bank import distinct_questions
     from medrank.utils.vectors import unit_rows as _unit
 
     texts = ["Have you had a fever?", "Do you have any fever?", "Any chest pain?", "Any pain in the chest?", "Do you smoke?"]
@@ -488,24 +491,24 @@ def test_a_centred_bank_compares_questions_around_its_mean():
 
 
 def test_next_questions_from_the_bank_are_distinct(services):
-    bank = services.next_questions.banks["en"]
+    bank = services.next_questions.ranker.banks["en"]
     texts = list(bank.texts.values())  # fever, headache, chest pain, cough
     enc = _TableEncoder({texts[0]: [1, 0, 0, 0], texts[1]: [0.95, 0.2, 0, 0], texts[2]: [0, 0, 1, 0], texts[3]: [0, 0, 0, 1],
                          "Is it hot?": [0, 0, 0.1, 0.99]})
     with pytest.raises(ValueError, match="cosine in"):
-        NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": 1.5})
+        _next_questions({"en": bank}, {"en": enc}, distinct={"en": 1.5})
     with pytest.raises(ValueError, match="no question bank"):
-        NextQuestionService({"en": bank}, {"en": enc}, distinct={"zh": 0.8})
+        _next_questions({"en": bank}, {"en": enc}, distinct={"zh": 0.8})
     with pytest.raises(ValueError, match="needs an encoder"):
-        NextQuestionService({"en": bank}, {}, distinct={"en": 0.8})
+        _next_questions({"en": bank}, {}, distinct={"en": 0.8})
     with pytest.raises(ValueError, match="cosine in"):
-        NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": True})
+        _next_questions({"en": bank}, {"en": enc}, distinct={"en": True})
     wide = QuestionBank("en", bank.ids, [bank.texts[i] for i in bank.ids], bank.index, "hybrid", "test",
                         vectors=np.ones((len(bank.ids), 3), np.float32))
     with pytest.raises(ValueError, match="same encoder"):
-        NextQuestionService({"en": wide}, {"en": enc}, distinct={"en": 0.8})
-    assert NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": np.float32(0.8)}).distinct == {"en": pytest.approx(0.8)}
-    services.next_questions = NextQuestionService({"en": bank}, {"en": enc}, distinct={"en": 0.8})
+        _next_questions({"en": wide}, {"en": enc}, distinct={"en": 0.8})
+    assert _next_questions({"en": bank}, {"en": enc}, distinct={"en": np.float32(0.8)}).ranker.distinct == {"en": pytest.approx(0.8)}
+    services.next_questions = _next_questions({"en": bank}, {"en": enc}, distinct={"en": 0.8})
     stored = QuestionBank("en", bank.ids, [bank.texts[i] for i in bank.ids], bank.index, "hybrid", "test",
                           vectors=enc.encode([bank.texts[i] for i in bank.ids]))
     enc.calls.clear()
@@ -516,7 +519,7 @@ def test_next_questions_from_the_bank_are_distinct(services):
     assert "rephrasings dropped (cosine >= 0.80 of table vectors)" in body["retrieval"]
     assert texts[3] not in got  # rephrases the doctor's "Is it hot?"
     assert len(got) == 2 and texts[2] in got and (texts[0] in got) != (texts[1] in got)  # one of the two fever questions
-    services.next_questions = NextQuestionService({"en": stored}, {"en": enc}, distinct={"en": 0.8})
+    services.next_questions = _next_questions({"en": stored}, {"en": enc}, distinct={"en": 0.8})
     enc.calls.clear()
     again = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
     assert [q["text"] for q in again["results"]] == got and enc.calls == [("passage", ["Is it hot?"])]
@@ -528,11 +531,11 @@ def test_next_questions_from_the_bank_are_distinct(services):
         def score(self, dialogue, questions):
             return [2.0 if q == texts[1] else 1.0 for q in questions]
 
-    services.next_questions = NextQuestionService({"en": stored}, {"en": enc}, "fake re-ranker", True, reranker=PreferHeadache(),
+    services.next_questions = _next_questions({"en": stored}, {"en": enc}, "fake re-ranker", True, reranker=PreferHeadache(),
                                                   distinct={"en": 0.8})
     reranked = [q["text"] for q in _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()["results"]]
     assert reranked[0] == texts[1] and texts[0] not in reranked and texts[3] not in reranked and len(reranked) == 2
-    services.next_questions = NextQuestionService({"en": bank}, {"en": enc})  # no threshold: every question
+    services.next_questions = _next_questions({"en": bank}, {"en": enc})  # no threshold: every question
     body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
     assert len(body["results"]) == 4 and "rephrasings" not in body["retrieval"]
 
@@ -540,7 +543,7 @@ def test_next_questions_from_the_bank_are_distinct(services):
 def test_next_questions_compare_centred_vectors_for_e5_small(services):
     # e5-small-like vectors: one large shared component, so every raw cosine is above 0.9 and only centred ones tell
     # questions apart; the doctor's turn must be centred on the bank's mean too, or nothing would survive
-    bank = services.next_questions.banks["en"]
+    bank = services.next_questions.ranker.banks["en"]
     texts = [bank.texts[i] for i in bank.ids]  # fever, headache, chest pain, cough
     common = [10.0, 0, 0, 0, 0]
     table = {texts[0]: [0, 1, 0, 0, 0], texts[1]: [0, 0, 1, 0, 0], texts[2]: [0, 0, 0, 1, 0], texts[3]: [0, 0, 0, 0, 1],
@@ -549,11 +552,31 @@ def test_next_questions_compare_centred_vectors_for_e5_small(services):
     enc.name = "e5-small"
     raw_bank = QuestionBank("en", bank.ids, texts, bank.index, "hybrid", "test", vectors=enc.encode(texts))
     with pytest.raises(ValueError, match="centred on the bank"):
-        NextQuestionService({"en": raw_bank}, {"en": enc}, distinct={"en": 0.45})
+        _next_questions({"en": raw_bank}, {"en": enc}, distinct={"en": 0.45})
     centred = QuestionBank("en", bank.ids, texts, bank.index, "hybrid", "test", vectors=enc.encode(texts), centre=True)
-    services.next_questions = NextQuestionService({"en": centred}, {"en": enc}, distinct={"en": 0.45})
+    services.next_questions = _next_questions({"en": centred}, {"en": enc}, distinct={"en": 0.45})
     dialogue = [{"speaker": "patient", "text": "headache"}, {"speaker": "doctor", "text": "Do you cough?"},
                 {"speaker": "patient", "text": "no"}]
     body = _client(services).post("/next-questions", json={"dialogue": dialogue, "k": 5}).json()
     assert sorted(q["text"] for q in body["results"]) == sorted(texts[:3])  # only the cough question is a repeat
     assert "bank-centred e5-small vectors" in body["retrieval"]
+
+
+def test_symptoms_with_a_trained_run_apply_its_calibrated_beta(services):
+    """A trained symptom run is served through SymptomDetector.detect: terms under its β are not returned."""
+    from medrank.pipelines.symptom.inference import SymptomDetector
+    from medrank.service.backends import DetectorBackend
+
+    kb = services.symptoms.kbs["tiny-zh"]
+    retriever = kb.backend.retriever
+    raw = retriever.search(["头痛"], k=3)[0]
+    beta = float(raw.scores[0])  # only the best term reaches it
+    trained = KnowledgeBase(dataclasses.replace(kb.info, trained=True), list(kb.concepts.values()),
+                            DetectorBackend(SymptomDetector(retriever, beta=beta)))
+    services.symptoms = SymptomService({"tiny-zh": trained}, {"zh": "tiny-zh"})
+    body = _client(services).post("/symptoms", json={"query": "头痛", "k": 3}).json()
+    assert body["trained"] is True
+    assert [r["id"] for r in body["results"]] == [i for i, s in zip(raw.ids, raw.scores, strict=True) if s >= beta]
+    assert len(body["results"]) < 3
+    desc = services.symptoms.info().details["knowledge_bases"]["tiny-zh"]
+    assert desc["beta"] == pytest.approx(beta) and desc["backend"] == "trained-detector"

@@ -1,4 +1,4 @@
-"""The FastAPI app: JSON endpoints over :class:`~medrank.service.pipelines.Services` and the web page at ``/``.
+"""The FastAPI app: JSON endpoints over :class:`~medrank.service.adapters.Services` and the web page at ``/``.
 
 Safety defaults:
 
@@ -36,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from medrank.service import schemas as S
-from medrank.service.pipelines import Services, UnavailableError
+from medrank.service.adapters import Services, UnavailableError
 from medrank.service.settings import ServiceSettings
 
 access_log = logging.getLogger("medrank.service.access")

@@ -74,6 +74,23 @@ class IndexBackend:
         return [list(zip(r.ids, r.scores, strict=True)) for r in self.retriever.search(list(texts), k=k)]
 
 
+class DetectorBackend:
+    """A trained symptom run (:class:`~medrank.pipelines.symptom.inference.SymptomDetector`): its retriever's top-k,
+    keeping only the terms that score at least its calibrated threshold β when the run has one."""
+
+    kind = "trained-detector"
+
+    def __init__(self, detector: Any) -> None:
+        self.detector = detector
+
+    def __len__(self) -> int:
+        return len(self.detector.retriever.index)
+
+    def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        rankings = self.detector.detect(list(texts), k=k, threshold=self.detector.beta is not None)
+        return [list(zip(r.ids, r.scores, strict=True)) for r in rankings]
+
+
 class StoreBackend:
     """A ``medrank.store`` store: entries are names/synonyms, hits collapse to their concept (best entry)."""
 
@@ -164,8 +181,11 @@ class KnowledgeBase:
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),
-                "backend": getattr(self.backend, "kind", type(self.backend).__name__)}
+        out = {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),
+               "backend": getattr(self.backend, "kind", type(self.backend).__name__)}
+        if isinstance(self.backend, DetectorBackend):
+            out["beta"] = self.backend.detector.beta
+        return out
 
     # -- persistence --------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str], fingerprint: str = "") -> None:

@@ -27,23 +27,28 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from rich.console import Console
 
 from medrank.encoders.base import Encoder
-from medrank.records import Concept
-from medrank.service.backends import IndexBackend, KBInfo, KnowledgeBase, StoreBackend
-from medrank.service.batching import BatchingEncoder, batch_queries
-from medrank.service.pipelines import (
+from medrank.loading import artefact_kind
+from medrank.loading import load as load_artefact
+from medrank.pipelines.history.question_bank import (
     DISTINCT_BY_ENCODER,
     FIRST_STAGE,
+    NextQuestionRanker,
+    QuestionBank,
+)
+from medrank.records import Concept
+from medrank.service.adapters import (
     BM25PassageService,
     CDVPassageService,
     NextQuestionService,
     NormalizeService,
-    QuestionBank,
     Services,
     SimilarSearcher,
     SimilarService,
     SymptomService,
     TrainedNormalizeService,
 )
+from medrank.service.backends import DetectorBackend, IndexBackend, KBInfo, KnowledgeBase, StoreBackend
+from medrank.service.batching import BatchingEncoder, batch_queries
 from medrank.service.settings import ServiceSettings
 from medrank.utils.io import atomic_dir
 
@@ -207,17 +212,24 @@ class Builder:
     def trained_symptom_kb(self) -> KnowledgeBase | None:
         """CHIP-CDN served by a trained Bi-HardNCE run (its ``index-vocab``) when one is found."""
         run = self.settings.model_path("symptoms-zh")
-        if run is None or not (run / "detector.json").exists():
+        if run is None or self._kind(run) != "symptom-detector":
             return None
-        from medrank.pipelines.symptom.inference import SymptomDetector
-
-        detector = self._timed(f"trained symptom model {run} loaded", lambda: SymptomDetector.load(run, "vocab"))
+        detector = self._timed(f"trained symptom model {run} loaded", lambda: load_artefact(run, candidates="vocab"))
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)
+        beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
         info = KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
                       "no licence stated (see the dataset README)", method="dense",
-                      model=f"Bi-HardNCE (trained run {run.name})", trained=True)
-        return KnowledgeBase(info, list(detector.retriever.concepts.values()), IndexBackend(detector.retriever))
+                      model=f"Bi-HardNCE (trained run {run.name}{beta})", trained=True)
+        return KnowledgeBase(info, list(detector.retriever.concepts.values()), DetectorBackend(detector))
+
+    @staticmethod
+    def _kind(run: Path) -> str | None:
+        """The artefact kind ``medrank.load`` sees in ``run`` (None when it holds no loadable artefact)."""
+        try:
+            return artefact_kind(run)
+        except (OSError, ValueError):
+            return None
 
     # -- pipelines ----------------------------------------------------------------------------------
     def symptoms(self) -> SymptomService | None:
@@ -233,13 +245,12 @@ class Builder:
 
     def normalize(self) -> NormalizeService | TrainedNormalizeService | None:
         run = self.settings.model_path("normalize")
-        if run is not None and (run / "normalizer.json").exists():
+        if run is not None and self._kind(run) == "procedure-normalizer":
             try:
                 from medrank.data.procedures import load_procedure_kb
-                from medrank.pipelines.procedures.normalizer import ProcedureNormalizer
 
                 norm = self._timed(f"procedure normaliser {run} loaded",
-                                   lambda: ProcedureNormalizer.load(run, data_root=self.settings.data_root))
+                                   lambda: load_artefact(run, data_root=self.settings.data_root))
                 if hasattr(norm, "warm_up"):  # encode every standard name now, not inside the first request
                     self._timed("procedure normaliser warmed up (standard names encoded)", norm.warm_up)
                 codes = {c.name: tuple(c.meta["codes"]) for c in load_procedure_kb(self.settings.data_root)}
@@ -252,14 +263,13 @@ class Builder:
         return NormalizeService(self.knowledge_base("procedures"))
 
     def passages(self) -> CDVPassageService | BM25PassageService:
-        from medrank.pipelines.passages.index import CDVIndex
-
         path = self.settings.model_path("passages")
-        if path is not None and (path / "manifest.json").exists():
-            index = self._timed(f"CDV passage index {path} loaded", lambda: CDVIndex.load(path))
+        kind = self._kind(path) if path is not None else None
+        if kind == "cdv-index":
+            index = self._timed(f"CDV passage index {path} loaded", lambda: load_artefact(path))
             return CDVPassageService(index, f"CDV (trained; index {path.name})", f"{index.n_sentences:,} sentences",
                                      self._passage_bm25(index, path))
-        if path is not None and ((path / "model" / "cdv.json").exists() or (path / "cdv.json").exists()):
+        if kind == "cdv-model":
             out = self.state / "passages-cdv"
             from medrank.encoders.transformer import folder_digest
 
@@ -268,14 +278,13 @@ class Builder:
             fp = self._fingerprint("cdv", folder_digest(model_dir), self.data_key)
             if not self._fresh(out, fp):
                 from medrank.data.medquad import load_passage_corpus
-                from medrank.pipelines.passages.cdv import TrainedCDV
 
                 self.say(f"encoding MedQuAD with the trained CDV run {path} — first start only")
                 corpus = load_passage_corpus(None, "all", self.settings.data_root)
-                index = TrainedCDV(path).build_index(list(corpus.documents), show_progress=self.show_progress)
+                index = load_artefact(path).build_index(list(corpus.documents), show_progress=self.show_progress)
                 index.save(out)
                 self._stamp(out, fp)
-            index = CDVIndex.load(out)
+            index = load_artefact(out)
             return CDVPassageService(index, f"CDV (trained run {path.name})", f"{index.n_sentences:,} sentences",
                                      self._passage_bm25(index, out))
         return self.bm25_passages()
@@ -336,15 +345,17 @@ class Builder:
         run = self.settings.model_path("next-questions")
         if run is not None:
             try:
-                from medrank.pipelines.history.evaluation import load_reranker
-
-                kind, reranker = self._timed(f"next-question re-ranker {run} loaded", lambda: load_reranker(run))
+                if self._kind(run) != "history-reranker":
+                    raise ValueError("no saved history re-ranker (global_reranker.json, history_cross_encoder.json "
+                                     "or history_bi_encoder.json)")
+                reranker = self._timed(f"next-question re-ranker {run} loaded", lambda: load_artefact(run))
             except (ImportError, FileNotFoundError, ValueError) as exc:
                 self.say(f"  next questions: no usable re-ranker in {run} ({exc}); serving the first stage")
             else:
-                return NextQuestionService(banks, encoders, f"{kind} re-ranker (trained run {run.name}) over first-stage top-30",
-                                           True, reranker=reranker, distinct=distinct)
-        return NextQuestionService(banks, encoders, FIRST_STAGE, False, distinct=distinct)
+                return NextQuestionService(NextQuestionRanker(
+                    banks, encoders, f"{type(reranker).__name__} re-ranker (trained run {run.name}) over first-stage top-30",
+                    True, reranker=reranker, distinct=distinct))
+        return NextQuestionService(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
 
     def _question_bank(self, lang: str, source: str, loader: Callable[[Any], list[str]]) -> QuestionBank:
         from medrank.index import BM25Index, DenseIndex, HybridIndex, load_index
@@ -376,7 +387,6 @@ class Builder:
             language_corpus,
             load_medquad_answers,
         )
-        from medrank.pipelines.similar.matchers import load_matcher
         from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
         from medrank.utils.io import atomic_write_text
 
@@ -397,11 +407,11 @@ class Builder:
                 self._stamp(out, fp)
             run = self.settings.model_path(f"similar-{lang}")
             matcher, model, trained = None, "BM25 only (zero-shot; no trained matcher found)", False
-            if run is not None and not ((run / "matcher" / "matcher.json").exists() or (run / "matcher.json").exists()):
+            if run is not None and self._kind(run) != "question-matcher":
                 self.say(f"  similar {lang}: {run} holds no finished matcher (matcher/matcher.json); serving BM25 only")
                 run = None
             if run is not None:
-                matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_matcher(run))
+                matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_artefact(run))
                 model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
             searchers[lang] = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
                                               sources[lang], read_answers(out / ANSWERS_FILE))
