@@ -24,7 +24,6 @@ from medrank.service.adapters import (  # noqa: E402
     SimilarSearcher,
     SimilarService,
     SymptomService,
-    detect_language,
 )
 from medrank.service.app import _printable, create_app  # noqa: E402
 from medrank.service.backends import KBInfo, KnowledgeBase  # noqa: E402
@@ -145,19 +144,18 @@ def test_store_dsn_is_logged_without_its_password():
     assert dsn_without_password("postgresql://bob:s3cr%40t@db:5432/kb?collection=a") == "postgresql://bob@db:5432/kb?collection=a"
 
 
-def test_language_detection():
-    assert detect_language("I have a headache") == "en"
-    assert detect_language("头痛两天") == "zh"
-    assert detect_language("CT检查后头痛") == "zh"
-    assert detect_language("fièvre et toux") == "en"  # Latin script: served by the English knowledge bases
-    for text in ("У меня болит голова", "😀😀", "38.5", "?!"):
-        assert detect_language(text) == "unknown", text
-
-
 def test_text_in_no_served_language_is_404_unless_forced(services):
     c = _client(services)
     r = c.post("/symptoms", json={"query": "У меня болит голова"})
-    assert r.status_code == 404 and "English and Chinese" in r.json()["detail"]
+    assert r.status_code == 404 and "English and Chinese" in r.json()["detail"] and "Russian" in r.json()["detail"]
+    french = c.post("/symptoms", json={"query": "J'ai mal à la tête et je me sens malade"})
+    assert french.status_code == 404 and "reads as French" in french.json()["detail"]
+    for path, body in [("/similar-questions", {"question": "J'ai de la fièvre depuis trois jours"}),
+                       ("/next-questions", {"dialogue": [{"speaker": "patient", "text": "j'ai de la fièvre depuis trois jours"}]})]:
+        r = c.post(path, json=body)
+        assert r.status_code == 404 and "French" in r.json()["detail"], path
+    japanese = c.post("/symptoms", json={"query": "頭がひどく痛くて吐き気がします"})  # Han characters, but Japanese
+    assert japanese.status_code == 404 and "Japanese" in japanese.json()["detail"]
     assert c.post("/similar-questions", json={"question": "😀😀"}).status_code == 404
     assert c.post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "38.5"}]}).status_code == 404
     assert c.post("/symptoms", json={"query": "У меня болит голова", "language": "en"}).status_code == 200
@@ -180,13 +178,41 @@ def test_symptoms_endpoint(services):
     assert c.post("/symptoms", json={"query": "fever", "kb": "nope"}).status_code == 404
 
 
+def test_normalize_refuses_text_without_chinese_characters(services):
+    c = _client(services)
+    for mention in ("hello world", "😀😀", "12345", "удаление желчного пузыря"):
+        r = c.post("/normalize", json={"mention": mention})
+        assert r.status_code == 404 and "Chinese" in r.json()["detail"], mention
+
+
+def test_zero_shot_normalize_reports_a_calibrated_confidence(services):
+    from medrank.service.calibration import TopHitCalibrator
+
+    kb = services.normalize.kb
+    names = ["乳腺切除术", "膝关节置换术"]
+    texts = ["乳腺切除", "左乳腺切除术", "膝关节置换", "右膝关节置换术", "乳房切除", "膝置换", "乳腺", "关节"] * 5
+    gold = [{"乳腺切除术"} if "乳" in t else {"膝关节置换术"} for t in texts]
+    gold[::7] = [{"other"}] * len(gold[::7])  # some top hits wrong, so both classes are seen
+
+    def rank(batch):
+        return [([h.id for h in hits], [h.score for h in hits]) for hits in kb.search(batch, 2)]
+
+    cal = TopHitCalibrator.fit(rank, texts, gold, "test", sample=40)
+    assert cal.fitted_on == 40 and 0 < cal.top1_accuracy < 1 and set(names) <= set(kb.concepts)
+    services.normalize = NormalizeService(kb, cal)
+    body = _client(services).post("/normalize", json={"mention": "乳腺切除", "k": 1}).json()
+    assert 0.0 <= body["confidence"] <= 1.0 and body["low_confidence"] == (body["confidence"] < 0.5)
+    assert body["predicted"] == [body["results"][0]["name"]] and len(body["results"]) == 1
+    assert TopHitCalibrator.from_dict(cal.to_dict()) == cal
+
+
 def test_normalize_endpoint(services):
     r = _client(services).post("/normalize", json={"mention": "乳腺切除", "k": 2})
     assert r.status_code == 200, r.text
     top = r.json()["results"][0]
     assert top["name"] == "乳腺切除术" and top["codes"] == ["85.4", "85.41"]
-    # the zero-shot form decides nothing and has no probability
-    assert r.json()["predicted"] is None and r.json()["confidence"] is None and r.json()["low_confidence"] is None
+    # the zero-shot form decides on its top name; without a calibrator it reports no probability
+    assert r.json()["predicted"] == ["乳腺切除术"] and r.json()["confidence"] is None and r.json()["low_confidence"] is None
 
 
 def test_passages_endpoint(services):

@@ -6,7 +6,6 @@ in tests) and are called from worker threads; they hold no per-request state.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,34 +18,22 @@ from medrank.index import BM25Index
 from medrank.index.topk import topk_stable
 from medrank.pipelines.history.question_bank import NextQuestionRanker, NoQuestionBankError
 from medrank.service.backends import KnowledgeBase
-
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
-
-
-def detect_language(text: str) -> str:
-    """``zh`` when CJK characters carry the text (one CJK character counts as three Latin letters), ``en`` when
-    Latin letters do, ``unknown`` otherwise (other scripts, or no letters at all: digits, emoji, punctuation)."""
-    cjk = len(_CJK.findall(text))
-    latin = len(_LATIN.findall(text))
-    if cjk and 3 * cjk >= latin:
-        return "zh"
-    other = sum(ch.isalpha() for ch in text) - cjk - latin  # Cyrillic, Greek, Arabic, kana, accented letters…
-    return "en" if latin and latin >= other else "unknown"
+from medrank.text import has_han, identify
 
 
 def resolve_language(text: str, language: str) -> str:
-    """``language``, or the language :func:`detect_language` finds when it is ``auto``.
+    """``language``, or the language :func:`medrank.text.identify` finds when it is ``auto``.
 
-    Raises :class:`UnavailableError` when the text is in neither served language: the knowledge bases are
+    Raises :class:`UnavailableError` (→ 404) when the text is in neither served language: the knowledge bases are
     English and Chinese, and a nearest neighbour in the wrong language would be a confident wrong answer."""
     if language != "auto":
         return language
-    found = detect_language(text)
-    if found == "unknown":
-        raise UnavailableError("could not tell the language of the text: medrank serves English and Chinese "
-                               "(pass language='en' or 'zh' to choose one)")
-    return found
+    found = identify(text)
+    if found.language == "other":
+        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
+        raise UnavailableError(f"the text {reads}: medrank serves English and Chinese only (pass language='en' or "
+                               "'zh' to search anyway)")
+    return found.language
 
 
 class UnavailableError(LookupError):
@@ -108,19 +95,40 @@ class SymptomService:
 
 
 # -- /normalize ---------------------------------------------------------------------------------------
-class NormalizeService:
-    """Procedure mention → standard procedure names with their codes."""
+def require_chinese(mention: str) -> None:
+    """The procedure normalisers read Chinese procedure names: text without a Han character is refused (→ 404)."""
+    if not has_han(mention):
+        found = identify(mention)
+        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
+        raise UnavailableError(f"the text {reads} and holds no Chinese character: the procedure normaliser reads "
+                               "Chinese procedure names only")
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+
+class NormalizeService:
+    """Procedure mention → standard procedure names with their codes (zero-shot: the procedures knowledge base).
+
+    ``calibrator`` turns the ranking into P(the top name is right) (:class:`~medrank.service.calibration.
+    TopHitCalibrator`, fit on a carve-out of the visible training mentions); ``low_confidence`` = below 0.5.
+    """
+
+    def __init__(self, kb: KnowledgeBase, calibrator: Any = None) -> None:
         self.kb = kb
+        self.calibrator = calibrator
 
     def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
-        hits = self.kb.search([mention], k)[0]
+        require_chinese(mention)
+        hits = self.kb.search([mention], max(k, 2))[0]
+        confidence = None if self.calibrator is None else round(self.calibrator.probability([h.score for h in hits]), 4)
         return {"model": self.kb.info.model, "trained": self.kb.info.trained, "kb": self.kb.info.name,
-                "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits]}
+                "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits[:k]],
+                "predicted": [hits[0].name] if hits else [], "confidence": confidence,
+                "low_confidence": None if confidence is None else confidence < 0.5}
 
     def info(self) -> PipelineInfo:
-        return PipelineInfo(self.kb.info.model, self.kb.info.version, self.kb.info.trained, self.kb.describe())
+        details = self.kb.describe()
+        if self.calibrator is not None:
+            details["confidence"] = {"method": "Platt scaling of (top score, margin)", **self.calibrator.to_dict()}
+        return PipelineInfo(self.kb.info.model, self.kb.info.version, self.kb.info.trained, details)
 
 
 class TrainedNormalizeService:
@@ -137,6 +145,7 @@ class TrainedNormalizeService:
         self._lock = threading.Lock()
 
     def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
+        require_chinese(mention)
         with self._lock:
             pred = self.normalizer.normalize_one(mention)
         rows = [{"id": name, "name": name, "score": round(float(score), 6), "codes": list(self.codes.get(name, ()))}

@@ -49,12 +49,14 @@ from medrank.service.adapters import (
 )
 from medrank.service.backends import DetectorBackend, IndexBackend, KBInfo, KnowledgeBase, StoreBackend
 from medrank.service.batching import BatchingEncoder, batch_queries
+from medrank.service.calibration import TopHitCalibrator
 from medrank.service.settings import ServiceSettings
 from medrank.utils.io import atomic_dir
 
 log = logging.getLogger(__name__)
 PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions")
 BUILD_VERSION = 1
+CALIBRATION_SEED = 0
 
 
 class Builder:
@@ -260,7 +262,39 @@ class Builder:
                 self.say(f"  normalize: could not load {run} ({exc}); serving the zero-shot form")
         if "procedures" not in self.settings.kbs:
             return None
-        return NormalizeService(self.knowledge_base("procedures"))
+        kb = self.knowledge_base("procedures")
+        return NormalizeService(kb, self.normalize_calibrator(kb))
+
+    def normalize_calibrator(self, kb: KnowledgeBase) -> TopHitCalibrator | None:
+        """P(top name is right) for the zero-shot normaliser, fit once on a fixed-seed carve-out of the CHIP 2019
+        training mentions (never the validation split) and stored beside the knowledge base."""
+        from medrank.utils.io import atomic_write_json
+
+        path = self.state / "kbs" / "procedures-calibration.json"
+        fp = self._fingerprint("normalize-calibration", (KnowledgeBase.read_manifest(self.state / "kbs" / "procedures")
+                                                         or {}).get("fingerprint"), self.data_key, CALIBRATION_SEED)
+        if path.exists():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if saved.get("fingerprint") == fp:
+                return TopHitCalibrator.from_dict(saved["calibrator"])
+        try:
+            from medrank.data.procedures import load_procedure_mentions
+
+            data = load_procedure_mentions("train", self.settings.data_root)
+        except (FileNotFoundError, ValueError) as exc:
+            self.say(f"  normalize: no calibration data ({exc}); confidence not reported")
+            return None
+        names = {c.id: c.name for c in kb.concepts.values()}
+
+        def rank(texts: list[str]) -> list[tuple[list[str], list[float]]]:
+            return [([names.get(h.id, h.id) for h in hits], [h.score for h in hits]) for hits in kb.search(texts, 2)]
+
+        gold = [set(data.qrels.relevant(q.id)) for q in data.queries]
+        calibrator = self._timed("normalize: confidence calibrated on training mentions", lambda: TopHitCalibrator.fit(
+            rank, [q.text for q in data.queries], gold, "CHIP 2019 training mentions (fixed-seed carve-out)",
+            seed=CALIBRATION_SEED))
+        atomic_write_json(path, {"fingerprint": fp, "calibrator": calibrator.to_dict()})
+        return calibrator
 
     def passages(self) -> CDVPassageService | BM25PassageService:
         path = self.settings.model_path("passages")

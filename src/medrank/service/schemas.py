@@ -76,15 +76,14 @@ class NormalizeRequest(_Request):
 class NormalizeResponse(_Response):
     kb: str
     results: list[ConceptResult]
-    predicted: list[str] | None = Field(None, description="The standard names a trained normaliser decides on "
-                                                          "(its term-count rule); null for the zero-shot form.")
-    confidence: float | None = Field(None, description="A trained normaliser's lowest probability among the predicted "
-                                                       "names (the learned fusion's output, or KAR's under FB); null "
-                                                       "for the zero-shot form.")
-    low_confidence: bool | None = Field(None, description="True when some predicted name is more likely wrong than right "
-                                                          "(confidence < 0.5): text that is not a procedure gets it, and "
-                                                          "flagged mentions are right about half as often as the others "
-                                                          "(bench/results/procedures_errors.md).")
+    predicted: list[str] | None = Field(None, description="The standard names the normaliser decides on: a trained "
+                                                          "normaliser's term-count rule, else the top name.")
+    confidence: float | None = Field(None, description="Calibrated probability that the decision is right: a trained "
+                                                       "normaliser's lowest probability among the predicted names; the "
+                                                       "zero-shot form's Platt-scaled P(top name is right), fit on a "
+                                                       "fixed-seed carve-out of the CHIP 2019 training mentions.")
+    low_confidence: bool | None = Field(None, description="True when the decision is more likely wrong than right "
+                                                          "(confidence < 0.5).")
 
 
 # -- /passages ----------------------------------------------------------------------------------------
