@@ -100,12 +100,12 @@ def test_a_deployment_can_lower_k_below_the_schema_maximum(services):
                        ("/symptoms", {"query": "headache", "k": 3})]:
         r = c.post(path, json=body)
         assert r.status_code == 422, path
-        assert r.json()["detail"][0]["loc"] == ["body", "k"] and "larger than 2" in r.json()["detail"][0]["msg"]
+        assert r.json()["errors"][0]["loc"] == ["body", "k"] and "larger than 2" in r.json()["errors"][0]["msg"]
 
 
 def test_passages_text_length_limit(services):
     r = _client(services, max_text_chars=10).post("/passages", json={"entity": "a" * 11, "aspect": "symptoms"})
-    assert r.status_code == 422 and "longer than 10" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 422 and "longer than 10" in r.json()["errors"][0]["msg"]
 
 
 def test_impossible_service_limits_are_refused(monkeypatch):
@@ -291,13 +291,79 @@ def test_missing_pipeline_is_503(services):
 def test_validation_errors_are_422_without_echo(services, body):
     r = _client(services).post("/symptoms", json=body)
     assert r.status_code == 422
-    assert all(set(d) == {"loc", "msg", "type"} for d in r.json()["detail"])
+    assert set(r.json()) == {"detail", "errors"} and isinstance(r.json()["detail"], str)
+    assert all(set(d) == {"loc", "msg", "type"} for d in r.json()["errors"])
+
+
+def _one_error_shape(r) -> dict:
+    body = r.json()
+    assert set(body) == {"detail", "errors"} and isinstance(body["detail"], str) and body["detail"], body
+    assert body["errors"] and all(set(e) == {"loc", "msg", "type"} for e in body["errors"]), body
+    return body
+
+
+def test_every_4xx_has_one_error_shape(services):
+    c = _client(services, max_body_bytes=2000)
+    cases = [
+        (c.post("/symptoms", content=b'{"query": "\xff\xfe fever"}', headers={"content-type": "application/json"}), 422),
+        (c.post("/symptoms", content=b'{"query": "fever', headers={"content-type": "application/json"}), 422),
+        (c.post("/symptoms", json={"query": ""}), 422),
+        (c.post("/symptoms", json={"query": "fever", "kb": "nope"}), 404),
+        (c.get("/no-such-page"), 404),
+        (c.post("/symptoms", json={"query": "x" * 3000}), 413),
+        (c.get("/symptoms"), 405),
+    ]
+    for r, status in cases:
+        assert r.status_code == status, (r.status_code, r.text)
+        _one_error_shape(r)
+
+
+def test_invalid_utf8_body_is_422_in_the_common_shape(services):
+    r = _client(services).post("/symptoms", content=b'{"query": "fever \xff\xfe"}', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "UTF-8" in _one_error_shape(r)["detail"]
+
+
+def test_deeply_nested_json_is_422_in_the_common_shape(services):
+    deep = b'{"query": "fever", "k": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r = _client(services, max_body_bytes=1_000_000).post("/symptoms", content=deep, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    _one_error_shape(r)
+
+
+def test_401_is_in_the_common_shape(services):
+    c = TestClient(create_app(ServiceSettings(api_token="t0ken"), services))
+    r = c.post("/symptoms", json={"query": "fever"})
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    _one_error_shape(r)
+
+
+def test_nul_bytes_are_refused(services):
+    c = _client(services)
+    for path, body in [("/symptoms", {"query": "fever\u0000"}), ("/normalize", {"mention": "乳腺\u0000切除"}),
+                       ("/passages", {"entity": "asthma\u0000", "aspect": "symptoms"}),
+                       ("/next-questions", {"dialogue": [{"speaker": "patient", "text": "cough\u0000"}]})]:
+        r = c.post(path, json=body)
+        assert r.status_code == 422 and "NUL" in _one_error_shape(r)["detail"], path
+
+
+def test_empty_candidate_list_is_refused(services):
+    r = _client(services).post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "I cough"}], "candidates": []})
+    assert r.status_code == 422 and _one_error_shape(r)["errors"][0]["loc"] == ["body", "candidates"]
+
+
+def test_413_is_logged_under_its_endpoint(services, caplog):
+    c = _client(services, max_body_bytes=100)
+    with caplog.at_level(logging.INFO, logger="medrank.service.access"):
+        assert c.post("/symptoms", json={"query": "fever " * 50}).status_code == 413
+        assert c.post("/nowhere", json={"query": "fever " * 50}).status_code == 413
+    access = [r.getMessage() for r in caplog.records if r.name == "medrank.service.access"]
+    assert access[0].startswith("POST /symptoms 413") and access[1].startswith("POST (unmatched path) 413")
 
 
 def test_size_limits(services):
     c = _client(services, max_text_chars=20, max_list_items=2, max_body_bytes=2000)
     r = c.post("/symptoms", json={"query": "fever " * 10})
-    assert r.status_code == 422 and "longer than 20" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 422 and "longer than 20" in r.json()["errors"][0]["msg"]
     turns = [{"speaker": "patient", "text": "fever"}] * 3
     assert c.post("/next-questions", json={"dialogue": turns}).status_code == 422
     assert c.post("/symptoms", json={"query": "x" * 5000}).status_code == 413
@@ -606,3 +672,23 @@ def test_symptoms_with_a_trained_run_apply_its_calibrated_beta(services):
     assert len(body["results"]) < 3
     desc = services.symptoms.info().details["knowledge_bases"]["tiny-zh"]
     assert desc["beta"] == pytest.approx(beta) and desc["backend"] == "trained-detector"
+
+
+def test_garbled_names_are_repaired_counted_and_never_served_first(tiny_encoder):
+    from medrank.service.backends import repair_names
+
+    garbled = [Concept("77.59", "其他ð§¿¹囊肿切除术"), Concept("x", "头痛é"), Concept("85.41", "乳腺切除术")]
+    repaired, n = repair_names(garbled)
+    assert n == 1 and repaired[0].name == "其他\U00027ff9囊肿切除术" and repaired[0].id == "77.59"
+    kb = KnowledgeBase.build_index(KBInfo("p", "zh", "t", "1", "t", method="bm25"), garbled, None)
+    assert kb.garbled == {"77.59", "x"} and kb.describe()["garbled_names"] == 2
+    hits = kb.search(["其他ð§¿¹囊肿切除术 乳腺切除术"], k=3)[0]
+    assert hits[0].id == "85.41"  # the garbled name matches best, but a readable one comes first
+
+
+def test_icd10cm_serves_signs_and_symptoms_only():
+    from medrank.service.build import is_symptom_code
+
+    assert is_symptom_code("R51.9") and is_symptom_code("M54.5") and is_symptom_code("G47.00")
+    assert not is_symptom_code("Z28.3")  # "Underimmunization status": administrative, never a complaint's answer
+    assert not is_symptom_code("E11.9") and not is_symptom_code("S06.0")

@@ -35,3 +35,12 @@ def test_other_languages(text, code):
 def test_script_classes():
     assert has_han("CT检查") and not has_han("hello") and not has_han("ひらがな")
     assert HAN_RUN.findall("a头痛b发热") == ["头痛", "发热"] and HAN.match("痛")
+
+
+def test_mojibake_is_repaired_or_flagged():
+    from medrank.text import looks_like_mojibake, repair_mojibake
+
+    assert repair_mojibake("其他ð§¿¹囊肿切除术") == "其他\U00027ff9囊肿切除术"  # the UTF-8 bytes of one Ext-B character
+    assert repair_mojibake("cafÃ©") == "café"
+    assert repair_mojibake("Ménière disease") is None and repair_mojibake("Sjögren") is None
+    assert looks_like_mojibake("其他ð§¿¹囊肿切除术") and looks_like_mojibake("头痛é") and not looks_like_mojibake("Ménière")

@@ -25,8 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-#: Han ideographs: CJK Unified Ideographs, Extension A and the compatibility block
-HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+#: Han ideographs: CJK Unified Ideographs, Extension A, the compatibility block and Extensions B-F
+HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
 #: one Han character
 HAN = re.compile(f"[{HAN_RANGES}]")
 #: a run of Han characters
@@ -104,6 +104,30 @@ def identify(text: str) -> LanguageGuess:
 def detect_language(text: str) -> str:
     """``en`` | ``zh`` | ``other`` (:func:`identify`'s decision)."""
     return identify(text).language
+
+
+# two or more Latin-1 Supplement characters in a row: what UTF-8 bytes decoded as Latin-1 look like ("Ã©", "ð§¿¹")
+_LATIN1_RUN = re.compile(r"[\u0080-\u00ff]{2,}")
+# a Latin-1 Supplement letter touching a Han character: no Chinese name is written that way
+_LATIN1_BY_HAN = re.compile(f"[\u00c0-\u00ff][{HAN_RANGES}]|[{HAN_RANGES}][\u00c0-\u00ff]")
+
+
+def repair_mojibake(text: str) -> str | None:
+    """``text`` with every run of UTF-8 bytes that was decoded as Latin-1 decoded back ("其他ð§¿¹囊肿" → "其他𧿹囊肿",
+    "cafÃ©" → "café"), or None when no run decodes (nothing to repair)."""
+    def decode(match: re.Match[str]) -> str:
+        try:
+            return match.group().encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError:
+            return match.group()
+
+    fixed = _LATIN1_RUN.sub(decode, text)
+    return fixed if fixed != text else None
+
+
+def looks_like_mojibake(text: str) -> bool:
+    """True when ``text`` still holds a run :func:`repair_mojibake` can decode, or Latin-1 letters glued to Han."""
+    return repair_mojibake(text) is not None or _LATIN1_BY_HAN.search(text) is not None
 
 
 def has_han(text: str) -> bool:

@@ -43,6 +43,8 @@ class KBInfo:
     method: str = "hybrid"
     model: str = "zero-shot"
     trained: bool = False
+    #: names found garbled (UTF-8 read as Latin-1) in the source and decoded back when it was read
+    repaired_names: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,9 +154,13 @@ class KnowledgeBase:
     """Concept records + a backend + the facts served by ``/models``."""
 
     def __init__(self, info: KBInfo, concepts: Sequence[Concept], backend: Backend) -> None:
+        from medrank.text import looks_like_mojibake
+
         self.info = info
         self.concepts = {c.id: c for c in concepts}
         self.backend = backend
+        #: concepts whose name still looks garbled: counted in /models and ranked after every clean hit
+        self.garbled = {c.id for c in concepts if looks_like_mojibake(c.name)}
 
     def __len__(self) -> int:
         return len(self.concepts)
@@ -177,12 +183,14 @@ class KnowledgeBase:
                 c = self.concepts.get(cid)
                 codes = tuple(c.meta.get("codes", ())) if c is not None else ()
                 rows.append(ConceptHit(cid, c.name if c is not None else cid, round(float(score), 6), codes))
+            if self.garbled:  # a garbled name is never served before a readable one (stable: order kept otherwise)
+                rows.sort(key=lambda h: h.id in self.garbled)
             out.append(rows)
         return out
 
     def describe(self) -> dict[str, Any]:
         out = {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),
-               "backend": getattr(self.backend, "kind", type(self.backend).__name__)}
+               "backend": getattr(self.backend, "kind", type(self.backend).__name__), "garbled_names": len(self.garbled)}
         if isinstance(self.backend, DetectorBackend):
             out["beta"] = self.backend.detector.beta
         return out
@@ -228,6 +236,24 @@ class KnowledgeBase:
         kwargs = {"encoder": encoder} if encoder is not None else {}
         retriever = ConceptRetriever.load(path / "retriever", **kwargs)
         return cls(info, concepts, IndexBackend(retriever))
+
+
+def repair_names(concepts: Sequence[Concept]) -> tuple[list[Concept], int]:
+    """``concepts`` with garbled names and synonyms (UTF-8 read as Latin-1) decoded back, and how many names were;
+    ids stay as the source wrote them (they are the source's keys)."""
+    from dataclasses import replace
+
+    from medrank.text import repair_mojibake
+
+    out, repaired = [], 0
+    for c in concepts:
+        name = repair_mojibake(c.name)
+        synonyms = tuple(repair_mojibake(s) or s for s in c.synonyms)
+        if name is not None or synonyms != c.synonyms:
+            repaired += name is not None
+            c = replace(c, name=name or c.name, synonyms=synonyms)
+        out.append(c)
+    return out, repaired
 
 
 def write_concepts(path: Path, concepts: Any) -> None:

@@ -47,7 +47,14 @@ from medrank.service.adapters import (
     SymptomService,
     TrainedNormalizeService,
 )
-from medrank.service.backends import DetectorBackend, IndexBackend, KBInfo, KnowledgeBase, StoreBackend
+from medrank.service.backends import (
+    DetectorBackend,
+    IndexBackend,
+    KBInfo,
+    KnowledgeBase,
+    StoreBackend,
+    repair_names,
+)
 from medrank.service.batching import BatchingEncoder, batch_queries
 from medrank.service.calibration import TopHitCalibrator
 from medrank.service.settings import ServiceSettings
@@ -132,8 +139,9 @@ class Builder:
         if name == "icd10cm":
             from medrank.data.icd10cm import icd10cm_version, load_icd10cm
 
-            return (KBInfo("icd10cm", "en", "ICD-10-CM (CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
-                           "public domain (CDC/NCHS, CMS)"), load_icd10cm)
+            return (KBInfo("icd10cm", "en", "ICD-10-CM signs and symptoms (chapter 18, R00-R99, and symptom categories "
+                           "of other chapters; CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
+                           "public domain (CDC/NCHS, CMS)"), lambda: [c for c in load_icd10cm() if is_symptom_code(c.id)])
         if name == "chip-cdn":
             from medrank.data.chip_cdn import load_chip_cdn_vocabulary
 
@@ -186,7 +194,10 @@ class Builder:
             kb = self._timed(f"knowledge base {name} loaded", lambda: KnowledgeBase.load(path, encoder, store, method))
             return kb
         self.say(f"building knowledge base {name} ({info.source}, {method}) — first start only")
-        concepts = self._timed(f"{name}: concepts read", load_concepts)
+        concepts, repaired = repair_names(self._timed(f"{name}: concepts read", load_concepts))
+        if repaired:
+            self.say(f"  {name}: {repaired} garbled names (UTF-8 read as Latin-1) decoded back")
+            info = KBInfo(**{**info.__dict__, "repaired_names": repaired})
         if store is None:
             build_encoder = self.build_encoder(info.language) if encoder is not None else None
             kb = self._timed(f"{name}: {len(concepts):,} concepts indexed",
@@ -497,6 +508,18 @@ def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPEL
     )
     b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
     return services
+
+
+#: ICD-10-CM categories outside chapter 18 that name a symptom a patient reports (pain of a body part, itch,
+#: insomnia …); the rest of those chapters are diagnoses, and chapters 19-21 injuries, causes and administrative
+#: encounters ("Immunization not carried out"), which no complaint should be answered with
+SYMPTOM_CATEGORIES = ("G47.0", "H53.1", "H53.2", "H57.1", "H92", "H93.1", "K59.0", "L29", "M25.5", "M54", "M79.1", "M79.6",
+                      "N94.6")
+
+
+def is_symptom_code(code: str) -> bool:
+    """True for ICD-10-CM codes of chapter 18 (R00-R99, symptoms and signs) and of :data:`SYMPTOM_CATEGORIES`."""
+    return code.startswith("R") or code.startswith(SYMPTOM_CATEGORIES)
 
 
 def redact_dsn(spec: str) -> str:

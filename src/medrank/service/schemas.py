@@ -17,6 +17,8 @@ MAX_K = 50
 
 
 def _encodable(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("text must not contain NUL characters")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -136,7 +138,7 @@ class Turn(_Request):
 class NextQuestionsRequest(_Request):
     dialogue: list[Turn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
     symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed.")
-    candidates: list[Text] | None = Field(None, max_length=MAX_LIST_ITEMS,
+    candidates: list[Text] | None = Field(None, min_length=1, max_length=MAX_LIST_ITEMS,
                                           description="Questions to rank; default: the service's question bank.")
     language: Language = "auto"
     k: K = 5

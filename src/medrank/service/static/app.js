@@ -44,7 +44,7 @@ async function api(path, body) {
   let data = null;
   try { data = await res.json(); } catch (e) { /* not JSON: handled below */ }
   if (!res.ok) {
-    const detail = data && (Array.isArray(data.detail) ? data.detail.map((d) => d.msg).join("; ") : data.detail);
+    const detail = data && data.detail;
     throw new Error(`${res.status}: ${detail || res.statusText || "request failed"}`);
   }
   if (data === null || typeof data !== "object") throw new Error("The server sent an answer this page cannot read.");
@@ -119,7 +119,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
     data.results.forEach((r, i) => {
       const box = el("input", { type: "checkbox", id: `sym-${i}`, value: r.name });
       list.append(el("li", {}, box, " ", el("label", { for: `sym-${i}`, lang: data.language, text: r.name }),
-        el("span", { class: "score", text: `${r.id} · ${r.score.toFixed(3)}` })));
+        el("span", { class: "score", text: r.id === r.name ? r.score.toFixed(3) : `${r.id} · ${r.score.toFixed(3)}` })));
     });
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
     $("symptoms-block").hidden = false;
