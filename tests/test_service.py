@@ -692,3 +692,30 @@ def test_icd10cm_serves_signs_and_symptoms_only():
     assert is_symptom_code("R51.9") and is_symptom_code("M54.5") and is_symptom_code("G47.00")
     assert not is_symptom_code("Z28.3")  # "Underimmunization status": administrative, never a complaint's answer
     assert not is_symptom_code("E11.9") and not is_symptom_code("S06.0")
+
+
+def test_passages_sentence_vectors_are_computed_once_and_repeats_dropped(tiny_encoder):
+    class CountingEncoder:
+        def __init__(self, inner):
+            self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, []
+
+        def encode(self, texts, **kwargs):
+            self.calls.append(len(texts))
+            return self.inner.encode(texts, **kwargs)
+
+    passages = [
+        {"id": "d1-p1", "doc_id": "d1", "title": "Metformin", "label": "side effects", "text": "Nausea can occur. Take it with food."},
+        {"id": "d2-p1", "doc_id": "d2", "title": "Metformin", "label": "side effects", "text": "Nausea can occur.  Take it with food."},
+        {"id": "d3-p1", "doc_id": "d3", "title": "Asthma", "label": "symptoms", "text": "Cough and wheeze."},
+    ]
+    enc = CountingEncoder(tiny_encoder)
+    svc = BM25PassageService.build(passages, enc, "test")
+    assert svc.vectors.shape == (5, tiny_encoder.dim) and enc.calls == [5]
+    body = svc.search("nausea", "food", k=5)
+    assert enc.calls == [5, 1]  # the request encoded its query only
+    assert [r["passage_id"] for r in body["results"]] == ["d1-p1"]  # d2-p1 repeats its text
+    assert [s["text"] for s in body["results"][0]["sentences"]] == ["Nausea can occur.", "Take it with food."]
+    q = tiny_encoder.encode(["nausea food"], kind="query")[0]
+    want = [float(v @ q / np.linalg.norm(v) / np.linalg.norm(q)) for v in tiny_encoder.encode(["Nausea can occur."], kind="passage")]
+    assert body["results"][0]["sentences"][0]["score"] == pytest.approx(want[0], abs=2e-3)
+    assert body["curve"]["scores"] == [s["score"] for s in body["results"][0]["sentences"]]

@@ -19,6 +19,7 @@ from medrank.index.topk import topk_stable
 from medrank.pipelines.history.question_bank import NextQuestionRanker, NoQuestionBankError
 from medrank.service.backends import KnowledgeBase
 from medrank.text import has_han, identify
+from medrank.utils.vectors import unit_rows
 
 
 def resolve_language(text: str, language: str) -> str:
@@ -199,7 +200,12 @@ class CDVPassageService:
         return list(zip(ranking.ids, ranking.scores, strict=True))
 
     def search(self, entity: str, aspect: str, k: int = 5) -> dict[str, Any]:
-        ranked = self._rank(entity, aspect, k)
+        ranked, seen = [], set()
+        for pid, score in self._rank(entity, aspect, 2 * k + 10):  # deeper than k: repeated texts are dropped
+            key = " ".join(self.index.passages[self.index.passage_index[pid]]["text"].lower().split())
+            if key not in seen and len(ranked) < k:
+                seen.add(key)
+                ranked.append((pid, score))
         results, curves = [], {}
         for pid, score in ranked:
             p = self.index.passages[self.index.passage_index[pid]]
@@ -220,9 +226,17 @@ class CDVPassageService:
 
 
 class BM25PassageService:
-    """The zero-shot form: BM25 over whole passages (query ``entity aspect``), sentences scored by encoder cosine."""
+    """The zero-shot form: BM25 over whole passages (query ``entity aspect``), each sentence scored by the cosine of
+    its encoder vector with the query's.
 
-    def __init__(self, passages: Sequence[dict[str, Any]], index: BM25Index, encoder: Encoder | None, version: str) -> None:
+    Every sentence of the corpus is split and encoded once, when the index is built (:meth:`build`); a request
+    encodes only its query. Passages whose text repeats a better-ranked one are dropped.
+    """
+
+    def __init__(self, passages: Sequence[dict[str, Any]], index: BM25Index, encoder: Encoder | None, version: str,
+                 sentences: Sequence[Sequence[str]] | None = None, sentence_vectors: np.ndarray | None = None) -> None:
+        from medrank.pipelines.passages.text import split_sentences
+
         self.passages = list(passages)
         self.position = {p["id"]: i for i, p in enumerate(self.passages)}
         self.by_doc: dict[str, list[int]] = {}
@@ -230,63 +244,90 @@ class BM25PassageService:
             self.by_doc.setdefault(p["doc_id"], []).append(i)
         self.index = index
         self.encoder = encoder
+        if sentences is None:
+            sentences = [[t for t, _ in split_sentences(p["text"])] for p in self.passages]
+        if len(sentences) != len(self.passages):
+            raise ValueError(f"{len(sentences)} sentence lists for {len(self.passages)} passages")
+        #: every sentence, passage after passage; passage i's are ``flat[start[i]:start[i + 1]]``
+        self.flat = [t for sents in sentences for t in sents]
+        self.start = np.cumsum([0, *[len(sents) for sents in sentences]])
+        if encoder is not None and sentence_vectors is None:
+            sentence_vectors = self.encode_sentences(encoder, self.flat)
+        if sentence_vectors is not None and len(sentence_vectors) != len(self.flat):
+            raise ValueError(f"{len(sentence_vectors)} sentence vectors for {len(self.flat)} sentences")
+        self.vectors = sentence_vectors
         scorer = f"cosine({encoder.name})" if encoder is not None else "BM25 of the sentence"
         self.sentence_scores = f"zero-shot: {scorer} between 'entity aspect' and each sentence"
         self._info = PipelineInfo("BM25 (zero-shot; no trained CDV index found)", version, False,
-                                  {"passages": len(self.passages), "sentence_scorer": scorer})
+                                  {"passages": len(self.passages), "sentences": len(self.flat), "sentence_scorer": scorer})
 
     @staticmethod
-    def build(passages: Sequence[dict[str, Any]], encoder: Encoder | None, version: str) -> BM25PassageService:
-        index = BM25Index(language="en").build([p["id"] for p in passages], [p["text"] for p in passages])
-        return BM25PassageService(passages, index, encoder, version)
+    def encode_sentences(encoder: Encoder, sentences: Sequence[str], show_progress: bool = False,
+                         on_batch: Any = None) -> np.ndarray:
+        """Unit vectors of ``sentences`` (float16: half the memory, cosines within 1e-3), in chunks so that a caller
+        can report progress (``on_batch(done, total)``)."""
+        out = np.zeros((len(sentences), encoder.dim), dtype=np.float16)
+        chunk = 2048
+        for a in range(0, len(sentences), chunk):
+            vecs = encoder.encode(list(sentences[a:a + chunk]), kind="passage", batch_size=128, show_progress=show_progress)
+            out[a:a + len(vecs)] = unit_rows(np.asarray(vecs, dtype=np.float32))
+            if on_batch is not None:
+                on_batch(min(a + chunk, len(sentences)), len(sentences))
+        return out
 
-    def _sentence_scores(self, query: str, sentences: list[str]) -> np.ndarray:
-        if not sentences:
-            return np.zeros(0, np.float32)
-        if self.encoder is not None:
-            q = self.encoder.encode([query], kind="query", show_progress=False)[0]
-            s = self.encoder.encode(sentences, kind="passage", batch_size=64, show_progress=False)
-            return s @ q
-        tmp = BM25Index(language="en").build([str(i) for i in range(len(sentences))], sentences)
-        return tmp.query_scores(query)
+    @staticmethod
+    def build(passages: Sequence[dict[str, Any]], encoder: Encoder | None, version: str,
+              sentence_vectors: np.ndarray | None = None) -> BM25PassageService:
+        index = BM25Index(language="en").build([p["id"] for p in passages], [p["text"] for p in passages])
+        return BM25PassageService(passages, index, encoder, version, sentence_vectors=sentence_vectors)
+
+    def _scores(self, query: str, members: Sequence[int]) -> dict[int, np.ndarray]:
+        """Sentence scores of each passage in ``members`` (precomputed vectors; BM25 of the sentence without an encoder)."""
+        if self.encoder is not None and self.vectors is not None:
+            q = unit_rows(np.asarray(self.encoder.encode([query], kind="query", show_progress=False), dtype=np.float32))[0]
+            return {i: self.vectors[self.start[i]:self.start[i + 1]].astype(np.float32) @ q for i in members}
+        texts = [self.flat[j] for i in members for j in range(self.start[i], self.start[i + 1])]
+        if not texts:
+            return {i: np.zeros(0, np.float32) for i in members}
+        flat = BM25Index(language="en").build([str(n) for n in range(len(texts))], texts).query_scores(query)
+        out, pos = {}, 0
+        for i in members:
+            n = int(self.start[i + 1] - self.start[i])
+            out[i] = np.asarray(flat[pos:pos + n], dtype=np.float32)
+            pos += n
+        return out
 
     def search(self, entity: str, aspect: str, k: int = 5) -> dict[str, Any]:
         from medrank.pipelines.passages.protocol import bm25_query_text
-        from medrank.pipelines.passages.text import split_sentences
 
         query = bm25_query_text(entity, aspect)
         scores = self.index.query_scores(query)
-        idx = [i for i in topk_stable(scores, min(k, len(scores))) if scores[i] > 0]
+        idx, seen = [], set()
+        for i in topk_stable(scores, min(2 * k + 10, len(scores))):  # deeper than k: repeated texts are dropped
+            if scores[i] <= 0 or len(idx) == k:
+                break
+            key = " ".join(self.passages[i]["text"].lower().split())
+            if key not in seen:
+                seen.add(key)
+                idx.append(int(i))
         results, curve = [], None
         if idx:
             top_doc = self.passages[idx[0]]["doc_id"]
-            members = set(idx) | set(self.by_doc[top_doc])
-            sents = {i: [s for s, _ in split_sentences(self.passages[i]["text"])] for i in members}
-            order = sorted(members)
-            flat = [s for i in order for s in sents[i]]
-            sscore = self._sentence_scores(f"{entity} {aspect}", flat)
-            offsets, pos = {}, 0
-            for i in order:
-                offsets[i] = (pos, pos + len(sents[i]))
-                pos += len(sents[i])
+            sscore = self._scores(f"{entity} {aspect}", sorted(set(idx) | set(self.by_doc[top_doc])))
             for i in idx:
-                a, b = offsets[i]
                 p = self.passages[i]
                 results.append({"passage_id": p["id"], "document": p.get("title", p["doc_id"]), "aspect": p.get("label"),
                                 "score": round(float(scores[i]), 4), "text": p["text"],
-                                "sentences": [{"text": t, "score": round(float(s), 4)}
-                                              for t, s in zip(flat[a:b], sscore[a:b], strict=True)]})
-            doc_members = self.by_doc[top_doc]
-            a0 = offsets[doc_members[0]][0]
-            spans = []
-            for i in doc_members:
-                a, b = offsets[i]
-                seg = sscore[a:b]
-                spans.append({"passage_id": self.passages[i]["id"], "aspect": self.passages[i].get("label"), "start": a - a0,
-                              "end": b - a0, "score": round(float(seg.mean()) if len(seg) else 0.0, 4)})
-            b_end = offsets[doc_members[-1]][1]
-            curve = {"document": self.passages[idx[0]].get("title", top_doc),
-                     "scores": [round(float(s), 4) for s in sscore[a0:b_end]], "passages": spans}
+                                "sentences": [{"text": self.flat[j], "score": round(float(s), 4)}
+                                              for j, s in zip(range(self.start[i], self.start[i + 1]), sscore[i], strict=True)]})
+            spans, curve_scores = [], []
+            for i in self.by_doc[top_doc]:
+                seg = sscore[i]
+                spans.append({"passage_id": self.passages[i]["id"], "aspect": self.passages[i].get("label"),
+                              "start": len(curve_scores), "end": len(curve_scores) + len(seg),
+                              "score": round(float(seg.mean()) if len(seg) else 0.0, 4)})
+                curve_scores += [round(float(v), 4) for v in seg]
+            curve = {"document": self.passages[idx[0]].get("title", top_doc), "scores": curve_scores, "passages": spans}
         return {"model": self._info.model, "trained": False, "sentence_scores": self.sentence_scores,
                 "results": results, "curve": curve}
 

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from rich.console import Console
 
 from medrank.encoders.base import Encoder
+from medrank.index import BM25Index
 from medrank.loading import artefact_kind
 from medrank.loading import load as load_artefact
 from medrank.pipelines.history.question_bank import (
@@ -120,6 +121,13 @@ class Builder:
 
     def _fingerprint(self, *parts: Any) -> str:
         return json.dumps([BUILD_VERSION, *[str(p) for p in parts]], ensure_ascii=False)
+
+    def progress(self, pipeline: str, unit: str) -> Callable[[int, int], None]:
+        """A ``(done, total)`` callback that reports ``pipeline``'s build progress."""
+        def report(done: int, total: int) -> None:
+            self.say(f"  {pipeline}: {done:,}/{total:,} {unit}")
+
+        return report
 
     def _timed(self, what: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -351,29 +359,44 @@ class Builder:
         return load_index(out)
 
     def bm25_passages(self) -> BM25PassageService:
+        """BM25 over MedQuAD's passages and every sentence's vector, built once (the vectors through the embedding
+        cache) and loaded from ``passages-bm25/`` later: a request encodes only its query."""
+        import numpy as np
+
         from medrank.index import load_index
+        from medrank.pipelines.passages.text import split_sentences
 
         out = self.state / "passages-bm25"
         encoder = self.encoder("en")
-        fp = self._fingerprint("passages-bm25", self.data_key)
+        fp = self._fingerprint("passages-bm25", 2, self.data_key, encoder.fingerprint())
+        version = "MedQuAD (all visible documents)"
         if not self._fresh(out, fp):
             from medrank.data.medquad import load_passage_corpus
 
-            self.say("indexing MedQuAD passages with BM25 — first start only")
+            self.say("indexing MedQuAD passages (BM25) and encoding their sentences — first start only")
             corpus = self._timed("MedQuAD read", lambda: load_passage_corpus(None, "all", self.settings.data_root))
             passages = [{"id": p.id, "doc_id": d.id, "title": d.title, "label": p.label, "text": p.text}
                         for d in corpus.documents for p in d.passages]
-            svc = BM25PassageService.build(passages, encoder, "MedQuAD (all visible documents)")
+            sentences = [[t for t, _ in split_sentences(p["text"])] for p in passages]
+            flat = [t for sents in sentences for t in sents]
+            vectors = self._timed(f"passages: {len(flat):,} sentences encoded", lambda: BM25PassageService.encode_sentences(
+                self.build_encoder("en"), flat, on_batch=self.progress("passages", "sentences")))
+            svc = BM25PassageService(passages, BM25Index(language="en").build([p["id"] for p in passages],
+                                                                              [p["text"] for p in passages]),
+                                     encoder, version, sentences, vectors)
             with atomic_dir(out) as tmp:
                 svc.index.save(tmp / "index")
                 with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
-                    for p in passages:
-                        fh.write(json.dumps(p, ensure_ascii=False) + "\n")
+                    for p, sents in zip(passages, sentences, strict=True):
+                        fh.write(json.dumps({**p, "sentences": sents}, ensure_ascii=False) + "\n")
+                np.save(tmp / "sentence_vectors.npy", vectors)
             self._stamp(out, fp)
             return svc
         with open(out / "passages.jsonl", encoding="utf-8") as fh:
-            passages = [json.loads(line) for line in fh]
-        return BM25PassageService(passages, load_index(out / "index"), encoder, "MedQuAD (all visible documents)")
+            rows = [json.loads(line) for line in fh]
+        sentences = [row.pop("sentences") for row in rows]
+        return BM25PassageService(rows, load_index(out / "index"), encoder, version, sentences,
+                                  np.load(out / "sentence_vectors.npy"))
 
     def next_questions(self) -> NextQuestionService:
         from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
