@@ -719,3 +719,91 @@ def test_passages_sentence_vectors_are_computed_once_and_repeats_dropped(tiny_en
     want = [float(v @ q / np.linalg.norm(v) / np.linalg.norm(q)) for v in tiny_encoder.encode(["Nausea can occur."], kind="passage")]
     assert body["results"][0]["sentences"][0]["score"] == pytest.approx(want[0], abs=2e-3)
     assert body["curve"]["scores"] == [s["score"] for s in body["results"][0]["sentences"]]
+
+
+def _building_step(name: str, done: int, total: int, seconds_ago: float = 10.0):
+    from medrank.service.readiness import BuildStep
+
+    step = BuildStep(name, 2, 4)
+    step.start()
+    step.update(0, total)
+    step.progress_started -= seconds_ago
+    step.update(done, total)
+    return step
+
+
+def test_a_pipeline_still_building_answers_503_with_retry_after(services):
+    step = _building_step("passages", 45, 100, seconds_ago=45.0)  # 1 entry/s: 55 s left
+    services.passages = None
+    services.steps = {"passages": step}
+    c = _client(services)
+    r = c.post("/passages", json={"entity": "asthma", "aspect": "symptoms"})
+    assert r.status_code == 503 and "building 45 %" in r.json()["detail"] and "about" in r.json()["detail"]
+    assert 50 <= int(r.headers["retry-after"]) <= 60
+    health = c.get("/health").json()
+    assert health["pipelines"]["passages"] is False and health["states"]["passages"] == "building 45 %"
+    assert health["builds"]["passages"]["progress"] == pytest.approx(0.45) and 50 <= health["builds"]["passages"]["eta_s"] <= 60
+    assert health["ready"] is False
+    models = {m["pipeline"]: m for m in c.get("/models").json()["pipelines"]}
+    assert models["passages"]["state"] == "building 45 %" and models["passages"]["form"] == "not ready yet"
+    assert models["symptoms"]["form"] == "zero-shot / first-stage" and "make models" in models["symptoms"]["train_command"]
+    step.finish(RuntimeError("disk full"))
+    r = c.post("/passages", json={"entity": "asthma", "aspect": "symptoms"})
+    assert r.status_code == 503 and "failed: RuntimeError: disk full" in r.json()["detail"]
+
+
+def test_symptoms_answer_from_a_ready_knowledge_base_while_another_builds(services):
+    hpo = _building_step("hpo", 10, 40)
+    zh = _building_step("chip-cdn", 0, 0)
+    ready = services.symptoms.kbs["tiny-en"]
+    services.symptoms = SymptomService({"icd10cm": ready}, pending={"hpo": ("en", hpo), "chip-cdn": ("zh", zh)})
+    c = _client(services)
+    body = c.post("/symptoms", json={"query": "bad headache and fever"}).json()
+    assert body["kb"] == "tiny-en"  # the ready English knowledge base answers meanwhile
+    r = c.post("/symptoms", json={"query": "fever", "kb": "hpo"})
+    assert r.status_code == 503 and "hpo knowledge base is still being built (building 25 %)" in r.json()["detail"]
+    assert int(r.headers["retry-after"]) >= 1
+    r = c.post("/symptoms", json={"query": "头痛发热"})
+    assert r.status_code == 503 and "chip-cdn" in r.json()["detail"] and r.headers["retry-after"] == "10"
+    services.symptoms.add("hpo", ready)
+    assert services.symptoms.defaults["en"] == "hpo" and "hpo" not in services.symptoms.pending
+
+
+def test_build_progress_lines_are_named_and_plain_off_a_terminal():
+    import io
+
+    from medrank.service.readiness import BuildReport, human_duration
+
+    out = io.StringIO()
+    report = BuildReport(out, log_every_s=0.0, tty=False)
+    step = _building_step("hpo", 12_034, 40_459, seconds_ago=60.0)
+    step.index, step.count = 1, 4
+    report.progress(step)
+    line = out.getvalue().strip()
+    assert line.startswith("building hpo (1/4): 12,034/40,459 entries, ETA ") and line.endswith("min")
+    assert "\x1b" not in line and "\r" not in line
+    step.finish()
+    report.finished(step)
+    assert out.getvalue().splitlines()[-1].startswith("building hpo (1/4): ready in ")
+    assert human_duration(30) == "30 s" and human_duration(180) == "3 min" and human_duration(3900) == "1 h 5 min"
+
+
+def test_build_plan_puts_the_small_steps_first(tmp_path):
+    from medrank.service.build import plan
+
+    settings = ServiceSettings(api_token=None, state_dir=tmp_path, models_dir=tmp_path)
+    assert plan(settings, ("symptoms", "normalize", "passages", "next-questions", "similar-questions")) == [
+        "symptoms:icd10cm", "similar-questions", "next-questions", "normalize", "symptoms:hpo", "symptoms:chip-cdn",
+        "passages"]
+    with pytest.raises(ValueError, match="unknown pipelines"):
+        plan(settings, ("nope",))
+
+
+def test_progress_encoder_reports_and_encodes_the_same(tiny_encoder):
+    from medrank.service.readiness import ProgressEncoder
+
+    seen = []
+    enc = ProgressEncoder(tiny_encoder, lambda done, total: seen.append((done, total)), chunk=2)
+    texts = ["fever", "cough", "rash", "headache", "nausea"]
+    assert np.allclose(enc.encode(texts, kind="passage"), tiny_encoder.encode(texts, kind="passage"), atol=1e-5)
+    assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)] and enc.fingerprint() == tiny_encoder.fingerprint()

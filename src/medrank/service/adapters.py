@@ -6,6 +6,7 @@ in tests) and are called from worker threads; they hold no per-request state.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,19 @@ class UnavailableError(LookupError):
     """The requested knowledge base / language is not served by this deployment (→ 404 / 503)."""
 
 
+class StillBuildingError(LookupError):
+    """What the request needs is still being built in the background (→ 503 with ``Retry-After``)."""
+
+    def __init__(self, what: str, step: Any) -> None:
+        from medrank.service.readiness import human_duration
+
+        eta = step.eta_s() if step is not None else None
+        self.retry_after_s = max(1, math.ceil(eta)) if eta is not None else 10
+        when = f"about {human_duration(eta)}" if eta is not None else "a little while"
+        detail = step.detail() if step is not None else "building"
+        super().__init__(f"{what} is still being built ({detail}); try again in {when}")
+
+
 @dataclass
 class PipelineInfo:
     """What ``/models`` reports for one pipeline."""
@@ -53,26 +67,59 @@ class PipelineInfo:
 
 # -- /symptoms ----------------------------------------------------------------------------------------
 class SymptomService:
-    """Patient text → top-k terms of a knowledge base (HPO / ICD-10-CM for English, CHIP-CDN ICD-10 for Chinese)."""
+    """Patient text → top-k terms of a knowledge base (HPO / ICD-10-CM for English, CHIP-CDN ICD-10 for Chinese).
 
-    def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None) -> None:
-        if not kbs:
+    Knowledge bases join as they are built (:meth:`add`, an atomic swap of the dictionaries a request reads);
+    ``pending`` names those still building (name → (language, build step)): asking for one answers 503 with
+    its ETA, and ``auto`` uses another ready knowledge base of the language meanwhile.
+    """
+
+    #: the knowledge base ``auto`` prefers per language, best first
+    PREFERENCE = {"en": ("hpo", "icd10cm"), "zh": ("chip-cdn",)}
+
+    def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
+                 pending: dict[str, tuple[str, Any]] | None = None) -> None:
+        if not kbs and not pending:
             raise ValueError("no knowledge base to detect symptoms with")
-        self.kbs = kbs
-        self.defaults = defaults or {}
+        self.kbs = dict(kbs)
+        self.pending = dict(pending or {})
+        self.defaults = dict(defaults) if defaults is not None else self._defaults(self.kbs)
         for lang, name in self.defaults.items():
             if name not in kbs:
                 raise ValueError(f"default knowledge base {name!r} for {lang} is not loaded")
 
+    @classmethod
+    def _defaults(cls, kbs: dict[str, KnowledgeBase]) -> dict[str, str]:
+        out = {}
+        for lang, order in cls.PREFERENCE.items():
+            found = next((n for n in order if n in kbs), None)
+            if found:
+                out[lang] = found
+        return out
+
+    def add(self, name: str, kb: KnowledgeBase) -> None:
+        """Serve ``kb`` from now on (new dictionaries swapped in whole: a request sees the old or the new state)."""
+        kbs = {**self.kbs, name: kb}
+        defaults = self._defaults(kbs)
+        self.kbs, self.defaults = kbs, defaults
+        self.pending = {n: v for n, v in self.pending.items() if n != name}
+
     def pick(self, language: str, kb: str) -> KnowledgeBase:
+        kbs, pending = self.kbs, self.pending
         if kb != "auto":
-            if kb not in self.kbs:
-                raise UnavailableError(f"unknown knowledge base {kb!r}; served: {sorted(self.kbs)}")
-            return self.kbs[kb]
-        name = self.defaults.get(language) or next((n for n, b in self.kbs.items() if b.info.language == language), None)
+            if kb in kbs:
+                return kbs[kb]
+            if kb in pending:
+                raise StillBuildingError(f"the {kb} knowledge base", pending[kb][1])
+            raise UnavailableError(f"unknown knowledge base {kb!r}; served: {sorted(kbs) + sorted(pending)}")
+        name = next((n for n in self.PREFERENCE.get(language, ()) if n in kbs), None) or \
+            next((n for n, b in kbs.items() if b.info.language == language), None)
         if name is None:
+            waiting = next((n for n, (lang, _) in pending.items() if lang == language), None)
+            if waiting is not None:
+                raise StillBuildingError(f"the {waiting} knowledge base", pending[waiting][1])
             raise UnavailableError(f"no symptom knowledge base for language {language!r}")
-        return self.kbs[name]
+        return kbs[name]
 
     def detect(self, query: str, language: str = "auto", kb: str = "auto", k: int = 5) -> dict[str, Any]:
         lang = resolve_language(query, language)
@@ -91,7 +138,8 @@ class SymptomService:
             "; ".join(f"{n}: {b.info.model}" for n, b in self.kbs.items()),
             "; ".join(f"{n}: {b.info.version}" for n, b in self.kbs.items()),
             any(b.info.trained for b in self.kbs.values()),
-            {"knowledge_bases": {n: b.describe() for n, b in self.kbs.items()}, "defaults": self.defaults},
+            {"knowledge_bases": {n: b.describe() for n, b in self.kbs.items()}, "defaults": self.defaults,
+             "building": {n: step.detail() for n, (_, step) in self.pending.items()}},
         )
 
 
@@ -412,25 +460,51 @@ class SimilarService:
 
 @dataclass
 class Services:
-    """Every adapter the app serves; ``None`` = the pipeline is not part of this deployment."""
+    """Every adapter the app serves; ``None`` = not part of this deployment, or (with a step in ``steps``) not
+    built yet. ``steps``: the background build steps by name (``symptoms:hpo``, ``normalize`` …)."""
 
     symptoms: SymptomService | None = None
     normalize: NormalizeService | TrainedNormalizeService | None = None
     passages: CDVPassageService | BM25PassageService | None = None
     next_questions: NextQuestionService | None = None
     similar: SimilarService | None = None
+    steps: dict[str, Any] = field(default_factory=dict)
 
     def available(self) -> dict[str, bool]:
         return {name: getattr(self, attr) is not None for name, attr in PIPELINES.items()}
 
+    def steps_of(self, pipeline: str) -> list[Any]:
+        return [s for n, s in self.steps.items() if n == pipeline or n.startswith(pipeline + ":")]
+
+    def state(self, pipeline: str) -> str:
+        """``ready``, ``building 45 %``, ``waiting``, ``failed: reason`` or ``not served``."""
+        steps = self.steps_of(pipeline)
+        if getattr(self, PIPELINES[pipeline]) is not None:
+            busy = [s for s in steps if s.state != "ready"]
+            return "ready" if not busy else "ready; still building " + ", ".join(f"{s.name} ({s.detail()})" for s in busy)
+        if not steps:
+            return "not served"
+        failed = [s for s in steps if s.state == "failed"]
+        if failed and all(s.state in ("failed", "ready") for s in steps):
+            return failed[0].detail()
+        building = [s for s in steps if s.state == "building"]
+        return (building or steps)[0].detail()
+
     def models(self) -> list[dict[str, Any]]:
+        from medrank.service.training import train_command
+
         out = []
         for name, attr in PIPELINES.items():
             svc = getattr(self, attr)
+            state = self.state(name)
             if svc is not None:
                 info = svc.info()
-                out.append({"pipeline": name, "model": info.model, "version": info.version, "trained": info.trained,
-                            "details": info.details})
+                out.append({"pipeline": name, "state": state, "model": info.model, "version": info.version,
+                            "trained": info.trained, "form": "trained" if info.trained else "zero-shot / first-stage",
+                            "train_command": train_command(name), "details": info.details})
+            elif state != "not served":
+                out.append({"pipeline": name, "state": state, "model": "(not ready yet)", "version": "", "trained": False,
+                            "form": "not ready yet", "train_command": train_command(name), "details": {}})
         return out
 
 

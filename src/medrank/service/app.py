@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from medrank.service import schemas as S
-from medrank.service.adapters import Services, UnavailableError
+from medrank.service.adapters import PIPELINES, Services, StillBuildingError, UnavailableError
 from medrank.service.settings import ServiceSettings
 
 access_log = logging.getLogger("medrank.service.access")
@@ -289,6 +289,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
             return await asyncio.wait_for(asyncio.shield(work), timeout=remaining)
         except TimeoutError:
             raise HTTPException(504, f"request took longer than {settings.request_timeout_s:g}s") from None
+        except StillBuildingError as exc:
+            raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
         except UnavailableError as exc:
             raise HTTPException(404, str(exc)) from None
         except ValueError as exc:
@@ -302,15 +304,24 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
                 work.add_done_callback(_release_after(sem))
 
     def need(svc: Any, name: str) -> Any:
-        if svc is None:
+        if svc is not None:
+            return svc
+        steps = services.steps_of(name)
+        if not steps:
             raise HTTPException(503, f"the {name} pipeline is not served by this deployment")
-        return svc
+        waiting = [s for s in steps if s.state in ("waiting", "building")]
+        if not waiting:
+            raise HTTPException(503, f"the {name} pipeline could not be built ({services.state(name)})")
+        # the soonest of its steps: a step that has not started yet has no ETA of its own
+        step = min(waiting, key=lambda s: (s.state != "building", s.eta_s() if s.eta_s() is not None else float("inf")))
+        exc = StillBuildingError(f"the {name} pipeline", step)
+        raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
 
     responses: dict[int | str, dict[str, Any]] = {
         401: {"description": "Missing or invalid bearer token"},
         404: {"description": "Unknown knowledge base or unsupported language"},
         413: {"description": "Request body too large"},
-        503: {"description": "Pipeline not served, or server busy"},
+        503: {"description": "Pipeline not served, still being built (Retry-After gives the ETA), or server busy"},
         504: {"description": "Request timed out"},
     }
 
@@ -356,8 +367,13 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:
-        """Liveness: which pipelines this deployment serves."""
-        return {"status": "ok", "pipelines": services.available(), "uptime_s": round(time.time() - started, 1)}
+        """Liveness, and each pipeline's state: ``ready``, ``building 45 %`` (with the ETA under ``builds``),
+        ``waiting`` or ``failed: reason``. ``pipelines`` says which answer now."""
+        return {"status": "ok", "ready": all(s.state in ("ready", "failed") for s in services.steps.values()),
+                "pipelines": services.available(),
+                "states": {name: services.state(name) for name in PIPELINES if services.state(name) != "not served"},
+                "builds": {name: step.snapshot() for name, step in services.steps.items()},
+                "uptime_s": round(time.time() - started, 1)}
 
     @app.head("/health", include_in_schema=False)
     async def health_head() -> None:
@@ -365,7 +381,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     @app.get("/models", response_model=S.ModelsResponse, dependencies=auth, responses={401: responses[401]}, tags=["service"])
     async def models() -> Any:
-        """Which model and version serves each pipeline, and whether it is trained or zero-shot / first-stage."""
+        """Which model and version serves each pipeline, its state, whether it is trained or zero-shot /
+        first-stage, and the command that trains it."""
         return {"pipelines": services.models()}
 
     static = resources.files("medrank.service") / "static"

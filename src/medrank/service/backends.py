@@ -113,8 +113,9 @@ class StoreBackend:
 
     @staticmethod
     def ingest(store: Any, concepts: Sequence[Concept], encoder: Encoder | None, batch_size: int = 2048,
-               show_progress: bool = True) -> int:
-        """Add every name/synonym of ``concepts`` to ``store`` in batches (vectors from ``encoder``)."""
+               show_progress: bool = True, progress: Any = None) -> int:
+        """Add every name/synonym of ``concepts`` to ``store`` in batches (vectors from ``encoder``);
+        ``progress(done, total)`` is called after each batch."""
         from tqdm.auto import tqdm
 
         ids, texts, items = concept_entries(concepts)
@@ -126,6 +127,8 @@ class StoreBackend:
                        if encoder is not None else None)
             added += store.add(ids[sl], texts[sl], vectors, [{"concept": c} for c in items[sl]])
             bar.update(len(ids[sl]))
+            if progress is not None:
+                progress(min(start + batch_size, len(ids)), len(ids))
         bar.close()
         store.save()
         return added

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +59,7 @@ from medrank.service.backends import (
 )
 from medrank.service.batching import BatchingEncoder, batch_queries
 from medrank.service.calibration import TopHitCalibrator
+from medrank.service.readiness import BuildReport, BuildStep, ProgressEncoder
 from medrank.service.settings import ServiceSettings
 from medrank.utils.io import atomic_dir
 
@@ -71,17 +73,23 @@ class Builder:
     """Loads encoders once, builds or loads each component, and reports progress on stderr."""
 
     def __init__(self, settings: ServiceSettings, console: Console | None = None, show_progress: bool = True,
-                 encoders: dict[str, Encoder] | None = None) -> None:
+                 encoders: dict[str, Encoder] | None = None, report: BuildReport | None = None) -> None:
         self.settings = settings
         self.console = console or Console(stderr=True)
-        self.show_progress = show_progress
+        self.report = report or BuildReport(self.console.file)
+        #: progress goes to the current build step (named bars / log lines) instead of anonymous encoder bars
+        self.show_progress = False
+        self.quiet = not show_progress
+        #: the step being built now (its progress and ETA are what /health reports)
+        self.step: BuildStep | None = None
         self._encoders: dict[str, Encoder] = dict(encoders or {})
         self.state = Path(settings.state_dir)
         self.state.mkdir(parents=True, exist_ok=True)
 
     # -- helpers ------------------------------------------------------------------------------------
     def say(self, message: str) -> None:
-        self.console.print(message, markup=False)
+        if not self.quiet:
+            self.report.say(message)  # plain lines: a log file gets them unwrapped
 
     def encoder(self, language: str) -> Encoder:
         """The query encoder of ``language`` (MiniLM for English, e5-small for Chinese by default)."""
@@ -101,15 +109,15 @@ class Builder:
         enc = self.encoder(language)
         return enc.encoder if isinstance(enc, BatchingEncoder) else enc
 
-    def build_encoder(self, language: str) -> Encoder:
+    def build_encoder(self, language: str, track: bool = True) -> Encoder:
         """The same encoder wrapped in the embedding cache (vocabulary texts only, never queries)."""
         from medrank.config import cache_dir
         from medrank.encoders import CachedEncoder, TransformerEncoder
 
         enc = self.raw_encoder(language)
         if isinstance(enc, TransformerEncoder):
-            return CachedEncoder(enc, cache_dir() / "embeddings")
-        return enc
+            enc = CachedEncoder(enc, cache_dir() / "embeddings")
+        return ProgressEncoder(enc, self.progress()) if track and self.step is not None else enc
 
     @property
     def data_key(self) -> str:
@@ -122,10 +130,14 @@ class Builder:
     def _fingerprint(self, *parts: Any) -> str:
         return json.dumps([BUILD_VERSION, *[str(p) for p in parts]], ensure_ascii=False)
 
-    def progress(self, pipeline: str, unit: str) -> Callable[[int, int], None]:
-        """A ``(done, total)`` callback that reports ``pipeline``'s build progress."""
+    def progress(self, unit: str = "entries") -> Callable[[int, int], None]:
+        """A ``(done, total)`` callback that moves the current build step (a no-op outside one)."""
         def report(done: int, total: int) -> None:
-            self.say(f"  {pipeline}: {done:,}/{total:,} {unit}")
+            step = self.step
+            if step is not None:
+                step.update(done, total, unit)
+                if not self.quiet:
+                    self.report.progress(step)
 
         return report
 
@@ -213,8 +225,8 @@ class Builder:
                                                                       show_progress=self.show_progress))
         else:
             self._timed(f"{name}: {len(concepts):,} concepts ingested into {redact_dsn(store_spec)}",
-                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language),
-                                                    show_progress=self.show_progress))
+                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language, track=False),
+                                                    show_progress=False, progress=self.progress()))
             kb = KnowledgeBase(info, concepts, StoreBackend(store, encoder, mode=method))
         kb.save(path, fingerprint)
         if isinstance(kb.backend, IndexBackend):  # reload so the index's encoder is the uncached query encoder
@@ -253,17 +265,6 @@ class Builder:
             return None
 
     # -- pipelines ----------------------------------------------------------------------------------
-    def symptoms(self) -> SymptomService | None:
-        kbs = {n: self.knowledge_base(n) for n in self.settings.kbs if n != "procedures"}
-        if not kbs:
-            return None
-        defaults = {}
-        for lang, order in (("en", ("hpo", "icd10cm")), ("zh", ("chip-cdn",))):
-            found = next((n for n in order if n in kbs), None)
-            if found:
-                defaults[lang] = found
-        return SymptomService(kbs, defaults)
-
     def normalize(self) -> NormalizeService | TrainedNormalizeService | None:
         run = self.settings.model_path("normalize")
         if run is not None and self._kind(run) == "procedure-normalizer":
@@ -380,7 +381,7 @@ class Builder:
             sentences = [[t for t, _ in split_sentences(p["text"])] for p in passages]
             flat = [t for sents in sentences for t in sents]
             vectors = self._timed(f"passages: {len(flat):,} sentences encoded", lambda: BM25PassageService.encode_sentences(
-                self.build_encoder("en"), flat, on_batch=self.progress("passages", "sentences")))
+                self.build_encoder("en"), flat, on_batch=self.progress("sentences")))
             svc = BM25PassageService(passages, BM25Index(language="en").build([p["id"] for p in passages],
                                                                               [p["text"] for p in passages]),
                                      encoder, version, sentences, vectors)
@@ -514,23 +515,96 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
-                   console: Console | None = None, encoders: dict[str, Encoder] | None = None) -> Services:
-    """Every requested pipeline, built on first start and loaded from ``settings.state_dir`` later."""
+#: knowledge base → its language (known before it is built, so a request can be told it is on its way)
+KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
+#: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
+#: indexes: BM25 only), so the service answers within a minute and the large encodes follow
+STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "normalize", "symptoms:hpo",
+              "symptoms:chip-cdn", "passages")
+
+
+def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
+    """The build steps of ``pipelines``, in :data:`STEP_ORDER` (unknown knowledge bases last, in the given order)."""
     unknown = set(pipelines) - set(PIPELINE_NAMES)
     if unknown:
         raise ValueError(f"unknown pipelines {sorted(unknown)}; known: {PIPELINE_NAMES}")
-    b = Builder(settings, console, show_progress, encoders)
+    steps = [f"symptoms:{kb}" for kb in settings.kbs if kb != "procedures"] if "symptoms" in pipelines else []
+    steps += [p for p in pipelines if p != "symptoms"]
+    if "normalize" in steps and "procedures" not in settings.kbs and settings.model_path("normalize") is None:
+        steps.remove("normalize")
+    rank = {name: i for i, name in enumerate(STEP_ORDER)}
+    return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
+
+
+def run_step(b: Builder, services: Services, name: str) -> None:
+    """Build one step and swap its result into ``services`` (one attribute assignment: atomic for readers)."""
+    if name.startswith("symptoms:"):
+        kb_name = name.split(":", 1)[1]
+        kb = b.knowledge_base(kb_name)
+        if services.symptoms is None:
+            pending = {n.split(":", 1)[1]: (KB_LANGUAGES.get(n.split(":", 1)[1], ""), s) for n, s in services.steps.items()
+                       if n.startswith("symptoms:") and n != name and s.state != "ready"}
+            services.symptoms = SymptomService({kb_name: kb}, pending=pending)
+        else:
+            services.symptoms.add(kb_name, kb)
+        return
+    attr = {"normalize": "normalize", "passages": "passages", "next-questions": "next_questions",
+            "similar-questions": "similar"}[name]
+    setattr(services, attr, getattr(b, attr)())
+
+
+def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: bool) -> None:
     t0 = time.perf_counter()
-    services = Services(
-        symptoms=b.symptoms() if "symptoms" in pipelines else None,
-        normalize=b.normalize() if "normalize" in pipelines else None,
-        passages=b.passages() if "passages" in pipelines else None,
-        next_questions=b.next_questions() if "next-questions" in pipelines else None,
-        similar=b.similar() if "similar-questions" in pipelines else None,
-    )
+    for name in names:
+        step = services.steps[name]
+        step.start()
+        b.step = step
+        try:
+            run_step(b, services, name)
+        except Exception as exc:  # noqa: BLE001 - one failed component must not stop the others
+            step.finish(exc)
+            if services.symptoms is not None and name.startswith("symptoms:"):
+                services.symptoms.pending = {n: v for n, v in services.symptoms.pending.items() if n != step.name}
+            if not b.quiet:
+                b.report.finished(step)
+            if raise_errors:
+                raise
+            log.exception("building %s failed", name)
+            continue
+        finally:
+            b.step = None
+        step.finish()
+        if not b.quiet:
+            b.report.finished(step)
     b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
+
+
+def _new_services(names: list[str]) -> Services:
+    steps = {n: BuildStep(n.split(":", 1)[1] if n.startswith("symptoms:") else n, i, len(names)) for i, n in
+             enumerate(names, 1)}
+    return Services(steps=steps)
+
+
+def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
+                   console: Console | None = None, encoders: dict[str, Encoder] | None = None) -> Services:
+    """Every requested pipeline, built now (first start) or loaded from ``settings.state_dir``; returns when all are."""
+    names = plan(settings, pipelines)
+    services = _new_services(names)
+    _run_steps(Builder(settings, console, show_progress, encoders), services, names, raise_errors=True)
     return services
+
+
+def start_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
+                   console: Console | None = None, encoders: dict[str, Encoder] | None = None,
+                   ) -> tuple[Services, threading.Thread]:
+    """The services at once, every pipeline ``None`` until its background build swaps it in (see ``Services.steps``
+    for progress); a step that fails is reported and the others go on."""
+    names = plan(settings, pipelines)
+    services = _new_services(names)
+    builder = Builder(settings, console, show_progress, encoders)
+    worker = threading.Thread(target=_run_steps, args=(builder, services, names, False), name="medrank-build", daemon=True)
+    worker.start()
+    return services, worker
 
 
 #: ICD-10-CM categories outside chapter 18 that name a symptom a patient reports (pain of a body part, itch,

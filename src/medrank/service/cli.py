@@ -1,9 +1,10 @@
 """``medrank serve``: the HTTP API and the web page in one process.
 
-First start builds the knowledge bases and indexes from ``--data`` (default
-``../shared/data``) and the packaged vocabularies with the offline encoders
-(progress bars on stderr) into ``--state`` (default ``$MEDRANK_CACHE/service``);
-later starts load them in seconds. Trained checkpoints are looked up under
+The server answers at once; the knowledge bases and indexes are built (first start) from ``--data``
+(default ``../shared/data``) and the packaged vocabularies with the offline encoders, or loaded (later
+starts) from ``--state`` (default ``$MEDRANK_CACHE/service``), in a background worker, smallest first,
+each swapped in when done (``/health`` reports each one's progress and ETA; named bars on a terminal,
+plain lines in a log). ``--build-only`` builds everything in the foreground and exits. Trained checkpoints are looked up under
 ``--models`` (default ``./runs``); see :mod:`medrank.service.settings`.
 """
 
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        from medrank.service.build import build_services
+        from medrank.service.build import build_services, start_services
         from medrank.service.settings import DEFAULT_MODEL_PATHS, ServiceSettings
 
         err = Console(stderr=True)
@@ -90,13 +91,16 @@ def register(app: typer.Typer) -> None:
                 if method:
                     settings.kb_methods[name] = method
         settings.kbs = tuple(names)
+        chosen = tuple(p.strip() for p in pipelines.split(",") if p.strip())
         try:
-            services = build_services(settings, tuple(p.strip() for p in pipelines.split(",") if p.strip()), console=err)
+            if build_only:
+                build_services(settings, chosen, console=err)
+                return
+            # answer at once: each knowledge base / index is built in a background worker and swapped in when done
+            services, _ = start_services(settings, chosen, console=err)
         except (ValueError, OSError) as exc:
             err.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(2) from None
-        if build_only:
-            return
         import uvicorn
 
         from medrank.service.app import create_app

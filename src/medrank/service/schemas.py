@@ -180,17 +180,34 @@ class SimilarResponse(_Response):
 
 
 # -- /health, /models ---------------------------------------------------------------------------------
+class BuildState(BaseModel):
+    state: Literal["waiting", "building", "ready", "failed"]
+    detail: str = Field(description="'waiting', 'building 45 %', 'ready' or 'failed: reason'.")
+    progress: float | None = Field(description="Fraction done (0-1) of the current phase; null before it starts.")
+    done: int
+    total: int
+    unit: str
+    eta_s: float | None = Field(description="Seconds left at the rate so far; null when unknown.")
+    seconds: float | None = Field(description="Seconds spent building so far (or in all, once done).")
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
-    pipelines: dict[str, bool]
+    ready: bool = Field(description="True once every build step is done (ready or failed).")
+    pipelines: dict[str, bool] = Field(description="Which pipelines answer now.")
+    states: dict[str, str] = Field({}, description="Per pipeline: 'ready', 'building 45 %', 'waiting' or 'failed: reason'.")
+    builds: dict[str, BuildState] = Field({}, description="Each background build step (knowledge bases, indexes).")
     uptime_s: float
 
 
 class PipelineModel(BaseModel):
     pipeline: str
+    state: str = Field("ready", description="'ready', 'building 45 %', 'waiting' or 'failed: reason'.")
     model: str
     version: str
     trained: bool
+    form: str = Field("", description="'trained', 'zero-shot / first-stage', or 'not ready yet'.")
+    train_command: str | None = Field(None, description="How to get (or retrain) the trained form of this pipeline.")
     details: dict[str, object] = {}
 
 
