@@ -19,7 +19,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``serve`` to the ``medrank`` app."""
+    """Add ``serve`` and ``train-service`` to the ``medrank`` app."""
 
     @app.command()
     def serve(
@@ -111,6 +111,28 @@ def register(app: typer.Typer) -> None:
         access.propagate = False  # one line per request, not a second copy through the root handler
         err.print(f"serving on http://{host}:{port}/ (API docs at /docs){' with a bearer token' if settings.api_token else ''}")
         uvicorn.run(create_app(settings, services), host=host, port=port, access_log=False, log_level="warning")
+
+
+    @app.command("train-service")
+    def train_service_cmd(
+        only: Annotated[str, typer.Option(help="Comma-separated pipelines to train (default: every one the service uses).")] = "",
+        runs: Annotated[Path, typer.Option(help="Where the runs go; the recipes chain through runs/, so keep the default "
+                                                "and run from the repository root.")] = Path("runs"),
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would run, run nothing.")] = False,
+    ) -> None:
+        """Train the CPU recipe of every model the service uses (resumable: run it again to continue)."""
+        from rich.console import Console
+        from rich.markup import escape
+
+        from medrank.service.training import train_service
+
+        err = Console(stderr=True, soft_wrap=True)
+        try:
+            train_service(runs, tuple(p.strip() for p in only.split(",") if p.strip()),
+                          say=lambda line: err.print(line, markup=False, highlight=False), dry_run=dry_run)
+        except (FileNotFoundError, RuntimeError) as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(1) from None
 
 
 def _stderr_handler() -> logging.Handler:

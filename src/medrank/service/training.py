@@ -110,7 +110,8 @@ def train_service(runs: Path = RUNS, only: tuple[str, ...] = (), say: Callable[[
                                "run the same command again to resume it")
         say(f"[{n}/{len(steps)}] {step.note}: trained in {_clock(took)}")
         report.append({"config": step.config, "output": str(out), "status": "trained", "seconds": round(took, 1)})
-    say(f"all {len(steps)} service models ready in {runs} ({_clock(time.time() - t0)}); `make serve` serves them")
+    if not dry_run:
+        say(f"all {len(steps)} service models ready in {runs} ({_clock(time.time() - t0)}); `make serve` serves them")
     return report
 
 
