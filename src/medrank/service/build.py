@@ -115,9 +115,13 @@ class Builder:
         from medrank.encoders import CachedEncoder, TransformerEncoder
 
         enc = self.raw_encoder(language)
+        # progress counts the texts actually encoded: the cache asks its encoder once, for the texts it lacks,
+        # and writes its file once per call
+        unit = "sentences" if self.step is not None and self.step.name == "passages" else "entries"
+        tracked = ProgressEncoder(enc, self.progress(unit)) if track and self.step is not None else enc
         if isinstance(enc, TransformerEncoder):
-            enc = CachedEncoder(enc, cache_dir() / "embeddings")
-        return ProgressEncoder(enc, self.progress()) if track and self.step is not None else enc
+            return CachedEncoder(tracked, cache_dir() / "embeddings")
+        return tracked
 
     @property
     def data_key(self) -> str:
@@ -380,8 +384,8 @@ class Builder:
                         for d in corpus.documents for p in d.passages]
             sentences = [[t for t, _ in split_sentences(p["text"])] for p in passages]
             flat = [t for sents in sentences for t in sents]
-            vectors = self._timed(f"passages: {len(flat):,} sentences encoded", lambda: BM25PassageService.encode_sentences(
-                self.build_encoder("en"), flat, on_batch=self.progress("sentences")))
+            vectors = self._timed(f"passages: {len(flat):,} sentences encoded",
+                                  lambda: BM25PassageService.encode_sentences(self.build_encoder("en"), flat))
             svc = BM25PassageService(passages, BM25Index(language="en").build([p["id"] for p in passages],
                                                                               [p["text"] for p in passages]),
                                      encoder, version, sentences, vectors)
