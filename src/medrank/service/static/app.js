@@ -313,8 +313,15 @@ $("normalize-form").addEventListener("submit", (ev) => {
   });
 });
 
-api("/health").then((h) => {
-  $("models").textContent = "pipelines: " + Object.entries(h.pipelines).map(([k, v]) => `${k} ${v ? "✓" : "✗"}`).join(" · ");
-}).catch((e) => {
-  $("models").textContent = e.message;
-});
+// each pipeline's state: the page is usable as soon as one is ready, and says what is still being built
+function showHealth() {
+  api("/health").then((h) => {
+    const states = Object.entries(h.states || {});
+    $("models").textContent = "pipelines: " + (states.length ? states : Object.entries(h.pipelines).map(([k, v]) => [k, v ? "ready" : "not served"]))
+      .map(([k, v]) => `${k} ${v === "ready" ? "✓" : "— " + v}`).join(" · ");
+    if (!h.ready) setTimeout(showHealth, 5000);
+  }).catch((e) => {
+    $("models").textContent = e.message;
+  });
+}
+showHealth();
