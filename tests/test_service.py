@@ -262,7 +262,8 @@ def test_similar_questions_endpoint(services):
 def test_health_models_and_page(services):
     c = _client(services)
     assert c.get("/health").json()["pipelines"] == {"symptoms": True, "normalize": True, "passages": True,
-                                                   "next-questions": True, "similar-questions": True}
+                                                   "next-questions": True, "similar-questions": True,
+                                                   "differential": False}
     models = {m["pipeline"]: m for m in c.get("/models").json()["pipelines"]}
     assert models["next-questions"]["model"] == FIRST_STAGE and models["passages"]["trained"] is False
     page = c.get("/")
@@ -454,7 +455,9 @@ def test_schemathesis_no_server_errors(services):
     app = create_app(ServiceSettings(api_token=None, request_timeout_s=20), services)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 7
+    assert len(operations) == 8
+    # a pipeline this deployment does not serve answers 503 by design (the tiny services have no inquiry engine)
+    operations = [op for op in operations if op.path != "/differential"]
     seen: dict[int, int] = {}
     for op in operations:
         modes = [schemathesis.GenerationMode.POSITIVE]
@@ -807,3 +810,46 @@ def test_progress_encoder_reports_and_encodes_the_same(tiny_encoder):
     texts = ["fever", "cough", "rash", "headache", "nausea"]
     assert np.allclose(enc.encode(texts, kind="passage"), tiny_encoder.encode(texts, kind="passage"), atol=1e-5)
     assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)] and enc.fingerprint() == tiny_encoder.fingerprint()
+
+
+def test_set_detector_and_inquiry_engine_adapters(services):
+    """The adapters the lead wires SetDetector / InquiryEngine into, over stand-ins with their interfaces."""
+    from types import SimpleNamespace
+
+    from medrank.service.adapters import DifferentialService
+
+    class Sets:  # SetDetector.detect(text) -> SymptomSet(terms, alternatives)
+        def detect(self, text):
+            term = SimpleNamespace(id="HP:1", name="headache", probability=0.91, span=(6, 14))
+            alt = SimpleNamespace(id="HP:5", name="nausea", probability=0.3, span=None)
+            return SimpleNamespace(terms=[term], alternatives=[alt])
+
+    services.symptoms = SymptomService(services.symptoms.kbs, services.symptoms.defaults, set_detectors={"tiny-en": Sets()})
+    body = _client(services).post("/symptoms", json={"query": "a bad headache"}).json()
+    assert body["terms"] == [{"id": "HP:1", "name": "headache", "probability": 0.91, "span": [6, 14]}]
+    assert body["alternatives"][0]["span"] is None and body["results"]
+    with pytest.raises(ValueError, match="detect"):
+        SymptomService(services.symptoms.kbs, set_detectors={"tiny-en": object()})
+
+    seen = []
+
+    class Engine:  # InquiryEngine.differential(findings, k) -> [RankedCondition]
+        name = "ddxplus-kb"
+
+        def finding_names(self):
+            return ["E_91", "E_53"]
+
+        def differential(self, findings, k=10):
+            seen.append((findings, k))
+            return [SimpleNamespace(name="URTI", probability=0.6, supporting=("E_91",))]
+
+    finding = dataclasses.make_dataclass("Finding", ["name", "value"])
+    c = _client(services)
+    assert c.post("/differential", json={"findings": [{"name": "E_91"}], "language": "en"}).status_code == 503
+    services.differential = DifferentialService({"en": Engine()}, finding)
+    r = _client(services).post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_53", "value": "absent"}],
+                                                      "language": "en", "k": 3})
+    assert r.status_code == 200 and r.json()["results"] == [{"name": "URTI", "probability": 0.6, "supporting": ["E_91"]}]
+    assert seen[0][0] == [finding("E_91", "present"), finding("E_53", "absent")] and seen[0][1] == 3
+    assert _client(services).post("/differential", json={"findings": [{"name": "x"}], "language": "zh"}).status_code == 404
+    assert _client(services).post("/differential", json={"findings": [], "language": "en"}).status_code == 422

@@ -78,9 +78,15 @@ class SymptomService:
     PREFERENCE = {"en": ("hpo", "icd10cm"), "zh": ("chip-cdn",)}
 
     def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
-                 pending: dict[str, tuple[str, Any]] | None = None) -> None:
+                 pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None) -> None:
         if not kbs and not pending:
             raise ValueError("no knowledge base to detect symptoms with")
+        for name, detector in (set_detectors or {}).items():
+            if not callable(getattr(detector, "detect", None)):
+                raise ValueError(f"set_detectors[{name!r}] must have detect(text) -> SymptomSet")
+        #: knowledge base name → a set detector over it (``medrank.pipelines.symptom.sets.SetDetector``): the
+        #: response then carries the decided set (spans, probabilities) and its ranked alternatives
+        self.set_detectors = dict(set_detectors or {})
         self.kbs = dict(kbs)
         self.pending = dict(pending or {})
         self.defaults = dict(defaults) if defaults is not None else self._defaults(self.kbs)
@@ -130,8 +136,14 @@ class SymptomService:
                                    f"{lang!r}: choose a {lang!r} knowledge base, or pass language={base.info.language!r} "
                                    "to search it anyway")
         hits = base.search([query], k)[0]
-        return {"model": base.info.model, "trained": base.info.trained, "language": lang, "kb": base.info.name,
-                "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits]}
+        out = {"model": base.info.model, "trained": base.info.trained, "language": lang, "kb": base.info.name,
+               "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits]}
+        detector = self.set_detectors.get(base.info.name)
+        if detector is not None:
+            found = detector.detect(query)
+            out["terms"] = [_term(t) for t in found.terms]
+            out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
+        return out
 
     def info(self) -> PipelineInfo:
         return PipelineInfo(
@@ -141,6 +153,11 @@ class SymptomService:
             {"knowledge_bases": {n: b.describe() for n, b in self.kbs.items()}, "defaults": self.defaults,
              "building": {n: step.detail() for n, (_, step) in self.pending.items()}},
         )
+
+
+def _term(term: Any) -> dict[str, Any]:
+    return {"id": term.id, "name": term.name, "probability": round(float(term.probability), 6),
+            "span": list(term.span) if term.span is not None else None}
 
 
 # -- /normalize ---------------------------------------------------------------------------------------
@@ -400,6 +417,36 @@ class NextQuestionService:
                              for lang, b in r.banks.items()})
 
 
+# -- /differential ------------------------------------------------------------------------------------
+class DifferentialService:
+    """``/differential``: findings → ranked conditions, one history inquiry engine per language
+    (``medrank.pipelines.history.inquiry.InquiryEngine``: ``differential(findings, k)`` → ``RankedCondition``s)."""
+
+    def __init__(self, engines: dict[str, Any], finding_type: Any) -> None:
+        if not engines:
+            raise ValueError("no inquiry engine")
+        for lang, engine in engines.items():
+            if not callable(getattr(engine, "differential", None)):
+                raise ValueError(f"engines[{lang!r}] must have differential(findings, k)")
+        self.engines = engines
+        #: the engine's Finding dataclass (name, value, source): requests are turned into it
+        self.finding_type = finding_type
+
+    def rank(self, findings: Sequence[dict[str, str]], language: str, k: int = 10) -> dict[str, Any]:
+        engine = self.engines.get(language)
+        if engine is None:
+            raise UnavailableError(f"no inquiry engine for language {language!r}; served: {sorted(self.engines)}")
+        ranked = engine.differential([self.finding_type(f["name"], f["value"]) for f in findings], k=k)
+        return {"model": engine.name, "trained": "reranker" in engine.name, "language": language,
+                "results": [{"name": c.name, "probability": round(float(c.probability), 6),
+                             "supporting": list(c.supporting)} for c in ranked]}
+
+    def info(self) -> PipelineInfo:
+        return PipelineInfo("; ".join(f"{lang}: {e.name}" for lang, e in self.engines.items()), "inquiry engine",
+                            any("reranker" in e.name for e in self.engines.values()),
+                            {lang: {"findings": len(e.finding_names())} for lang, e in self.engines.items()})
+
+
 # -- /similar-questions -------------------------------------------------------------------------------
 @dataclass
 class SimilarSearcher:
@@ -461,6 +508,7 @@ class Services:
     passages: CDVPassageService | BM25PassageService | None = None
     next_questions: NextQuestionService | None = None
     similar: SimilarService | None = None
+    differential: DifferentialService | None = None
     steps: dict[str, Any] = field(default_factory=dict)
 
     def available(self) -> dict[str, bool]:
@@ -502,4 +550,4 @@ class Services:
 
 
 PIPELINES = {"symptoms": "symptoms", "normalize": "normalize", "passages": "passages",
-             "next-questions": "next_questions", "similar-questions": "similar"}
+             "next-questions": "next_questions", "similar-questions": "similar", "differential": "differential"}

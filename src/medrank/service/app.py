@@ -365,6 +365,14 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         check_limits([req.question], {}, req.k)
         return await call(svc.search, req.question, req.language, req.k)
 
+    @app.post("/differential", response_model=S.DifferentialResponse, dependencies=auth, responses=responses,
+              tags=["patient"])
+    async def differential(req: S.DifferentialRequest) -> Any:
+        """Findings so far → ranked conditions (the history inquiry engine of the language)."""
+        svc = need(services.differential, "differential")
+        check_limits([f.name for f in req.findings], {"findings": len(req.findings)}, req.k)
+        return await call(svc.rank, [{"name": f.name, "value": f.value} for f in req.findings], req.language, req.k)
+
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:
         """Liveness, and each pipeline's state: ``ready``, ``building 45 %`` (with the ETA under ``builds``),

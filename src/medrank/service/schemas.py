@@ -62,10 +62,20 @@ class ConceptResult(BaseModel):
     codes: list[str] = []
 
 
+class DetectedTerm(BaseModel):
+    id: str
+    name: str
+    probability: float = Field(description="Calibrated probability that the text mentions this term.")
+    span: list[int] | None = Field(None, description="[start, end) character offsets of the text it covers.")
+
+
 class SymptomsResponse(_Response):
     language: str
     kb: str
     results: list[ConceptResult]
+    terms: list[DetectedTerm] | None = Field(None, description="The decided set of terms, where a set detector serves "
+                                                               "the knowledge base; null otherwise.")
+    alternatives: list[DetectedTerm] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
 
 
 # -- /normalize ---------------------------------------------------------------------------------------
@@ -177,6 +187,29 @@ class SimilarResponse(_Response):
     language: str
     recall: str
     results: list[SimilarResult]
+
+
+# -- /differential -----------------------------------------------------------------------------------
+class Finding(_Request):
+    name: ShortText = Field(description="A finding (evidence / symptom) name of the engine's knowledge base.")
+    value: Literal["present", "absent", "unsure"] | ShortText = "present"
+
+
+class DifferentialRequest(_Request):
+    findings: list[Finding] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="What is known so far.")
+    language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
+    k: K = 10
+
+
+class RankedCondition(BaseModel):
+    name: str
+    probability: float
+    supporting: list[str]
+
+
+class DifferentialResponse(_Response):
+    language: str
+    results: list[RankedCondition]
 
 
 # -- /health, /models ---------------------------------------------------------------------------------
