@@ -268,3 +268,13 @@ class _serve:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+def test_chinese_rows_do_not_repeat_the_name_as_the_id(base_url, page):
+    page.goto(base_url + "/")
+    page.fill("#complaint", "头痛发热两天")
+    page.click("#detect")
+    page.wait_for_selector("#symptoms li")
+    first = page.locator("#symptoms li").first
+    name = first.locator("label").inner_text()
+    assert name and name not in first.locator(".score").inner_text()  # the tiny Chinese terms' ids are their names
