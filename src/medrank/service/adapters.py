@@ -198,7 +198,7 @@ class NormalizeService:
 
 
 class TrainedNormalizeService:
-    """Issue 4's recall-and-rank normaliser (MTCG → KAR → FB or the learned fusion, :class:`~medrank.pipelines.
+    """The trained recall-and-rank normaliser (MTCG → KAR → FB or the learned fusion, :class:`~medrank.pipelines.
     procedures.normalizer.ProcedureNormalizer`): the candidates with their fused scores, plus the terms its count rule selects."""
 
     def __init__(self, normalizer: Any, codes: dict[str, tuple[str, ...]], model: str, version: str) -> None:

@@ -16,7 +16,7 @@ pipeline           default path under ``models_dir``
 ``similar-en``     ``similar/medical-question-pairs/stmt``
 ``passages``       ``passages/index-all`` (a CDV sentence index) or ``passages/cdv`` (a CDV run)
 ``normalize``      ``procedures/fusion`` (KAR + learned fusion) or ``procedures/kar`` (a KAR run; both hold ``normalizer.json``)
-``next-questions`` none: only ``--model next-questions=runs/history/<run>`` (issue 6's CPU runs trail the first stage)
+``next-questions`` none: only ``--model next-questions=runs/history/<run>`` (the CPU-recipe re-rankers trail the first stage)
 =================  ============================================================
 
 A pipeline without a checkpoint serves its zero-shot / BM25 form and says so.
