@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.medrank-installed
 
-.PHONY: install serve demo test test-slow lint bench
+.PHONY: install serve models demo test test-slow lint bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ install: $(STAMP)
 
 serve: install
 	$(VENV)/bin/medrank serve
+
+# the CPU recipe of every model the service uses, into runs/ where `make serve` finds them (resumable)
+models: install
+	nice -n 10 $(VENV)/bin/medrank train-service
 
 demo: install
 	$(VENV)/bin/medrank demo

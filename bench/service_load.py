@@ -66,10 +66,20 @@ def chinese_questions(limit: int = 200) -> list[str]:
     return qs[:limit]
 
 
+def passage_queries(limit: int = 200) -> list[tuple[str, str]]:
+    """(entity, aspect) pairs of MedQuAD: document titles with the aspects their passages answer."""
+    from medrank.data.medquad import load_passage_corpus
+
+    pairs = sorted({(d.title, p.label) for d in load_passage_corpus(None, "all").documents for p in d.passages if p.label})
+    random.Random(13).shuffle(pairs)
+    return pairs[:limit]
+
+
 def start_server(args: argparse.Namespace, store: str | None, state: Path, port: int, log_path: Path) -> subprocess.Popen:
     exe = Path(sys.executable).parent / "medrank"
+    pipelines = "symptoms,similar-questions" + (",passages" if args.passages else "")
     cmd = ["nice", "-n", str(args.server_nice), str(exe), "--threads", str(args.server_threads), "serve", "--host", "127.0.0.1",
-           "--port", str(port), "--state", str(state), "--kb", args.kb, "--pipelines", "symptoms,similar-questions",
+           "--port", str(port), "--state", str(state), "--kb", args.kb, "--pipelines", pipelines,
            "--max-concurrency", str(args.max_concurrency), "--timeout", str(args.request_timeout)]
     if store:
         cmd += ["--store", store]
@@ -96,7 +106,9 @@ async def wait_ready(base: str, proc: subprocess.Popen, deadline: float) -> floa
             if proc.poll() is not None:
                 raise RuntimeError(f"server exited with code {proc.returncode} before it was ready")
             with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(base + "/health")).status_code == 200:
+                r = await client.get(base + "/health")
+                # the server answers at once and builds in the background: wait until every build step is done
+                if r.status_code == 200 and r.json().get("ready"):
                     return time.perf_counter() - t0
             await asyncio.sleep(1.0)
     raise TimeoutError("server not ready before the start deadline")
@@ -143,6 +155,54 @@ async def run_clients(base: str, clients: int, duration: float, en: list[str], z
     return out
 
 
+async def run_passages(base: str, clients: int, requests_each: int, k: int, pairs: list[tuple[str, str]], seed: int,
+                       deadline_s: float) -> dict:
+    """``clients`` concurrent clients, each sending ``requests_each`` /passages requests of depth ``k`` (bounded by
+    ``deadline_s``): latency percentiles, errors by kind."""
+    import httpx
+
+    samples: list[float] = []
+    errors: dict[str, int] = {}
+    stop_at = time.perf_counter() + deadline_s
+
+    async def worker(i: int, client: httpx.AsyncClient) -> None:
+        rng = random.Random(seed + i)
+        for _ in range(requests_each):
+            if time.perf_counter() >= stop_at:
+                return
+            entity, aspect = rng.choice(pairs)
+            t0 = time.perf_counter()
+            try:
+                r = await client.post(base + "/passages", json={"entity": entity[:200], "aspect": aspect[:200], "k": k})
+                key = f"HTTP {r.status_code}"
+                ok = r.status_code == 200
+            except httpx.HTTPError as exc:
+                ok, key = False, type(exc).__name__
+            if ok:
+                samples.append(time.perf_counter() - t0)
+            else:
+                errors[key] = errors.get(key, 0) + 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    t0 = time.perf_counter()
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        await asyncio.gather(*(worker(i, client) for i in range(clients)))
+    return {"clients": clients, "k": k, "requests_ok": len(samples), "errors": sum(errors.values()), "error_kinds": errors,
+            "wall_s": round(time.perf_counter() - t0, 1), **(common.percentiles(samples) if samples else {})}
+
+
+def passage_phases(base: str, args: argparse.Namespace, pairs: list[tuple[str, str]]) -> list[dict]:
+    out = []
+    for clients in (1, args.passage_clients):
+        for k in (5, 50):
+            load = [round(x, 2) for x in os.getloadavg()]
+            r = asyncio.run(run_passages(base, clients, args.passage_requests, k, pairs, args.seed, args.duration))
+            r["load_average_before"] = load
+            print(f"/passages k={k} x {clients} clients: {r}", flush=True)
+            out.append(r)
+    return out
+
+
 def run_backend(name: str, args: argparse.Namespace, en: list[str], zh: list[str]) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"medrank-load-{name}-"))
     state = Path(args.state) / name if args.state else work / "state"
@@ -170,6 +230,8 @@ def run_backend(name: str, args: argparse.Namespace, en: list[str], zh: list[str
             result["load_average_before"] = load_before
             result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
             result["server_ready_s"] = round(t_ready, 1)
+            if args.passages:
+                result["passages"] = passage_phases(base, args, passage_queries())
         finally:
             stop_server(proc)
         tail = (work / "server.log").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -195,6 +257,10 @@ def main() -> None:
     ap.add_argument("--max-concurrency", type=int, default=32)
     ap.add_argument("--request-timeout", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--passages", action="store_true", help="serve /passages too and measure it (k = 5 and 50; 1 "
+                    "client, then --passage-clients concurrent clients, --passage-requests each)")
+    ap.add_argument("--passage-clients", type=int, default=10)
+    ap.add_argument("--passage-requests", type=int, default=10)
     ap.add_argument("--name", default="service_load")
     args = ap.parse_args()
     backends = args.backend or ["embedded"]
@@ -224,6 +290,14 @@ def main() -> None:
           "/similar-questions (70 % English patient turns, 30 % CHIP-STS Chinese questions; BM25 recall + trained STMT "
           "matcher when present). Server and clients on the same 2 shared CPU cores, under contention from other jobs "
           "(see the load averages); latencies include client-side queueing.\n\n" + "\n".join(rows))
+    passages = [(b, p) for b, r in results.items() for p in r.get("passages", [])]
+    if passages:
+        md += ("\n\n## /passages\n\nEach client sends its requests one after another ((entity, aspect) pairs of MedQuAD); "
+               f"server `--threads {args.server_threads}`.\n\n| backend | k | clients | requests ok | errors | p50 ms | p95 ms | "
+               "p99 ms | load avg before |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+        md += "\n".join(f"| {b} | {p['k']} | {p['clients']} | {p['requests_ok']} | {p['errors']} {p['error_kinds'] or ''} | "
+                        f"{p.get('p50_ms')} | {p.get('p95_ms')} | {p.get('p99_ms')} | {p['load_average_before']} |"
+                        for b, p in passages)
     common.write(args.name, payload, md)
 
 

@@ -4,7 +4,7 @@ The question banks hold every distinct doctor question of MTS-Dialog (English, 4
 paediatric dialogues (Chinese, 466 template questions about 39 symptoms), so one question comes in
 many phrasings ("Have you had a fever?", "do you have any fever?"; 您的宝宝是否咳嗽? / 宝贝现在咳嗽吗?).
 With ``distinct`` the service drops a question that rephrases a better-ranked one or one the doctor
-already asked (``medrank.service.pipelines.DISTINCT_BY_ENCODER``): MiniLM cosine >= 0.80 (the history
+already asked (``medrank.pipelines.history.question_bank.DISTINCT_BY_ENCODER``): MiniLM cosine >= 0.80 (the history
 question bank's threshold) in English; in Chinese the cosine of e5-small vectors centred on the bank's
 mean, whose threshold this bench calibrates: each DXY question names one symptom of
 ``symptoms_dxy.txt`` (the longest contained), and two questions are the same question when they name
@@ -30,8 +30,9 @@ import common
 import numpy as np
 
 from medrank.config import data_root, dataset_dir, seed_everything, set_threads
+from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank
+from medrank.service.adapters import NextQuestionService
 from medrank.service.build import build_services
-from medrank.service.pipelines import NextQuestionService, QuestionBank
 from medrank.service.settings import ServiceSettings
 from medrank.utils.vectors import unit_rows
 
@@ -142,7 +143,7 @@ def main() -> None:
     set_threads(args.threads)
     seed_everything(args.seed)
     settings = ServiceSettings(api_token=None, batch_queries=False)
-    service = build_services(settings, ("next-questions",), show_progress=False).next_questions
+    service = build_services(settings, ("next-questions",), show_progress=False).next_questions.ranker
     payload: dict = {"environment": common.environment(args.threads, args.seed, str(data_root())), "k": args.k,
                      "thresholds": dict(service.distinct)}
     md = ["# /next-questions: rephrased questions dropped or kept", ""]
@@ -152,8 +153,8 @@ def main() -> None:
     if en.vectors is None or "en" not in service.distinct:
         raise SystemExit("the English bank has no stored vectors or no threshold")
     turns = first_patient_turns(args.n)
-    forms = {"plain": NextQuestionService(service.banks, service.encoders),
-             "distinct": NextQuestionService(service.banks, service.encoders, distinct={"en": service.distinct["en"]})}
+    forms = {"plain": NextQuestionService(NextQuestionRanker(service.banks, service.encoders)),
+             "distinct": NextQuestionService(NextQuestionRanker(service.banks, service.encoders, distinct={"en": service.distinct["en"]}))}
     cos = service.distinct["en"]
     rows, lists = compare(forms, [[{"speaker": "patient", "text": t}] for t in turns], "en", args.k,
                           lambda a, b: float(en.vectors_of([a["id"]])[0] @ en.vectors_of([b["id"]])[0]) >= cos - 1e-6)
@@ -193,8 +194,8 @@ def main() -> None:
            "so their 0 holds by construction.", ""]
     if chosen is not None:
         label_of = dict(zip(ids, labels, strict=True))
-        forms = {"plain": NextQuestionService(service.banks, service.encoders),
-                 "distinct": NextQuestionService(service.banks, service.encoders, distinct={"zh": chosen})}
+        forms = {"plain": NextQuestionService(NextQuestionRanker(service.banks, service.encoders)),
+                 "distinct": NextQuestionService(NextQuestionRanker(service.banks, service.encoders, distinct={"zh": chosen}))}
         rows, lists = compare(forms, [[{"speaker": "patient", "text": t}] for t in reports[: args.n]], "zh", args.k,
                               lambda a, b: label_of[a["id"]] is not None and label_of[a["id"]] == label_of[b["id"]])
         payload["zh"] = {"n": min(args.n, len(reports)), "results": rows, "examples": examples(reports[: args.n], lists)}

@@ -41,7 +41,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=int, default=50, help="generated requests per operation and mode")
     ap.add_argument("--state", default=None, help="service state dir (default: $MEDRANK_CACHE/service)")
-    ap.add_argument("--kb", default="hpo,icd10cm:bm25,chip-cdn,procedures")
+    ap.add_argument("--kb", default="hpo,icd10cm,chip-cdn,procedures")
     ap.add_argument("--pipelines", default="symptoms,normalize,passages,next-questions,similar-questions")
     ap.add_argument("--start-timeout", type=float, default=3600.0)
     ap.add_argument("--seed", type=int, default=13)

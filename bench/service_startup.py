@@ -1,55 +1,150 @@
-"""How long `medrank serve` takes to be ready on a later start (everything already built in the state dir).
+"""How soon `medrank serve` answers on a first start, and when each knowledge base / index is ready.
 
-Runs ``medrank serve --build-only`` (builds or loads every pipeline, then exits) ``--repeats`` times and
-reports the wall time of each run and the per-component times the server prints.
+Starts ``medrank serve`` on 127.0.0.1 (a free port) with a fresh state directory (nothing built) and, with
+``--fresh-embeddings``, an empty embedding cache too (the converted encoder weights are linked from the real
+cache: converting them is the lead's one-off set-up, not a start). Then, until every build step is done or
+``--timeout`` passes:
 
-    nice -n 10 .venv/bin/python bench/service_startup.py --repeats 2
+* every second: ``POST /symptoms`` with an English complaint → the time of the first 200;
+* every two seconds: ``GET /health`` → when each build step (``symptoms:icd10cm`` … ``passages``) became ready;
+* every ten seconds: the load average (other jobs share the machine).
+
+    nice -n 10 .venv/bin/python bench/service_startup.py --fresh-embeddings --timeout 1800
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import common
 
-_STEP = re.compile(r"^\s+(.+?) (?:loaded|read|indexed.*?|built) in ([0-9.]+)s$")
+ROOT = Path(__file__).resolve().parents[1]
+COMPLAINT = "I have a bad headache and feel sick"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def request(url: str, body: dict | None = None, timeout: float = 10.0) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"content-type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - loopback only
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return 0, {}
+
+
+def fresh_cache(real: Path, into: Path) -> None:
+    """``into``: links to everything in the real cache except the embedding cache and the service state."""
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in real.iterdir() if real.exists() else []:
+        if entry.name not in ("embeddings", "service"):
+            (into / entry.name).symlink_to(entry)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--state", default=None)
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds before the run stops, built or not")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--fresh-embeddings", action="store_true", help="start with an empty embedding cache too")
+    ap.add_argument("--keep-state", default=None, help="move the built state directory here at the end (for service_load)")
+    ap.add_argument("--name", default="service_startup")
     args = ap.parse_args()
+    from medrank.config import cache_dir
+
+    work = Path(tempfile.mkdtemp(prefix="medrank-startup-"))
+    env = dict(os.environ)
+    if args.fresh_embeddings:
+        fresh_cache(cache_dir(), work / "cache")
+        env["MEDRANK_CACHE"] = str(work / "cache")
+    port = free_port()
     exe = Path(sys.executable).parent / "medrank"
-    cmd = [str(exe), "--threads", str(args.threads), "serve", "--build-only"] + (["--state", args.state] if args.state else [])
-    runs = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=Path(__file__).resolve().parents[1])
-        wall = time.perf_counter() - t0
-        if out.returncode != 0:
-            raise SystemExit(f"serve --build-only failed:\n{out.stderr[-2000:]}")
-        lines = " ".join(out.stderr.replace("\r", "\n").split("\n")).replace("  ", "\n  ").splitlines()
-        steps = {m.group(1): float(m.group(2)) for line in lines if (m := _STEP.match(line))}
-        ready = re.search(r"services ready in ([0-9.]+)s", out.stderr)
-        runs.append({"wall_s": round(wall, 1), "services_ready_s": float(ready.group(1)) if ready else None, "steps_s": steps})
-        print(runs[-1], flush=True)
-    env = common.environment(threads=args.threads, seed=None, data=os.environ.get("MEDRANK_DATA", "../shared/data"))
-    rows = ["| run | process wall s | services ready s |", "|---|---:|---:|"]
-    rows += [f"| {i + 1} | {r['wall_s']} | {r['services_ready_s']} |" for i, r in enumerate(runs)]
-    steps = ["| component | s (last run) |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in runs[-1]["steps_s"].items()]
-    md = ("# `medrank serve` start-up with a built state directory\n\n"
-          "`python bench/service_startup.py`: `medrank serve --build-only` (all five pipelines, default knowledge bases "
-          "hpo, icd10cm:bm25, chip-cdn, procedures; trained runs under ./runs when present). Process wall time includes "
-          "Python/torch import. 2 shared CPU cores under contention.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(steps))
-    common.write("service_startup", {"environment": env, "command": cmd, "runs": runs}, md)
+    cmd = [str(exe), "--threads", str(args.threads), "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--state", str(work / "state")]
+    base = f"http://127.0.0.1:{port}"
+    log_path = work / "server.log"
+    t0 = time.time()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True)
+    first_answer = first_health = None
+    ready_at: dict[str, float] = {}
+    loads: list[list[float]] = []
+    health: dict = {}
+    next_health = next_load = 0.0
+    try:
+        while time.time() - t0 < args.timeout:
+            if proc.poll() is not None:
+                raise SystemExit(f"server exited with code {proc.returncode}:\n{log_path.read_text()[-2000:]}")
+            now = time.time() - t0
+            if now >= next_load:
+                loads.append([round(x, 2) for x in os.getloadavg()])
+                next_load = now + 10
+            if first_answer is None:
+                status, _ = request(base + "/symptoms", {"query": COMPLAINT, "k": 5})
+                if status == 200:
+                    first_answer = round(time.time() - t0, 1)
+                    print(f"first /symptoms answer after {first_answer} s", flush=True)
+            if now >= next_health:
+                status, health = request(base + "/health")
+                next_health = now + 2
+                if status == 200:
+                    first_health = first_health or round(time.time() - t0, 1)
+                    for name, b in health.get("builds", {}).items():
+                        if b["state"] in ("ready", "failed") and name not in ready_at:
+                            ready_at[name] = round(time.time() - t0, 1)
+                            print(f"{name}: {b['detail']} at {ready_at[name]} s (built in {b['seconds']} s)", flush=True)
+                    if health.get("ready") and first_answer is not None:
+                        break
+            time.sleep(1.0)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    builds = health.get("builds", {})
+    payload = {"environment": common.environment(threads=args.threads, seed=None,
+                                                 data=os.environ.get("MEDRANK_DATA", "../shared/data")),
+               "command": cmd, "fresh_embeddings": args.fresh_embeddings, "timeout_s": args.timeout,
+               "first_health_s": first_health, "first_symptoms_answer_s": first_answer, "ready_at_s": ready_at,
+               "builds_at_end": builds, "load_average_samples": loads,
+               "log_tail": [line for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+                            if line.startswith("building ")][-40:]}
+    load_1m = [x[0] for x in loads]
+    rows = ["| build step | ready at s (since process start) | built in s | state at the end |", "|---|---:|---:|---|"]
+    for name, b in builds.items():
+        rows.append(f"| {name} | {ready_at.get(name, '—')} | {b.get('seconds')} | {b.get('detail')} |")
+    md = (f"# `medrank serve` first start\n\n`python bench/service_startup.py{' --fresh-embeddings' if args.fresh_embeddings else ''}"
+          f" --timeout {args.timeout:.0f}`: fresh state directory{', empty embedding cache' if args.fresh_embeddings else ' (embedding cache as found)'}"
+          f"; `medrank --threads {args.threads} serve` (default pipelines and knowledge bases, embedded store); 2 CPU "
+          f"cores shared with other jobs: load average (1 min) min {min(load_1m, default=0)}, max {max(load_1m, default=0)} "
+          f"over the run.\n\n* first `/health` 200: {first_health} s\n* first `/symptoms` 200 (\"{COMPLAINT}\"): "
+          f"**{first_answer} s**\n* every step done: {'yes' if health.get('ready') else f'no, stopped at {args.timeout:.0f} s'}\n\n"
+          + "\n".join(rows) + "\n")
+    common.write(args.name, payload, md)
+    if args.keep_state:
+        shutil.move(str(work / "state"), args.keep_state)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

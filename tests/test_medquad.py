@@ -186,3 +186,24 @@ def test_medquad_answers_for_the_similar_question_service(tmp_path):
         "</QAPairs></Document>", encoding="utf-8")
     answers = load_medquad_answers(root)
     assert answers["what is vrsa?"]["answer"] == "A germ." and not any(q.startswith("What is (are)") for q in answers)
+
+
+def test_answers_keep_non_ascii_letters_and_the_spaces_between_text_nodes(tmp_path: Path) -> None:
+    from medrank.data.medquad import read_medquad_xml
+
+    xml = """<?xml version="1.0" encoding="UTF-8"?>
+<Document id="0000001" source="NHLBI" url="https://example.org/vv">
+<Focus>Varicose Veins</Focus>
+<QAPairs>
+<QAPair pid="1"><Question qid="0000001-1" qtype="information">What are varicose veins?</Question>
+<Answer>Español<p>Varicose veins are swollen veins.</p><p>They are treated with medications<b>pills</b>that help.</p>
+Line one
+line two.</Answer></QAPair>
+</QAPairs>
+</Document>"""
+    path = tmp_path / "0000001.xml"
+    path.write_text(xml, encoding="utf-8")
+    doc = read_medquad_xml(path)
+    text = doc.passages[0].text
+    assert text.startswith("Español Varicose veins are swollen veins. They are")
+    assert "medications pills that help." in text and "Line one line two." in text

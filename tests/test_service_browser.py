@@ -182,3 +182,99 @@ def test_failures_are_shown_and_a_failed_answer_is_not_kept(base_url, page):
     for selector in ("header", "main", "#questions", "#dialogue", "#similar"):
         box = page.locator(selector).bounding_box()
         assert box is None or box["x"] + box["width"] <= 361, (selector, box)
+
+
+def test_the_page_is_usable_while_knowledge_bases_build(services, page):  # noqa: F811 - the imported fixture
+    """One pipeline still building: the page says so, and the patient flow that is ready works."""
+    from test_service import _building_step
+
+    services.passages = None
+    services.steps = {"passages": _building_step("passages", 45, 100, seconds_ago=45.0)}
+    with _serve(services) as base:
+        page.goto(base + "/")
+        page.wait_for_function("document.querySelector('#models').textContent.includes('building')")
+        assert "passages — building 45 %" in page.inner_text("#models")
+        page.fill("#complaint", "I have a headache and fever since yesterday")
+        page.click("#detect")
+        page.wait_for_selector("#symptoms li")
+        page.click("#tab-clinician")
+        page.fill("#entity", "asthma")
+        page.fill("#aspect", "symptoms")
+        page.click("#ask")
+        page.wait_for_selector("#clinician .error:not([hidden])")
+        assert "503" in page.inner_text("#clinician .error") and "still being built" in page.inner_text("#clinician .error")
+
+
+def test_a_french_complaint_shows_the_language_message(base_url, page):
+    page.goto(base_url + "/")
+    page.fill("#complaint", "J'ai mal à la tête et je me sens malade depuis hier")
+    page.click("#detect")
+    page.wait_for_selector("#patient .error:not([hidden])")
+    message = page.inner_text("#patient .error")
+    assert "French" in message and "English and Chinese" in message
+    assert not page.is_visible("#symptoms-block")
+
+
+def test_clinician_passages_are_shortened_and_the_curve_is_labelled(services, page, tiny_encoder):  # noqa: F811
+    from medrank.service.adapters import BM25PassageService
+
+    long = " ".join(f"Asthma symptom number {i} is described in this long sentence about wheezing." for i in range(12))
+    passages = [{"id": "d1-p1", "doc_id": "d1", "title": "Asthma", "label": "symptoms", "text": long},
+                {"id": "d1-p2", "doc_id": "d1", "title": "Asthma", "label": "treatment", "text": "Inhalers help. Rest helps."}]
+    services.passages = BM25PassageService.build(passages, tiny_encoder, "test")
+    with _serve(services) as base:
+        page.goto(base + "/")
+        page.click("#tab-clinician")
+        page.fill("#entity", "asthma")
+        page.fill("#aspect", "symptoms wheezing")
+        page.click("#ask")
+        page.wait_for_selector("#passages li")
+        text = page.locator("#passages li:first-child .passage-text")
+        assert "clamped" in text.get_attribute("class")
+        height = text.bounding_box()["height"]
+        page.click("#passages li:first-child button.more")
+        assert "clamped" not in text.get_attribute("class") and text.bounding_box()["height"] > height
+        assert page.inner_text("#passages li:first-child button.more") == "Show less"
+        assert len(page.query_selector_all("#passages .sentence.hit")) == 3  # only the best sentences
+        assert len(page.query_selector_all("#passages .sentence")) > 3
+        labels = page.locator("#curve svg .axis-label").all_text_contents()  # SVG text has no inner text
+        assert any("sentence score" in t for t in labels) and any("sentence of the document" in t for t in labels)
+        assert len(page.query_selector_all("#curve svg .tick")) == 4
+
+
+class _serve:
+    """The page over ``services`` on a free loopback port, for one test."""
+
+    def __init__(self, services) -> None:  # noqa: F811
+        self.services = services
+
+    def __enter__(self) -> str:
+        import uvicorn
+
+        from medrank.service.app import create_app
+        from medrank.service.settings import ServiceSettings
+
+        port = _free_port()
+        self.server = uvicorn.Server(uvicorn.Config(create_app(ServiceSettings(api_token=None), self.services),
+                                                    host="127.0.0.1", port=port, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.05)
+        assert self.server.started, "test server did not start"
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def test_chinese_rows_do_not_repeat_the_name_as_the_id(base_url, page):
+    page.goto(base_url + "/")
+    page.fill("#complaint", "头痛发热两天")
+    page.click("#detect")
+    page.wait_for_selector("#symptoms li")
+    first = page.locator("#symptoms li").first
+    name = first.locator("label").inner_text()
+    assert name and name not in first.locator(".score").inner_text()  # the tiny Chinese terms' ids are their names

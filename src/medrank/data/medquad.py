@@ -118,7 +118,9 @@ def _children(el: ET.Element | None, *names: str) -> list[ET.Element]:
 
 
 def _text_of(el: ET.Element | None) -> str:
-    return _clean("".join(el.itertext())) if el is not None else ""
+    # text nodes joined with a space: an answer split into child elements (paragraphs, list items) keeps its word
+    # boundaries; ElementTree decodes the file's declared encoding, so non-ASCII letters are kept as written
+    return _clean(" ".join(el.itertext())) if el is not None else ""
 
 
 def normalise_entity(name: str) -> str:

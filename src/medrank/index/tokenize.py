@@ -17,10 +17,12 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from medrank.text import HAN_RUN
+
 Language = Literal["en", "zh", "auto"]
 ZhMode = Literal["jieba", "char"]
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_CJK = HAN_RUN
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 

@@ -3,7 +3,7 @@
 * :mod:`.settings` — :class:`~.settings.ServiceSettings` (limits, token, paths; env ``MEDRANK_*``);
 * :mod:`.backends` — :class:`~.backends.KnowledgeBase`: a concept vocabulary behind a
   ``medrank.index`` index or a ``medrank.store`` store;
-* :mod:`.pipelines` — one adapter per endpoint (symptoms, normalize, passages, next questions,
+* :mod:`.adapters` — one adapter per endpoint (symptoms, normalize, passages, next questions,
   similar questions), each saying which model serves it;
 * :mod:`.build` — builds every component from ``../shared/data`` + the packaged knowledge
   bases on first start and loads it from the state directory later;

@@ -1,13 +1,15 @@
-"""The FastAPI app: JSON endpoints over :class:`~medrank.service.pipelines.Services` and the web page at ``/``.
+"""The FastAPI app: JSON endpoints over :class:`~medrank.service.adapters.Services` and the web page at ``/``.
 
 Safety defaults:
 
 * request bodies above ``max_body_bytes`` → 413 (checked on ``Content-Length`` and on the bytes read);
-* invalid input → 422 with ``{"detail": [{"loc", "msg", "type"}]}`` (the offending input is never echoed);
+* every 4xx has one body shape, ``{"detail": message, "errors": [{"loc", "msg", "type"}]}``: invalid input → 422,
+  a body that is no readable JSON (invalid UTF-8, nested too deeply) → 422 too (the offending input is never echoed);
 * with ``api_token`` set, every API route needs ``Authorization: Bearer <token>`` (401 otherwise);
   ``/``, ``/static``, ``/health`` and the OpenAPI document stay open;
 * the access log (logger ``medrank.service.access``) has method, path, status and time only — never query
-  strings or bodies; a path no route answers is logged as ``(unmatched path)``, and control characters are
+  strings or bodies; a request refused before routing (413) is logged under its route, a path no route answers as
+  ``(unmatched path)``, and control characters are
   escaped (no forged lines); uvicorn's own access log is switched off by ``medrank serve``;
 * every response carries ``nosniff``, ``X-Frame-Options: DENY`` and ``Referrer-Policy: no-referrer``; the
   web page also a Content-Security-Policy that allows only its own files;
@@ -33,10 +35,11 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from medrank.service import schemas as S
-from medrank.service.pipelines import Services, UnavailableError
+from medrank.service.adapters import PIPELINES, Services, StillBuildingError, UnavailableError
 from medrank.service.settings import ServiceSettings
 
 access_log = logging.getLogger("medrank.service.access")
@@ -91,8 +94,20 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse({"detail": f"request body larger than {self.max_bytes} bytes"}, status_code=413)
+        response = JSONResponse(error_body(f"request body larger than {self.max_bytes} bytes", "body_too_large", ["body"]),
+                                status_code=413)
         await response(scope, receive, send)
+
+
+def error_body(message: str, kind: str, loc: list[Any] | None = None, errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The one shape of every 4xx body: ``{"detail": message, "errors": [{"loc", "msg", "type"}]}``."""
+    return {"detail": message, "errors": errors if errors is not None else [{"loc": loc or [], "msg": message, "type": kind}]}
+
+
+#: the one message for a body that could not be read as JSON at all (invalid UTF-8, nesting too deep …)
+UNREADABLE_BODY = "the request body is not readable JSON (it must be UTF-8 JSON of reasonable nesting depth)"
+_ERROR_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
+                503: "unavailable", 504: "timeout"}
 
 
 # every response: no MIME sniffing, no framing (click-jacking), no Referer carrying a page's URL elsewhere
@@ -126,9 +141,11 @@ class SecurityHeadersMiddleware:
 class AccessLogMiddleware:
     """One log line per request: method, path (no query string), status, milliseconds."""
 
-    def __init__(self, app: ASGIApp, log_text: bool = False) -> None:
+    def __init__(self, app: ASGIApp, log_text: bool = False, routes: list[Any] | None = None) -> None:
         self.app = app
         self.log_text = log_text
+        #: the app's routes: a request answered before routing (413 on the body) is logged under the route it was for
+        self.routes = routes if routes is not None else []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -162,6 +179,14 @@ class AccessLogMiddleware:
             return _printable(getattr(route, "path", path))
         if scope.get("endpoint") is not None:  # a mount (static files): its root_path is the mount's prefix
             return _printable(path) if status < 400 else f"{_printable(scope.get('root_path', ''))}/(unmatched path)"
+        from starlette.routing import Match, Mount
+
+        for candidate in self.routes:  # answered before the router ran (body too large): name the route it was for
+            if isinstance(candidate, Mount):
+                continue
+            match, _ = candidate.matches(scope)
+            if match is not Match.NONE:
+                return _printable(getattr(candidate, "path", "(unmatched path)"))
         return "(unmatched path)"
 
 
@@ -217,8 +242,20 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
-        return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=422)
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
+        if any(e["type"] == "json_invalid" for e in errors):
+            return JSONResponse(error_body(UNREADABLE_BODY, "json_invalid", ["body"]), status_code=422)
+        message = "; ".join(f"{'.'.join(str(x) for x in e['loc'][1:]) or 'body'}: {e['msg']}" for e in errors)
+        return JSONResponse(jsonable_encoder(error_body(message, "validation_error", errors=errors)), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI answers a body it cannot decode (invalid UTF-8, JSON nested past Python's limits) with a bare
+        # 400 "There was an error parsing the body": it gets the same shape and a message that says what to fix
+        if exc.status_code == 400:  # answered as any other unreadable body (FastAPI's json_invalid is a 422)
+            return JSONResponse(error_body(UNREADABLE_BODY, "json_invalid", ["body"]), status_code=422)
+        return JSONResponse(error_body(str(exc.detail), _ERROR_TYPES.get(exc.status_code, "error")),
+                            status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     def check_limits(texts: list[str], lists: dict[str, int], k: int | None = None) -> None:
         """The deployment's limits (``ServiceSettings``), which may be tighter than the schema's maximums."""
@@ -252,6 +289,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
             return await asyncio.wait_for(asyncio.shield(work), timeout=remaining)
         except TimeoutError:
             raise HTTPException(504, f"request took longer than {settings.request_timeout_s:g}s") from None
+        except StillBuildingError as exc:
+            raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
         except UnavailableError as exc:
             raise HTTPException(404, str(exc)) from None
         except ValueError as exc:
@@ -265,15 +304,24 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
                 work.add_done_callback(_release_after(sem))
 
     def need(svc: Any, name: str) -> Any:
-        if svc is None:
+        if svc is not None:
+            return svc
+        steps = services.steps_of(name)
+        if not steps:
             raise HTTPException(503, f"the {name} pipeline is not served by this deployment")
-        return svc
+        waiting = [s for s in steps if s.state in ("waiting", "building")]
+        if not waiting:
+            raise HTTPException(503, f"the {name} pipeline could not be built ({services.state(name)})")
+        # the soonest of its steps: a step that has not started yet has no ETA of its own
+        step = min(waiting, key=lambda s: (s.state != "building", s.eta_s() if s.eta_s() is not None else float("inf")))
+        exc = StillBuildingError(f"the {name} pipeline", step)
+        raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
 
     responses: dict[int | str, dict[str, Any]] = {
         401: {"description": "Missing or invalid bearer token"},
         404: {"description": "Unknown knowledge base or unsupported language"},
         413: {"description": "Request body too large"},
-        503: {"description": "Pipeline not served, or server busy"},
+        503: {"description": "Pipeline not served, still being built (Retry-After gives the ETA), or server busy"},
         504: {"description": "Request timed out"},
     }
 
@@ -317,10 +365,23 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         check_limits([req.question], {}, req.k)
         return await call(svc.search, req.question, req.language, req.k)
 
+    @app.post("/differential", response_model=S.DifferentialResponse, dependencies=auth, responses=responses,
+              tags=["patient"])
+    async def differential(req: S.DifferentialRequest) -> Any:
+        """Findings so far → ranked conditions (the history inquiry engine of the language)."""
+        svc = need(services.differential, "differential")
+        check_limits([f.name for f in req.findings], {"findings": len(req.findings)}, req.k)
+        return await call(svc.rank, [{"name": f.name, "value": f.value} for f in req.findings], req.language, req.k)
+
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:
-        """Liveness: which pipelines this deployment serves."""
-        return {"status": "ok", "pipelines": services.available(), "uptime_s": round(time.time() - started, 1)}
+        """Liveness, and each pipeline's state: ``ready``, ``building 45 %`` (with the ETA under ``builds``),
+        ``waiting`` or ``failed: reason``. ``pipelines`` says which answer now."""
+        return {"status": "ok", "ready": all(s.state in ("ready", "failed") for s in services.steps.values()),
+                "pipelines": services.available(),
+                "states": {name: services.state(name) for name in PIPELINES if services.state(name) != "not served"},
+                "builds": {name: step.snapshot() for name, step in services.steps.items()},
+                "uptime_s": round(time.time() - started, 1)}
 
     @app.head("/health", include_in_schema=False)
     async def health_head() -> None:
@@ -328,7 +389,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     @app.get("/models", response_model=S.ModelsResponse, dependencies=auth, responses={401: responses[401]}, tags=["service"])
     async def models() -> Any:
-        """Which model and version serves each pipeline, and whether it is trained or zero-shot / first-stage."""
+        """Which model and version serves each pipeline, its state, whether it is trained or zero-shot /
+        first-stage, and the command that trains it."""
         return {"pipelines": services.models()}
 
     static = resources.files("medrank.service") / "static"
@@ -351,7 +413,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
-    app.add_middleware(AccessLogMiddleware, log_text=settings.log_request_text)
+    app.add_middleware(AccessLogMiddleware, log_text=settings.log_request_text, routes=app.router.routes)
     return app
 
 

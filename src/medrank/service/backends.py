@@ -2,7 +2,7 @@
 
 Two backends answer the same call:
 
-* :class:`IndexBackend` — a :class:`~medrank.pipelines.concept.ConceptRetriever` over
+* :class:`IndexBackend` — a :class:`~medrank.retrieval.concept.ConceptRetriever` over
   ``medrank.index`` (BM25, dense or RRF hybrid; one entry per name/synonym, a concept scores its
   best entry), saved in the service's state directory;
 * :class:`StoreBackend` — a ``medrank.store`` store (embedded faiss + bm25s + SQLite, or
@@ -43,6 +43,8 @@ class KBInfo:
     method: str = "hybrid"
     model: str = "zero-shot"
     trained: bool = False
+    #: names found garbled (UTF-8 read as Latin-1) in the source and decoded back when it was read
+    repaired_names: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,23 @@ class IndexBackend:
         return [list(zip(r.ids, r.scores, strict=True)) for r in self.retriever.search(list(texts), k=k)]
 
 
+class DetectorBackend:
+    """A trained symptom run (:class:`~medrank.pipelines.symptom.inference.SymptomDetector`): its retriever's top-k,
+    keeping only the terms that score at least its calibrated threshold β when the run has one."""
+
+    kind = "trained-detector"
+
+    def __init__(self, detector: Any) -> None:
+        self.detector = detector
+
+    def __len__(self) -> int:
+        return len(self.detector.retriever.index)
+
+    def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        rankings = self.detector.detect(list(texts), k=k, threshold=self.detector.beta is not None)
+        return [list(zip(r.ids, r.scores, strict=True)) for r in rankings]
+
+
 class StoreBackend:
     """A ``medrank.store`` store: entries are names/synonyms, hits collapse to their concept (best entry)."""
 
@@ -94,8 +113,9 @@ class StoreBackend:
 
     @staticmethod
     def ingest(store: Any, concepts: Sequence[Concept], encoder: Encoder | None, batch_size: int = 2048,
-               show_progress: bool = True) -> int:
-        """Add every name/synonym of ``concepts`` to ``store`` in batches (vectors from ``encoder``)."""
+               show_progress: bool = True, progress: Any = None) -> int:
+        """Add every name/synonym of ``concepts`` to ``store`` in batches (vectors from ``encoder``);
+        ``progress(done, total)`` is called after each batch."""
         from tqdm.auto import tqdm
 
         ids, texts, items = concept_entries(concepts)
@@ -107,6 +127,8 @@ class StoreBackend:
                        if encoder is not None else None)
             added += store.add(ids[sl], texts[sl], vectors, [{"concept": c} for c in items[sl]])
             bar.update(len(ids[sl]))
+            if progress is not None:
+                progress(min(start + batch_size, len(ids)), len(ids))
         bar.close()
         store.save()
         return added
@@ -135,9 +157,13 @@ class KnowledgeBase:
     """Concept records + a backend + the facts served by ``/models``."""
 
     def __init__(self, info: KBInfo, concepts: Sequence[Concept], backend: Backend) -> None:
+        from medrank.text import looks_like_mojibake
+
         self.info = info
         self.concepts = {c.id: c for c in concepts}
         self.backend = backend
+        #: concepts whose name still looks garbled: counted in /models and ranked after every clean hit
+        self.garbled = {c.id for c in concepts if looks_like_mojibake(c.name)}
 
     def __len__(self) -> int:
         return len(self.concepts)
@@ -160,12 +186,17 @@ class KnowledgeBase:
                 c = self.concepts.get(cid)
                 codes = tuple(c.meta.get("codes", ())) if c is not None else ()
                 rows.append(ConceptHit(cid, c.name if c is not None else cid, round(float(score), 6), codes))
+            if self.garbled:  # a garbled name is never served before a readable one (stable: order kept otherwise)
+                rows.sort(key=lambda h: h.id in self.garbled)
             out.append(rows)
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),
-                "backend": getattr(self.backend, "kind", type(self.backend).__name__)}
+        out = {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),
+               "backend": getattr(self.backend, "kind", type(self.backend).__name__), "garbled_names": len(self.garbled)}
+        if isinstance(self.backend, DetectorBackend):
+            out["beta"] = self.backend.detector.beta
+        return out
 
     # -- persistence --------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str], fingerprint: str = "") -> None:
@@ -208,6 +239,24 @@ class KnowledgeBase:
         kwargs = {"encoder": encoder} if encoder is not None else {}
         retriever = ConceptRetriever.load(path / "retriever", **kwargs)
         return cls(info, concepts, IndexBackend(retriever))
+
+
+def repair_names(concepts: Sequence[Concept]) -> tuple[list[Concept], int]:
+    """``concepts`` with garbled names and synonyms (UTF-8 read as Latin-1) decoded back, and how many names were;
+    ids stay as the source wrote them (they are the source's keys)."""
+    from dataclasses import replace
+
+    from medrank.text import repair_mojibake
+
+    out, repaired = [], 0
+    for c in concepts:
+        name = repair_mojibake(c.name)
+        synonyms = tuple(repair_mojibake(s) or s for s in c.synonyms)
+        if name is not None or synonyms != c.synonyms:
+            repaired += name is not None
+            c = replace(c, name=name or c.name, synonyms=synonyms)
+        out.append(c)
+    return out, repaired
 
 
 def write_concepts(path: Path, concepts: Any) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,46 +28,68 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from rich.console import Console
 
 from medrank.encoders.base import Encoder
-from medrank.records import Concept
-from medrank.service.backends import IndexBackend, KBInfo, KnowledgeBase, StoreBackend
-from medrank.service.batching import BatchingEncoder, batch_queries
-from medrank.service.pipelines import (
+from medrank.index import BM25Index
+from medrank.loading import artefact_kind
+from medrank.loading import load as load_artefact
+from medrank.pipelines.history.inference import (
     DISTINCT_BY_ENCODER,
     FIRST_STAGE,
+    NextQuestionRanker,
+    QuestionBank,
+)
+from medrank.records import Concept
+from medrank.service.adapters import (
     BM25PassageService,
     CDVPassageService,
     NextQuestionService,
     NormalizeService,
-    QuestionBank,
     Services,
     SimilarSearcher,
     SimilarService,
     SymptomService,
     TrainedNormalizeService,
 )
+from medrank.service.backends import (
+    DetectorBackend,
+    IndexBackend,
+    KBInfo,
+    KnowledgeBase,
+    StoreBackend,
+    repair_names,
+)
+from medrank.service.batching import BatchingEncoder, batch_queries
+from medrank.service.calibration import TopHitCalibrator
+from medrank.service.readiness import BuildReport, BuildStep, ProgressEncoder
 from medrank.service.settings import ServiceSettings
 from medrank.utils.io import atomic_dir
 
 log = logging.getLogger(__name__)
 PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions")
 BUILD_VERSION = 1
+CALIBRATION_SEED = 0
 
 
 class Builder:
     """Loads encoders once, builds or loads each component, and reports progress on stderr."""
 
     def __init__(self, settings: ServiceSettings, console: Console | None = None, show_progress: bool = True,
-                 encoders: dict[str, Encoder] | None = None) -> None:
+                 encoders: dict[str, Encoder] | None = None, report: BuildReport | None = None) -> None:
         self.settings = settings
         self.console = console or Console(stderr=True)
-        self.show_progress = show_progress
+        self.report = report or BuildReport(self.console.file)
+        #: progress goes to the current build step (named bars / log lines) instead of anonymous encoder bars
+        self.show_progress = False
+        self.quiet = not show_progress
+        #: the step being built now (its progress and ETA are what /health reports)
+        self.step: BuildStep | None = None
         self._encoders: dict[str, Encoder] = dict(encoders or {})
         self.state = Path(settings.state_dir)
         self.state.mkdir(parents=True, exist_ok=True)
 
     # -- helpers ------------------------------------------------------------------------------------
     def say(self, message: str) -> None:
-        self.console.print(message, markup=False)
+        if not self.quiet:
+            self.report.say(message)  # plain lines: a log file gets them unwrapped
 
     def encoder(self, language: str) -> Encoder:
         """The query encoder of ``language`` (MiniLM for English, e5-small for Chinese by default)."""
@@ -86,15 +109,19 @@ class Builder:
         enc = self.encoder(language)
         return enc.encoder if isinstance(enc, BatchingEncoder) else enc
 
-    def build_encoder(self, language: str) -> Encoder:
+    def build_encoder(self, language: str, track: bool = True) -> Encoder:
         """The same encoder wrapped in the embedding cache (vocabulary texts only, never queries)."""
         from medrank.config import cache_dir
         from medrank.encoders import CachedEncoder, TransformerEncoder
 
         enc = self.raw_encoder(language)
+        # progress counts the texts actually encoded: the cache asks its encoder once, for the texts it lacks,
+        # and writes its file once per call
+        unit = "sentences" if self.step is not None and self.step.name == "passages" else "entries"
+        tracked = ProgressEncoder(enc, self.progress(unit)) if track and self.step is not None else enc
         if isinstance(enc, TransformerEncoder):
-            return CachedEncoder(enc, cache_dir() / "embeddings")
-        return enc
+            return CachedEncoder(tracked, cache_dir() / "embeddings")
+        return tracked
 
     @property
     def data_key(self) -> str:
@@ -106,6 +133,17 @@ class Builder:
 
     def _fingerprint(self, *parts: Any) -> str:
         return json.dumps([BUILD_VERSION, *[str(p) for p in parts]], ensure_ascii=False)
+
+    def progress(self, unit: str = "entries") -> Callable[[int, int], None]:
+        """A ``(done, total)`` callback that moves the current build step (a no-op outside one)."""
+        def report(done: int, total: int) -> None:
+            step = self.step
+            if step is not None:
+                step.update(done, total, unit)
+                if not self.quiet:
+                    self.report.progress(step)
+
+        return report
 
     def _timed(self, what: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
@@ -125,8 +163,9 @@ class Builder:
         if name == "icd10cm":
             from medrank.data.icd10cm import icd10cm_version, load_icd10cm
 
-            return (KBInfo("icd10cm", "en", "ICD-10-CM (CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
-                           "public domain (CDC/NCHS, CMS)"), load_icd10cm)
+            return (KBInfo("icd10cm", "en", "ICD-10-CM signs and symptoms (chapter 18, R00-R99, and symptom categories "
+                           "of other chapters; CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
+                           "public domain (CDC/NCHS, CMS)"), lambda: [c for c in load_icd10cm() if is_symptom_code(c.id)])
         if name == "chip-cdn":
             from medrank.data.chip_cdn import load_chip_cdn_vocabulary
 
@@ -179,7 +218,10 @@ class Builder:
             kb = self._timed(f"knowledge base {name} loaded", lambda: KnowledgeBase.load(path, encoder, store, method))
             return kb
         self.say(f"building knowledge base {name} ({info.source}, {method}) — first start only")
-        concepts = self._timed(f"{name}: concepts read", load_concepts)
+        concepts, repaired = repair_names(self._timed(f"{name}: concepts read", load_concepts))
+        if repaired:
+            self.say(f"  {name}: {repaired} garbled names (UTF-8 read as Latin-1) decoded back")
+            info = KBInfo(**{**info.__dict__, "repaired_names": repaired})
         if store is None:
             build_encoder = self.build_encoder(info.language) if encoder is not None else None
             kb = self._timed(f"{name}: {len(concepts):,} concepts indexed",
@@ -187,8 +229,8 @@ class Builder:
                                                                       show_progress=self.show_progress))
         else:
             self._timed(f"{name}: {len(concepts):,} concepts ingested into {redact_dsn(store_spec)}",
-                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language),
-                                                    show_progress=self.show_progress))
+                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language, track=False),
+                                                    show_progress=False, progress=self.progress()))
             kb = KnowledgeBase(info, concepts, StoreBackend(store, encoder, mode=method))
         kb.save(path, fingerprint)
         if isinstance(kb.backend, IndexBackend):  # reload so the index's encoder is the uncached query encoder
@@ -207,39 +249,34 @@ class Builder:
     def trained_symptom_kb(self) -> KnowledgeBase | None:
         """CHIP-CDN served by a trained Bi-HardNCE run (its ``index-vocab``) when one is found."""
         run = self.settings.model_path("symptoms-zh")
-        if run is None or not (run / "detector.json").exists():
+        if run is None or self._kind(run) != "symptom-detector":
             return None
-        from medrank.pipelines.symptom.inference import SymptomDetector
-
-        detector = self._timed(f"trained symptom model {run} loaded", lambda: SymptomDetector.load(run, "vocab"))
+        detector = self._timed(f"trained symptom model {run} loaded", lambda: load_artefact(run, candidates="vocab"))
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)
+        beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
         info = KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
                       "no licence stated (see the dataset README)", method="dense",
-                      model=f"Bi-HardNCE (trained run {run.name})", trained=True)
-        return KnowledgeBase(info, list(detector.retriever.concepts.values()), IndexBackend(detector.retriever))
+                      model=f"Bi-HardNCE (trained run {run.name}{beta})", trained=True)
+        return KnowledgeBase(info, list(detector.retriever.concepts.values()), DetectorBackend(detector))
+
+    @staticmethod
+    def _kind(run: Path) -> str | None:
+        """The artefact kind ``medrank.load`` sees in ``run`` (None when it holds no loadable artefact)."""
+        try:
+            return artefact_kind(run)
+        except (OSError, ValueError):
+            return None
 
     # -- pipelines ----------------------------------------------------------------------------------
-    def symptoms(self) -> SymptomService | None:
-        kbs = {n: self.knowledge_base(n) for n in self.settings.kbs if n != "procedures"}
-        if not kbs:
-            return None
-        defaults = {}
-        for lang, order in (("en", ("hpo", "icd10cm")), ("zh", ("chip-cdn",))):
-            found = next((n for n in order if n in kbs), None)
-            if found:
-                defaults[lang] = found
-        return SymptomService(kbs, defaults)
-
     def normalize(self) -> NormalizeService | TrainedNormalizeService | None:
         run = self.settings.model_path("normalize")
-        if run is not None and (run / "normalizer.json").exists():
+        if run is not None and self._kind(run) == "procedure-normalizer":
             try:
                 from medrank.data.procedures import load_procedure_kb
-                from medrank.pipelines.procedures.inference import ProcedureNormalizer
 
                 norm = self._timed(f"procedure normaliser {run} loaded",
-                                   lambda: ProcedureNormalizer.load(run, data_root=self.settings.data_root))
+                                   lambda: load_artefact(run, data_root=self.settings.data_root))
                 if hasattr(norm, "warm_up"):  # encode every standard name now, not inside the first request
                     self._timed("procedure normaliser warmed up (standard names encoded)", norm.warm_up)
                 codes = {c.name: tuple(c.meta["codes"]) for c in load_procedure_kb(self.settings.data_root)}
@@ -249,17 +286,48 @@ class Builder:
                 self.say(f"  normalize: could not load {run} ({exc}); serving the zero-shot form")
         if "procedures" not in self.settings.kbs:
             return None
-        return NormalizeService(self.knowledge_base("procedures"))
+        kb = self.knowledge_base("procedures")
+        return NormalizeService(kb, self.normalize_calibrator(kb))
+
+    def normalize_calibrator(self, kb: KnowledgeBase) -> TopHitCalibrator | None:
+        """P(top name is right) for the zero-shot normaliser, fit once on a fixed-seed carve-out of the CHIP 2019
+        training mentions (never the validation split) and stored beside the knowledge base."""
+        from medrank.utils.io import atomic_write_json
+
+        path = self.state / "kbs" / "procedures-calibration.json"
+        fp = self._fingerprint("normalize-calibration", (KnowledgeBase.read_manifest(self.state / "kbs" / "procedures")
+                                                         or {}).get("fingerprint"), self.data_key, CALIBRATION_SEED)
+        if path.exists():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if saved.get("fingerprint") == fp:
+                return TopHitCalibrator.from_dict(saved["calibrator"])
+        try:
+            from medrank.data.procedures import load_procedure_mentions
+
+            data = load_procedure_mentions("train", self.settings.data_root)
+        except (FileNotFoundError, ValueError) as exc:
+            self.say(f"  normalize: no calibration data ({exc}); confidence not reported")
+            return None
+        names = {c.id: c.name for c in kb.concepts.values()}
+
+        def rank(texts: list[str]) -> list[tuple[list[str], list[float]]]:
+            return [([names.get(h.id, h.id) for h in hits], [h.score for h in hits]) for hits in kb.search(texts, 2)]
+
+        gold = [set(data.qrels.relevant(q.id)) for q in data.queries]
+        calibrator = self._timed("normalize: confidence calibrated on training mentions", lambda: TopHitCalibrator.fit(
+            rank, [q.text for q in data.queries], gold, "CHIP 2019 training mentions (fixed-seed carve-out)",
+            seed=CALIBRATION_SEED))
+        atomic_write_json(path, {"fingerprint": fp, "calibrator": calibrator.to_dict()})
+        return calibrator
 
     def passages(self) -> CDVPassageService | BM25PassageService:
-        from medrank.pipelines.passages.inference import CDVIndex
-
         path = self.settings.model_path("passages")
-        if path is not None and (path / "manifest.json").exists():
-            index = self._timed(f"CDV passage index {path} loaded", lambda: CDVIndex.load(path))
+        kind = self._kind(path) if path is not None else None
+        if kind == "cdv-index":
+            index = self._timed(f"CDV passage index {path} loaded", lambda: load_artefact(path))
             return CDVPassageService(index, f"CDV (trained; index {path.name})", f"{index.n_sentences:,} sentences",
                                      self._passage_bm25(index, path))
-        if path is not None and ((path / "model" / "cdv.json").exists() or (path / "cdv.json").exists()):
+        if kind == "cdv-model":
             out = self.state / "passages-cdv"
             from medrank.encoders.transformer import folder_digest
 
@@ -268,14 +336,13 @@ class Builder:
             fp = self._fingerprint("cdv", folder_digest(model_dir), self.data_key)
             if not self._fresh(out, fp):
                 from medrank.data.medquad import load_passage_corpus
-                from medrank.pipelines.passages.inference import TrainedCDV
 
                 self.say(f"encoding MedQuAD with the trained CDV run {path} — first start only")
                 corpus = load_passage_corpus(None, "all", self.settings.data_root)
-                index = TrainedCDV(path).build_index(list(corpus.documents), show_progress=self.show_progress)
+                index = load_artefact(path).build_index(list(corpus.documents), show_progress=self.show_progress)
                 index.save(out)
                 self._stamp(out, fp)
-            index = CDVIndex.load(out)
+            index = load_artefact(out)
             return CDVPassageService(index, f"CDV (trained run {path.name})", f"{index.n_sentences:,} sentences",
                                      self._passage_bm25(index, out))
         return self.bm25_passages()
@@ -297,29 +364,44 @@ class Builder:
         return load_index(out)
 
     def bm25_passages(self) -> BM25PassageService:
+        """BM25 over MedQuAD's passages and every sentence's vector, built once (the vectors through the embedding
+        cache) and loaded from ``passages-bm25/`` later: a request encodes only its query."""
+        import numpy as np
+
         from medrank.index import load_index
+        from medrank.pipelines.passages.inference import split_sentences
 
         out = self.state / "passages-bm25"
         encoder = self.encoder("en")
-        fp = self._fingerprint("passages-bm25", self.data_key)
+        fp = self._fingerprint("passages-bm25", 2, self.data_key, encoder.fingerprint())
+        version = "MedQuAD (all visible documents)"
         if not self._fresh(out, fp):
             from medrank.data.medquad import load_passage_corpus
 
-            self.say("indexing MedQuAD passages with BM25 — first start only")
+            self.say("indexing MedQuAD passages (BM25) and encoding their sentences — first start only")
             corpus = self._timed("MedQuAD read", lambda: load_passage_corpus(None, "all", self.settings.data_root))
             passages = [{"id": p.id, "doc_id": d.id, "title": d.title, "label": p.label, "text": p.text}
                         for d in corpus.documents for p in d.passages]
-            svc = BM25PassageService.build(passages, encoder, "MedQuAD (all visible documents)")
+            sentences = [[t for t, _ in split_sentences(p["text"])] for p in passages]
+            flat = [t for sents in sentences for t in sents]
+            vectors = self._timed(f"passages: {len(flat):,} sentences encoded",
+                                  lambda: BM25PassageService.encode_sentences(self.build_encoder("en"), flat))
+            svc = BM25PassageService(passages, BM25Index(language="en").build([p["id"] for p in passages],
+                                                                              [p["text"] for p in passages]),
+                                     encoder, version, sentences, vectors)
             with atomic_dir(out) as tmp:
                 svc.index.save(tmp / "index")
                 with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
-                    for p in passages:
-                        fh.write(json.dumps(p, ensure_ascii=False) + "\n")
+                    for p, sents in zip(passages, sentences, strict=True):
+                        fh.write(json.dumps({**p, "sentences": sents}, ensure_ascii=False) + "\n")
+                np.save(tmp / "sentence_vectors.npy", vectors)
             self._stamp(out, fp)
             return svc
         with open(out / "passages.jsonl", encoding="utf-8") as fh:
-            passages = [json.loads(line) for line in fh]
-        return BM25PassageService(passages, load_index(out / "index"), encoder, "MedQuAD (all visible documents)")
+            rows = [json.loads(line) for line in fh]
+        sentences = [row.pop("sentences") for row in rows]
+        return BM25PassageService(rows, load_index(out / "index"), encoder, version, sentences,
+                                  np.load(out / "sentence_vectors.npy"))
 
     def next_questions(self) -> NextQuestionService:
         from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
@@ -336,15 +418,17 @@ class Builder:
         run = self.settings.model_path("next-questions")
         if run is not None:
             try:
-                from medrank.pipelines.history.inference import load_reranker
-
-                kind, reranker = self._timed(f"next-question re-ranker {run} loaded", lambda: load_reranker(run))
+                if self._kind(run) != "history-reranker":
+                    raise ValueError("no saved history re-ranker (global_reranker.json, history_cross_encoder.json "
+                                     "or history_bi_encoder.json)")
+                reranker = self._timed(f"next-question re-ranker {run} loaded", lambda: load_artefact(run))
             except (ImportError, FileNotFoundError, ValueError) as exc:
                 self.say(f"  next questions: no usable re-ranker in {run} ({exc}); serving the first stage")
             else:
-                return NextQuestionService(banks, encoders, f"{kind} re-ranker (trained run {run.name}) over first-stage top-30",
-                                           True, reranker=reranker, distinct=distinct)
-        return NextQuestionService(banks, encoders, FIRST_STAGE, False, distinct=distinct)
+                return NextQuestionService(NextQuestionRanker(
+                    banks, encoders, f"{type(reranker).__name__} re-ranker (trained run {run.name}) over first-stage top-30",
+                    True, reranker=reranker, distinct=distinct))
+        return NextQuestionService(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
 
     def _question_bank(self, lang: str, source: str, loader: Callable[[Any], list[str]]) -> QuestionBank:
         from medrank.index import BM25Index, DenseIndex, HybridIndex, load_index
@@ -375,7 +459,6 @@ class Builder:
             MAX_ANSWER_CHARS,
             SimilarQuestionSearcher,
             language_corpus,
-            load_matcher,
             load_medquad_answers,
         )
         from medrank.utils.io import atomic_write_text
@@ -397,11 +480,11 @@ class Builder:
                 self._stamp(out, fp)
             run = self.settings.model_path(f"similar-{lang}")
             matcher, model, trained = None, "BM25 only (zero-shot; no trained matcher found)", False
-            if run is not None and not ((run / "matcher" / "matcher.json").exists() or (run / "matcher.json").exists()):
+            if run is not None and self._kind(run) != "question-matcher":
                 self.say(f"  similar {lang}: {run} holds no finished matcher (matcher/matcher.json); serving BM25 only")
                 run = None
             if run is not None:
-                matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_matcher(run))
+                matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_artefact(run))
                 model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
             searchers[lang] = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
                                               sources[lang], read_answers(out / ANSWERS_FILE))
@@ -436,23 +519,108 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
-                   console: Console | None = None, encoders: dict[str, Encoder] | None = None) -> Services:
-    """Every requested pipeline, built on first start and loaded from ``settings.state_dir`` later."""
+#: knowledge base → its language (known before it is built, so a request can be told it is on its way)
+KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
+#: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
+#: indexes: BM25 only), so the service answers within a minute and the large encodes follow
+STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "normalize", "symptoms:hpo",
+              "symptoms:chip-cdn", "passages")
+
+
+def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
+    """The build steps of ``pipelines``, in :data:`STEP_ORDER` (unknown knowledge bases last, in the given order)."""
     unknown = set(pipelines) - set(PIPELINE_NAMES)
     if unknown:
         raise ValueError(f"unknown pipelines {sorted(unknown)}; known: {PIPELINE_NAMES}")
-    b = Builder(settings, console, show_progress, encoders)
+    steps = [f"symptoms:{kb}" for kb in settings.kbs if kb != "procedures"] if "symptoms" in pipelines else []
+    steps += [p for p in pipelines if p != "symptoms"]
+    if "normalize" in steps and "procedures" not in settings.kbs and settings.model_path("normalize") is None:
+        steps.remove("normalize")
+    rank = {name: i for i, name in enumerate(STEP_ORDER)}
+    return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
+
+
+def run_step(b: Builder, services: Services, name: str) -> None:
+    """Build one step and swap its result into ``services`` (one attribute assignment: atomic for readers)."""
+    if name.startswith("symptoms:"):
+        kb_name = name.split(":", 1)[1]
+        kb = b.knowledge_base(kb_name)
+        if services.symptoms is None:
+            pending = {n.split(":", 1)[1]: (KB_LANGUAGES.get(n.split(":", 1)[1], ""), s) for n, s in services.steps.items()
+                       if n.startswith("symptoms:") and n != name and s.state != "ready"}
+            services.symptoms = SymptomService({kb_name: kb}, pending=pending)
+        else:
+            services.symptoms.add(kb_name, kb)
+        return
+    attr = {"normalize": "normalize", "passages": "passages", "next-questions": "next_questions",
+            "similar-questions": "similar"}[name]
+    setattr(services, attr, getattr(b, attr)())
+
+
+def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: bool) -> None:
     t0 = time.perf_counter()
-    services = Services(
-        symptoms=b.symptoms() if "symptoms" in pipelines else None,
-        normalize=b.normalize() if "normalize" in pipelines else None,
-        passages=b.passages() if "passages" in pipelines else None,
-        next_questions=b.next_questions() if "next-questions" in pipelines else None,
-        similar=b.similar() if "similar-questions" in pipelines else None,
-    )
+    for name in names:
+        step = services.steps[name]
+        step.start()
+        b.step = step
+        try:
+            run_step(b, services, name)
+        except Exception as exc:  # noqa: BLE001 - one failed component must not stop the others
+            step.finish(exc)
+            if services.symptoms is not None and name.startswith("symptoms:"):
+                services.symptoms.pending = {n: v for n, v in services.symptoms.pending.items() if n != step.name}
+            if not b.quiet:
+                b.report.finished(step)
+            if raise_errors:
+                raise
+            log.exception("building %s failed", name)
+            continue
+        finally:
+            b.step = None
+        step.finish()
+        if not b.quiet:
+            b.report.finished(step)
     b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
+
+
+def _new_services(names: list[str]) -> Services:
+    steps = {n: BuildStep(n.split(":", 1)[1] if n.startswith("symptoms:") else n, i, len(names)) for i, n in
+             enumerate(names, 1)}
+    return Services(steps=steps)
+
+
+def build_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
+                   console: Console | None = None, encoders: dict[str, Encoder] | None = None) -> Services:
+    """Every requested pipeline, built now (first start) or loaded from ``settings.state_dir``; returns when all are."""
+    names = plan(settings, pipelines)
+    services = _new_services(names)
+    _run_steps(Builder(settings, console, show_progress, encoders), services, names, raise_errors=True)
     return services
+
+
+def start_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPELINE_NAMES, show_progress: bool = True,
+                   console: Console | None = None, encoders: dict[str, Encoder] | None = None,
+                   ) -> tuple[Services, threading.Thread]:
+    """The services at once, every pipeline ``None`` until its background build swaps it in (see ``Services.steps``
+    for progress); a step that fails is reported and the others go on."""
+    names = plan(settings, pipelines)
+    services = _new_services(names)
+    builder = Builder(settings, console, show_progress, encoders)
+    worker = threading.Thread(target=_run_steps, args=(builder, services, names, False), name="medrank-build", daemon=True)
+    worker.start()
+    return services, worker
+
+
+#: ICD-10-CM categories outside chapter 18 that name a symptom a patient reports (pain of a body part, itch,
+#: insomnia …); the rest of those chapters are diagnoses, and chapters 19-21 injuries, causes and administrative
+#: encounters ("Immunization not carried out"), which no complaint should be answered with
+SYMPTOM_CATEGORIES = ("G47.0", "H53.1", "H53.2", "H57.1", "H92", "H93.1", "K59.0", "L29", "M25.5", "M54", "M79.1", "M79.6",
+                      "N94.6")
+
+
+def is_symptom_code(code: str) -> bool:
+    """True for ICD-10-CM codes of chapter 18 (R00-R99, symptoms and signs) and of :data:`SYMPTOM_CATEGORIES`."""
+    return code.startswith("R") or code.startswith(SYMPTOM_CATEGORIES)
 
 
 def redact_dsn(spec: str) -> str:

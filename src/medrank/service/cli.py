@@ -1,9 +1,10 @@
 """``medrank serve``: the HTTP API and the web page in one process.
 
-First start builds the knowledge bases and indexes from ``--data`` (default
-``../shared/data``) and the packaged vocabularies with the offline encoders
-(progress bars on stderr) into ``--state`` (default ``$MEDRANK_CACHE/service``);
-later starts load them in seconds. Trained checkpoints are looked up under
+The server answers at once; the knowledge bases and indexes are built (first start) from ``--data``
+(default ``../shared/data``) and the packaged vocabularies with the offline encoders, or loaded (later
+starts) from ``--state`` (default ``$MEDRANK_CACHE/service``), in a background worker, smallest first,
+each swapped in when done (``/health`` reports each one's progress and ETA; named bars on a terminal,
+plain lines in a log). ``--build-only`` builds everything in the foreground and exits. Trained checkpoints are looked up under
 ``--models`` (default ``./runs``); see :mod:`medrank.service.settings`.
 """
 
@@ -18,7 +19,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``serve`` to the ``medrank`` app."""
+    """Add ``serve`` and ``train-service`` to the ``medrank`` app."""
 
     @app.command()
     def serve(
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
                                                       "similar-en, passages, normalize, next-questions.")] = [],  # noqa: B006
         data: Annotated[Path | None, typer.Option(help="Dataset root (default: the global --data, $MEDRANK_DATA or ../shared/data).")] = None,
         kb: Annotated[str, typer.Option(help="Comma-separated knowledge bases, each NAME or NAME:METHOD (bm25|dense|hybrid); "
-                                             "default hpo,icd10cm:bm25,chip-cdn,procedures.")] = "hpo,icd10cm:bm25,chip-cdn,procedures",
+                                             "default hpo,icd10cm,chip-cdn,procedures (ICD-10-CM: its signs and symptoms).")] = "hpo,icd10cm,chip-cdn,procedures",
         pipelines: Annotated[str, typer.Option(help="Comma-separated pipelines to serve.")] = "symptoms,normalize,passages,next-questions,similar-questions",
         token: Annotated[str | None, typer.Option(help="Require this bearer token (default $MEDRANK_API_TOKEN).")] = None,
         timeout: Annotated[float | None, typer.Option(help="Seconds per request (504 after; default $MEDRANK_REQUEST_TIMEOUT, else 30).")] = None,
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markup import escape
 
-        from medrank.service.build import build_services
+        from medrank.service.build import build_services, start_services
         from medrank.service.settings import DEFAULT_MODEL_PATHS, ServiceSettings
 
         err = Console(stderr=True)
@@ -90,13 +91,16 @@ def register(app: typer.Typer) -> None:
                 if method:
                     settings.kb_methods[name] = method
         settings.kbs = tuple(names)
+        chosen = tuple(p.strip() for p in pipelines.split(",") if p.strip())
         try:
-            services = build_services(settings, tuple(p.strip() for p in pipelines.split(",") if p.strip()), console=err)
+            if build_only:
+                build_services(settings, chosen, console=err)
+                return
+            # answer at once: each knowledge base / index is built in a background worker and swapped in when done
+            services, _ = start_services(settings, chosen, console=err)
         except (ValueError, OSError) as exc:
             err.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(2) from None
-        if build_only:
-            return
         import uvicorn
 
         from medrank.service.app import create_app
@@ -107,6 +111,28 @@ def register(app: typer.Typer) -> None:
         access.propagate = False  # one line per request, not a second copy through the root handler
         err.print(f"serving on http://{host}:{port}/ (API docs at /docs){' with a bearer token' if settings.api_token else ''}")
         uvicorn.run(create_app(settings, services), host=host, port=port, access_log=False, log_level="warning")
+
+
+    @app.command("train-service")
+    def train_service_cmd(
+        only: Annotated[str, typer.Option(help="Comma-separated pipelines to train (default: every one the service uses).")] = "",
+        runs: Annotated[Path, typer.Option(help="Where the runs go; the recipes chain through runs/, so keep the default "
+                                                "and run from the repository root.")] = Path("runs"),
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would run, run nothing.")] = False,
+    ) -> None:
+        """Train the CPU recipe of every model the service uses (resumable: run it again to continue)."""
+        from rich.console import Console
+        from rich.markup import escape
+
+        from medrank.service.training import train_service
+
+        err = Console(stderr=True, soft_wrap=True)
+        try:
+            train_service(runs, tuple(p.strip() for p in only.split(",") if p.strip()),
+                          say=lambda line: err.print(line, markup=False, highlight=False), dry_run=dry_run)
+        except (FileNotFoundError, RuntimeError) as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            raise typer.Exit(1) from None
 
 
 def _stderr_handler() -> logging.Handler:

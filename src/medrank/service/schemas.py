@@ -17,6 +17,8 @@ MAX_K = 50
 
 
 def _encodable(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("text must not contain NUL characters")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -60,10 +62,20 @@ class ConceptResult(BaseModel):
     codes: list[str] = []
 
 
+class DetectedTerm(BaseModel):
+    id: str
+    name: str
+    probability: float = Field(description="Calibrated probability that the text mentions this term.")
+    span: list[int] | None = Field(None, description="[start, end) character offsets of the text it covers.")
+
+
 class SymptomsResponse(_Response):
     language: str
     kb: str
     results: list[ConceptResult]
+    terms: list[DetectedTerm] | None = Field(None, description="The decided set of terms, where a set detector serves "
+                                                               "the knowledge base; null otherwise.")
+    alternatives: list[DetectedTerm] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
 
 
 # -- /normalize ---------------------------------------------------------------------------------------
@@ -76,15 +88,14 @@ class NormalizeRequest(_Request):
 class NormalizeResponse(_Response):
     kb: str
     results: list[ConceptResult]
-    predicted: list[str] | None = Field(None, description="The standard names a trained normaliser decides on "
-                                                          "(its term-count rule); null for the zero-shot form.")
-    confidence: float | None = Field(None, description="A trained normaliser's lowest probability among the predicted "
-                                                       "names (the learned fusion's output, or KAR's under FB); null "
-                                                       "for the zero-shot form.")
-    low_confidence: bool | None = Field(None, description="True when some predicted name is more likely wrong than right "
-                                                          "(confidence < 0.5): text that is not a procedure gets it, and "
-                                                          "flagged mentions are right about half as often as the others "
-                                                          "(bench/results/procedures_errors.md).")
+    predicted: list[str] | None = Field(None, description="The standard names the normaliser decides on: a trained "
+                                                          "normaliser's term-count rule, else the top name.")
+    confidence: float | None = Field(None, description="Calibrated probability that the decision is right: a trained "
+                                                       "normaliser's lowest probability among the predicted names; the "
+                                                       "zero-shot form's Platt-scaled P(top name is right), fit on a "
+                                                       "fixed-seed carve-out of the CHIP 2019 training mentions.")
+    low_confidence: bool | None = Field(None, description="True when the decision is more likely wrong than right "
+                                                          "(confidence < 0.5).")
 
 
 # -- /passages ----------------------------------------------------------------------------------------
@@ -137,7 +148,7 @@ class Turn(_Request):
 class NextQuestionsRequest(_Request):
     dialogue: list[Turn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
     symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed.")
-    candidates: list[Text] | None = Field(None, max_length=MAX_LIST_ITEMS,
+    candidates: list[Text] | None = Field(None, min_length=1, max_length=MAX_LIST_ITEMS,
                                           description="Questions to rank; default: the service's question bank.")
     language: Language = "auto"
     k: K = 5
@@ -178,18 +189,58 @@ class SimilarResponse(_Response):
     results: list[SimilarResult]
 
 
+# -- /differential -----------------------------------------------------------------------------------
+class Finding(_Request):
+    name: ShortText = Field(description="A finding (evidence / symptom) name of the engine's knowledge base.")
+    value: Literal["present", "absent", "unsure"] | ShortText = "present"
+
+
+class DifferentialRequest(_Request):
+    findings: list[Finding] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="What is known so far.")
+    language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
+    k: K = 10
+
+
+class RankedCondition(BaseModel):
+    name: str
+    probability: float
+    supporting: list[str]
+
+
+class DifferentialResponse(_Response):
+    language: str
+    results: list[RankedCondition]
+
+
 # -- /health, /models ---------------------------------------------------------------------------------
+class BuildState(BaseModel):
+    state: Literal["waiting", "building", "ready", "failed"]
+    detail: str = Field(description="'waiting', 'building 45 %', 'ready' or 'failed: reason'.")
+    progress: float | None = Field(description="Fraction done (0-1) of the current phase; null before it starts.")
+    done: int
+    total: int
+    unit: str
+    eta_s: float | None = Field(description="Seconds left at the rate so far; null when unknown.")
+    seconds: float | None = Field(description="Seconds spent building so far (or in all, once done).")
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
-    pipelines: dict[str, bool]
+    ready: bool = Field(description="True once every build step is done (ready or failed).")
+    pipelines: dict[str, bool] = Field(description="Which pipelines answer now.")
+    states: dict[str, str] = Field({}, description="Per pipeline: 'ready', 'building 45 %', 'waiting' or 'failed: reason'.")
+    builds: dict[str, BuildState] = Field({}, description="Each background build step (knowledge bases, indexes).")
     uptime_s: float
 
 
 class PipelineModel(BaseModel):
     pipeline: str
+    state: str = Field("ready", description="'ready', 'building 45 %', 'waiting' or 'failed: reason'.")
     model: str
     version: str
     trained: bool
+    form: str = Field("", description="'trained', 'zero-shot / first-stage', or 'not ready yet'.")
+    train_command: str | None = Field(None, description="How to get (or retrain) the trained form of this pipeline.")
     details: dict[str, object] = {}
 
 

@@ -16,7 +16,7 @@ pipeline           default path under ``models_dir``
 ``similar-en``     ``similar/medical-question-pairs/stmt``
 ``passages``       ``passages/index-all`` (a CDV sentence index) or ``passages/cdv`` (a CDV run)
 ``normalize``      ``procedures/fusion`` (KAR + learned fusion) or ``procedures/kar`` (a KAR run; both hold ``normalizer.json``)
-``next-questions`` none: only ``--model next-questions=runs/history/<run>`` (issue 6's CPU runs trail the first stage)
+``next-questions`` none: only ``--model next-questions=runs/history/<run>`` (the CPU-recipe re-rankers trail the first stage)
 =================  ============================================================
 
 A pipeline without a checkpoint serves its zero-shot / BM25 form and says so.
@@ -73,9 +73,8 @@ class ServiceSettings:
     #: dataset root (``None`` = ``$MEDRANK_DATA`` or ``../shared/data``)
     data_root: Path | None = None
     kbs: tuple[str, ...] = DEFAULT_KBS
-    #: retrieval method per knowledge base (bm25 | dense | hybrid; default hybrid). ICD-10-CM (98k codes) is BM25
-    #: by default: encoding its 110k names takes tens of minutes on a small CPU.
-    kb_methods: dict[str, str] = field(default_factory=lambda: {"icd10cm": "bm25"})
+    #: retrieval method per knowledge base (bm25 | dense | hybrid; default hybrid)
+    kb_methods: dict[str, str] = field(default_factory=dict)
     encoder_en: str = "minilm"
     encoder_zh: str = "e5-small"
     #: request limits: body bytes, characters of one text, items of one list

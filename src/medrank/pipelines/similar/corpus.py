@@ -16,6 +16,7 @@ from pathlib import Path
 
 from medrank.config import dataset_dir
 from medrank.data.questions import PAIR_DATASETS, clean_question, load_question_pairs, unique_questions
+from medrank.text import has_han
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +139,7 @@ def read_question_file(path: PathLike) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-
-
 def guess_language(texts: list[str]) -> str:
     """``zh`` when most texts contain CJK characters, else ``en``."""
     sample = texts[:1000]
-    return "zh" if sum(bool(_CJK.search(t)) for t in sample) * 2 >= len(sample) else "en"
+    return "zh" if sum(has_han(t) for t in sample) * 2 >= len(sample) else "en"

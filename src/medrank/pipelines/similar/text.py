@@ -36,15 +36,16 @@ from typing import Any
 
 import numpy as np
 
+from medrank.text import HAN, HAN_RANGES
 from medrank.utils.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
 PAD, UNK = "[PAD]", "[UNK]"
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK = HAN
 _LATIN = re.compile(r"[a-z0-9]+")
 _EN_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|\?")
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[A-Za-z0-9]+")
+_CJK_RUN = re.compile(f"[{HAN_RANGES}]+|[A-Za-z0-9]+")
 
 
 @dataclass(frozen=True)

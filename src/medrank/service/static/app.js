@@ -44,7 +44,7 @@ async function api(path, body) {
   let data = null;
   try { data = await res.json(); } catch (e) { /* not JSON: handled below */ }
   if (!res.ok) {
-    const detail = data && (Array.isArray(data.detail) ? data.detail.map((d) => d.msg).join("; ") : data.detail);
+    const detail = data && data.detail;
     throw new Error(`${res.status}: ${detail || res.statusText || "request failed"}`);
   }
   if (data === null || typeof data !== "object") throw new Error("The server sent an answer this page cannot read.");
@@ -119,7 +119,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
     data.results.forEach((r, i) => {
       const box = el("input", { type: "checkbox", id: `sym-${i}`, value: r.name });
       list.append(el("li", {}, box, " ", el("label", { for: `sym-${i}`, lang: data.language, text: r.name }),
-        el("span", { class: "score", text: `${r.id} · ${r.score.toFixed(3)}` })));
+        el("span", { class: "score", text: r.id === r.name ? r.score.toFixed(3) : `${r.id} · ${r.score.toFixed(3)}` })));
     });
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
     $("symptoms-block").hidden = false;
@@ -203,50 +203,70 @@ async function findSimilar() {
 // -- clinician --------------------------------------------------------------------------------------
 const clinician = $("clinician");
 
-function heat(score, lo, hi) {
-  // cubic: only the sentences near the top score stand out
-  const t = hi > lo ? (score - lo) / (hi - lo) : 0;
-  return `rgba(255, 196, 0, ${(0.04 + 0.7 * t * t * t).toFixed(2)})`;
+// the sentences highlighted in a list of passages: the best few over the whole answer, not every one
+const HIGHLIGHTED = 3;
+// passages longer than this are shortened, with a button to show the rest
+const SHORT_CHARS = 420;
+
+function svgEl(name, attrs, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", name);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
 }
 
 function curveSvg(curve, width) {
-  const ns = "http://www.w3.org/2000/svg";
   // drawn at the box's own width, so labels keep their size on a phone
-  const w = Math.max(280, Math.round(width || 800)), h = 160, pad = 18;
+  const w = Math.max(280, Math.round(width || 800)), h = 200, left = 52, right = 12, top = 26, bottom = 40;
   const s = curve.scores;
   const lo = Math.min(...s), hi = Math.max(...s);
-  const x = (i) => pad + (s.length > 1 ? (i * (w - 2 * pad)) / (s.length - 1) : (w - 2 * pad) / 2);
-  const y = (v) => h - pad - (hi > lo ? ((v - lo) * (h - 2 * pad)) / (hi - lo) : (h - 2 * pad) / 2);
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `sentence score curve of ${curve.document}`);
+  const step = s.length > 1 ? (w - left - right) / (s.length - 1) : 0;
+  const x = (i) => left + (s.length > 1 ? i * step : (w - left - right) / 2);
+  const y = (v) => h - bottom - (hi > lo ? ((v - lo) * (h - top - bottom)) / (hi - lo) : (h - top - bottom) / 2);
+  const svg = svgEl("svg", { viewBox: `0 0 ${w} ${h}`, role: "img", "aria-label": `sentence score curve of ${curve.document}` });
   const best = curve.passages.reduce((a, b) => (b.score > (a ? a.score : -Infinity) ? b : a), null);
   curve.passages.forEach((p, k) => {
-    const r = document.createElementNS(ns, "rect");
-    const x0 = x(p.start) - (s.length > 1 ? (w - 2 * pad) / (2 * (s.length - 1)) : 0);
-    const x1 = x(Math.max(p.start, p.end - 1)) + (s.length > 1 ? (w - 2 * pad) / (2 * (s.length - 1)) : 0);
-    r.setAttribute("x", x0); r.setAttribute("y", pad / 2); r.setAttribute("width", Math.max(1, x1 - x0)); r.setAttribute("height", h - pad);
-    r.setAttribute("fill", p === best ? "#c6f6d5" : (k % 2 ? "#f3f4f6" : "#e5e7eb"));
-    const title = document.createElementNS(ns, "title");
-    title.textContent = `${p.aspect || ""} ${p.score.toFixed(3)}`;
-    r.append(title);
+    const x0 = x(p.start) - step / 2, x1 = x(Math.max(p.start, p.end - 1)) + step / 2;
+    const r = svgEl("rect", { x: x0, y: top, width: Math.max(1, x1 - x0), height: h - top - bottom,
+      fill: p === best ? "#c6f6d5" : (k % 2 ? "#f3f4f6" : "#e5e7eb") });
+    r.append(svgEl("title", {}, `${p.aspect || "passage"}: mean score ${p.score.toFixed(3)}`));
     svg.append(r);
   });
-  const line = document.createElementNS(ns, "polyline");
-  line.setAttribute("points", s.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" "));
-  line.setAttribute("fill", "none"); line.setAttribute("stroke", "#1f6feb"); line.setAttribute("stroke-width", "2");
-  svg.append(line);
-  s.forEach((v, i) => {
-    const c = document.createElementNS(ns, "circle");
-    c.setAttribute("cx", x(i)); c.setAttribute("cy", y(v)); c.setAttribute("r", 2.5); c.setAttribute("fill", "#1f6feb");
-    svg.append(c);
-  });
-  const label = document.createElementNS(ns, "text");
-  label.setAttribute("x", pad); label.setAttribute("y", 14); label.setAttribute("font-size", "12");
-  label.textContent = `${curve.document} — score per sentence`;
-  svg.append(label);
+  // axes: score (y) against the sentence's position in the document (x), with their ranges
+  svg.append(svgEl("line", { x1: left, y1: top, x2: left, y2: h - bottom, stroke: "#5b6575" }));
+  svg.append(svgEl("line", { x1: left, y1: h - bottom, x2: w - right, y2: h - bottom, stroke: "#5b6575" }));
+  const small = { "font-size": "11", fill: "#5b6575" };
+  svg.append(svgEl("text", { ...small, x: left - 4, y: top + 4, "text-anchor": "end", class: "tick" }, hi.toFixed(2)));
+  svg.append(svgEl("text", { ...small, x: left - 4, y: h - bottom, "text-anchor": "end", class: "tick" }, lo.toFixed(2)));
+  svg.append(svgEl("text", { ...small, x: left, y: h - bottom + 14, "text-anchor": "middle", class: "tick" }, "1"));
+  svg.append(svgEl("text", { ...small, x: x(s.length - 1), y: h - bottom + 14, "text-anchor": "middle", class: "tick" }, String(s.length)));
+  svg.append(svgEl("text", { ...small, x: (left + w - right) / 2, y: h - 6, "text-anchor": "middle", class: "axis-label x-label" },
+    "sentence of the document (in reading order; shaded bands = its passages, green = best passage)"));
+  svg.append(svgEl("text", { ...small, x: 12, y: (top + h - bottom) / 2, "text-anchor": "middle", class: "axis-label y-label",
+    transform: `rotate(-90 12 ${(top + h - bottom) / 2})` }, "sentence score"));
+  svg.append(svgEl("polyline", { points: s.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" "),
+    fill: "none", stroke: "#1f6feb", "stroke-width": "2" }));
+  s.forEach((v, i) => svg.append(svgEl("circle", { cx: x(i), cy: y(v), r: 2.5, fill: "#1f6feb" })));
+  svg.append(svgEl("text", { x: left, y: 16, "font-size": "12" }, `${curve.document} — score per sentence`));
   return svg;
+}
+
+function passageItem(r, top) {
+  const text = el("p", { class: "passage-text" }, ...r.sentences.map((x) => el("span", {
+    class: top.has(x) ? "sentence hit" : "sentence", title: `score ${x.score.toFixed(3)}`, text: x.text + " " })));
+  const parts = [el("div", { class: "title", text: `${r.document}${r.aspect ? " — " + r.aspect : ""}` }),
+    el("span", { class: "score", text: `score ${r.score.toFixed(3)}` }), text];
+  if (r.text.length > SHORT_CHARS) {
+    text.classList.add("clamped");
+    const more = el("button", { type: "button", class: "secondary more", "aria-expanded": "false", text: "Show more" });
+    more.addEventListener("click", () => {
+      const open = text.classList.toggle("clamped") === false;
+      more.textContent = open ? "Show less" : "Show more";
+      more.setAttribute("aria-expanded", String(open));
+    });
+    parts.push(more);
+  }
+  return el("li", {}, ...parts);
 }
 
 $("passages-form").addEventListener("submit", (ev) => {
@@ -259,16 +279,8 @@ $("passages-form").addEventListener("submit", (ev) => {
   $("passages-meta").textContent = "";
   busy(clinician, "Searching the passages…", async () => {
     const data = await api("/passages", { entity, aspect, k: 5 });
-    const all = data.results.flatMap((r) => r.sentences.map((x) => x.score));
-    const lo = Math.min(...all), hi = Math.max(...all);
-    $("passages").replaceChildren(...data.results.map((r) => el("li", {},
-      el("div", { class: "title", text: `${r.document}${r.aspect ? " — " + r.aspect : ""}` }),
-      el("span", { class: "score", text: `score ${r.score.toFixed(3)}` }),
-      el("p", {}, ...r.sentences.map((x) => {
-        const span = el("span", { class: "sentence", title: x.score.toFixed(3), text: x.text + " " });
-        span.style.background = heat(x.score, lo, hi);
-        return span;
-      })))));
+    const top = new Set(data.results.flatMap((r) => r.sentences).sort((a, b) => b.score - a.score).slice(0, HIGHLIGHTED));
+    $("passages").replaceChildren(...data.results.map((r) => passageItem(r, top)));
     $("curve").replaceChildren(...(data.curve ? [curveSvg(data.curve, $("curve").clientWidth)] : []));
     $("passages-meta").textContent = data.results.length ? `${modelLine(data)} · ${data.sentence_scores}` : "No passage found.";
   });
@@ -301,8 +313,15 @@ $("normalize-form").addEventListener("submit", (ev) => {
   });
 });
 
-api("/health").then((h) => {
-  $("models").textContent = "pipelines: " + Object.entries(h.pipelines).map(([k, v]) => `${k} ${v ? "✓" : "✗"}`).join(" · ");
-}).catch((e) => {
-  $("models").textContent = e.message;
-});
+// each pipeline's state: the page is usable as soon as one is ready, and says what is still being built
+function showHealth() {
+  api("/health").then((h) => {
+    const states = Object.entries(h.states || {});
+    $("models").textContent = "pipelines: " + (states.length ? states : Object.entries(h.pipelines).map(([k, v]) => [k, v ? "ready" : "not served"]))
+      .map(([k, v]) => `${k} ${v === "ready" ? "✓" : "— " + v}`).join(" · ");
+    if (!h.ready) setTimeout(showHealth, 5000);
+  }).catch((e) => {
+    $("models").textContent = e.message;
+  });
+}
+showHealth();

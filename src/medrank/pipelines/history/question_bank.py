@@ -1,0 +1,224 @@
+"""Next history-taking questions from a question bank: recall, the asked-question filter, rephrasings dropped.
+
+The first stage of the history pipeline as served: the query is the confirmed symptoms plus the
+patient's last turns; a :class:`QuestionBank` (one language's doctor questions behind a BM25 /
+dense / hybrid index) recalls candidates; questions the doctor already asked are never proposed
+again, and, where a cosine threshold was chosen for the encoder (:data:`DISTINCT_BY_ENCODER`), a
+question that only rephrases a better-ranked or an already asked one is dropped
+(:func:`distinct_questions`). An optional trained re-ranker re-scores the recalled list.
+
+:class:`NextQuestionRanker` is what a caller (the service, a script) holds; it is thread-safe
+(no per-request state).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from medrank.encoders.base import Encoder
+from medrank.index import BM25Index
+from medrank.index.topk import topk_stable
+from medrank.utils.vectors import unit_rows
+
+
+class NoQuestionBankError(LookupError):
+    """No question bank is held for the requested language (give candidates instead)."""
+
+
+FIRST_STAGE = "first-stage (re-ranker not trained)"
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+#: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
+DISTINCT_COSINE = 0.80
+
+#: per encoder name: (cosine threshold, compare the bank-centred vectors) at which two bank questions are one.
+#: MiniLM: the history question bank's clustering threshold on raw cosines. e5-small compresses its raw cosines
+#: (any two DXY questions sit close together), so its vectors are first centred on the bank's mean, and the
+#: threshold is the best-F1 one for "two DXY questions name the same symptom" over all pairs of the bank
+#: (`bench/service_next_questions.py` calibrates it and writes the figures to `bench/results/`).
+DISTINCT_BY_ENCODER: dict[str, tuple[float, bool]] = {"minilm": (DISTINCT_COSINE, False), "e5-small": (0.45, True)}
+
+
+def distinct_questions(rows: list[dict[str, Any]], row_vectors: np.ndarray, asked_vectors: np.ndarray, threshold: float,
+                       k: int) -> list[dict[str, Any]]:
+    """The first ``k`` of ``rows`` (best first) that rephrase neither a row kept before them nor an asked question.
+
+    ``row_vectors`` / ``asked_vectors``: unit vectors of the rows and of the questions the doctor
+    already asked; two questions are one when their cosine is ``>= threshold`` — what merges
+    phrasings in the history question bank (:mod:`medrank.pipelines.history.builders.question_bank`).
+    """
+    if len(row_vectors) != len(rows):
+        raise ValueError(f"{len(row_vectors)} row vectors for {len(rows)} rows")
+    seen = [np.asarray(v, dtype=np.float32) for v in asked_vectors]
+    kept: list[dict[str, Any]] = []
+    for row, vec in zip(rows, np.asarray(row_vectors, dtype=np.float32), strict=True):
+        if len(kept) == k:
+            break
+        if seen and float(np.max(np.stack(seen) @ vec)) >= threshold - 1e-6:
+            continue
+        kept.append(row)
+        seen.append(vec)
+    return kept
+
+
+class QuestionBank:
+    """History-taking questions of one language behind a recall index (BM25 / dense / hybrid)."""
+
+    def __init__(self, language: str, ids: Sequence[str], texts: Sequence[str], index: Any, retrieval: str, source: str,
+                 vectors: np.ndarray | None = None, centre: bool = False) -> None:
+        self.language = language
+        self.ids = list(ids)
+        self.texts = dict(zip(ids, texts, strict=True))
+        self.index = index
+        self.retrieval = retrieval
+        self.source = source
+        if vectors is not None and len(vectors) != len(self.ids):
+            raise ValueError(f"{len(vectors)} vectors for {len(self.ids)} questions")
+        if centre and vectors is None:
+            raise ValueError("centre=True needs the bank's vectors (their mean is what is subtracted)")
+        #: the bank's mean vector, subtracted before questions are compared (``centre=True``), else None
+        self.mean = np.asarray(vectors, dtype=np.float32).mean(axis=0) if centre else None
+        #: the questions' comparison vectors (rows in ``ids`` order, from the dense index's when it has one; unit
+        #: length, centred when asked): rephrasings are found without encoding the bank at every request
+        self.vectors = self.comparable(vectors) if vectors is not None else None
+        self._row = {qid: n for n, qid in enumerate(self.ids)}
+
+    def comparable(self, vectors: np.ndarray) -> np.ndarray:
+        """Encoder vectors (the passage side) as this bank compares questions: centred if it centres, unit length."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        return unit_rows(vectors - self.mean if self.mean is not None else vectors)
+
+    def vectors_of(self, ids: Sequence[str]) -> np.ndarray | None:
+        """The stored comparison vectors of ``ids`` (None when the bank holds none)."""
+        return None if self.vectors is None else self.vectors[[self._row[i] for i in ids]]
+
+
+class NextQuestionRanker:
+    """Dialogue so far → the next history-taking questions, best first (first stage: recall over a question bank).
+
+    The query is the confirmed symptoms plus the patient's last turns; questions the
+    doctor already asked are never proposed again. Given ``candidates``, only those are
+    ranked (cosine with the query encoder, or BM25 without one).
+
+    ``distinct`` (language → cosine): from that language's bank, a question is also dropped when it
+    only rephrases a better-ranked one or one the doctor already asked, i.e. when the cosine of the
+    language's encoder vectors reaches the threshold. A bank of real doctor questions holds many
+    phrasings of one question ("Have you had a fever?", "Do you have any fever?"), and five of them
+    are no list of next questions. The threshold belongs to the encoder (:data:`DISTINCT_BY_ENCODER`:
+    MiniLM's raw cosines at 0.80, e5-small's bank-centred ones at 0.45, the bank built with
+    ``centre=True``). Given ``candidates`` are ranked as given: the caller chose them.
+    """
+
+    def __init__(self, banks: dict[str, QuestionBank], encoders: dict[str, Encoder] | None = None,
+                 model: str = FIRST_STAGE, trained: bool = False, history_turns: int = 3,
+                 reranker: Any = None, rerank_depth: int = 30, distinct: dict[str, float] | None = None) -> None:
+        if reranker is not None and not callable(getattr(reranker, "score", None)):
+            raise ValueError("reranker must have score(dialogue: str, questions: list[str]) -> list[float]")
+        for lang, threshold in (distinct or {}).items():
+            if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0.0 < threshold <= 1.0:
+                raise ValueError(f"distinct[{lang!r}] must be a cosine in (0, 1], got {threshold!r}")
+            if lang not in banks:
+                raise ValueError(f"distinct[{lang!r}]: no question bank for {lang!r} (banks: {sorted(banks)})")
+            if lang not in (encoders or {}):
+                raise ValueError(f"distinct[{lang!r}] needs an encoder for {lang!r}")
+            stored = banks[lang].vectors
+            if DISTINCT_BY_ENCODER.get(encoders[lang].name, (0.0, False))[1] and banks[lang].mean is None:
+                raise ValueError(f"distinct[{lang!r}]: {encoders[lang].name}'s threshold is for vectors centred on the bank, "
+                                 "but the bank has no mean (build it with vectors= and centre=True)")
+            if stored is not None and stored.shape[1] != encoders[lang].dim:
+                raise ValueError(f"the {lang!r} bank's vectors have {stored.shape[1]} dimensions, its encoder "
+                                 f"{encoders[lang].dim}: they must come from the same encoder")
+        self.distinct = {lang: float(t) for lang, t in (distinct or {}).items()}
+        self.banks = banks
+        self.encoders = encoders or {}
+        self.model = model
+        self.trained = trained
+        self.history_turns = history_turns
+        self.reranker = reranker
+        self.rerank_depth = rerank_depth
+
+    def _rerank(self, dialogue: Sequence[dict[str, str]], rows: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+        """The trained re-ranker over the first-stage candidates (dialogue rendered as ``speaker: text`` lines)."""
+        if self.reranker is None or not rows:
+            return rows[:k]
+        text = "\n".join(f"{t['speaker']}: {t['text']}" for t in dialogue)
+        scores = np.asarray(self.reranker.score(text, [r["text"] for r in rows]), dtype=np.float32)
+        order = topk_stable(scores, min(k, len(rows)))
+        return [{**rows[j], "score": round(float(scores[j]), 6)} for j in order]
+
+    def query(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str]) -> str:
+        patient = [t["text"] for t in dialogue if t["speaker"] == "patient"][-self.history_turns:]
+        return " ".join([*symptoms, *patient]) or dialogue[-1]["text"]
+
+    def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] = (), candidates: Sequence[str] | None = None,
+             language: str = "en", k: int = 5) -> dict[str, Any]:
+        """The ``k`` next questions for ``dialogue`` (``[{"speaker": "patient"|"doctor", "text"}]``) in ``language``
+        (``en`` | ``zh``; the caller decides it, e.g. with :func:`medrank.text.detect_language` on :meth:`query`)."""
+        query = self.query(dialogue, symptoms)
+        lang = language
+        asked = {_norm(t["text"]) for t in dialogue if t["speaker"] == "doctor"}
+        if candidates is not None:
+            return self._rank_candidates(dialogue, query, lang, candidates, asked, k)
+        bank = self.banks.get(lang)
+        if bank is None:
+            raise NoQuestionBankError(f"no question bank for language {lang!r}; give candidates instead")
+        threshold = self.distinct.get(lang)
+        encoder = self.encoders.get(lang) if threshold is not None else None
+        # rephrasings are dropped after ranking, so recall a deeper list than k when they are (a re-ranker
+        # scores its trained depth; the first stage alone can go deeper at little cost)
+        if self.reranker is not None:
+            depth = max(k, self.rerank_depth)
+        else:
+            depth = max(3 * k, self.rerank_depth) if encoder is not None else k
+        ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
+        rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
+                for i, s in zip(ranking.ids, ranking.scores, strict=True) if _norm(bank.texts[i]) not in asked][:depth]
+        retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
+        if encoder is None:
+            return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
+                    "results": self._rerank(dialogue, rows, k)}
+        doctor = [t["text"] for t in dialogue if t["speaker"] == "doctor"]
+        return {"model": self.model, "trained": self.trained, "language": lang,
+                "retrieval": f"{retrieval}; rephrasings dropped (cosine >= {threshold:.2f} of "
+                             f"{'bank-centred ' if bank.mean is not None else ''}{encoder.name} vectors)",
+                "results": self._distinct(bank, self._rerank(dialogue, rows, len(rows)), doctor, encoder, threshold, k)}
+
+    @staticmethod
+    def _distinct(bank: QuestionBank, rows: list[dict[str, Any]], doctor: list[str], encoder: Encoder, threshold: float,
+                  k: int) -> list[dict[str, Any]]:
+        if not rows:
+            return []
+        stored = bank.vectors_of([r["id"] for r in rows])
+        to_encode = [r["text"] for r in rows] if stored is None else []  # one encoder call for rows and asked questions
+        encoded = bank.comparable(encoder.encode(to_encode + doctor, kind="passage", show_progress=False)) \
+            if to_encode or doctor else np.zeros((0, 0), np.float32)
+        row_vectors = stored if stored is not None else encoded[: len(rows)]
+        asked = encoded[len(to_encode):] if doctor else np.zeros((0, row_vectors.shape[1]), np.float32)
+        return distinct_questions(rows, row_vectors, asked, threshold, k)
+
+    def _rank_candidates(self, dialogue: Sequence[dict[str, str]], query: str, lang: str, candidates: Sequence[str],
+                         asked: set[str], k: int) -> dict[str, Any]:
+        keep = [(i, c) for i, c in enumerate(candidates) if _norm(c) not in asked]
+        encoder = self.encoders.get(lang)
+        texts = [c for _, c in keep]
+        if not texts:
+            scores = np.zeros(0, np.float32)
+        elif encoder is not None:
+            q = encoder.encode([query], kind="query", show_progress=False)[0]
+            scores = encoder.encode(texts, kind="passage", show_progress=False) @ q
+        else:
+            scores = BM25Index(language=lang).build([str(i) for i in range(len(texts))], texts).query_scores(query)
+        method = f"cosine({encoder.name}) over the given candidates" if encoder is not None else "BM25 over the given candidates"
+        depth = max(k, self.rerank_depth if self.reranker is not None else k)
+        order = topk_stable(np.asarray(scores, dtype=np.float32), min(depth, len(texts))) if texts else []
+        rows = [{"id": f"candidate-{keep[j][0]}", "text": keep[j][1], "score": round(float(scores[j]), 6)} for j in order]
+        return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": method,
+                "results": self._rerank(dialogue, rows, k)}

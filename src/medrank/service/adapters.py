@@ -1,0 +1,553 @@
+"""One adapter per endpoint: each wraps a pipeline and says which model served the answer.
+
+Adapters are plain objects built by :mod:`medrank.service.build` (or directly
+in tests) and are called from worker threads; they hold no per-request state.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from medrank.encoders.base import Encoder
+from medrank.index import BM25Index
+from medrank.index.topk import topk_stable
+from medrank.pipelines.history.inference import NextQuestionRanker, NoQuestionBankError
+from medrank.service.backends import KnowledgeBase
+from medrank.text import has_han, identify
+from medrank.utils.vectors import unit_rows
+
+
+def resolve_language(text: str, language: str) -> str:
+    """``language``, or the language :func:`medrank.text.identify` finds when it is ``auto``.
+
+    Raises :class:`UnavailableError` (→ 404) when the text is in neither served language: the knowledge bases are
+    English and Chinese, and a nearest neighbour in the wrong language would be a confident wrong answer."""
+    if language != "auto":
+        return language
+    found = identify(text)
+    if found.language == "other":
+        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
+        raise UnavailableError(f"the text {reads}: medrank serves English and Chinese only (pass language='en' or "
+                               "'zh' to search anyway)")
+    return found.language
+
+
+class UnavailableError(LookupError):
+    """The requested knowledge base / language is not served by this deployment (→ 404 / 503)."""
+
+
+class StillBuildingError(LookupError):
+    """What the request needs is still being built in the background (→ 503 with ``Retry-After``)."""
+
+    def __init__(self, what: str, step: Any) -> None:
+        from medrank.service.readiness import human_duration
+
+        eta = step.eta_s() if step is not None else None
+        self.retry_after_s = max(1, math.ceil(eta)) if eta is not None else 10
+        when = f"about {human_duration(eta)}" if eta is not None else "a little while"
+        detail = step.detail() if step is not None else "building"
+        super().__init__(f"{what} is still being built ({detail}); try again in {when}")
+
+
+@dataclass
+class PipelineInfo:
+    """What ``/models`` reports for one pipeline."""
+
+    model: str
+    version: str
+    trained: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+# -- /symptoms ----------------------------------------------------------------------------------------
+class SymptomService:
+    """Patient text → top-k terms of a knowledge base (HPO / ICD-10-CM for English, CHIP-CDN ICD-10 for Chinese).
+
+    Knowledge bases join as they are built (:meth:`add`, an atomic swap of the dictionaries a request reads);
+    ``pending`` names those still building (name → (language, build step)): asking for one answers 503 with
+    its ETA, and ``auto`` uses another ready knowledge base of the language meanwhile.
+    """
+
+    #: the knowledge base ``auto`` prefers per language, best first
+    PREFERENCE = {"en": ("hpo", "icd10cm"), "zh": ("chip-cdn",)}
+
+    def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
+                 pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None) -> None:
+        if not kbs and not pending:
+            raise ValueError("no knowledge base to detect symptoms with")
+        for name, detector in (set_detectors or {}).items():
+            if not callable(getattr(detector, "detect", None)):
+                raise ValueError(f"set_detectors[{name!r}] must have detect(text) -> SymptomSet")
+        #: knowledge base name → a set detector over it (``medrank.pipelines.symptom.sets.SetDetector``): the
+        #: response then carries the decided set (spans, probabilities) and its ranked alternatives
+        self.set_detectors = dict(set_detectors or {})
+        self.kbs = dict(kbs)
+        self.pending = dict(pending or {})
+        self.defaults = dict(defaults) if defaults is not None else self._defaults(self.kbs)
+        for lang, name in self.defaults.items():
+            if name not in kbs:
+                raise ValueError(f"default knowledge base {name!r} for {lang} is not loaded")
+
+    @classmethod
+    def _defaults(cls, kbs: dict[str, KnowledgeBase]) -> dict[str, str]:
+        out = {}
+        for lang, order in cls.PREFERENCE.items():
+            found = next((n for n in order if n in kbs), None)
+            if found:
+                out[lang] = found
+        return out
+
+    def add(self, name: str, kb: KnowledgeBase) -> None:
+        """Serve ``kb`` from now on (new dictionaries swapped in whole: a request sees the old or the new state)."""
+        kbs = {**self.kbs, name: kb}
+        defaults = self._defaults(kbs)
+        self.kbs, self.defaults = kbs, defaults
+        self.pending = {n: v for n, v in self.pending.items() if n != name}
+
+    def pick(self, language: str, kb: str) -> KnowledgeBase:
+        kbs, pending = self.kbs, self.pending
+        if kb != "auto":
+            if kb in kbs:
+                return kbs[kb]
+            if kb in pending:
+                raise StillBuildingError(f"the {kb} knowledge base", pending[kb][1])
+            raise UnavailableError(f"unknown knowledge base {kb!r}; served: {sorted(kbs) + sorted(pending)}")
+        name = next((n for n in self.PREFERENCE.get(language, ()) if n in kbs), None) or \
+            next((n for n, b in kbs.items() if b.info.language == language), None)
+        if name is None:
+            waiting = next((n for n, (lang, _) in pending.items() if lang == language), None)
+            if waiting is not None:
+                raise StillBuildingError(f"the {waiting} knowledge base", pending[waiting][1])
+            raise UnavailableError(f"no symptom knowledge base for language {language!r}")
+        return kbs[name]
+
+    def detect(self, query: str, language: str = "auto", kb: str = "auto", k: int = 5) -> dict[str, Any]:
+        lang = resolve_language(query, language)
+        base = self.pick(lang, kb)
+        if language == "auto" and base.info.language != lang:
+            # nearest neighbours across languages are confident wrong answers; an explicit language overrides this
+            raise UnavailableError(f"knowledge base {base.info.name!r} is in {base.info.language!r}, the text reads as "
+                                   f"{lang!r}: choose a {lang!r} knowledge base, or pass language={base.info.language!r} "
+                                   "to search it anyway")
+        hits = base.search([query], k)[0]
+        out = {"model": base.info.model, "trained": base.info.trained, "language": lang, "kb": base.info.name,
+               "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits]}
+        detector = self.set_detectors.get(base.info.name)
+        if detector is not None:
+            found = detector.detect(query)
+            out["terms"] = [_term(t) for t in found.terms]
+            out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
+        return out
+
+    def info(self) -> PipelineInfo:
+        return PipelineInfo(
+            "; ".join(f"{n}: {b.info.model}" for n, b in self.kbs.items()),
+            "; ".join(f"{n}: {b.info.version}" for n, b in self.kbs.items()),
+            any(b.info.trained for b in self.kbs.values()),
+            {"knowledge_bases": {n: b.describe() for n, b in self.kbs.items()}, "defaults": self.defaults,
+             "building": {n: step.detail() for n, (_, step) in self.pending.items()}},
+        )
+
+
+def _term(term: Any) -> dict[str, Any]:
+    return {"id": term.id, "name": term.name, "probability": round(float(term.probability), 6),
+            "span": list(term.span) if term.span is not None else None}
+
+
+# -- /normalize ---------------------------------------------------------------------------------------
+def require_chinese(mention: str) -> None:
+    """The procedure normalisers read Chinese procedure names: text without a Han character is refused (→ 404)."""
+    if not has_han(mention):
+        found = identify(mention)
+        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
+        raise UnavailableError(f"the text {reads} and holds no Chinese character: the procedure normaliser reads "
+                               "Chinese procedure names only")
+
+
+class NormalizeService:
+    """Procedure mention → standard procedure names with their codes (zero-shot: the procedures knowledge base).
+
+    ``calibrator`` turns the ranking into P(the top name is right) (:class:`~medrank.service.calibration.
+    TopHitCalibrator`, fit on a carve-out of the visible training mentions); ``low_confidence`` = below 0.5.
+    """
+
+    def __init__(self, kb: KnowledgeBase, calibrator: Any = None) -> None:
+        self.kb = kb
+        self.calibrator = calibrator
+
+    def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
+        require_chinese(mention)
+        hits = self.kb.search([mention], max(k, 2))[0]
+        confidence = None if self.calibrator is None else round(self.calibrator.probability([h.score for h in hits]), 4)
+        return {"model": self.kb.info.model, "trained": self.kb.info.trained, "kb": self.kb.info.name,
+                "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits[:k]],
+                "predicted": [hits[0].name] if hits else [], "confidence": confidence,
+                "low_confidence": None if confidence is None else confidence < 0.5}
+
+    def info(self) -> PipelineInfo:
+        details = self.kb.describe()
+        if self.calibrator is not None:
+            details["confidence"] = {"method": "Platt scaling of (top score, margin)", **self.calibrator.to_dict()}
+        return PipelineInfo(self.kb.info.model, self.kb.info.version, self.kb.info.trained, details)
+
+
+class TrainedNormalizeService:
+    """The trained recall-and-rank normaliser (MTCG → KAR → FB or the learned fusion, :class:`~medrank.pipelines.
+    procedures.normalizer.ProcedureNormalizer`): the candidates with their fused scores, plus the terms its count rule selects."""
+
+    def __init__(self, normalizer: Any, codes: dict[str, tuple[str, ...]], model: str, version: str) -> None:
+        if not callable(getattr(normalizer, "normalize_one", None)):
+            raise ValueError("normalizer must have normalize_one(text) -> Prediction")
+        self.normalizer = normalizer
+        self.codes = codes
+        self._info = PipelineInfo(model, version, True, {"standard_names": len(codes)})
+        # the normaliser toggles eval mode and fills caches per call: one request at a time
+        self._lock = threading.Lock()
+
+    def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
+        require_chinese(mention)
+        with self._lock:
+            pred = self.normalizer.normalize_one(mention)
+        rows = [{"id": name, "name": name, "score": round(float(score), 6), "codes": list(self.codes.get(name, ()))}
+                for name, score in sorted(zip(pred.candidates, pred.final, strict=True), key=lambda x: -x[1])[:k]]
+        return {"model": self._info.model, "trained": True, "kb": "procedures", "results": rows,
+                "predicted": list(pred.terms), "confidence": None if pred.confidence is None else round(pred.confidence, 4),
+                "low_confidence": pred.low_confidence}
+
+    def info(self) -> PipelineInfo:
+        return self._info
+
+
+# -- /passages ----------------------------------------------------------------------------------------
+def _curve_payload(curve: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "document": str(curve["document"].get("title", curve["document"].get("id", ""))),
+        "scores": [round(float(s), 4) for s in curve["scores"]],
+        "passages": [{"passage_id": p[0], "aspect": p[1], "start": int(p[2]), "end": int(p[3]), "score": round(float(p[4]), 4)}
+                     for p in curve["passages"]],
+    }
+
+
+class CDVPassageService:
+    """A trained CDV sentence index (:class:`~medrank.pipelines.passages.index.CDVIndex`): passages + score curves.
+
+    As in the CDV paper's protocol, BM25 (query ``entity aspect``) recalls ``candidates`` passages and CDV re-ranks
+    them; without a BM25 index (or when BM25 finds nothing) CDV scores every passage of the corpus.
+    """
+
+    sentence_scores = "CDV: w·cos(entity) + (1−w)·cos(aspect) of each sentence's contextual vectors"
+
+    def __init__(self, index: Any, model: str, version: str, bm25: BM25Index | None = None, candidates: int = 64) -> None:
+        self.index = index
+        self.bm25 = bm25
+        self.candidates = candidates
+        recall = f"BM25 top-{candidates} re-ranked by CDV" if bm25 is not None else "CDV over every passage"
+        self._info = PipelineInfo(model, version, True, {"passages": len(index), "sentences": index.n_sentences,
+                                                         "retrieval": recall})
+
+    def _rank(self, entity: str, aspect: str, k: int) -> list[tuple[str, float]]:
+        from medrank.pipelines.passages.inference import bm25_query_text
+
+        if self.bm25 is not None:
+            ranking = self.bm25.search([bm25_query_text(entity, aspect)], k=self.candidates)[0]
+            if ranking.ids:
+                qvec = self.index.query_vector(entity, aspect)
+                scores = self.index.score_candidates(qvec, list(ranking.ids))
+                order = topk_stable(scores, min(k, len(scores)))
+                return [(ranking.ids[j], float(scores[j])) for j in order]
+        ranking = self.index.search(entity, aspect, k=k)
+        return list(zip(ranking.ids, ranking.scores, strict=True))
+
+    def search(self, entity: str, aspect: str, k: int = 5) -> dict[str, Any]:
+        ranked, seen = [], set()
+        for pid, score in self._rank(entity, aspect, 2 * k + 10):  # deeper than k: repeated texts are dropped
+            key = " ".join(self.index.passages[self.index.passage_index[pid]]["text"].lower().split())
+            if key not in seen and len(ranked) < k:
+                seen.add(key)
+                ranked.append((pid, score))
+        results, curves = [], {}
+        for pid, score in ranked:
+            p = self.index.passages[self.index.passage_index[pid]]
+            if p["doc_id"] not in curves:
+                curves[p["doc_id"]] = self.index.score_curve(entity, aspect, p["doc_id"])
+            curve = curves[p["doc_id"]]
+            span = next(s for s in curve["passages"] if s[0] == pid)
+            sentences = [{"text": t, "score": round(float(s), 4)}
+                         for t, s in zip(curve["sentences"][span[2]:span[3]], curve["scores"][span[2]:span[3]], strict=True)]
+            results.append({"passage_id": pid, "document": str(curve["document"].get("title", "")), "aspect": p.get("label"),
+                            "score": round(float(score), 4), "text": p["text"], "sentences": sentences})
+        top = _curve_payload(curves[self.index.passages[self.index.passage_index[ranked[0][0]]]["doc_id"]]) if results else None
+        return {"model": self._info.model, "trained": True, "sentence_scores": self.sentence_scores,
+                "results": results, "curve": top}
+
+    def info(self) -> PipelineInfo:
+        return self._info
+
+
+class BM25PassageService:
+    """The zero-shot form: BM25 over whole passages (query ``entity aspect``), each sentence scored by the cosine of
+    its encoder vector with the query's.
+
+    Every sentence of the corpus is split and encoded once, when the index is built (:meth:`build`); a request
+    encodes only its query. Passages whose text repeats a better-ranked one are dropped.
+    """
+
+    def __init__(self, passages: Sequence[dict[str, Any]], index: BM25Index, encoder: Encoder | None, version: str,
+                 sentences: Sequence[Sequence[str]] | None = None, sentence_vectors: np.ndarray | None = None) -> None:
+        from medrank.pipelines.passages.inference import split_sentences
+
+        self.passages = list(passages)
+        self.position = {p["id"]: i for i, p in enumerate(self.passages)}
+        self.by_doc: dict[str, list[int]] = {}
+        for i, p in enumerate(self.passages):
+            self.by_doc.setdefault(p["doc_id"], []).append(i)
+        self.index = index
+        self.encoder = encoder
+        if sentences is None:
+            sentences = [[t for t, _ in split_sentences(p["text"])] for p in self.passages]
+        if len(sentences) != len(self.passages):
+            raise ValueError(f"{len(sentences)} sentence lists for {len(self.passages)} passages")
+        #: every sentence, passage after passage; passage i's are ``flat[start[i]:start[i + 1]]``
+        self.flat = [t for sents in sentences for t in sents]
+        self.start = np.cumsum([0, *[len(sents) for sents in sentences]])
+        if encoder is not None and sentence_vectors is None:
+            sentence_vectors = self.encode_sentences(encoder, self.flat)
+        if sentence_vectors is not None and len(sentence_vectors) != len(self.flat):
+            raise ValueError(f"{len(sentence_vectors)} sentence vectors for {len(self.flat)} sentences")
+        self.vectors = sentence_vectors
+        scorer = f"cosine({encoder.name})" if encoder is not None else "BM25 of the sentence"
+        self.sentence_scores = f"zero-shot: {scorer} between 'entity aspect' and each sentence"
+        self._info = PipelineInfo("BM25 (zero-shot; no trained CDV index found)", version, False,
+                                  {"passages": len(self.passages), "sentences": len(self.flat), "sentence_scorer": scorer})
+
+    @staticmethod
+    def encode_sentences(encoder: Encoder, sentences: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``sentences`` in one encoder call, kept as float16 (half the memory; cosines move by
+        less than 1e-3)."""
+        vecs = encoder.encode(list(sentences), kind="passage", batch_size=128, show_progress=False)
+        return unit_rows(np.asarray(vecs, dtype=np.float32)).astype(np.float16)
+
+    @staticmethod
+    def build(passages: Sequence[dict[str, Any]], encoder: Encoder | None, version: str,
+              sentence_vectors: np.ndarray | None = None) -> BM25PassageService:
+        index = BM25Index(language="en").build([p["id"] for p in passages], [p["text"] for p in passages])
+        return BM25PassageService(passages, index, encoder, version, sentence_vectors=sentence_vectors)
+
+    def _scores(self, query: str, members: Sequence[int]) -> dict[int, np.ndarray]:
+        """Sentence scores of each passage in ``members`` (precomputed vectors; BM25 of the sentence without an encoder)."""
+        if self.encoder is not None and self.vectors is not None:
+            q = unit_rows(np.asarray(self.encoder.encode([query], kind="query", show_progress=False), dtype=np.float32))[0]
+            return {i: self.vectors[self.start[i]:self.start[i + 1]].astype(np.float32) @ q for i in members}
+        texts = [self.flat[j] for i in members for j in range(self.start[i], self.start[i + 1])]
+        if not texts:
+            return {i: np.zeros(0, np.float32) for i in members}
+        flat = BM25Index(language="en").build([str(n) for n in range(len(texts))], texts).query_scores(query)
+        out, pos = {}, 0
+        for i in members:
+            n = int(self.start[i + 1] - self.start[i])
+            out[i] = np.asarray(flat[pos:pos + n], dtype=np.float32)
+            pos += n
+        return out
+
+    def search(self, entity: str, aspect: str, k: int = 5) -> dict[str, Any]:
+        from medrank.pipelines.passages.inference import bm25_query_text
+
+        query = bm25_query_text(entity, aspect)
+        scores = self.index.query_scores(query)
+        idx, seen = [], set()
+        for i in topk_stable(scores, min(2 * k + 10, len(scores))):  # deeper than k: repeated texts are dropped
+            if scores[i] <= 0 or len(idx) == k:
+                break
+            key = " ".join(self.passages[i]["text"].lower().split())
+            if key not in seen:
+                seen.add(key)
+                idx.append(int(i))
+        results, curve = [], None
+        if idx:
+            top_doc = self.passages[idx[0]]["doc_id"]
+            sscore = self._scores(f"{entity} {aspect}", sorted(set(idx) | set(self.by_doc[top_doc])))
+            for i in idx:
+                p = self.passages[i]
+                results.append({"passage_id": p["id"], "document": p.get("title", p["doc_id"]), "aspect": p.get("label"),
+                                "score": round(float(scores[i]), 4), "text": p["text"],
+                                "sentences": [{"text": self.flat[j], "score": round(float(s), 4)}
+                                              for j, s in zip(range(self.start[i], self.start[i + 1]), sscore[i], strict=True)]})
+            spans, curve_scores = [], []
+            for i in self.by_doc[top_doc]:
+                seg = sscore[i]
+                spans.append({"passage_id": self.passages[i]["id"], "aspect": self.passages[i].get("label"),
+                              "start": len(curve_scores), "end": len(curve_scores) + len(seg),
+                              "score": round(float(seg.mean()) if len(seg) else 0.0, 4)})
+                curve_scores += [round(float(v), 4) for v in seg]
+            curve = {"document": self.passages[idx[0]].get("title", top_doc), "scores": curve_scores, "passages": spans}
+        return {"model": self._info.model, "trained": False, "sentence_scores": self.sentence_scores,
+                "results": results, "curve": curve}
+
+    def info(self) -> PipelineInfo:
+        return self._info
+
+
+# -- /next-questions ----------------------------------------------------------------------------------
+class NextQuestionService:
+    """``/next-questions``: the history pipeline's :class:`~medrank.pipelines.history.question_bank.NextQuestionRanker`
+    with the language decided here (auto-detected on the ranker's query unless the request names one)."""
+
+    def __init__(self, ranker: NextQuestionRanker) -> None:
+        self.ranker = ranker
+
+    def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] = (), candidates: Sequence[str] | None = None,
+             language: str = "auto", k: int = 5) -> dict[str, Any]:
+        lang = resolve_language(self.ranker.query(dialogue, symptoms), language)
+        try:
+            return self.ranker.rank(dialogue, symptoms, candidates, lang, k)
+        except NoQuestionBankError as exc:
+            raise UnavailableError(str(exc)) from None
+
+    def info(self) -> PipelineInfo:
+        r = self.ranker
+        return PipelineInfo(r.model, "re-ranked" if r.reranker is not None else "first-stage", r.trained,
+                            {lang: {"questions": len(b.ids), "retrieval": b.retrieval, "source": b.source,
+                                    "rephrasings_dropped_at_cosine": r.distinct.get(lang)}
+                             for lang, b in r.banks.items()})
+
+
+# -- /differential ------------------------------------------------------------------------------------
+class DifferentialService:
+    """``/differential``: findings → ranked conditions, one history inquiry engine per language
+    (``medrank.pipelines.history.inquiry.InquiryEngine``: ``differential(findings, k)`` → ``RankedCondition``s)."""
+
+    def __init__(self, engines: dict[str, Any], finding_type: Any) -> None:
+        if not engines:
+            raise ValueError("no inquiry engine")
+        for lang, engine in engines.items():
+            if not callable(getattr(engine, "differential", None)):
+                raise ValueError(f"engines[{lang!r}] must have differential(findings, k)")
+        self.engines = engines
+        #: the engine's Finding dataclass (name, value, source): requests are turned into it
+        self.finding_type = finding_type
+
+    def rank(self, findings: Sequence[dict[str, str]], language: str, k: int = 10) -> dict[str, Any]:
+        engine = self.engines.get(language)
+        if engine is None:
+            raise UnavailableError(f"no inquiry engine for language {language!r}; served: {sorted(self.engines)}")
+        ranked = engine.differential([self.finding_type(f["name"], f["value"]) for f in findings], k=k)
+        return {"model": engine.name, "trained": "reranker" in engine.name, "language": language,
+                "results": [{"name": c.name, "probability": round(float(c.probability), 6),
+                             "supporting": list(c.supporting)} for c in ranked]}
+
+    def info(self) -> PipelineInfo:
+        return PipelineInfo("; ".join(f"{lang}: {e.name}" for lang, e in self.engines.items()), "inquiry engine",
+                            any("reranker" in e.name for e in self.engines.values()),
+                            {lang: {"findings": len(e.finding_names())} for lang, e in self.engines.items()})
+
+
+# -- /similar-questions -------------------------------------------------------------------------------
+@dataclass
+class SimilarSearcher:
+    """One language's :class:`~medrank.pipelines.similar.retrieval.SimilarQuestionSearcher` and what serves it."""
+
+    searcher: Any
+    model: str
+    trained: bool
+    recall: str
+    source: str
+    #: question text → {"answer", "url"} for the solved questions that have an answer
+    answers: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+class SimilarService:
+    """New question → similar solved questions: BM25 top-20 recall, re-ranked by a trained matcher when present."""
+
+    def __init__(self, searchers: dict[str, SimilarSearcher]) -> None:
+        if not searchers:
+            raise ValueError("no similar-question searcher")
+        self.searchers = searchers
+
+    def search(self, question: str, language: str = "auto", k: int = 5) -> dict[str, Any]:
+        lang = resolve_language(question, language)
+        s = self.searchers.get(lang)
+        if s is None:
+            raise UnavailableError(f"no similar-question corpus for language {lang!r}")
+        results = s.searcher.search(question, k=k)
+        return {"model": s.model, "trained": s.trained, "language": lang,
+                "recall": f"{s.recall} over {len(s.searcher):,} questions ({s.source})",
+                "results": [{**r.to_dict(), **self._answer(s, r.text)} for r in results]}
+
+    @staticmethod
+    def _answer(searcher: SimilarSearcher, text: str) -> dict[str, str | None]:
+        found = searcher.answers.get(text)
+        if not found:
+            return {"answer": None, "answer_url": None}
+        url = found.get("url") or ""
+        # only a web page is offered as the source (the page links it); anything else is dropped
+        return {"answer": found["answer"], "answer_url": url if url.startswith(("https://", "http://")) else None}
+
+    def info(self) -> PipelineInfo:
+        return PipelineInfo(
+            "; ".join(f"{lang}: {s.model}" for lang, s in self.searchers.items()), "see details",
+            any(s.trained for s in self.searchers.values()),
+            {lang: {"model": s.model, "trained": s.trained, "questions": len(s.searcher), "recall": s.recall, "source": s.source,
+                    "answered_questions": len(s.answers)}
+             for lang, s in self.searchers.items()},
+        )
+
+
+@dataclass
+class Services:
+    """Every adapter the app serves; ``None`` = not part of this deployment, or (with a step in ``steps``) not
+    built yet. ``steps``: the background build steps by name (``symptoms:hpo``, ``normalize`` …)."""
+
+    symptoms: SymptomService | None = None
+    normalize: NormalizeService | TrainedNormalizeService | None = None
+    passages: CDVPassageService | BM25PassageService | None = None
+    next_questions: NextQuestionService | None = None
+    similar: SimilarService | None = None
+    differential: DifferentialService | None = None
+    steps: dict[str, Any] = field(default_factory=dict)
+
+    def available(self) -> dict[str, bool]:
+        return {name: getattr(self, attr) is not None for name, attr in PIPELINES.items()}
+
+    def steps_of(self, pipeline: str) -> list[Any]:
+        return [s for n, s in self.steps.items() if n == pipeline or n.startswith(pipeline + ":")]
+
+    def state(self, pipeline: str) -> str:
+        """``ready``, ``building 45 %``, ``waiting``, ``failed: reason`` or ``not served``."""
+        steps = self.steps_of(pipeline)
+        if getattr(self, PIPELINES[pipeline]) is not None:
+            busy = [s for s in steps if s.state != "ready"]
+            return "ready" if not busy else "ready; still building " + ", ".join(f"{s.name} ({s.detail()})" for s in busy)
+        if not steps:
+            return "not served"
+        failed = [s for s in steps if s.state == "failed"]
+        if failed and all(s.state in ("failed", "ready") for s in steps):
+            return failed[0].detail()
+        building = [s for s in steps if s.state == "building"]
+        return (building or steps)[0].detail()
+
+    def models(self) -> list[dict[str, Any]]:
+        from medrank.service.training import train_command
+
+        out = []
+        for name, attr in PIPELINES.items():
+            svc = getattr(self, attr)
+            state = self.state(name)
+            if svc is not None:
+                info = svc.info()
+                out.append({"pipeline": name, "state": state, "model": info.model, "version": info.version,
+                            "trained": info.trained, "form": "trained" if info.trained else "zero-shot / first-stage",
+                            "train_command": train_command(name), "details": info.details})
+            elif state != "not served":
+                out.append({"pipeline": name, "state": state, "model": "(not ready yet)", "version": "", "trained": False,
+                            "form": "not ready yet", "train_command": train_command(name), "details": {}})
+        return out
+
+
+PIPELINES = {"symptoms": "symptoms", "normalize": "normalize", "passages": "passages",
+             "next-questions": "next_questions", "similar-questions": "similar", "differential": "differential"}

@@ -1,0 +1,135 @@
+"""Which language a text is in, and the script character classes every tokenizer and guesser shares.
+
+medrank serves English and Chinese. :func:`identify` decides ``en`` / ``zh`` / ``other`` for a
+short text such as a patient complaint:
+
+1. the script first: kana means Japanese and Hangul Korean (both ``other``; Japanese is not
+   Chinese although it writes Han characters); Han characters that outweigh the Latin letters
+   (one Han character counts as three letters) mean Chinese;
+2. any other text with letters goes to a trained language identifier, py3langid (the
+   ``langid.py`` model of Lui & Baldwin, 2012, shipped inside the wheel: no download at run
+   time), restricted to :data:`CANDIDATE_LANGUAGES` so that a short English complaint is not
+   read as Frisian or Afrikaans, with English weighted :data:`ENGLISH_PRIOR` times: medical English
+   words are often French or Latin words too ("fatigue", "constipation", "nausea"), and a served
+   text refused costs the user more than a foreign text searched;
+3. no letters at all (digits, emoji, punctuation) is ``other``.
+
+Very short Latin texts stay hard: one word ("dizzy", "vertiges") may be read as another
+language; callers that know the language pass it explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+#: Han ideographs: CJK Unified Ideographs, Extension A, the compatibility block and Extensions B-F
+HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
+#: one Han character
+HAN = re.compile(f"[{HAN_RANGES}]")
+#: a run of Han characters
+HAN_RUN = re.compile(f"[{HAN_RANGES}]+")
+#: hiragana, katakana and their phonetic extensions (Japanese)
+KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+#: Hangul syllables and jamo (Korean)
+HANGUL = re.compile(r"[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
+#: one ASCII Latin letter
+LATIN = re.compile(r"[A-Za-z]")
+
+#: the languages the identifier chooses among (ISO 639-1): the served ones and the ones most often confused with them
+CANDIDATE_LANGUAGES = ("en", "zh", "fr", "de", "es", "it", "pt", "nl", "ru", "ja", "ko", "ar", "pl", "tr", "sv", "uk",
+                       "el", "he", "hi", "vi", "id")
+#: English names of the candidate languages, for messages
+LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "fr": "French", "de": "German", "es": "Spanish", "it": "Italian",
+                  "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "ja": "Japanese", "ko": "Korean", "ar": "Arabic",
+                  "pl": "Polish", "tr": "Turkish", "sv": "Swedish", "uk": "Ukrainian", "el": "Greek", "he": "Hebrew",
+                  "hi": "Hindi", "vi": "Vietnamese", "id": "Indonesian", "none": "no language (no letters)"}
+SERVED = ("en", "zh")
+#: how many times more likely English is taken to be a priori than the identifier's uniform prior says (chosen on
+#: short English symptom names and French / German complaints, `tests/test_text.py` holds examples of both)
+ENGLISH_PRIOR = 10.0
+
+
+@dataclass(frozen=True)
+class LanguageGuess:
+    """What :func:`identify` found: ``language`` is ``en`` | ``zh`` | ``other``; ``code`` the ISO 639-1 code of the
+    language it read (``none`` when the text has no letters); ``confidence`` the identifier's probability (1.0 when
+    the script decided)."""
+
+    language: str
+    code: str
+    confidence: float
+
+    @property
+    def name(self) -> str:
+        return LANGUAGE_NAMES.get(self.code, self.code)
+
+
+_IDENTIFIER: Any = None
+_LOCK = threading.Lock()
+
+
+def _identifier() -> Any:
+    global _IDENTIFIER
+    with _LOCK:
+        if _IDENTIFIER is None:
+            from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+            ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            ident.set_languages(list(CANDIDATE_LANGUAGES))
+            _IDENTIFIER = ident
+    return _IDENTIFIER
+
+
+def identify(text: str) -> LanguageGuess:
+    """The language of ``text`` (see the module docstring for how it is decided)."""
+    if KANA.search(text):
+        return LanguageGuess("other", "ja", 1.0)
+    if HANGUL.search(text):
+        return LanguageGuess("other", "ko", 1.0)
+    han = len(HAN.findall(text))
+    if han and 3 * han >= len(LATIN.findall(text)):
+        return LanguageGuess("zh", "zh", 1.0)
+    if not any(ch.isalpha() for ch in text):
+        return LanguageGuess("other", "none", 1.0)
+    probs = dict(_identifier().rank(text))
+    probs["en"] = probs.get("en", 0.0) * ENGLISH_PRIOR
+    code = max(probs, key=probs.__getitem__)
+    prob = probs[code] / sum(probs.values())
+    return LanguageGuess(code if code in SERVED else "other", code, round(float(prob), 4))
+
+
+def detect_language(text: str) -> str:
+    """``en`` | ``zh`` | ``other`` (:func:`identify`'s decision)."""
+    return identify(text).language
+
+
+# two or more Latin-1 Supplement characters in a row: what UTF-8 bytes decoded as Latin-1 look like ("Ã©", "ð§¿¹")
+_LATIN1_RUN = re.compile(r"[\u0080-\u00ff]{2,}")
+# a Latin-1 Supplement letter touching a Han character: no Chinese name is written that way
+_LATIN1_BY_HAN = re.compile(f"[\u00c0-\u00ff][{HAN_RANGES}]|[{HAN_RANGES}][\u00c0-\u00ff]")
+
+
+def repair_mojibake(text: str) -> str | None:
+    """``text`` with every run of UTF-8 bytes that was decoded as Latin-1 decoded back ("其他ð§¿¹囊肿" → "其他𧿹囊肿",
+    "cafÃ©" → "café"), or None when no run decodes (nothing to repair)."""
+    def decode(match: re.Match[str]) -> str:
+        try:
+            return match.group().encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError:
+            return match.group()
+
+    fixed = _LATIN1_RUN.sub(decode, text)
+    return fixed if fixed != text else None
+
+
+def looks_like_mojibake(text: str) -> bool:
+    """True when ``text`` still holds a run :func:`repair_mojibake` can decode, or Latin-1 letters glued to Han."""
+    return repair_mojibake(text) is not None or _LATIN1_BY_HAN.search(text) is not None
+
+
+def has_han(text: str) -> bool:
+    """True when ``text`` holds at least one Han character."""
+    return HAN.search(text) is not None

@@ -1,0 +1,55 @@
+"""``medrank train-service``: which recipe steps run, which are skipped, and what /models tells a user."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from medrank.service.training import SERVICE_RECIPES, finished, train_command, train_service
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_recipe_config_exists_and_writes_where_serve_looks():
+    from medrank.service.settings import DEFAULT_MODEL_PATHS
+
+    served = {p for paths in DEFAULT_MODEL_PATHS.values() for p in paths}
+    for step in SERVICE_RECIPES:
+        assert (ROOT / step.config).is_file(), step.config
+    # the last step of each pipeline writes a folder `medrank serve` reads by default
+    last = {s.pipeline: s.output for s in SERVICE_RECIPES}
+    assert set(last.values()) <= served
+
+
+def test_finished_steps_are_skipped_and_the_rest_would_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    runs = tmp_path / "runs"
+    done = runs / "symptom/cpu/chip-cdn-bi-hardnce"
+    done.mkdir(parents=True)
+    (done / "detector.json").write_text(json.dumps({"candidates": {}}), encoding="utf-8")
+    assert finished(SERVICE_RECIPES[0], runs) and not finished(SERVICE_RECIPES[1], runs)
+    lines: list[str] = []
+    report = train_service(runs, say=lines.append, dry_run=True)
+    assert [r["status"] for r in report] == ["skipped"] + ["would run"] * (len(SERVICE_RECIPES) - 1)
+    assert lines[0].startswith(f"[1/{len(SERVICE_RECIPES)}, 0:00:00 so far]") and "skipped" in lines[0]
+    only = train_service(runs, only=("normalize",), say=lines.append, dry_run=True)
+    assert [r["config"] for r in only] == ["configs/procedures/mtcg.yaml", "configs/procedures/kar.yaml",
+                                           "configs/procedures/fusion.yaml"]
+
+
+def test_a_failed_step_stops_with_the_way_to_resume(tmp_path, monkeypatch):
+    import medrank.service.training as training
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(training, "_medrank", lambda: ["false"])
+    with pytest.raises(RuntimeError, match="run the same command again to resume"):
+        train_service(tmp_path / "runs", only=("passages",), say=lambda _: None)
+    assert (tmp_path / "runs/passages/cdv/train-service.log").exists()
+
+
+def test_train_commands_name_the_recipe():
+    assert "make models" in train_command("normalize") and "configs/procedures/kar.yaml" in train_command("normalize")
+    assert "--model next-questions=" in train_command("next-questions")
+    assert train_command("unknown") is None

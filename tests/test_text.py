@@ -1,0 +1,46 @@
+"""medrank.text: language identification (en / zh / other) and the shared script classes."""
+
+from __future__ import annotations
+
+import pytest
+
+from medrank.text import HAN, HAN_RUN, has_han, identify
+
+
+@pytest.mark.parametrize("text", ["I have a bad headache and feel sick", "fever and cough for three days",
+                                  "Can sun urticaria cause anaphylaxis?", "my chest hurts when I breathe",
+                                  "headache", "nausea", "fatigue", "constipation", "abdominal pain", "chest pain",
+                                  "headache fever zebra-7731"])
+def test_english(text):
+    assert identify(text).language == "en"
+
+
+@pytest.mark.parametrize("text", ["头痛两天", "CT检查后头痛", "宝宝发烧咳嗽三天了", "腹腔镜下胆囊切除术"])
+def test_chinese(text):
+    assert identify(text).language == "zh"
+
+
+@pytest.mark.parametrize(("text", "code"), [("J'ai mal à la tête et je me sens malade", "fr"),
+                                            ("Ich habe starke Kopfschmerzen und mir ist übel", "de"),
+                                            ("j'ai de la fièvre depuis trois jours", "fr"), ("douleur à la poitrine quand je respire", "fr"),
+                                            ("У меня сильно болит голова и тошнит", "ru"),
+                                            ("頭がひどく痛くて吐き気がします", "ja"),  # Han characters, but kana: Japanese
+                                            ("머리가 아파요", "ko"),
+                                            ("😀😀", "none"), ("38.5", "none"), ("?!", "none")])
+def test_other_languages(text, code):
+    found = identify(text)
+    assert found.language == "other" and found.code == code, found
+
+
+def test_script_classes():
+    assert has_han("CT检查") and not has_han("hello") and not has_han("ひらがな")
+    assert HAN_RUN.findall("a头痛b发热") == ["头痛", "发热"] and HAN.match("痛")
+
+
+def test_mojibake_is_repaired_or_flagged():
+    from medrank.text import looks_like_mojibake, repair_mojibake
+
+    assert repair_mojibake("其他ð§¿¹囊肿切除术") == "其他\U00027ff9囊肿切除术"  # the UTF-8 bytes of one Ext-B character
+    assert repair_mojibake("cafÃ©") == "café"
+    assert repair_mojibake("Ménière disease") is None and repair_mojibake("Sjögren") is None
+    assert looks_like_mojibake("其他ð§¿¹囊肿切除术") and looks_like_mojibake("头痛é") and not looks_like_mojibake("Ménière")
