@@ -73,6 +73,8 @@ def test_clear_errors(data_dir, tmp_path):
     assert res.exit_code == 2 and "unknown dataset" in res.output
     res = runner.invoke(app, ["search", "--index", str(tmp_path), "x"])
     assert res.exit_code == 2 and "not a medrank index" in res.output
+    res = runner.invoke(app, ["search", "--index", str(tmp_path / "missing"), "x"])
+    assert res.exit_code == 2 and "does not exist" in res.output and "manifest" not in res.output
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"task": "no-such-task"}))
     res = runner.invoke(app, ["train", str(cfg)])
@@ -217,10 +219,37 @@ def test_info_reports_kind_config_results_and_refusals(tmp_path):
     (odd / "config.json").write_text("{not json")
     (odd / "results.json").write_text('{"[/]": 1, "a[red]b": 2.5, "bad": NaN}')
     res = CliRunner().invoke(app, ["info", str(odd)], terminal_width=200)
-    assert res.exit_code == 0 and "[/]" in res.output and "a[red]b" in res.output and "unreadable" in res.output
+    assert res.exit_code == 2 and "[/]" in res.output and "a[red]b" in res.output and "unreadable" in res.output
+    assert "holds no artefact" in res.output  # a folder medrank cannot open is a failure for scripts
     body = json.loads(CliRunner().invoke(app, ["info", str(odd), "--json"]).output, parse_constant=lambda c: 1 / 0)
     assert body["results"] == {"[/]": 1, "a[red]b": 2.5} and "config.json" in body["errors"][0]
 
     for bad, message in ((tmp_path / "missing", "does not exist"), (run / "config.json", "is a file")):
         res = CliRunner().invoke(app, ["info", str(bad)])
         assert res.exit_code == 2 and message in res.output
+
+
+def test_query_without_letters_or_digits_is_refused(data_dir, tmp_path):
+    out = tmp_path / "ix"
+    runner = CliRunner()
+    res = runner.invoke(app, ["--data", str(data_dir), "index", "--dataset", "chip-cdn", "--candidates", "vocab",
+                              "--method", "bm25", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["search", "--index", str(out), "\U0001f912\U0001f915"])
+    assert res.exit_code == 2 and "no letter or digit" in res.output
+
+
+def test_missing_data_root_names_the_variable_to_set(tmp_path, monkeypatch):
+    res = CliRunner().invoke(app, ["--data", str(tmp_path / "nowhere"), "evaluate", "--dataset", "chip-cdn",
+                                   "--method", "bm25"])
+    assert res.exit_code == 2 and "MEDRANK_DATA" in res.output and "--data" in res.output
+
+
+def test_default_data_root_falls_back_to_the_checkout(tmp_path, monkeypatch):
+    from medrank import config
+
+    monkeypatch.delenv("MEDRANK_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)  # ../shared/data does not exist from here
+    beside_checkout = (config.Path(config.__file__).resolve().parents[2] / config.DEFAULT_DATA_ROOT).resolve()
+    expected = beside_checkout if beside_checkout.is_dir() else (tmp_path / config.DEFAULT_DATA_ROOT).resolve()
+    assert config.data_root() == expected

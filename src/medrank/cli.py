@@ -127,6 +127,8 @@ def search(
     if k < 1:
         fail("-k must be >= 1")
     check_queries(queries)
+    if not index_dir.exists():
+        fail(f"{index_dir} does not exist; build an index with `medrank index --out DIR`")
     try:
         retriever = ConceptRetriever.load(index_dir)
     except (IndexFormatError, OSError) as exc:
@@ -335,6 +337,8 @@ def info(
         fail(exc)
     if as_json:
         console.print_json(json.dumps(summary, ensure_ascii=False))
+        if summary["kind"] is None:
+            raise typer.Exit(code=2)
         return
     console.print(escape(str(path)), soft_wrap=True, highlight=False)
     table = Table(show_header=False)
@@ -353,6 +357,10 @@ def info(
     for error in summary.get("errors", []):
         table.add_row("unreadable", escape(error))
     console.print(table)
+    if summary["kind"] is None:
+        # the summary above still helps (an unfinished run's checkpoints), but a script must see the failure
+        print_error(f"{path} holds no artefact medrank.load can open: {summary['not_loadable']}")
+        raise typer.Exit(code=2)
 
 
 EXAMPLES_ZH = ["左膝退变伴游离体", "糖尿病反复低血糖", "头痛头晕", "陈旧型心梗", "右乳腺癌IV期"]
@@ -365,7 +373,7 @@ def demo(
     rebuild: Annotated[bool, typer.Option(help="Rebuild the cached index.")] = False,
     k: Annotated[int, typer.Option("-k")] = 5,
 ) -> None:
-    """Main job: index the 40k-row ICD-10 Beijing vocabulary (CHIP-CDN) and answer example queries.
+    """A one-shot CLI check (the main job is `medrank serve`): index the 40k-row ICD-10 Beijing vocabulary (CHIP-CDN) and answer example queries.
 
     The index is built once with the offline e5-small encoder and cached under
     ``$MEDRANK_CACHE`` (default ``~/.cache/medrank``); later runs start in seconds.

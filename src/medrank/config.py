@@ -1,8 +1,9 @@
 """Process-wide settings: where data lives, how many threads, which seed.
 
 The data root defaults to ``../shared/data`` relative to the current working
-directory (the layout of a checkout next to the shared datasets) and is
-overridden by ``MEDRANK_DATA`` or by the CLI's ``--data`` flag. The cache for
+directory (the layout of a checkout next to the shared datasets), or, when that
+folder does not exist, relative to the checkout medrank is installed from (so
+the CLI works from any folder of an editable install), and is overridden by ``MEDRANK_DATA`` or by the CLI's ``--data`` flag. The cache for
 converted models lives outside the repository (``MEDRANK_CACHE`` or
 ``~/.cache/medrank``).
 """
@@ -31,6 +32,9 @@ def data_root(override: str | os.PathLike[str] | None = None) -> Path:
         root = Path(os.environ["MEDRANK_DATA"])
     else:
         root = DEFAULT_DATA_ROOT
+        beside_checkout = Path(__file__).resolve().parents[2] / DEFAULT_DATA_ROOT
+        if not root.is_dir() and beside_checkout.is_dir():
+            root = beside_checkout
     return root.expanduser().resolve()
 
 
@@ -38,8 +42,15 @@ def dataset_dir(name: str, root: str | os.PathLike[str] | None = None) -> Path:
     """Folder of dataset ``name`` under the data root, with a clear error if absent."""
     path = data_root(root) / name
     if not path.is_dir():
+        if root is not None:
+            origin = "the given data root"
+        elif os.environ.get("MEDRANK_DATA"):
+            origin = "MEDRANK_DATA"
+        else:
+            origin = f"the default data root {DEFAULT_DATA_ROOT} (relative to {Path.cwd()})"
         raise DataNotFoundError(
-            f"dataset folder {path} not found; set MEDRANK_DATA or pass --data to point at the data root"
+            f"dataset folder {path} not found under {origin}; set MEDRANK_DATA=/path/to/data "
+            "or pass --data /path/to/data (a global option, before the command)"
         )
     return path
 

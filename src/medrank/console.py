@@ -93,10 +93,12 @@ def check_report(report: Path | None) -> None:
 
 
 def check_queries(queries: list[str]) -> None:
-    """Fail on an empty query (numbered from 1)."""
+    """Fail on an empty query or one with no letter or digit, e.g. emoji only (numbered from 1)."""
     for i, q in enumerate(queries, 1):
         if not q.strip():
             fail(f"query {i} is empty")
+        if not any(ch.isalnum() for ch in q):
+            fail(f"query {i} has no letter or digit to search for")
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
