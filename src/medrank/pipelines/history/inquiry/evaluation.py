@@ -23,7 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from medrank.pipelines.history.inquiry.build import BUDGETS, attach_reranker, calibrate, fit_engine, load_corpus
+from medrank.pipelines.history.inquiry.build import (
+    BUDGETS,
+    attach_reranker,
+    calibrate,
+    fit_engine,
+    load_corpus,
+)
 from medrank.pipelines.history.inquiry.engine import Calibration
 from medrank.pipelines.history.inquiry.simulate import episode_metrics, run_episodes
 
