@@ -26,6 +26,8 @@ from medrank.pipelines.history.inquiry.kb import (
 )
 from medrank.pipelines.history.inquiry.posterior import fit_ddxplus, fit_dxy
 
+#: weights of the self-report prior tried by :func:`calibrate` (0: class prior and self-reported findings)
+TEXT_WEIGHTS = (0.0, 0.5, 1.0)
 #: turn budget of each protocol
 BUDGETS = {"en": 30, "zh": 10}
 DDXPLUS_PATIENTS = "release_test_patients_mini_version.txt"
@@ -95,7 +97,10 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
         return InquiryEngine("en", model, labels, corpus.condition_labels, cal, demographics=True, name="ddxplus-kb",
                              detector_factory=english_detector, value_meanings=meanings,
                              differential_model=members)
+    from medrank.pipelines.history.inquiry.textprior import TextPrior
+
     model = fit_dxy(train, corpus.symptoms, corpus.diseases)
+    text_prior = TextPrior(corpus.diseases).fit([p.text for p in train], [p.condition for p in train])
     folder, symptoms = corpus.folder, corpus.symptoms
     train_ids = {p.id for p in train}
 
@@ -108,7 +113,8 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
         return ChineseDetector(symptoms, kept or pairs)
 
     return InquiryEngine("zh", model, {s: s for s in corpus.symptoms}, corpus.condition_labels, cal,
-                         name="dxy-kb", detector_factory=chinese_detector)
+                         name="dxy-kb", detector_factory=chinese_detector, text_prior=text_prior,
+                         text_weight=cal.text_weight)
 
 
 def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, dict[str, Any]]:
@@ -118,9 +124,18 @@ def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, d
     budget = budget or BUDGETS[corpus.language]
     inner, held = carve(len(corpus.train), seed=SEED + 1)
     engine = fit_engine(corpus, [corpus.train[i] for i in inner])
-    episodes = run_episodes(engine, [corpus.train[i] for i in held], budget, rerank=False)
-    info = tune(engine, episodes, budget)
-    return engine.calibration, info
+    tuning = [corpus.train[i] for i in held]
+    best: tuple[float, Calibration, dict[str, Any]] | None = None
+    # the self-report prior changes which questions are asked, so each weight is a run of its own
+    for weight in TEXT_WEIGHTS if engine.text_prior is not None else (0.0,):
+        engine.text_weight = weight
+        engine.calibration = Calibration(budget=budget, text_weight=weight)
+        episodes = run_episodes(engine, tuning, budget, rerank=False)
+        info = tune(engine, episodes, budget)
+        if best is None or info["objective"] > best[0]:
+            best = (info["objective"], engine.calibration, {**info, "text_weight": weight})
+    assert best is not None
+    return best[1], best[2]
 
 
 def attach_reranker(engine: InquiryEngine, run: Path) -> InquiryEngine:

@@ -60,6 +60,7 @@ class Calibration:
     temperature: float = 1.0  # differential probabilities = softmax(log posterior / temperature)
     cutoff: float = 0.01  # conditions at or above this probability form the differential set
     budget: int = 30  # turn budget
+    text_weight: float = 0.0  # weight of the self-report prior (engines with a text prior)
     tuned_on: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,7 +76,7 @@ class InquiryEngine:
                  detector: Any = None, detector_factory: Callable[[], Any] | None = None,
                  reranker: Reranker | None = None, rerank_k: int = 30,
                  value_meanings: dict[str, dict[str, str]] | None = None,
-                 differential_model: Any = None) -> None:
+                 differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0) -> None:
         self.language = language
         self.model = model
         self.labels = labels
@@ -90,6 +91,8 @@ class InquiryEngine:
         self.rerank_k = rerank_k
         self.value_meanings = value_meanings or {}
         self.differential_model = differential_model
+        self.text_prior = text_prior
+        self.text_weight = text_weight
         self._order = {n: i for i, n in enumerate(self.finding_names())}
 
     # ------------------------------------------------------------------ construction
@@ -199,16 +202,29 @@ class InquiryEngine:
         return turns
 
     # ------------------------------------------------------------------ inference
-    def log_posterior(self, findings: Sequence[Finding] | dict[str, Any]) -> np.ndarray:
-        observed = findings if isinstance(findings, dict) else self.observed(findings)
-        return self.model.log_posterior(observed)
+    def log_posterior(self, findings: Sequence[Finding], dialogue: Sequence[str] | None = None) -> np.ndarray:
+        """Log posterior over conditions given the findings (and the self-report, with a text prior)."""
+        return self.log_posterior_observed(self.observed(findings), findings, dialogue)
+
+    def log_posterior_observed(self, observed: dict[str, Any], findings: Sequence[Finding],
+                       dialogue: Sequence[str] | None) -> np.ndarray:
+        if self.text_prior is None or self.text_weight <= 0 or not dialogue:
+            return self.model.log_posterior(observed)
+        first = next((t for t in dialogue if t.strip()), "")
+        if not first:
+            return self.model.log_posterior(observed)
+        # the text prior stands for the self-report and the findings read out of it
+        reported = {f.name for f in findings if f.source == "self-report"}
+        rest = {k: v for k, v in observed.items() if k not in reported}
+        return self.model.log_posterior(rest, base=self.text_weight * self.text_prior.log_proba(first))
 
     def probabilities(self, log_posterior: np.ndarray) -> np.ndarray:
         z = log_posterior / self.calibration.temperature
         return np.exp(z - np.logaddexp.reduce(z))
 
-    def first_stage(self, observed: dict[str, Any], k: int) -> list[tuple[str, float]]:
-        return self.gain.rank(self.model.posterior(observed), observed, k)
+    def first_stage(self, observed: dict[str, Any], k: int, log_posterior: np.ndarray | None = None) -> list[tuple[str, float]]:
+        logp = self.model.log_posterior(observed) if log_posterior is None else log_posterior
+        return self.gain.rank(np.exp(logp), observed, k)
 
     def next_questions(self, dialogue: Sequence[str], findings: Sequence[Finding], k: int = 5,
                        *, rerank: bool = True) -> list[ProposedQuestion]:
@@ -217,7 +233,8 @@ class InquiryEngine:
             raise InquiryInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
         observed = self.observed(findings)
         use_reranker = rerank and self.reranker is not None
-        ranked = self.first_stage(observed, max(k, self.rerank_k) if use_reranker else k)
+        logp = self.log_posterior_observed(observed, findings, turns)
+        ranked = self.first_stage(observed, max(k, self.rerank_k) if use_reranker else k, logp)
         if not use_reranker or len(ranked) < 2:
             return [ProposedQuestion(n, self.labels[n], round(s, 6), "kb") for n, s in ranked[:k]]
         assert self.reranker is not None
@@ -226,11 +243,15 @@ class InquiryEngine:
         order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
         return [ProposedQuestion(ranked[i][0], texts[i], round(float(scores[i]), 6), "reranked") for i in order]
 
-    def differential(self, findings: Sequence[Finding], k: int = 10) -> list[RankedCondition]:
+    def differential(self, findings: Sequence[Finding], k: int = 10,
+                     dialogue: Sequence[str] | None = None) -> list[RankedCondition]:
+        """Top ``k`` conditions with probabilities and the findings that raise each; ``dialogue`` (optional)
+        lets an engine with a text prior read the self-report."""
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InquiryInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
         observed = self.observed(findings)
-        probs = self.probabilities(self.model.log_posterior(observed))
+        turns = self.check_dialogue(dialogue) if dialogue else None
+        probs = self.probabilities(self.log_posterior_observed(observed, findings, turns))
         top = np.argsort(-probs, kind="stable")[:k]
         prior = np.exp(self.model.log_prior)
         out = []
@@ -259,15 +280,16 @@ class InquiryEngine:
             scores = self.probabilities(self.model.log_posterior(observed))
         return [c for c, p in zip(self.model.conditions, scores, strict=True) if p >= self.calibration.cutoff]
 
-    def should_stop(self, findings: Sequence[Finding], turns: int) -> bool:
+    def should_stop(self, findings: Sequence[Finding], turns: int, dialogue: Sequence[str] | None = None) -> bool:
         if not isinstance(turns, int) or turns < 0:
             raise InquiryInputError(f"turns must be a non-negative integer, got {turns!r}")
         if turns >= self.calibration.budget:
             return True
         observed = self.observed(findings)
-        if not self.gain.scores(self.model.posterior(observed), observed):
+        logp = self.log_posterior_observed(observed, findings, self.check_dialogue(dialogue) if dialogue else None)
+        if not self.gain.scores(np.exp(logp), observed):
             return True  # nothing left to ask
-        return float(self.probabilities(self.model.log_posterior(observed)).max()) >= self.calibration.threshold
+        return float(self.probabilities(logp).max()) >= self.calibration.threshold
 
     # ------------------------------------------------------------------ free text
     @property

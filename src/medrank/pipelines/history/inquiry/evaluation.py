@@ -65,7 +65,7 @@ def evaluate_inquiry(language: str, test: Path | None = None, model: Path | None
         "patients": len(patients), "budgets": list(budgets), "systems": systems, "metric_names": METRICS[language],
         "metric_scale": 1,
         "calibration": {"threshold": cal.threshold, "temperature": cal.temperature, "cutoff": cal.cutoff,
-                        "budget": cal.budget, "tuned_on": cal.tuned_on},
+                        "budget": cal.budget, "text_weight": cal.text_weight, "tuned_on": cal.tuned_on},
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

@@ -113,14 +113,15 @@ class NaiveBayes:
             var.value_index(v)
         return (_safe_log(p[:, picked]).sum(axis=1) + _safe_log(1.0 - p[:, ~picked]).sum(axis=1))
 
-    def log_posterior(self, observed: Mapping[str, Any]) -> np.ndarray:
-        logp = self.log_prior.copy()
+    def log_posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
+        """Normalised log posterior; ``base`` replaces the log prior (e.g. a prior from the self-report)."""
+        logp = (self.log_prior if base is None else np.asarray(base, dtype=np.float64)).copy()
         for name, value in observed.items():
             logp += self.log_likelihood(name, value)
         return logp - np.logaddexp.reduce(logp)
 
-    def posterior(self, observed: Mapping[str, Any]) -> np.ndarray:
-        return np.exp(self.log_posterior(observed))
+    def posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
+        return np.exp(self.log_posterior(observed, base))
 
     def to_json(self) -> dict[str, Any]:
         return {"conditions": self.conditions, "variables": len(self.variables)}

@@ -77,7 +77,7 @@ def run_episode(engine: InquiryEngine, patient: Patient, budget: int, *, rerank:
     findings = opening(engine, patient)
     dialogue = [patient.text or "; ".join(engine.finding_label(f.name) for f in findings if f.name in engine.labels)]
     observed = engine.observed(findings)
-    posts = [engine.model.log_posterior(observed)]
+    posts = [engine.log_posterior_observed(observed, findings, dialogue)]
     members = [engine.membership(observed)]
     asked: list[str] = []
     for _ in range(budget):
@@ -91,7 +91,7 @@ def run_episode(engine: InquiryEngine, patient: Patient, budget: int, *, rerank:
         dialogue.append(proposed[0].text)
         dialogue.append(answer_text(engine, name, [f.value for f in reply]))
         observed = engine.observed(findings)
-        posts.append(engine.model.log_posterior(observed))
+        posts.append(engine.log_posterior_observed(observed, findings, dialogue))
         members.append(engine.membership(observed))
     return Episode(patient, asked, np.stack(posts), None if members[0] is None else np.stack(members))
 
