@@ -239,7 +239,10 @@ class InquiryEngine:
             return [ProposedQuestion(n, self.labels[n], round(s, 6), "kb") for n, s in ranked[:k]]
         assert self.reranker is not None
         texts = [self.labels[n] for n, _ in ranked]
-        scores = list(self.reranker("\n".join(t for t in turns if t.strip()), texts))
+        # the re-rankers were trained on "speaker: text" lines: the patient opens, then question / answer
+        said = [t.strip() for t in turns if t.strip()]
+        text = "\n".join(f"{'patient' if i % 2 == 0 else 'doctor'}: {t}" for i, t in enumerate(said))
+        scores = list(self.reranker(text, texts))
         order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
         return [ProposedQuestion(ranked[i][0], texts[i], round(float(scores[i]), 6), "reranked") for i in order]
 

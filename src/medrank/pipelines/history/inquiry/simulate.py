@@ -73,9 +73,21 @@ def answer_text(engine: InquiryEngine, name: str, values: Sequence[str]) -> str:
     return ", ".join(EN_ANSWERS.get(v) or meanings.get(v) or v for v in values)
 
 
+def opening_text(engine: InquiryEngine, patient: Patient, findings: Sequence[Finding]) -> str:
+    """The patient's first turn: the self-report (DXY), else the opening findings in words (DDXPlus)."""
+    if patient.text:
+        return patient.text
+    words = []
+    if patient.age is not None and patient.sex is not None:
+        words.append(f"{patient.age}-year-old {'man' if patient.sex == 'M' else 'woman'}")
+    words += [f"{engine.finding_label(f.name)} {answer_text(engine, f.name, [f.value])}"
+              for f in findings if f.name in engine.labels]
+    return "; ".join(words)
+
+
 def run_episode(engine: InquiryEngine, patient: Patient, budget: int, *, rerank: bool = True) -> Episode:
     findings = opening(engine, patient)
-    dialogue = [patient.text or "; ".join(engine.finding_label(f.name) for f in findings if f.name in engine.labels)]
+    dialogue = [opening_text(engine, patient, findings)]
     observed = engine.observed(findings)
     posts = [engine.log_posterior_observed(observed, findings, dialogue)]
     members = [engine.membership(observed)]
