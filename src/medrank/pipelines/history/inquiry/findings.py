@@ -1,8 +1,9 @@
 """Finding detection from free text (the patient's self-report), with simple negation handling.
 
 * English: the DDXPlus binary evidences are the concept vocabulary. Each evidence is described by
-  its question with the interrogative opening removed ("Do you have a fever (either felt or
-  measured ...)?" -> "a fever (either felt or measured ...)"). The text is cut into clauses; each
+  its question with the interrogative opening and asides removed ("Do you have a fever (either
+  felt or measured ...)?" -> "a fever"), plus the HPO names and layperson synonyms of an HPO term
+  it matches exactly (``medrank.data.hpo``). The text is cut into clauses; each
   clause is embedded with MiniLM (``medrank.encoders``) and matched to the nearest evidence
   descriptions, kept at cosine >= 0.6 (set by hand on a handful of complaints: no labelled English self-reports exist here); a negation cue in the clause ("no", "not",
   "without", "denies", ...) makes the finding absent.
@@ -47,13 +48,25 @@ def evidence_description(question: str) -> str:
 
 
 class EnglishDetector:
-    """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``."""
+    """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
 
-    def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None) -> None:
+    With ``hpo`` (default), an evidence whose description is the name or a synonym of an HPO term
+    (exact, case and leading article ignored; e.g. "a sore throat" = Pharyngalgia) is also described
+    by that term's name and synonyms, layperson ones included ("Throat pain").
+    """
+
+    def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
+                 hpo: bool = True) -> None:
         from medrank.encoders import load_encoder
 
-        self.names = [n for n, e in evidences.items() if e.kind == "B"]
-        self.descriptions = [evidence_description(evidences[n].question) for n in self.names]
+        binary = [n for n, e in evidences.items() if e.kind == "B"]
+        own = {n: evidence_description(evidences[n].question) for n in binary}
+        self.names = list(binary)
+        self.descriptions = [own[n] for n in binary]
+        if hpo:
+            for name, extra in hpo_synonyms(own).items():
+                self.names += [name] * len(extra)
+                self.descriptions += extra
         self.encoder = encoder if encoder is not None else load_encoder("minilm")
         self.vectors = self.encoder.encode(self.descriptions, show_progress=False)
         self.threshold = threshold
@@ -83,6 +96,27 @@ class EnglishDetector:
             value = ABSENT if EN_NEGATION.search(clause) else PRESENT
             found.setdefault(self.names[j], value)
         return list(found.items())
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"^(?:a|an|the)\s+", "", " ".join(text.lower().split()))
+
+
+def hpo_synonyms(descriptions: Mapping[str, str]) -> dict[str, list[str]]:
+    """Evidence name -> the names and synonyms of the HPO term its description matches exactly."""
+    from medrank.data.hpo import load_hpo
+
+    index: dict[str, Any] = {}
+    for concept in load_hpo():
+        for label in (concept.name, *concept.synonyms):
+            index.setdefault(_norm(label), concept)
+    out: dict[str, list[str]] = {}
+    for name, description in descriptions.items():
+        concept = index.get(_norm(description))
+        if concept is not None:
+            labels = {concept.name, *concept.synonyms} - {description}
+            out[name] = sorted(t for t in labels if _norm(t) != _norm(description))
+    return out
 
 
 def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
