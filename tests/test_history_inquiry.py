@@ -192,13 +192,13 @@ def test_real_engines_protocol_and_detection(tmp_path: Path):
     en = InquiryEngine.load("en")
     assert len(en.model.conditions) == 49 and len(en.model.variables) == 223
     assert en.finding_label("E_91").startswith("Do you have a fever")
-    found = dict(en.detect_findings("I have a fever but no cough"))
+    found = {f.name: f.value for f in en.detect_findings("I have a fever but no cough")}
     assert found.get("E_91") == "present" and found.get("E_201") == "absent"
     corpus = load_corpus("en")
     ep = run_episode(en, corpus.valid[0], 30)
     assert len(ep.asked) == len(set(ep.asked)) and corpus.valid[0].initial[0] not in ep.asked
     zh = InquiryEngine.load("zh")
-    assert dict(zh.detect_findings("孩子发烧两天，没有咳嗽")) == {"发烧": "present", "咳嗽": "absent"}
+    assert {f.name: f.value for f in zh.detect_findings("孩子发烧两天，没有咳嗽")} == {"发烧": "present", "咳嗽": "absent"}
     report = evaluate_inquiry("en", max_patients=60)
     assert report["systems"]["kb@30"]["GTPA@1"] > 80 and report["systems"]["kb@30"]["PER"] > 50
     # a DXY split in the visible layout with another <split>@ prefix
