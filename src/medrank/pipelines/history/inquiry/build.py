@@ -8,6 +8,8 @@ fitted on the rest, so the validation carve-out the reports use is never seen.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,14 +155,38 @@ def attach_reranker(engine: InquiryEngine, run: Path) -> InquiryEngine:
 
 
 _CACHE: dict[tuple[str, str], tuple[Corpus, Calibration, dict[str, Any]]] = {}
+#: bump when the fitting or tuning changes, so saved calibrations are not reused
+CALIBRATION_VERSION = 1
+
+
+def _calibration_file(corpus: Corpus) -> Path:
+    """Where the tuned settings of this data are kept (JSON under the cache; keyed by the data files'
+    names, sizes and modification times, so new data recalibrates)."""
+    from medrank.config import cache_dir
+
+    stamp = hashlib.sha256(str(CALIBRATION_VERSION).encode())
+    for f in sorted(p for p in corpus.folder.iterdir() if p.is_file()):
+        st = f.stat()
+        stamp.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return cache_dir() / "inquiry" / f"calibration-{corpus.language}-{stamp.hexdigest()[:16]}.json"
 
 
 def build_engine(language: str, data_root: str | Path | None = None, reranker_run: Path | None = None) -> InquiryEngine:
-    """Engine fitted on the training carve-out and calibrated on its inner split (cached per process)."""
+    """Engine fitted on the training carve-out and calibrated on its inner split (the calibration is
+    kept per process and as JSON in the cache; the evaluators always recalibrate)."""
     key = (language, str(data_root))
     if key not in _CACHE:
         corpus = load_corpus(language, data_root)
-        cal, info = calibrate(corpus)
+        saved = _calibration_file(corpus)
+        try:
+            stored = json.loads(saved.read_text(encoding="utf-8"))
+            cal, info = Calibration(**stored["calibration"]), stored["info"]
+        except (OSError, ValueError, KeyError, TypeError):
+            cal, info = calibrate(corpus)
+            from medrank.utils.io import atomic_write_json
+
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(saved, {"calibration": cal.__dict__, "info": info})
         _CACHE[key] = (corpus, cal, info)
     corpus, cal, _ = _CACHE[key]
     engine = fit_engine(corpus, corpus.train, Calibration(**{**cal.__dict__}))
