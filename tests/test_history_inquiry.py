@@ -212,3 +212,17 @@ def test_real_engines_protocol_and_detection(tmp_path: Path):
     zh_report = evaluate_inquiry("zh", test=tmp_path, max_patients=40)
     assert set(zh_report["systems"]) == {"kb@5", "kb@10", "engine@5", "engine@10"}
     assert 0 < zh_report["systems"]["kb@10"]["symptom_recall"] <= 1
+
+
+def test_sequence_samples_positives_are_open_findings_the_patient_has():
+    from medrank.pipelines.history.inquiry.sequences import episode_samples
+
+    eng = _toy_engine("en")
+    patient = Patient("p", "c0", ("A",), {"A": True, "A2": True, "K": ("1",)}, differential=("c0",))
+    samples = episode_samples(eng, patient, budget=4, k=3)
+    assert samples and samples[0].context[0].speaker == "patient"
+    asked_before: set[str] = set()
+    for s in samples:
+        assert set(s.positives) <= {"A2", "K"} and set(s.positives) <= set(s.candidates)
+        assert not set(s.candidates) & ({"A"} | asked_before)
+        asked_before.add(s.candidates[0])
