@@ -17,7 +17,7 @@ validation sequences built by ``python -m medrank.pipelines.history.inquiry.sequ
 interactive rows with the re-ranker run on the first ``--rerank-patients`` validation patients, beside
 the first stage alone on the same patients.
 
-    python bench/history_inquiry.py [--steps 200] [--table-samples 200] [--rerank-patients 60]
+    python bench/history_inquiry.py [--steps 200] [--table-samples 100] [--rerank-patients 20]
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ def next_question_table(language: str, samples_limit: int, seed: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--table-samples", type=int, default=200)
-    ap.add_argument("--rerank-patients", type=int, default=60)
+    ap.add_argument("--table-samples", type=int, default=100)
+    ap.add_argument("--rerank-patients", type=int, default=20)
     ap.add_argument("--rerank-steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
