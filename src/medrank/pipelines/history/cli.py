@@ -5,6 +5,8 @@
 * ``medrank train configs/history/*.yaml`` — tasks ``history-global``, ``history-cross-encoder``,
   ``history-bi-encoder``;
 * ``medrank evaluate --dataset history-mts-aci [--test FILE.jsonl | --split valid] [--model RUN]``;
+* ``medrank evaluate --dataset dxy-inquiry|ddxplus-inquiry [--test DIR|FILE] [--model RUN]`` — the
+  simulated-patient inquiry protocol (:mod:`medrank.pipelines.history.inquiry.evaluation`);
 * ``medrank rerank --model RUN --dialogue FILE --candidates FILE`` — rank candidate questions for a
   dialogue (one ``speaker: text`` line per turn; one candidate question per line).
 """
@@ -63,6 +65,27 @@ def evaluate_ddxplus(test: Path | None, split: str | None, model: Path | None, o
     from medrank.pipelines.history.evaluation import evaluate_history
 
     return evaluate_history(test, split, model, {"dataset": "ddxplus", **options})
+
+
+@register_evaluator("dxy-inquiry")
+def evaluate_dxy_inquiry(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """Simulated-patient inquiry on DXY (``--test`` a folder laid out like dxy-dialog)."""
+    return _inquiry("zh", test, split, model, options)
+
+
+@register_evaluator("ddxplus-inquiry")
+def evaluate_ddxplus_inquiry(test: Path | None, split: str | None, model: Path | None,
+                             options: dict[str, Any]) -> dict[str, Any]:
+    """Simulated-patient inquiry on DDXPlus (``--test`` a patients CSV)."""
+    return _inquiry("en", test, split, model, options)
+
+
+def _inquiry(language: str, test: Path | None, split: str | None, model: Path | None,
+             options: dict[str, Any]) -> dict[str, Any]:
+    from medrank.console import STATE
+    from medrank.pipelines.history.inquiry.evaluation import evaluator
+
+    return evaluator(language)(test, split, model, {"data": STATE.get("data"), **options})
 
 
 THREADS_HELP = "CPU threads (default: the global --threads, else every core; the committed figures used 1)."

@@ -1,0 +1,207 @@
+"""Building inquiry engines from the visible data: carve-outs, likelihood fitting, calibration.
+
+The visible records are carved (seed 13, 20 %) into a training part and a validation part. The
+likelihood tables are fitted on the training part; the stopping rule and the differential's
+temperature / cut-off are tuned on an inner split of the training part (seed 14, 20 %) with tables
+fitted on the rest, so the validation carve-out the reports use is never seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medrank.pipelines.history.inquiry.engine import Calibration, InquiryEngine
+from medrank.pipelines.history.inquiry.kb import (
+    SEED,
+    Evidence,
+    InquiryInputError,
+    Patient,
+    carve,
+    dxy_surface_pairs,
+    load_ddxplus_kb,
+    read_ddxplus_patients,
+    read_dxy_patients,
+    read_vocabulary,
+)
+from medrank.pipelines.history.inquiry.posterior import fit_ddxplus, fit_dxy
+
+#: weights of the self-report prior tried by :func:`calibrate` (0: class prior and self-reported findings)
+TEXT_WEIGHTS = (0.0, 0.5, 1.0)
+#: turn budget of each protocol
+BUDGETS = {"en": 30, "zh": 10}
+DDXPLUS_PATIENTS = "release_test_patients_mini_version.txt"
+
+
+@dataclass
+class Corpus:
+    """A language's knowledge base and visible records, carved into train / valid."""
+
+    language: str
+    folder: Path
+    train: list[Patient]
+    valid: list[Patient]
+    evidences: dict[str, Evidence] = field(default_factory=dict)
+    support: dict[str, set[str]] = field(default_factory=dict)
+    condition_labels: dict[str, str] = field(default_factory=dict)
+    symptoms: list[str] = field(default_factory=list)
+    diseases: list[str] = field(default_factory=list)
+
+    def read_test(self, path: Path) -> list[Patient]:
+        """Patients of another split in the visible format (a DDXPlus CSV; a DXY folder)."""
+        if self.language == "en":
+            return read_ddxplus_patients(path, self.evidences, list(self.support))
+        if not Path(path).is_dir():
+            raise FileNotFoundError(f"{path}: expected a folder laid out like dxy-dialog (dialogue file + goal file)")
+        return read_dxy_patients(path, self.symptoms, self.diseases)
+
+
+def load_corpus(language: str, data_root: str | Path | None = None) -> Corpus:
+    from medrank.config import dataset_dir
+
+    if language == "en":
+        folder = dataset_dir("ddxplus", data_root)
+        evidences, support, labels = load_ddxplus_kb(folder)
+        patients = read_ddxplus_patients(folder / DDXPLUS_PATIENTS, evidences, list(support))
+        tr, va = carve(len(patients))
+        return Corpus("en", folder, [patients[i] for i in tr], [patients[i] for i in va], evidences=evidences,
+                      support=support, condition_labels=labels)
+    if language == "zh":
+        folder = dataset_dir("dxy-dialog", data_root)
+        symptoms = read_vocabulary(folder / "symptoms_dxy.txt")
+        diseases = read_vocabulary(folder / "diseases_dxy.txt")
+        patients = read_dxy_patients(folder, symptoms, diseases)
+        tr, va = carve(len(patients))
+        return Corpus("zh", folder, [patients[i] for i in tr], [patients[i] for i in va], symptoms=symptoms,
+                      diseases=diseases, condition_labels={d: d for d in diseases})
+    raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
+
+
+def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | None = None) -> InquiryEngine:
+    """An uncalibrated (or given-calibration) engine with tables fitted on ``train``."""
+    cal = calibration or Calibration(budget=BUDGETS[corpus.language])
+    if corpus.language == "en":
+        from medrank.pipelines.history.inquiry.differential import DifferentialModel
+
+        model = fit_ddxplus(train, corpus.evidences, corpus.support)
+        members = DifferentialModel(model).fit(train)
+        labels = {n: e.question for n, e in corpus.evidences.items()}
+        meanings = {n: e.meanings for n, e in corpus.evidences.items() if e.meanings}
+        evidences = corpus.evidences
+
+        def english_detector() -> Any:
+            from medrank.pipelines.history.inquiry.findings import EnglishDetector
+
+            return EnglishDetector(evidences)
+
+        return InquiryEngine("en", model, labels, corpus.condition_labels, cal, demographics=True, name="ddxplus-kb",
+                             detector_factory=english_detector, value_meanings=meanings,
+                             differential_model=members)
+    from medrank.pipelines.history.inquiry.textprior import TextPrior
+
+    model = fit_dxy(train, corpus.symptoms, corpus.diseases)
+    text_prior = TextPrior(corpus.diseases).fit([p.text for p in train], [p.condition for p in train])
+    folder, symptoms = corpus.folder, corpus.symptoms
+    train_ids = {p.id for p in train}
+
+    def chinese_detector() -> Any:
+        from medrank.pipelines.history.inquiry.findings import ChineseDetector
+
+        pairs = dxy_surface_pairs(folder)
+        # surface forms only from the training dialogues (goal ids follow the dialogue order)
+        kept = [pair for i, pair in enumerate(pairs) if f"train-{i}" in train_ids or str(i) in train_ids]
+        return ChineseDetector(symptoms, kept or pairs)
+
+    return InquiryEngine("zh", model, {s: s for s in corpus.symptoms}, corpus.condition_labels, cal,
+                         name="dxy-kb", detector_factory=chinese_detector, text_prior=text_prior,
+                         text_weight=cal.text_weight)
+
+
+def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, dict[str, Any]]:
+    """Tune the stopping rule and the differential on an inner split of the training records."""
+    from medrank.pipelines.history.inquiry.simulate import run_episodes, tune
+
+    budget = budget or BUDGETS[corpus.language]
+    inner, held = carve(len(corpus.train), seed=SEED + 1)
+    engine = fit_engine(corpus, [corpus.train[i] for i in inner])
+    tuning = [corpus.train[i] for i in held]
+    best: tuple[float, Calibration, dict[str, Any]] | None = None
+    # the self-report prior changes which questions are asked, so each weight is a run of its own
+    for weight in TEXT_WEIGHTS if engine.text_prior is not None else (0.0,):
+        engine.text_weight = weight
+        engine.calibration = Calibration(budget=budget, text_weight=weight)
+        episodes = run_episodes(engine, tuning, budget, rerank=False)
+        info = tune(engine, episodes, budget)
+        if best is None or info["objective"] > best[0]:
+            best = (info["objective"], engine.calibration, {**info, "text_weight": weight})
+    assert best is not None
+    return best[1], best[2]
+
+
+def attach_reranker(engine: InquiryEngine, run: Path) -> InquiryEngine:
+    """Let a saved history re-ranker (global / cross- / bi-encoder) reorder the first stage's candidates."""
+    from medrank.pipelines.history.evaluation import load_reranker
+
+    kind, model = load_reranker(run)
+
+    def score(dialogue: str, texts: Any) -> Any:
+        return model.score(dialogue, list(texts))
+
+    engine.reranker = score
+    engine.name = f"{engine.name}+{kind}-reranker"
+    return engine
+
+
+_CACHE: dict[tuple[str, str], tuple[Corpus, Calibration, dict[str, Any]]] = {}
+#: bump when the fitting or tuning changes, so saved calibrations are not reused
+CALIBRATION_VERSION = 1
+
+
+def _calibration_file(corpus: Corpus) -> Path:
+    """Where the tuned settings of this data are kept (JSON under the cache; keyed by the data files'
+    names, sizes and modification times, so new data recalibrates)."""
+    from medrank.config import cache_dir
+
+    stamp = hashlib.sha256(str(CALIBRATION_VERSION).encode())
+    for f in sorted(p for p in corpus.folder.iterdir() if p.is_file()):
+        st = f.stat()
+        stamp.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return cache_dir() / "inquiry" / f"calibration-{corpus.language}-{stamp.hexdigest()[:16]}.json"
+
+
+def load_engine(language: str, data_root: str | Path | None = None, model: Path | None = None) -> InquiryEngine:
+    """English engine on DDXPlus, Chinese on DXY, fitted on the training carve-out of the visible data.
+
+    ``model``: a re-ranker run folder (``medrank train`` of a ``history-*`` task) that reorders the
+    first stage's candidates given the dialogue.
+    """
+    if language not in ("en", "zh"):
+        raise InquiryInputError(f"language must be 'en' (DDXPlus) or 'zh' (DXY), got {language!r}")
+    return build_engine(language, data_root=data_root, reranker_run=model)
+
+
+def build_engine(language: str, data_root: str | Path | None = None, reranker_run: Path | None = None) -> InquiryEngine:
+    """Engine fitted on the training carve-out and calibrated on its inner split (the calibration is
+    kept per process and as JSON in the cache; the evaluators always recalibrate)."""
+    key = (language, str(data_root))
+    if key not in _CACHE:
+        corpus = load_corpus(language, data_root)
+        saved = _calibration_file(corpus)
+        try:
+            stored = json.loads(saved.read_text(encoding="utf-8"))
+            cal, info = Calibration(**stored["calibration"]), stored["info"]
+        except (OSError, ValueError, KeyError, TypeError):
+            cal, info = calibrate(corpus)
+            from medrank.utils.io import atomic_write_json
+
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(saved, {"calibration": cal.__dict__, "info": info})
+        _CACHE[key] = (corpus, cal, info)
+    corpus, cal, _ = _CACHE[key]
+    engine = fit_engine(corpus, corpus.train, Calibration(**{**cal.__dict__}))
+    if reranker_run is not None:
+        attach_reranker(engine, Path(reranker_run))
+    return engine

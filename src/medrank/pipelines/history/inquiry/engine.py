@@ -1,0 +1,298 @@
+"""The inquiry engine: established findings -> next questions, differential and stopping rule.
+
+State is the dialogue so far (free text turns, used by the optional re-ranker) plus the findings
+established so far. The first stage ranks the open questions by expected information gain over the
+naive-Bayes posterior (:mod:`.first_stage`); a trained re-ranker may reorder its top candidates
+given the dialogue text. The differential is the posterior, sharpened or flattened by a
+temperature; the engine stops when the top condition's probability reaches ``threshold`` or the
+turn budget is spent. Temperature, differential cut-off and threshold are tuned by
+:func:`medrank.pipelines.history.inquiry.simulate.tune` on a part of the training records held out
+from the likelihood estimates (never on the validation carve-out the reports use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from medrank.pipelines.history.inquiry.first_stage import InformationGain
+from medrank.pipelines.history.inquiry.kb import InquiryInputError
+from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE, NaiveBayes
+
+#: limits on what a caller may send
+MAX_TURNS = 1000
+MAX_TURN_CHARS = 20_000
+MAX_FINDINGS = 1000
+MAX_K = 100
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str  # evidence / symptom id in the engine's KB (e.g. "E_91" or "发热")
+    value: str  # "present" | "absent" | "unsure" (categorical / multi-choice evidences: a value code)
+    source: str = "self-report"  # or "question:<finding name>" / "doctor"
+
+
+@dataclass(frozen=True)
+class ProposedQuestion:
+    finding: str
+    text: str
+    score: float
+    stage: str  # "kb" (first stage) | "reranked"
+
+
+@dataclass(frozen=True)
+class RankedCondition:
+    name: str
+    probability: float
+    supporting: tuple[str, ...]  # finding names that raise it
+
+
+@dataclass
+class Calibration:
+    """Settings tuned on held-out training records (see :func:`.simulate.tune`)."""
+
+    threshold: float = 0.9  # stop when the top condition's probability reaches this
+    temperature: float = 1.0  # differential probabilities = softmax(log posterior / temperature)
+    cutoff: float = 0.01  # conditions at or above this probability form the differential set
+    budget: int = 30  # turn budget
+    text_weight: float = 0.0  # weight of the self-report prior (engines with a text prior)
+    tuned_on: dict[str, Any] = field(default_factory=dict)
+
+
+#: reorders candidate question texts given the dialogue text: (dialogue, texts) -> scores
+Reranker = Callable[[str, Sequence[str]], Sequence[float]]
+
+
+class InquiryEngine:
+    """Next questions, differential and stopping rule over one knowledge base."""
+
+    def __init__(self, language: str, model: NaiveBayes, labels: dict[str, str], condition_labels: dict[str, str],
+                 calibration: Calibration, *, demographics: bool = False, name: str = "",
+                 detector: Any = None, detector_factory: Callable[[], Any] | None = None,
+                 reranker: Reranker | None = None, rerank_k: int = 30,
+                 value_meanings: dict[str, dict[str, str]] | None = None,
+                 differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0) -> None:
+        self.language = language
+        self.model = model
+        self.labels = labels
+        self.condition_labels = condition_labels
+        self.calibration = calibration
+        self.gain = InformationGain(model)
+        self.demographics = demographics
+        self.name = name or f"{language}-kb"
+        self._detector = detector
+        self._detector_factory = detector_factory
+        self.reranker = reranker
+        self.rerank_k = rerank_k
+        self.value_meanings = value_meanings or {}
+        self.differential_model = differential_model
+        self.text_prior = text_prior
+        self.text_weight = text_weight
+        self._order = {n: i for i, n in enumerate(self.finding_names())}
+
+    # ------------------------------------------------------------------ vocabulary
+    def finding_names(self) -> list[str]:
+        names = list(self.model.variables)
+        return [*names, "age", "sex"] if self.demographics else names
+
+    def finding_label(self, name: str) -> str:
+        if name in self.labels:
+            return self.labels[name]
+        if self.demographics and name == "age":
+            return "Age (years)"
+        if self.demographics and name == "sex":
+            return "Sex (M or F)"
+        raise InquiryInputError(f"unknown finding {name!r}")
+
+    def condition_label(self, name: str) -> str:
+        return self.condition_labels.get(name, name)
+
+    # ------------------------------------------------------------------ validation
+    def observed(self, findings: Sequence[Finding]) -> dict[str, Any]:
+        """Findings as the model's observation map; raises :class:`InquiryInputError` on bad input."""
+        if isinstance(findings, (str, bytes)) or not isinstance(findings, Sequence):
+            raise InquiryInputError("findings must be a list of Finding")
+        if len(findings) > MAX_FINDINGS:
+            raise InquiryInputError(f"too many findings ({len(findings)}; at most {MAX_FINDINGS})")
+        out: dict[str, Any] = {}
+        multi: dict[str, set[str]] = {}
+        for f in findings:
+            if not isinstance(f, Finding):
+                raise InquiryInputError(f"findings must be Finding objects, got {type(f).__name__}")
+            name, value = f.name, f.value
+            if self.demographics and name in ("age", "sex"):
+                value = self._demographic(name, value)
+            elif name not in self.model.variables:
+                raise InquiryInputError(f"unknown finding {name!r}; see finding_names()")
+            else:
+                var = self.model.variables[name]
+                if var.kind == "M":
+                    if value not in (PRESENT, ABSENT, UNSURE):
+                        var.value_index(value)
+                    multi.setdefault(name, set()).add(value)
+                    continue
+                if value not in (PRESENT, ABSENT, UNSURE) and (var.kind == "B" or value not in var.values):
+                    allowed = "present, absent, unsure" + (f" or a value code ({', '.join(var.values[:12])})"
+                                                           if var.kind == "C" else "")
+                    raise InquiryInputError(f"finding {name!r}: value {value!r} not understood; use {allowed}")
+            if name in out and out[name] != value:
+                raise InquiryInputError(f"contradictory findings: {name!r} is both {out[name]!r} and {value!r}")
+            out[name] = value
+        for name, values in multi.items():
+            var = self.model.variables[name]
+            if len(values) > 1 and (values & {UNSURE, ABSENT, var.default}):
+                raise InquiryInputError(f"contradictory findings: {name!r} is both {sorted(values)}")
+            if values == {UNSURE}:
+                out[name] = UNSURE
+            elif values <= {ABSENT, var.default}:
+                out[name] = ABSENT
+            else:
+                out[name] = tuple(sorted(values))
+        return out
+
+    @staticmethod
+    def _demographic(name: str, value: str) -> str:
+        if name == "sex":
+            v = str(value).strip().upper()
+            if v not in ("M", "F"):
+                raise InquiryInputError(f"finding 'sex' must be M or F, got {value!r}")
+            return v
+        try:
+            age = int(float(value))
+        except (TypeError, ValueError):
+            raise InquiryInputError(f"finding 'age' must be a number of years, got {value!r}") from None
+        if not 0 <= age <= 130:
+            raise InquiryInputError(f"finding 'age' must be between 0 and 130, got {age}")
+        return str(age)
+
+    @staticmethod
+    def check_dialogue(dialogue: Sequence[str]) -> list[str]:
+        if isinstance(dialogue, (str, bytes)) or not isinstance(dialogue, Sequence):
+            raise InquiryInputError("dialogue must be a list of turns (strings)")
+        if len(dialogue) > MAX_TURNS:
+            raise InquiryInputError(f"dialogue too long ({len(dialogue)} turns; at most {MAX_TURNS})")
+        turns = []
+        for t in dialogue:
+            if not isinstance(t, str):
+                raise InquiryInputError("every dialogue turn must be a string")
+            if len(t) > MAX_TURN_CHARS:
+                raise InquiryInputError(f"a dialogue turn is too long ({len(t)} characters; at most {MAX_TURN_CHARS})")
+            turns.append(t)
+        if not any(t.strip() for t in turns):
+            raise InquiryInputError("the dialogue is empty: send at least the patient's first statement")
+        return turns
+
+    # ------------------------------------------------------------------ inference
+    def log_posterior(self, findings: Sequence[Finding], dialogue: Sequence[str] | None = None) -> np.ndarray:
+        """Log posterior over conditions given the findings (and the self-report, with a text prior)."""
+        return self.log_posterior_observed(self.observed(findings), findings, dialogue)
+
+    def log_posterior_observed(self, observed: dict[str, Any], findings: Sequence[Finding],
+                       dialogue: Sequence[str] | None) -> np.ndarray:
+        if self.text_prior is None or self.text_weight <= 0 or not dialogue:
+            return self.model.log_posterior(observed)
+        first = next((t for t in dialogue if t.strip()), "")
+        if not first:
+            return self.model.log_posterior(observed)
+        # the text prior stands for the self-report and the findings read out of it
+        reported = {f.name for f in findings if f.source == "self-report"}
+        rest = {k: v for k, v in observed.items() if k not in reported}
+        return self.model.log_posterior(rest, base=self.text_weight * self.text_prior.log_proba(first))
+
+    def probabilities(self, log_posterior: np.ndarray) -> np.ndarray:
+        z = log_posterior / self.calibration.temperature
+        return np.exp(z - np.logaddexp.reduce(z))
+
+    def first_stage(self, observed: dict[str, Any], k: int, log_posterior: np.ndarray | None = None) -> list[tuple[str, float]]:
+        logp = self.model.log_posterior(observed) if log_posterior is None else log_posterior
+        return self.gain.rank(np.exp(logp), observed, k)
+
+    def next_questions(self, dialogue: Sequence[str], findings: Sequence[Finding], k: int = 5,
+                       *, rerank: bool = True) -> list[ProposedQuestion]:
+        turns = self.check_dialogue(dialogue)
+        if not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InquiryInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+        observed = self.observed(findings)
+        use_reranker = rerank and self.reranker is not None
+        logp = self.log_posterior_observed(observed, findings, turns)
+        ranked = self.first_stage(observed, max(k, self.rerank_k) if use_reranker else k, logp)
+        if not use_reranker or len(ranked) < 2:
+            return [ProposedQuestion(n, self.labels[n], round(s, 6), "kb") for n, s in ranked[:k]]
+        assert self.reranker is not None
+        texts = [self.labels[n] for n, _ in ranked]
+        # the re-rankers were trained on "speaker: text" lines: the patient opens, then question / answer
+        said = [t.strip() for t in turns if t.strip()]
+        text = "\n".join(f"{'patient' if i % 2 == 0 else 'doctor'}: {t}" for i, t in enumerate(said))
+        scores = list(self.reranker(text, texts))
+        order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
+        return [ProposedQuestion(ranked[i][0], texts[i], round(float(scores[i]), 6), "reranked") for i in order]
+
+    def differential(self, findings: Sequence[Finding], k: int = 10,
+                     dialogue: Sequence[str] | None = None) -> list[RankedCondition]:
+        """Top ``k`` conditions with probabilities and the findings that raise each; ``dialogue`` (optional)
+        lets an engine with a text prior read the self-report."""
+        if not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InquiryInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+        observed = self.observed(findings)
+        turns = self.check_dialogue(dialogue) if dialogue else None
+        probs = self.probabilities(self.log_posterior_observed(observed, findings, turns))
+        top = np.argsort(-probs, kind="stable")[:k]
+        prior = np.exp(self.model.log_prior)
+        out = []
+        for ci in top:
+            support = []
+            for name, value in observed.items():
+                if value in (UNSURE, ABSENT) or name in ("age", "sex"):
+                    continue
+                ll = self.model.log_likelihood(name, value)
+                # the finding raises this condition when it is likelier under it than on average
+                if ll[ci] > float(np.log(np.exp(ll) @ prior)):
+                    support.append(name)
+            out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), tuple(support)))
+        return out
+
+    def membership(self, observed: dict[str, Any]) -> np.ndarray | None:
+        """P(condition belongs in the differential), when the engine has a differential model."""
+        return None if self.differential_model is None else self.differential_model.membership(observed)
+
+    def differential_set(self, findings: Sequence[Finding] | dict[str, Any]) -> list[str]:
+        """The conditions the engine keeps in the differential: membership (or, without a differential
+        model, calibrated probability) at or above ``calibration.cutoff``."""
+        observed = findings if isinstance(findings, dict) else self.observed(findings)
+        scores = self.membership(observed)
+        if scores is None:
+            scores = self.probabilities(self.model.log_posterior(observed))
+        return [c for c, p in zip(self.model.conditions, scores, strict=True) if p >= self.calibration.cutoff]
+
+    def should_stop(self, findings: Sequence[Finding], turns: int, dialogue: Sequence[str] | None = None) -> bool:
+        if not isinstance(turns, int) or turns < 0:
+            raise InquiryInputError(f"turns must be a non-negative integer, got {turns!r}")
+        if turns >= self.calibration.budget:
+            return True
+        observed = self.observed(findings)
+        logp = self.log_posterior_observed(observed, findings, self.check_dialogue(dialogue) if dialogue else None)
+        if not self.gain.scores(np.exp(logp), observed):
+            return True  # nothing left to ask
+        return float(self.probabilities(logp).max()) >= self.calibration.threshold
+
+    # ------------------------------------------------------------------ free text
+    @property
+    def detector(self) -> Any:
+        if self._detector is None:
+            if self._detector_factory is None:
+                raise InquiryInputError("this engine has no finding detector")
+            self._detector = self._detector_factory()
+        return self._detector
+
+    def detect_findings(self, text: str) -> list[Finding]:
+        if not isinstance(text, str):
+            raise InquiryInputError("text must be a string")
+        if len(text) > MAX_TURN_CHARS:
+            raise InquiryInputError(f"text too long ({len(text)} characters; at most {MAX_TURN_CHARS})")
+        if not text.strip():
+            return []
+        return [Finding(name, value, "self-report") for name, value in self.detector.detect(text)]

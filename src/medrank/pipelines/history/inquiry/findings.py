@@ -1,0 +1,170 @@
+"""Finding detection from free text (the patient's self-report), with simple negation handling.
+
+* English: the DDXPlus binary evidences are the concept vocabulary. Each evidence is described by
+  its question with the interrogative opening and asides removed ("Do you have a fever (either
+  felt or measured ...)?" -> "a fever"), plus the HPO names and layperson synonyms of an HPO term
+  it matches exactly (``medrank.data.hpo``). The text is cut into clauses; each
+  clause is embedded with MiniLM (``medrank.encoders``) and matched to the nearest evidence
+  descriptions, kept at cosine >= 0.6 (set by hand on a handful of complaints: no labelled English self-reports exist here); a negation cue in the clause ("no", "not",
+  "without", "denies", ...) makes the finding absent.
+* Chinese: the 41 DXY symptoms and their surface forms learned from the training self-reports:
+  every word of a record's ``origin_inform_slots`` is aligned to the explicit symptom it co-occurs
+  with most often (ties and weak links resolved by shared characters), so "鼻涕" maps to "流涕".
+  The longest surface forms are matched first; a negation word just before a form ("没有", "无",
+  "不", "未", "否认") makes the finding absent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from medrank.pipelines.history.inquiry.kb import Evidence
+from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT
+
+EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
+                         r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
+EN_CLAUSE = re.compile(r"[.;!?\n]+|,|\b(?:and|but|with|also|plus|or)\b", re.IGNORECASE)
+EN_OPENING = re.compile(
+    r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
+    r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
+    re.IGNORECASE)
+EN_SUBJECT = re.compile(r"^(?:i|he|she|my (?:child|son|daughter|baby|kid))\s+(?:have|has|had|feel|feels|felt|am|is|was|"
+                        r"'ve got|got|get|gets|'m|notice|noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
+EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
+ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
+ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
+
+
+def evidence_description(question: str) -> str:
+    """The concept an evidence question asks about, without its interrogative opening."""
+    text = EN_OPENING.sub("", question.strip()).rstrip("?").strip()
+    text = re.sub(r"\s*\([^)]*\)", "", text).strip()  # asides such as "(either felt or measured ...)"
+    return text or question
+
+
+class EnglishDetector:
+    """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
+
+    With ``hpo`` (default), an evidence whose description is the name or a synonym of an HPO term
+    (exact, case and leading article ignored; e.g. "a sore throat" = Pharyngalgia) is also described
+    by that term's name and synonyms, layperson ones included ("Throat pain").
+    """
+
+    def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
+                 hpo: bool = True) -> None:
+        from medrank.encoders import load_encoder
+
+        binary = [n for n, e in evidences.items() if e.kind == "B"]
+        own = {n: evidence_description(evidences[n].question) for n in binary}
+        self.names = list(binary)
+        self.descriptions = [own[n] for n in binary]
+        if hpo:
+            for name, extra in hpo_synonyms(own).items():
+                self.names += [name] * len(extra)
+                self.descriptions += extra
+        self.encoder = encoder if encoder is not None else load_encoder("minilm")
+        self.vectors = self.encoder.encode(self.descriptions, show_progress=False)
+        self.threshold = threshold
+
+    @staticmethod
+    def clauses(text: str) -> list[str]:
+        parts = [c.strip() for c in EN_CLAUSE.split(text) if c and c.strip()]
+        return [p for p in (EN_SUBJECT.sub("", c).strip() for c in parts) if len(p) > 2]
+
+    @staticmethod
+    def concept(clause: str) -> str:
+        """The clause without negation cues and leading verbs, as it is matched against the vocabulary."""
+        text = EN_NEGATION.sub(" ", clause)
+        text = EN_LEADING.sub("", " ".join(text.split()))
+        return text or clause
+
+    def detect(self, text: str) -> list[tuple[str, str]]:
+        parts = self.clauses(text)
+        if not parts:
+            return []
+        sims = self.encoder.encode([self.concept(p) for p in parts], show_progress=False) @ self.vectors.T
+        found: dict[str, str] = {}
+        for clause, row in zip(parts, sims, strict=True):
+            j = int(np.argmax(row))
+            if row[j] < self.threshold:
+                continue
+            value = ABSENT if EN_NEGATION.search(clause) else PRESENT
+            found.setdefault(self.names[j], value)
+        return list(found.items())
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"^(?:a|an|the)\s+", "", " ".join(text.lower().split()))
+
+
+def hpo_synonyms(descriptions: Mapping[str, str]) -> dict[str, list[str]]:
+    """Evidence name -> the names and synonyms of the HPO term its description matches exactly."""
+    from medrank.data.hpo import load_hpo
+
+    index: dict[str, Any] = {}
+    for concept in load_hpo():
+        for label in (concept.name, *concept.synonyms):
+            index.setdefault(_norm(label), concept)
+    out: dict[str, list[str]] = {}
+    for name, description in descriptions.items():
+        concept = index.get(_norm(description))
+        if concept is not None:
+            labels = {concept.name, *concept.synonyms} - {description}
+            out[name] = sorted(t for t in labels if _norm(t) != _norm(description))
+    return out
+
+
+def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
+                        min_share: float = 0.5) -> dict[str, str]:
+    """Surface form -> symptom from (self-report words, explicit symptoms) pairs, plus each symptom's own name."""
+    known = set(symptoms)
+    word_count: Counter[str] = Counter()
+    co: dict[str, Counter[str]] = defaultdict(Counter)
+    for words, explicit in pairs:
+        for w in set(words):
+            word_count[w] += 1
+            for s in set(explicit) & known:
+                co[w][s] += 1
+    forms = {s: s for s in symptoms}
+    for w, n in word_count.items():
+        if w in forms or not co[w]:
+            continue
+
+        def strength(s: str, w: str = w, n: int = n) -> tuple[float, int]:
+            return co[w][s] / n + 0.5 * len(set(w) & set(s)) / len(set(s)), co[w][s]
+
+        best = max(co[w], key=strength)
+        share = co[w][best] / n
+        if share >= min_share or set(w) & set(best):
+            forms[w] = best
+    return forms
+
+
+class ChineseDetector:
+    """Longest-match of learned surface forms with negation words just before them."""
+
+    def __init__(self, symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
+        self.forms = learn_surface_forms(symptoms, pairs)
+        self.ordered = sorted(self.forms, key=lambda f: (-len(f), f))
+
+    def detect(self, text: str) -> list[tuple[str, str]]:
+        found: dict[str, str] = {}
+        for clause in ZH_CLAUSE.split(text):
+            taken = [False] * len(clause)
+            for form in self.ordered:
+                start = clause.find(form)
+                while start >= 0:
+                    end = start + len(form)
+                    if not any(taken[start:end]):
+                        for i in range(start, end):
+                            taken[i] = True
+                        before = clause[max(0, start - 3):start]
+                        value = ABSENT if any(neg in before for neg in ZH_NEGATION) else PRESENT
+                        found.setdefault(self.forms[form], value)
+                    start = clause.find(form, end)
+        return list(found.items())

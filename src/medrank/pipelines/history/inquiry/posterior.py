@@ -1,0 +1,214 @@
+"""Naive-Bayes posterior over conditions from established findings.
+
+Every finding is a variable with a likelihood table per condition:
+
+* binary (``B``): ``yes[c]`` = P(answer "present" | c) and ``no[c]`` = P(answer "absent" | c). In
+  DDXPlus ``no = 1 - yes`` (a binary evidence not in the record is absent); in DXY a symptom may
+  not be in the record at all, so ``yes + no <= 1`` and the rest is "not sure". A "not sure" answer
+  leaves the posterior unchanged (it says nothing about the patient).
+* categorical (``C``): one value per patient, ``probs[c, v]``.
+* multi-choice (``M``): a set of values, each non-default value an independent Bernoulli
+  ``probs[c, v]`` (the default value means "none of them").
+
+The tables are estimated from training patients with additive smoothing, and only where the
+knowledge base links the condition to the finding (its ``support``); elsewhere the finding keeps a
+small floor probability ``floor`` (DDXPlus patients never show an evidence outside their condition's
+lists, but a user may report one). Age (bands) and sex are categorical features of every condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from medrank.pipelines.history.inquiry.kb import Evidence, InquiryInputError, Patient
+
+PRESENT, ABSENT, UNSURE = "present", "absent", "unsure"
+#: lower edges of the age bands (years)
+AGE_BANDS = (0, 1, 5, 15, 30, 45, 60, 75)
+
+
+def age_band(age: int) -> int:
+    return int(np.searchsorted(AGE_BANDS, age, side="right") - 1)
+
+
+@dataclass
+class Variable:
+    """Likelihood table of one finding."""
+
+    name: str
+    kind: str  # "B" | "C" | "M"
+    group: str
+    yes: np.ndarray | None = None  # B: (C,)
+    no: np.ndarray | None = None  # B: (C,)
+    values: tuple[str, ...] = ()  # C / M
+    default: str = ""
+    probs: np.ndarray | None = None  # C: (C, V) rows sum to 1; M: (C, V) Bernoulli per value
+
+    def value_index(self, value: str) -> int:
+        try:
+            return self.values.index(value)
+        except ValueError:
+            raise InquiryInputError(f"finding {self.name}: unknown value {value!r}; "
+                                    f"known values: {', '.join(self.values[:20])}") from None
+
+
+def _safe_log(x: np.ndarray) -> np.ndarray:
+    return np.log(np.clip(x, 1e-12, 1.0))
+
+
+def entropy(p: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Shannon entropy (nats) of distributions along ``axis`` (normalised first)."""
+    p = np.asarray(p, dtype=np.float64)
+    total = p.sum(axis=axis, keepdims=True)
+    q = p / np.maximum(total, 1e-300)
+    return -(np.where(q > 0, q * np.log(np.maximum(q, 1e-300)), 0.0)).sum(axis=axis)
+
+
+class NaiveBayes:
+    """Posterior over ``conditions`` from a mapping finding name -> observed value."""
+
+    def __init__(self, conditions: Sequence[str], log_prior: np.ndarray, variables: Mapping[str, Variable],
+                 demographics: Mapping[str, np.ndarray] | None = None) -> None:
+        self.conditions = list(conditions)
+        self.log_prior = np.asarray(log_prior, dtype=np.float64)
+        self.variables = dict(variables)
+        self.demographics = dict(demographics or {})  # "age" -> (C, bands), "sex" -> (C, 2) [M, F]
+
+    # ------------------------------------------------------------------ likelihoods
+    def log_likelihood(self, name: str, value: Any) -> np.ndarray:
+        """Log P(value | c) for every condition; zeros for "not sure"."""
+        n = len(self.conditions)
+        if value == UNSURE:
+            return np.zeros(n)
+        if name in self.demographics:
+            table = self.demographics[name]
+            if name == "age":
+                return _safe_log(table[:, age_band(int(value))])
+            return _safe_log(table[:, 0 if value == "M" else 1])
+        var = self.variables[name]
+        if var.kind == "B":
+            if value == PRESENT:
+                return _safe_log(var.yes)
+            return _safe_log(var.no)
+        assert var.probs is not None
+        if var.kind == "C":
+            if value == ABSENT:
+                value = var.default
+            if value == PRESENT:  # some non-default value, which one unknown
+                return _safe_log(1.0 - var.probs[:, var.value_index(var.default)])
+            return _safe_log(var.probs[:, var.value_index(value)])
+        chosen = {value} if isinstance(value, str) else set(value)
+        mask = np.array([v != var.default for v in var.values])
+        p = var.probs[:, mask]
+        if chosen == {PRESENT}:
+            return _safe_log(1.0 - np.prod(1.0 - p, axis=1))
+        if chosen <= {ABSENT, var.default}:
+            return _safe_log(1.0 - p).sum(axis=1)
+        picked = np.array([v in chosen for v in np.array(var.values)[mask]])
+        for v in chosen:
+            var.value_index(v)
+        return (_safe_log(p[:, picked]).sum(axis=1) + _safe_log(1.0 - p[:, ~picked]).sum(axis=1))
+
+    def log_posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
+        """Normalised log posterior; ``base`` replaces the log prior (e.g. a prior from the self-report)."""
+        logp = (self.log_prior if base is None else np.asarray(base, dtype=np.float64)).copy()
+        for name, value in observed.items():
+            logp += self.log_likelihood(name, value)
+        return logp - np.logaddexp.reduce(logp)
+
+    def posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
+        return np.exp(self.log_posterior(observed, base))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conditions": self.conditions, "variables": len(self.variables)}
+
+
+# ------------------------------------------------------------------ estimation
+
+
+def _prior(patients: Sequence[Patient], conditions: Sequence[str]) -> np.ndarray:
+    counts = np.array([sum(p.condition == c for p in patients) for c in conditions], dtype=np.float64)
+    return np.log((counts + 1.0) / (counts.sum() + len(conditions)))
+
+
+def fit_ddxplus(patients: Sequence[Patient], evidences: Mapping[str, Evidence], support: Mapping[str, set[str]],
+                smoothing: float = 1.0, floor: float = 1e-3) -> NaiveBayes:
+    """Likelihood tables from DDXPlus training patients, restricted to the KB's condition->evidence links."""
+    conditions = sorted(support)
+    index = {c: i for i, c in enumerate(conditions)}
+    n_c = np.zeros(len(conditions))
+    for p in patients:
+        n_c[index[p.condition]] += 1
+    by_cond: list[list[Patient]] = [[] for _ in conditions]
+    for p in patients:
+        by_cond[index[p.condition]].append(p)
+    supported = np.array([[e in support[c] for e in evidences] for c in conditions])  # (C, E)
+    names = list(evidences)
+    variables: dict[str, Variable] = {}
+    for j, name in enumerate(names):
+        ev = evidences[name]
+        sup = supported[:, j]
+        if ev.kind == "B":
+            counts = np.array([sum(bool(p.record.get(name)) for p in grp) for grp in by_cond], dtype=np.float64)
+            yes = np.where(sup, (counts + smoothing) / (n_c + 2 * smoothing), floor)
+            variables[name] = Variable(name, "B", ev.group, yes=yes, no=1.0 - yes)
+            continue
+        values = ev.values
+        vi = {v: i for i, v in enumerate(values)}
+        counts = np.zeros((len(conditions), len(values)))
+        for ci, grp in enumerate(by_cond):
+            for p in grp:
+                got = p.record.get(name) or (ev.default,)
+                for v in (got[:1] if ev.kind == "C" else got):
+                    if v in vi:
+                        counts[ci, vi[v]] += 1
+        if ev.kind == "C":
+            alpha = smoothing / len(values)
+            probs = (counts + alpha) / (n_c[:, None] + smoothing)
+            off = np.full(len(values), floor / max(len(values) - 1, 1))
+            off[vi[ev.default]] = 1.0 - floor
+            probs = np.where(sup[:, None], probs, off[None, :])
+        else:
+            alpha = smoothing / len(values)
+            probs = (counts + alpha) / (n_c[:, None] + smoothing + alpha)
+            probs = np.where(sup[:, None], probs, floor)
+            probs[:, vi[ev.default]] = 0.0  # the default is "none of them", not a value of its own
+        variables[name] = Variable(name, ev.kind, ev.group, values=values, default=ev.default, probs=probs)
+    bands = np.ones((len(conditions), len(AGE_BANDS)))
+    sexes = np.ones((len(conditions), 2))
+    for p in patients:
+        ci = index[p.condition]
+        if p.age is not None:
+            bands[ci, age_band(p.age)] += 1
+        if p.sex in ("M", "F"):
+            sexes[ci, 0 if p.sex == "M" else 1] += 1
+    demo = {"age": bands / bands.sum(axis=1, keepdims=True), "sex": sexes / sexes.sum(axis=1, keepdims=True)}
+    return NaiveBayes(conditions, _prior(patients, conditions), variables, demo)
+
+
+def fit_dxy(patients: Sequence[Patient], symptoms: Sequence[str], diseases: Sequence[str],
+            smoothing: float = 0.5) -> NaiveBayes:
+    """Per disease and symptom: P(recorded present), P(recorded absent); the rest is "not in the record".
+
+    The support is the training statistics themselves (DXY has no separate KB): a symptom never seen
+    with a disease keeps only the smoothing mass.
+    """
+    conditions = list(diseases)
+    index = {c: i for i, c in enumerate(conditions)}
+    t = np.zeros((len(conditions), len(symptoms)))
+    f = np.zeros_like(t)
+    n_c = np.zeros(len(conditions))
+    si = {s: i for i, s in enumerate(symptoms)}
+    for p in patients:
+        ci = index[p.condition]
+        n_c[ci] += 1
+        for s, v in p.record.items():
+            (t if v else f)[ci, si[s]] += 1
+    denom = n_c[:, None] + 3 * smoothing
+    yes, no = (t + smoothing) / denom, (f + smoothing) / denom
+    variables = {s: Variable(s, "B", s, yes=yes[:, i], no=no[:, i]) for s, i in si.items()}
+    return NaiveBayes(conditions, _prior(patients, conditions), variables)

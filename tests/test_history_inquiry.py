@@ -1,0 +1,234 @@
+"""Inquiry engine: posterior, expected information gain, protocol metrics, input errors (hand-computed),
+and slow checks on the real DDXPlus / DXY data."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from medrank.pipelines.history.inquiry import (
+    Calibration,
+    Finding,
+    InquiryEngine,
+    InquiryInputError,
+    load_engine,
+)
+from medrank.pipelines.history.inquiry.findings import ChineseDetector, EnglishDetector, evidence_description
+from medrank.pipelines.history.inquiry.first_stage import InformationGain
+from medrank.pipelines.history.inquiry.kb import Patient, carve
+from medrank.pipelines.history.inquiry.posterior import NaiveBayes, Variable, entropy
+from medrank.pipelines.history.inquiry.simulate import Episode, episode_metrics, positive_evidences
+
+LN2 = math.log(2)
+
+
+def _toy_model(unsure: bool = False) -> NaiveBayes:
+    """Two equally likely conditions; A separates them, B does not, A2 is a member of A's group,
+    K is categorical and separates them fully, M is multi-choice."""
+    a_yes = np.array([0.9, 0.1])
+    variables = {
+        "A": Variable("A", "B", "A", yes=a_yes, no=1 - a_yes),
+        "B": Variable("B", "B", "B", yes=np.array([0.5, 0.5]), no=np.array([0.5, 0.5])),
+        "A2": Variable("A2", "B", "A", yes=np.array([0.8, 0.2]), no=np.array([0.2, 0.8])),
+        "K": Variable("K", "C", "K", values=("0", "1"), default="0", probs=np.array([[1.0, 0.0], [0.0, 1.0]])),
+        "M": Variable("M", "M", "M", values=("none", "x", "y"), default="none",
+                      probs=np.array([[0.0, 0.5, 0.5], [0.0, 0.5, 0.5]])),
+    }
+    if unsure:
+        variables["U"] = Variable("U", "B", "U", yes=np.array([0.6, 0.0]), no=np.array([0.0, 0.6]))
+    return NaiveBayes(["c0", "c1"], np.log([0.5, 0.5]), variables)
+
+
+def _toy_engine(language: str = "en", **cal) -> InquiryEngine:
+    model = _toy_model(unsure=language == "zh")
+    labels = {n: f"Do you have {n}?" for n in model.variables}
+    return InquiryEngine(language, model, labels, {"c0": "Zero", "c1": "One"},
+                         Calibration(**{"threshold": 0.85, "budget": 3, "cutoff": 0.05, **cal}))
+
+
+def test_posterior_hand_computed():
+    m = _toy_model()
+    assert np.allclose(m.posterior({}), [0.5, 0.5])
+    assert np.allclose(m.posterior({"A": "present"}), [0.9, 0.1])
+    assert np.allclose(m.posterior({"A": "absent"}), [0.1, 0.9])
+    # two independent answers multiply: 0.9*0.8 vs 0.1*0.2
+    assert np.allclose(m.posterior({"A": "present", "A2": "present"}), [0.72 / 0.74, 0.02 / 0.74])
+    assert np.allclose(m.posterior({"A": "unsure"}), [0.5, 0.5])  # "not sure" says nothing
+    assert np.allclose(m.posterior({"K": "1"}), [0.0, 1.0], atol=1e-9)
+    # a multi-choice answer {x}: 0.5 * (1 - 0.5) under both -> unchanged
+    assert np.allclose(m.posterior({"M": ("x",)}), [0.5, 0.5])
+
+
+def test_entropy_and_information_gain_hand_computed():
+    assert entropy(np.array([0.5, 0.5])) == pytest.approx(LN2)
+    gain = InformationGain(_toy_model(unsure=True))
+    scores = gain.scores(np.array([0.5, 0.5]), {})
+    h_after = -(0.9 * math.log(0.9) + 0.1 * math.log(0.1))
+    assert scores["A"] == pytest.approx(LN2 - h_after)  # P(yes) = 0.5, both branches 0.9/0.1
+    assert scores["B"] == pytest.approx(0.0)
+    assert scores["K"] == pytest.approx(LN2)  # a categorical answer that settles the question
+    assert scores["M"] == pytest.approx(0.0)
+    # yes / no each settle it, "not sure" (P = 0.4) leaves the prior: gain 0.6 ln 2
+    assert scores["U"] == pytest.approx(0.6 * LN2)
+    assert "A2" not in scores  # a group member waits for its main finding
+    assert "A2" in gain.scores(np.array([0.9, 0.1]), {"A": "present"})
+    assert "A2" not in gain.scores(np.array([0.1, 0.9]), {"A": "absent"})
+    assert [n for n, _ in gain.rank(np.array([0.5, 0.5]), {}, 2)] == ["K", "U"]
+
+
+def test_next_questions_never_repeat_and_follow_groups():
+    eng = _toy_engine()
+    q = eng.next_questions(["I came in because of A."], [Finding("A", "present")], k=10)
+    names = [p.finding for p in q]
+    assert "A" not in names and len(names) == len(set(names))
+    assert "A2" in names and all(p.stage == "kb" for p in q)
+    q2 = eng.next_questions(["hello"], [Finding("A", "present"), Finding("K", "unsure")], k=10)
+    assert "K" not in [p.finding for p in q2]
+
+
+def test_differential_stop_and_support():
+    eng = _toy_engine()
+    diff = eng.differential([Finding("A", "present")], k=2)
+    assert [d.name for d in diff] == ["c0", "c1"]
+    assert diff[0].probability == pytest.approx(0.9)
+    assert diff[0].supporting == ("A",) and diff[1].supporting == ()
+    assert eng.should_stop([Finding("A", "present")], 1)  # 0.9 >= 0.85
+    assert not eng.should_stop([Finding("B", "present")], 1)
+    assert eng.should_stop([Finding("B", "present")], 3)  # budget
+    assert eng.differential_set([Finding("A", "present")]) == ["c0", "c1"]  # 0.1 >= cut-off 0.05
+
+
+@pytest.mark.parametrize(
+    "dialogue, findings, match",
+    [
+        (["hi"], [Finding("Z", "present")], "unknown finding"),
+        (["hi"], [Finding("A", "present"), Finding("A", "absent")], "contradictory"),
+        (["hi"], [Finding("K", "0"), Finding("K", "1")], "contradictory"),
+        (["hi"], [Finding("M", "x"), Finding("M", "none")], "contradictory"),
+        (["hi"], [Finding("A", "maybe")], "not understood"),
+        (["hi"], [Finding("K", "7")], "not understood"),
+        (["", "  "], [], "empty"),
+        ([], [], "empty"),
+        (["turn"] * 10_000, [], "too long"),
+        ("just a string", [], "list of turns"),
+        (["hi"], [Finding("age", "300")], "unknown finding"),  # the toy engine has no demographics
+    ],
+)
+def test_input_errors(dialogue, findings, match):
+    with pytest.raises(InquiryInputError, match=match):
+        _toy_engine().next_questions(dialogue, findings)
+
+
+def test_input_errors_k_and_turns():
+    eng = _toy_engine()
+    with pytest.raises(InquiryInputError, match="k must be"):
+        eng.next_questions(["hi"], [], k=0)
+    with pytest.raises(InquiryInputError, match="k must be"):
+        eng.differential([], k=1000)
+    with pytest.raises(InquiryInputError, match="turns"):
+        eng.should_stop([], -1)
+    with pytest.raises(ValueError):  # InquiryInputError is a ValueError
+        eng.finding_label("nope")
+
+
+def test_metrics_dxy_recall_accuracy_turns():
+    eng = _toy_engine("zh", threshold=2.0, budget=10)
+    p1 = Patient("1", "c0", ("A",), {"A": True, "B": False, "K": True})  # implicit: B, K
+    p2 = Patient("2", "c1", ("B",), {"B": True, "U": True})  # implicit: U
+    e1 = Episode(p1, ["B", "U"], np.log(np.array([[0.5, 0.5], [0.6, 0.4], [0.7, 0.3]])))
+    e2 = Episode(p2, ["A", "U"], np.log(np.array([[0.5, 0.5], [0.6, 0.4], [0.2, 0.8]])))
+    m = episode_metrics(eng, [e1, e2], threshold=2.0, budget=2)
+    assert m["symptom_recall"] == pytest.approx(2 / 3, abs=1e-4)  # B of {B, K}; U of {U}
+    assert m["accuracy"] == 1.0 and m["turns"] == 2
+    m1 = episode_metrics(eng, [e1, e2], threshold=2.0, budget=1)
+    assert m1["symptom_recall"] == pytest.approx(1 / 3, abs=1e-4) and m1["accuracy"] == 0.5
+    stopped = episode_metrics(eng, [e1, e2], threshold=0.6, budget=2)  # both reach 0.6 after 1 question
+    assert stopped["turns"] == 1
+
+
+def test_metrics_ddxplus_per_and_ddf1():
+    eng = _toy_engine("en", threshold=2.0, cutoff=0.05)
+    patient = Patient("p", "c0", ("A",), {"A": True, "B": True, "M": ("x",), "K": ("0",)}, differential=("c0", "c1"))
+    assert positive_evidences(eng, patient) == {"B", "M"}  # A is given; K holds only its default
+    both = Episode(patient, ["B", "K"], np.log(np.array([[0.5, 0.5], [0.6, 0.4], [0.7, 0.3]])))
+    m = episode_metrics(eng, [both], threshold=2.0, budget=2)
+    assert m["PER"] == pytest.approx(50.0) and m["GTPA@1"] == 100.0 and m["IL"] == 2
+    assert m["DDR"] == m["DDP"] == m["DDF1"] == pytest.approx(100.0)
+    one = Episode(patient, ["B", "K"], np.log(np.array([[0.5, 0.5], [0.6, 0.4], [0.99, 0.01]])))
+    m = episode_metrics(eng, [one], threshold=2.0, budget=2)
+    assert m["DDR"] == pytest.approx(50.0) and m["DDP"] == pytest.approx(100.0)
+    assert m["DDF1"] == pytest.approx(100 * 2 * 0.5 / 1.5, abs=0.01)
+
+
+def test_carve_is_fixed_and_disjoint():
+    tr, va = carve(10)
+    assert len(va) == 2 and not set(tr) & set(va) and sorted(tr + va) == list(range(10))
+    assert carve(10) == (tr, va)
+
+
+def test_chinese_detector_learns_surface_forms_and_negation():
+    pairs = [(["鼻涕", "咳嗽"], ["流涕", "咳嗽"]), (["鼻涕"], ["流涕"]), (["拉肚子"], ["稀便"])]
+    det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs)
+    assert det.forms["鼻涕"] == "流涕" and det.forms["拉肚子"] == "稀便"
+    assert dict(det.detect("孩子没有鼻涕，咳嗽两天，有点拉肚子")) == {"流涕": "absent", "咳嗽": "present", "稀便": "present"}
+    assert det.detect("今天很好") == []
+
+
+def test_english_helpers():
+    assert evidence_description("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
+    assert evidence_description("Have you traveled out of the country in the last 4 weeks?").startswith("traveled")
+    assert EnglishDetector.clauses("I have a headache and fever since yesterday") == ["a headache", "fever since yesterday"]
+    assert EnglishDetector.concept("no cough") == "cough"
+
+
+# ------------------------------------------------------------------ real data
+
+
+@pytest.mark.slow
+def test_real_engines_protocol_and_detection(tmp_path: Path):
+    from medrank.pipelines.history.inquiry.build import load_corpus
+    from medrank.pipelines.history.inquiry.evaluation import evaluate_inquiry
+    from medrank.pipelines.history.inquiry.simulate import run_episode
+
+    en = load_engine("en")
+    assert len(en.model.conditions) == 49 and len(en.model.variables) == 223
+    assert en.finding_label("E_91").startswith("Do you have a fever")
+    found = {f.name: f.value for f in en.detect_findings("I have a fever but no cough")}
+    assert found.get("E_91") == "present" and found.get("E_201") == "absent"
+    corpus = load_corpus("en")
+    ep = run_episode(en, corpus.valid[0], 30)
+    assert len(ep.asked) == len(set(ep.asked)) and corpus.valid[0].initial[0] not in ep.asked
+    zh = load_engine("zh")
+    assert {f.name: f.value for f in zh.detect_findings("孩子发烧两天，没有咳嗽")} == {"发烧": "present", "咳嗽": "absent"}
+    report = evaluate_inquiry("en", max_patients=60)
+    assert report["systems"]["kb@30"]["GTPA@1"] > 80 and report["systems"]["kb@30"]["PER"] > 50
+    # a DXY split in the visible layout with another <split>@ prefix
+    src = Path("../shared/data/dxy-dialog")
+    line = (src / "dxy_dialog_data_dialog_v2.txt").read_text(encoding="utf-8")
+    (tmp_path / "dxy_dialog_data_dialog_v2.txt").write_text("test@" + line.partition("@")[2], encoding="utf-8")
+    goals = json.loads((src / "train_goal_dict_dxy.txt").read_text(encoding="utf-8"))
+    (tmp_path / "test_goal_dict_dxy.txt").write_text(json.dumps(goals, ensure_ascii=False), encoding="utf-8")
+    for f in ("symptoms_dxy.txt", "diseases_dxy.txt"):
+        shutil.copy(src / f, tmp_path / f)
+    zh_report = evaluate_inquiry("zh", test=tmp_path, max_patients=40)
+    assert set(zh_report["systems"]) == {"kb@5", "kb@10", "engine@5", "engine@10"}
+    assert 0 < zh_report["systems"]["kb@10"]["symptom_recall"] <= 1
+
+
+def test_sequence_samples_positives_are_open_findings_the_patient_has():
+    from medrank.pipelines.history.inquiry.sequences import episode_samples
+
+    eng = _toy_engine("en")
+    patient = Patient("p", "c0", ("A",), {"A": True, "A2": True, "K": ("1",)}, differential=("c0",))
+    samples = episode_samples(eng, patient, budget=4, k=3)
+    assert samples and samples[0].context[0].speaker == "patient"
+    asked_before: set[str] = set()
+    for s in samples:
+        assert set(s.positives) <= {"A2", "K"} and set(s.positives) <= set(s.candidates)
+        assert not set(s.candidates) & ({"A"} | asked_before)
+        asked_before.add(s.candidates[0])
