@@ -796,7 +796,7 @@ def test_build_plan_puts_the_small_steps_first(tmp_path):
 
     settings = ServiceSettings(api_token=None, state_dir=tmp_path, models_dir=tmp_path)
     assert plan(settings, ("symptoms", "normalize", "passages", "next-questions", "similar-questions")) == [
-        "symptoms:icd10cm", "similar-questions", "next-questions", "normalize", "symptoms:hpo", "symptoms:chip-cdn",
+        "symptoms:icd10cm", "similar-questions", "next-questions", "differential", "normalize", "symptoms:hpo", "symptoms:chip-cdn",
         "passages"]
     with pytest.raises(ValueError, match="unknown pipelines"):
         plan(settings, ("nope",))
@@ -812,11 +812,9 @@ def test_progress_encoder_reports_and_encodes_the_same(tiny_encoder):
     assert seen == [(0, 5), (2, 5), (4, 5), (5, 5)] and enc.fingerprint() == tiny_encoder.fingerprint()
 
 
-def test_set_detector_and_inquiry_engine_adapters(services):
-    """The adapters the lead wires SetDetector / InquiryEngine into, over stand-ins with their interfaces."""
+def test_set_detector_adapter(services):
+    """The adapter the lead wires SetDetector into, over a stand-in with its interface."""
     from types import SimpleNamespace
-
-    from medrank.service.adapters import DifferentialService
 
     class Sets:  # SetDetector.detect(text) -> SymptomSet(terms, alternatives)
         def detect(self, text):
@@ -831,25 +829,5 @@ def test_set_detector_and_inquiry_engine_adapters(services):
     with pytest.raises(ValueError, match="detect"):
         SymptomService(services.symptoms.kbs, set_detectors={"tiny-en": object()})
 
-    seen = []
-
-    class Engine:  # InquiryEngine.differential(findings, k) -> [RankedCondition]
-        name = "ddxplus-kb"
-
-        def finding_names(self):
-            return ["E_91", "E_53"]
-
-        def differential(self, findings, k=10):
-            seen.append((findings, k))
-            return [SimpleNamespace(name="URTI", probability=0.6, supporting=("E_91",))]
-
-    finding = dataclasses.make_dataclass("Finding", ["name", "value"])
-    c = _client(services)
-    assert c.post("/differential", json={"findings": [{"name": "E_91"}], "language": "en"}).status_code == 503
-    services.differential = DifferentialService({"en": Engine()}, finding)
-    r = _client(services).post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_53", "value": "absent"}],
-                                                      "language": "en", "k": 3})
-    assert r.status_code == 200 and r.json()["results"] == [{"name": "URTI", "probability": 0.6, "supporting": ["E_91"]}]
-    assert seen[0][0] == [finding("E_91", "present"), finding("E_53", "absent")] and seen[0][1] == 3
-    assert _client(services).post("/differential", json={"findings": [{"name": "x"}], "language": "zh"}).status_code == 404
-    assert _client(services).post("/differential", json={"findings": [], "language": "en"}).status_code == 422
+    # the inquiry engine's adapters are exercised over small real engines in test_service_inquiry.py
+    assert _client(services).post("/differential", json={"findings": [{"name": "E_91"}], "language": "en"}).status_code == 503

@@ -393,58 +393,192 @@ class BM25PassageService:
         return self._info
 
 
-# -- /next-questions ----------------------------------------------------------------------------------
-class NextQuestionService:
-    """``/next-questions``: the history pipeline's :class:`~medrank.pipelines.history.question_bank.NextQuestionRanker`
-    with the language decided here (auto-detected on the ranker's query unless the request names one)."""
-
-    def __init__(self, ranker: NextQuestionRanker) -> None:
-        self.ranker = ranker
-
-    def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] = (), candidates: Sequence[str] | None = None,
-             language: str = "auto", k: int = 5) -> dict[str, Any]:
-        lang = resolve_language(self.ranker.query(dialogue, symptoms), language)
-        try:
-            return self.ranker.rank(dialogue, symptoms, candidates, lang, k)
-        except NoQuestionBankError as exc:
-            raise UnavailableError(str(exc)) from None
-
-    def info(self) -> PipelineInfo:
-        r = self.ranker
-        return PipelineInfo(r.model, "re-ranked" if r.reranker is not None else "first-stage", r.trained,
-                            {lang: {"questions": len(b.ids), "retrieval": b.retrieval, "source": b.source,
-                                    "rephrasings_dropped_at_cosine": r.distinct.get(lang)}
-                             for lang, b in r.banks.items()})
+# -- /next-questions and /differential ---------------------------------------------------------------
+#: what a finding's ``source`` in a request becomes in the engine (an answer names the question it answers)
+ANSWER_SOURCES = ("self-report", "answer", "doctor")
+#: the one-line statement every differential carries
+NOT_A_DIAGNOSIS = ("This is not a diagnosis: it is how likely each condition is given the answers so far, from "
+                   "statistics of public case collections. Only a clinician who examines you can diagnose you.")
 
 
-# -- /differential ------------------------------------------------------------------------------------
-class DifferentialService:
-    """``/differential``: findings → ranked conditions, one history inquiry engine per language
-    (``medrank.pipelines.history.inquiry.InquiryEngine``: ``differential(findings, k)`` → ``RankedCondition``s)."""
+def engine_model(engine: Any) -> str:
+    """What an inquiry engine is, for the ``model`` of a response."""
+    fitted = f"{engine.name} (naive Bayes over the {'DDXPlus' if engine.language == 'en' else 'DXY'} training carve-out"
+    if engine.reranker is None:
+        return f"{fitted}, knowledge-base first stage; zero-shot: no re-ranker)"
+    return f"{fitted}, re-ranked by a trained history re-ranker)"
 
-    def __init__(self, engines: dict[str, Any], finding_type: Any) -> None:
+
+class Inquiry:
+    """The history inquiry engines (``medrank.pipelines.history.inference.InquiryEngine``, one per language)
+    and how a request becomes their findings.
+
+    A request's findings are what the patient answered (name + ``present`` / ``absent`` / ``unsure``, or a value
+    code of a categorical finding); the patient's own words in the dialogue (and the symptoms ticked on the page)
+    add the findings the engine's detector reads out of them, unless an answer already settles that finding.
+    """
+
+    def __init__(self, engines: dict[str, Any]) -> None:
+        from medrank.pipelines.history.inference import Finding
+
         if not engines:
             raise ValueError("no inquiry engine")
         for lang, engine in engines.items():
-            if not callable(getattr(engine, "differential", None)):
-                raise ValueError(f"engines[{lang!r}] must have differential(findings, k)")
-        self.engines = engines
-        #: the engine's Finding dataclass (name, value, source): requests are turned into it
-        self.finding_type = finding_type
+            for method in ("next_questions", "differential", "detect_findings", "should_stop", "finding_label"):
+                if not callable(getattr(engine, method, None)):
+                    raise ValueError(f"engines[{lang!r}] must have {method}()")
+        self.engines = dict(engines)
+        self.finding = Finding
 
-    def rank(self, findings: Sequence[dict[str, str]], language: str, k: int = 10) -> dict[str, Any]:
+    def engine(self, language: str) -> Any:
         engine = self.engines.get(language)
         if engine is None:
             raise UnavailableError(f"no inquiry engine for language {language!r}; served: {sorted(self.engines)}")
-        ranked = engine.differential([self.finding_type(f["name"], f["value"]) for f in findings], k=k)
-        return {"model": engine.name, "trained": "reranker" in engine.name, "language": language,
-                "results": [{"name": c.name, "probability": round(float(c.probability), 6),
-                             "supporting": list(c.supporting)} for c in ranked]}
+        return engine
+
+    def established(self, engine: Any, dialogue: Sequence[dict[str, str]], findings: Sequence[dict[str, str]],
+                    symptoms: Sequence[str] = ()) -> list[Any]:
+        """The answered findings, then those detected in the patient's words that no answer settles."""
+        from medrank.pipelines.history.inference import InquiryInputError
+
+        known = set(engine.finding_names())
+        given = []
+        for f in findings:
+            if f["name"] not in known:
+                examples = ", ".join(list(known)[:3])
+                raise InquiryInputError(f"unknown finding {f['name']!r} for the {engine.name} engine (its findings are "
+                                        f"named like {examples}; /next-questions returns the ones it asks about)")
+            source = f.get("source") or "answer"
+            given.append(self.finding(f["name"], f["value"], f"question:{f['name']}" if source == "answer" else source))
+        settled = {f.name for f in given}
+        # a patient turn that answers the question about an answered finding is that finding ("yes", "not sure"):
+        # it is not read again as free text
+        answered = {engine.finding_label(f.name) for f in given if f.name in known}
+        patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient"
+                   and not (i and dialogue[i - 1]["speaker"] == "doctor" and dialogue[i - 1]["text"] in answered)]
+        first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)
+        opening = [dialogue[first]["text"]] if first is not None and dialogue[first]["text"] in patient[:1] else []
+        # the first patient turn (and the symptoms ticked from it) is the self-report; later turns are answers
+        texts = [(t, "self-report") for t in [*opening, *symptoms]] + [(t, "patient") for t in patient[len(opening):]]
+        detected: list[Any] = []
+        for text, source in texts:
+            for f in engine.detect_findings(text):
+                if f.name not in settled:
+                    settled.add(f.name)
+                    detected.append(self.finding(f.name, f.value, source))
+        return given + detected
+
+    @staticmethod
+    def turns(dialogue: Sequence[dict[str, str]]) -> list[str]:
+        return [t["text"] for t in dialogue]
+
+    def describe(self, engine: Any, finding: Any) -> dict[str, Any]:
+        return {"name": finding.name, "label": engine.finding_description(finding.name), "value": finding.value,
+                "value_label": engine.value_label(finding.name, finding.value), "source": finding.source}
+
+    def question(self, engine: Any, q: Any) -> dict[str, Any]:
+        return {"id": q.finding, "finding": q.finding, "label": engine.finding_description(q.finding), "text": q.text,
+                "score": round(float(q.score), 6), "options": [{"value": v, "label": label}
+                                                               for v, label in engine.finding_options(q.finding)]}
+
+    def info(self) -> dict[str, Any]:
+        return {lang: {"engine": e.name, "findings": len(e.finding_names()), "conditions": len(e.model.conditions),
+                       "first_stage": "expected information gain over a naive-Bayes posterior",
+                       "reranker": e.reranker is not None}
+                for lang, e in self.engines.items()}
+
+
+class NextQuestionService:
+    """``/next-questions``: the inquiry engine of the language (questions about findings not yet established,
+    ranked by how well they tell the plausible conditions apart), or the history pipeline's question bank
+    (:class:`~medrank.pipelines.history.question_bank.NextQuestionRanker`) where no engine serves the complaint:
+    a language without one (yet), given candidate questions, or a complaint in which no finding of the engine is
+    found. ``inquiry`` may be set after construction (the engines build in the background)."""
+
+    def __init__(self, ranker: NextQuestionRanker, inquiry: Inquiry | None = None) -> None:
+        self.ranker = ranker
+        self.inquiry = inquiry
+
+    def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] = (), candidates: Sequence[str] | None = None,
+             language: str = "auto", k: int = 5, findings: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+        # the conversation's language is its complaint's: short answers ("ok", "38.5") say little about it
+        opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
+        lang = resolve_language(opening if opening is not None else self.ranker.query(dialogue, symptoms), language)
+        inquiry = self.inquiry
+        engine = inquiry.engines.get(lang) if inquiry is not None and candidates is None else None
+        if engine is not None:
+            established = inquiry.established(engine, dialogue, findings, symptoms)
+            if established:
+                return self._engine_answer(inquiry, engine, dialogue, established, lang, k)
+        elif findings and candidates is None:
+            raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"
+                                   f" now, not {lang!r}" + ("" if inquiry else " (it is still being built)"))
+        try:
+            out = self.ranker.rank(dialogue, symptoms, candidates, lang, k)
+        except NoQuestionBankError as exc:
+            raise UnavailableError(str(exc)) from None
+        return {**out, "engine": "question-bank", "findings": [], "should_stop": None,
+                "results": [{**r, "finding": None, "label": None, "options": []} for r in out["results"]]}
+
+    @staticmethod
+    def _engine_answer(inquiry: Inquiry, engine: Any, dialogue: Sequence[dict[str, str]], established: list[Any],
+                       lang: str, k: int) -> dict[str, Any]:
+        turns = inquiry.turns(dialogue)
+        questions = engine.next_questions(turns, established, k=k)
+        answered = max(sum(t["speaker"] == "doctor" for t in dialogue),
+                       sum(f.source.startswith("question:") for f in established))
+        return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": lang, "engine": engine.name,
+                "retrieval": f"{engine.name}: questions about findings not yet established, ranked by expected "
+                             "information gain over the conditions still plausible",
+                "results": [inquiry.question(engine, q) for q in questions],
+                "findings": [inquiry.describe(engine, f) for f in established],
+                "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}
 
     def info(self) -> PipelineInfo:
-        return PipelineInfo("; ".join(f"{lang}: {e.name}" for lang, e in self.engines.items()), "inquiry engine",
-                            any("reranker" in e.name for e in self.engines.values()),
-                            {lang: {"findings": len(e.finding_names())} for lang, e in self.engines.items()})
+        r = self.ranker
+        details: dict[str, Any] = {lang: {"questions": len(b.ids), "retrieval": b.retrieval, "source": b.source,
+                                          "rephrasings_dropped_at_cosine": r.distinct.get(lang)}
+                                   for lang, b in r.banks.items()}
+        inquiry = self.inquiry
+        details["inquiry_engines"] = inquiry.info() if inquiry is not None else "still building (the question bank answers)"
+        model = r.model if inquiry is None else \
+            "; ".join(f"{lang}: {e.name}" for lang, e in inquiry.engines.items()) + f"; fallback: question bank ({r.model})"
+        return PipelineInfo(model, "re-ranked" if r.reranker is not None else "first-stage", r.trained, details)
+
+
+class DifferentialService:
+    """``/differential``: findings (answered, and detected in the patient's words) → ranked conditions with their
+    probabilities, the findings that raise each, and whether the inquiry may stop."""
+
+    def __init__(self, inquiry: Inquiry) -> None:
+        self.inquiry = inquiry
+
+    def rank(self, findings: Sequence[dict[str, str]], language: str, k: int = 10,
+             dialogue: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+        from medrank.pipelines.history.inference import InquiryInputError
+
+        inquiry = self.inquiry
+        engine = inquiry.engine(language)
+        established = inquiry.established(engine, dialogue, findings)
+        if not established:
+            raise InquiryInputError("no finding to rank conditions by: send at least one finding, or a dialogue in "
+                                    "which the patient describes a symptom")
+        turns = inquiry.turns(dialogue) or None
+        ranked = engine.differential(established, k=k, dialogue=turns)
+        answered = sum(f.source.startswith("question:") for f in established)
+        return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": language,
+                "engine": engine.name, "note": NOT_A_DIAGNOSIS,
+                "results": [{"name": c.name, "label": engine.condition_label(c.name),
+                             "probability": round(float(c.probability), 6), "supporting": list(c.supporting),
+                             "supporting_labels": [engine.finding_description(n) for n in c.supporting]}
+                            for c in ranked],
+                "findings": [inquiry.describe(engine, f) for f in established],
+                "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}
+
+    def info(self) -> PipelineInfo:
+        engines = self.inquiry.engines
+        return PipelineInfo("; ".join(f"{lang}: {e.name}" for lang, e in engines.items()), "inquiry engine",
+                            any(e.reranker is not None for e in engines.values()), self.inquiry.info())
 
 
 # -- /similar-questions -------------------------------------------------------------------------------

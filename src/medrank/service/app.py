@@ -106,7 +106,7 @@ def error_body(message: str, kind: str, loc: list[Any] | None = None, errors: li
 
 #: the one message for a body that could not be read as JSON at all (invalid UTF-8, nesting too deep …)
 UNREADABLE_BODY = "the request body is not readable JSON (it must be UTF-8 JSON of reasonable nesting depth)"
-_ERROR_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
+_ERROR_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 422: "invalid_input", 413: "body_too_large",
                 503: "unavailable", 504: "timeout"}
 
 
@@ -349,13 +349,15 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
     @app.post("/next-questions", response_model=S.NextQuestionsResponse, dependencies=auth, responses=responses,
               tags=["patient"])
     async def next_questions(req: S.NextQuestionsRequest) -> Any:
-        """Dialogue so far (+ confirmed symptoms, optional candidate questions) → next history-taking questions."""
+        """Dialogue so far + established findings → the next questions, each about a finding not yet established
+        (the inquiry engine of the language; the question bank where no finding of its knowledge base is found)."""
         svc = need(services.next_questions, "next-questions")
         texts = [t.text for t in req.dialogue] + list(req.candidates or [])
         check_limits(texts, {"dialogue": len(req.dialogue), "symptoms": len(req.symptoms),
                              "candidates": len(req.candidates or [])}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
-        return await call(svc.rank, dialogue, list(req.symptoms), req.candidates, req.language, req.k)
+        return await call(svc.rank, dialogue, list(req.symptoms), req.candidates, req.language, req.k,
+                          findings=_findings(req.findings))
 
     @app.post("/similar-questions", response_model=S.SimilarResponse, dependencies=auth, responses=responses,
               tags=["patient"])
@@ -368,10 +370,12 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
     @app.post("/differential", response_model=S.DifferentialResponse, dependencies=auth, responses=responses,
               tags=["patient"])
     async def differential(req: S.DifferentialRequest) -> Any:
-        """Findings so far → ranked conditions (the history inquiry engine of the language)."""
+        """Findings so far (and the dialogue) → ranked conditions with probabilities, the findings that support each,
+        and whether the inquiry can stop. Not a diagnosis."""
         svc = need(services.differential, "differential")
-        check_limits([f.name for f in req.findings], {"findings": len(req.findings)}, req.k)
-        return await call(svc.rank, [{"name": f.name, "value": f.value} for f in req.findings], req.language, req.k)
+        check_limits([f.name for f in req.findings] + [t.text for t in req.dialogue], {"dialogue": len(req.dialogue)}, req.k)
+        dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
+        return await call(svc.rank, _findings(req.findings), req.language, req.k, dialogue=dialogue)
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:
@@ -415,6 +419,10 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(AccessLogMiddleware, log_text=settings.log_request_text, routes=app.router.routes)
     return app
+
+
+def _findings(findings: list[S.Finding]) -> list[dict[str, str]]:
+    return [{"name": f.name, "value": f.value, "source": f.source} for f in findings]
 
 
 def _version() -> str:

@@ -41,6 +41,8 @@ from medrank.records import Concept
 from medrank.service.adapters import (
     BM25PassageService,
     CDVPassageService,
+    DifferentialService,
+    Inquiry,
     NextQuestionService,
     NormalizeService,
     Services,
@@ -64,7 +66,7 @@ from medrank.service.settings import ServiceSettings
 from medrank.utils.io import atomic_dir
 
 log = logging.getLogger(__name__)
-PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions")
+PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions", "differential")
 BUILD_VERSION = 1
 CALIBRATION_SEED = 0
 
@@ -430,6 +432,24 @@ class Builder:
                     True, reranker=reranker, distinct=distinct))
         return NextQuestionService(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
 
+    def inquiry(self) -> Inquiry:
+        """The inquiry engines (English: DDXPlus, Chinese: DXY), fitted on the training carve-out of the visible
+        data; the first start also tunes their stopping rule (kept as JSON in the cache), later starts reload it.
+        Each engine's finding detector is loaded here, not inside the first request."""
+        from medrank.pipelines.history.inference import load_engine
+
+        engines = {}
+        languages = ("en", "zh")
+        for i, lang in enumerate(languages):
+            self.progress("engines")(i, len(languages))
+            run = self.settings.model_path(f"inquiry-{lang}")
+            engine = self._timed(f"inquiry engine {lang} loaded",
+                                 lambda lang=lang, run=run: load_engine(lang, self.settings.data_root, model=run))
+            self._timed(f"inquiry engine {lang}: finding detector loaded", lambda engine=engine: engine.detect_findings("fever"))
+            engines[lang] = engine
+        self.progress("engines")(len(languages), len(languages))
+        return Inquiry(engines)
+
     def _question_bank(self, lang: str, source: str, loader: Callable[[Any], list[str]]) -> QuestionBank:
         from medrank.index import BM25Index, DenseIndex, HybridIndex, load_index
 
@@ -523,7 +543,7 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
 KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
 #: indexes: BM25 only), so the service answers within a minute and the large encodes follow
-STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "normalize", "symptoms:hpo",
+STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "differential", "normalize", "symptoms:hpo",
               "symptoms:chip-cdn", "passages")
 
 
@@ -534,6 +554,8 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
         raise ValueError(f"unknown pipelines {sorted(unknown)}; known: {PIPELINE_NAMES}")
     steps = [f"symptoms:{kb}" for kb in settings.kbs if kb != "procedures"] if "symptoms" in pipelines else []
     steps += [p for p in pipelines if p != "symptoms"]
+    if "next-questions" in steps and "differential" not in steps:  # the next questions come from the inquiry engines
+        steps.append("differential")
     if "normalize" in steps and "procedures" not in settings.kbs and settings.model_path("normalize") is None:
         steps.remove("normalize")
     rank = {name: i for i, name in enumerate(STEP_ORDER)}
@@ -552,8 +574,19 @@ def run_step(b: Builder, services: Services, name: str) -> None:
         else:
             services.symptoms.add(kb_name, kb)
         return
-    attr = {"normalize": "normalize", "passages": "passages", "next-questions": "next_questions",
-            "similar-questions": "similar"}[name]
+    if name == "differential":
+        inquiry = b.inquiry()
+        services.differential = DifferentialService(inquiry)
+        if services.next_questions is not None:
+            services.next_questions.inquiry = inquiry
+        return
+    if name == "next-questions":
+        svc = b.next_questions()
+        if services.differential is not None:
+            svc.inquiry = services.differential.inquiry
+        services.next_questions = svc
+        return
+    attr = {"normalize": "normalize", "passages": "passages", "similar-questions": "similar"}[name]
     setattr(services, attr, getattr(b, attr)())
 
 

@@ -14,6 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 MAX_TEXT_CHARS = 2000
 MAX_LIST_ITEMS = 50
 MAX_K = 50
+#: findings of one inquiry (answers and detected ones)
+MAX_FINDINGS = 200
 
 
 def _encodable(text: str) -> str:
@@ -145,25 +147,64 @@ class Turn(_Request):
     text: Text
 
 
+class Finding(_Request):
+    name: ShortText = Field(description="A finding (evidence / symptom) name of the engine's knowledge base, as "
+                                        "/next-questions returns it (e.g. 'E_91' in English, '发烧' in Chinese).")
+    value: Literal["present", "absent", "unsure"] | ShortText = Field(
+        "present", description="present / absent / unsure, or a value code of a categorical finding (its options).")
+    source: Literal["self-report", "answer", "doctor"] = Field(
+        "answer", description="Where it comes from: the patient's answer to the question about it (default), the "
+                              "self-report, or the doctor.")
+
+
 class NextQuestionsRequest(_Request):
     dialogue: list[Turn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
+    findings: list[Finding] = Field([], max_length=MAX_FINDINGS, description="Findings established so far (answers to "
+                                    "earlier questions); findings in the patient's own words are detected as well.")
     symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed.")
     candidates: list[Text] | None = Field(None, min_length=1, max_length=MAX_LIST_ITEMS,
-                                          description="Questions to rank; default: the service's question bank.")
+                                          description="Questions to rank (the question bank ranks them); default: the "
+                                                      "inquiry engine's questions.")
     language: Language = "auto"
     k: K = 5
+
+
+class Option(BaseModel):
+    value: str = Field(description="The value code to send back as the finding's value.")
+    label: str
 
 
 class QuestionResult(BaseModel):
     id: str
     text: str
     score: float
+    finding: str | None = Field(None, description="The finding the question asks about (inquiry engine); null for "
+                                                  "a question-bank question.")
+    label: str | None = Field(None, description="What that finding is, in a few words.")
+    options: list[Option] = Field([], description="The answers of a categorical / multi-choice finding (yes / no / "
+                                                  "not sure fit every question).")
+
+
+class FindingState(BaseModel):
+    name: str
+    label: str
+    value: str
+    value_label: str = Field(description="yes / no / not sure, or the meaning of a value code.")
+    source: str = Field(description="'self-report' (detected in the first statement), 'patient' (detected in a later "
+                                    "turn), 'question:<finding>' (an answer) or 'doctor'.")
 
 
 class NextQuestionsResponse(_Response):
     language: str
+    engine: str = Field(description="What chose the questions: 'ddxplus-kb' (English), 'dxy-kb' (Chinese) or "
+                                    "'question-bank' (no finding of the engine's knowledge base in the complaint, "
+                                    "given candidates, or no engine for the language).")
     retrieval: str
     results: list[QuestionResult]
+    findings: list[FindingState] = Field([], description="Every finding the engine used: the answered ones, then "
+                                                         "those detected in the patient's words.")
+    should_stop: bool | None = Field(None, description="True when the engine's stopping rule says enough is known "
+                                                       "(null for the question bank).")
 
 
 # -- /similar-questions -------------------------------------------------------------------------------
@@ -190,26 +231,29 @@ class SimilarResponse(_Response):
 
 
 # -- /differential -----------------------------------------------------------------------------------
-class Finding(_Request):
-    name: ShortText = Field(description="A finding (evidence / symptom) name of the engine's knowledge base.")
-    value: Literal["present", "absent", "unsure"] | ShortText = "present"
-
-
 class DifferentialRequest(_Request):
-    findings: list[Finding] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="What is known so far.")
+    findings: list[Finding] = Field([], max_length=MAX_FINDINGS, description="What is known so far (answers).")
+    dialogue: list[Turn] = Field([], max_length=MAX_LIST_ITEMS, description="The conversation so far: findings in the "
+                                 "patient's words are detected, and the engine may read the first statement.")
     language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
     k: K = 10
 
 
 class RankedCondition(BaseModel):
     name: str
+    label: str = Field(description="The condition's name as a person reads it.")
     probability: float
-    supporting: list[str]
+    supporting: list[str] = Field(description="The findings that raise it (names).")
+    supporting_labels: list[str] = Field([], description="The same findings in a few words.")
 
 
 class DifferentialResponse(_Response):
     language: str
+    engine: str
+    note: str = Field(description="A plain statement that this is not a diagnosis.")
     results: list[RankedCondition]
+    findings: list[FindingState] = []
+    should_stop: bool = Field(description="True when the engine's stopping rule says the inquiry can stop.")
 
 
 # -- /health, /models ---------------------------------------------------------------------------------

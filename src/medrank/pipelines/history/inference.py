@@ -1,8 +1,17 @@
-"""What the history pipeline serves: a saved re-ranker (global, cross-encoder or bi-encoder) and the
-next-question ranker over a question bank."""
+"""What the history pipeline serves: a saved re-ranker (global, cross-encoder or bi-encoder), the
+next-question ranker over a question bank, and the symptom inquiry engine (next questions about findings,
+differential, stopping rule)."""
 
 from medrank.pipelines.history.artefacts import RERANKER_MARKERS
 from medrank.pipelines.history.evaluation import load_reranker
+from medrank.pipelines.history.inquiry import (
+    Finding,
+    InquiryEngine,
+    InquiryInputError,
+    ProposedQuestion,
+    RankedCondition,
+    load_engine,
+)
 from medrank.pipelines.history.question_bank import (
     DISTINCT_BY_ENCODER,
     FIRST_STAGE,
@@ -11,5 +20,6 @@ from medrank.pipelines.history.question_bank import (
     QuestionBank,
 )
 
-__all__ = ["DISTINCT_BY_ENCODER", "FIRST_STAGE", "RERANKER_MARKERS", "NextQuestionRanker", "NoQuestionBankError",
-           "QuestionBank", "load_reranker"]
+__all__ = ["DISTINCT_BY_ENCODER", "FIRST_STAGE", "RERANKER_MARKERS", "Finding", "InquiryEngine", "InquiryInputError",
+           "NextQuestionRanker", "NoQuestionBankError", "ProposedQuestion", "QuestionBank", "RankedCondition",
+           "load_engine", "load_reranker"]

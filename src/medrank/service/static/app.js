@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 // re-ranker reads a dialogue from its end, so the page sends the most recent turns that fit.
 const MAX_TURNS = 50;
 const MAX_DIALOGUE_BYTES = 48 * 1024;
-const state = { complaint: "", symptoms: [], dialogue: [] };
+const state = { complaint: "", symptoms: [], dialogue: [], findings: [] };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -114,6 +114,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
     state.complaint = text;
     state.symptoms = [];
     state.dialogue = [{ speaker: "patient", text }];
+    state.findings = [];
     const list = $("symptoms");
     list.replaceChildren();
     data.results.forEach((r, i) => {
@@ -133,7 +134,8 @@ $("confirm").addEventListener("click", () => {
   state.symptoms = [...document.querySelectorAll("#symptoms input:checked")].map((b) => b.value);
   busy(patient, "Finding questions and similar questions…", async () => {
     // both requests end before the buttons come back; the first failure is the one shown
-    const failed = (await Promise.allSettled([rankQuestions(state.dialogue), findSimilar()])).find((r) => r.status === "rejected");
+    const failed = (await Promise.allSettled([rankQuestions(state.dialogue, state.findings), findSimilar()]))
+      .find((r) => r.status === "rejected");
     if (failed) throw failed.reason;
   });
 });
@@ -152,32 +154,114 @@ function renderDialogue(sent) {
   $("dialogue-meta").textContent = dropped > 0 ? `The ${dropped} oldest turns are no longer sent: the conversation is longer than one request holds.` : "";
 }
 
-// Ranks the next questions for `dialogue`; the conversation is updated only once the server answered.
-async function rankQuestions(dialogue) {
-  const sent = dialogueToSend(dialogue);
-  const data = await api("/next-questions", { dialogue: sent, symptoms: state.symptoms, k: 5 });
-  state.dialogue = dialogue;
-  const list = $("questions");
-  list.replaceChildren();
-  data.results.forEach((q, i) => {
-    const input = el("input", { id: `answer-${i}`, placeholder: "your answer", maxlength: "2000", autocomplete: "off" });
-    const label = el("label", { for: `answer-${i}`, class: "visually-hidden", text: `Your answer to: ${q.text}` });
-    const button = el("button", { type: "submit", class: "secondary", text: "Answer", "aria-label": `Answer: ${q.text}` });
-    const form = el("form", { class: "answer" }, label, input, button);
-    form.addEventListener("submit", (ev) => {
-      ev.preventDefault();
-      const answer = input.value.trim();
-      if (!answer) { showError(patient, "Type an answer first."); input.focus(); return; }
-      const next = [...state.dialogue, { speaker: "doctor", text: q.text }, { speaker: "patient", text: answer }];
-      busy(patient, "Re-ranking the questions…", async () => {
-        await rankQuestions(next);
-        $("questions-title").focus();
-      });
+// the words a person reads for an answer, per language (sent as the patient's turn)
+const ANSWERS = {
+  en: { present: "yes", absent: "no", unsure: "not sure" },
+  zh: { present: "有", absent: "没有", unsure: "不确定" },
+};
+
+function percent(p) {
+  return p < 0.01 ? "<1 %" : `${Math.round(p * 100)} %`;
+}
+
+function sourceText(source) {
+  if (source === "self-report") return "you said";
+  if (source === "patient") return "you mentioned";
+  if (source.startsWith("question:")) return "your answer";
+  return source;
+}
+
+// One question about a finding: yes / no / not sure, and the answers of a categorical one to choose from.
+function findingQuestion(q, i, language) {
+  const words = ANSWERS[language] || ANSWERS.en;
+  const answer = (value, said) => {
+    const dialogue = [...state.dialogue, { speaker: "doctor", text: q.text }, { speaker: "patient", text: said }];
+    const findings = [...state.findings, { name: q.finding, value }];
+    busy(patient, "Updating the questions and the conditions…", async () => {
+      await rankQuestions(dialogue, findings);
+      $("questions-title").focus();
     });
-    list.append(el("li", {}, el("span", { class: "question", lang: data.language, text: q.text }),
-      el("span", { class: "score", text: q.score.toFixed(3) }), form));
+  };
+  const buttons = [["present", "Yes"], ["absent", "No"], ["unsure", "Not sure"]].map(([value, text]) => {
+    const b = el("button", { type: "button", class: "secondary", "data-value": value, text, "aria-label": `${text}: ${q.text}` });
+    b.addEventListener("click", () => answer(value, words[value]));
+    return b;
   });
-  $("questions-meta").textContent = `${data.retrieval} · ${modelLine(data)}`;
+  const parts = [...buttons];
+  if (q.options && q.options.length) {
+    const select = el("select", { id: `option-${i}`, "aria-label": `Choose an answer to: ${q.text}` },
+      el("option", { value: "", text: "or choose…" }), ...q.options.map((o) => el("option", { value: o.value, text: o.label })));
+    select.addEventListener("change", () => {
+      const o = q.options.find((x) => x.value === select.value);
+      if (o) answer(o.value, o.label);
+    });
+    parts.push(select);
+  }
+  return el("div", { class: "answer-buttons" }, ...parts);
+}
+
+// A question from the question bank (no finding behind it): a free-text answer.
+function bankQuestion(q, i) {
+  const input = el("input", { id: `answer-${i}`, placeholder: "your answer", maxlength: "2000", autocomplete: "off" });
+  const label = el("label", { for: `answer-${i}`, class: "visually-hidden", text: `Your answer to: ${q.text}` });
+  const button = el("button", { type: "submit", class: "secondary", text: "Answer", "aria-label": `Answer: ${q.text}` });
+  const form = el("form", { class: "answer" }, label, input, button);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const answer = input.value.trim();
+    if (!answer) { showError(patient, "Type an answer first."); input.focus(); return; }
+    const next = [...state.dialogue, { speaker: "doctor", text: q.text }, { speaker: "patient", text: answer }];
+    busy(patient, "Re-ranking the questions…", async () => {
+      await rankQuestions(next, state.findings);
+      $("questions-title").focus();
+    });
+  });
+  return form;
+}
+
+function renderFindings(findings, language) {
+  $("findings").replaceChildren(...findings.map((f) => el("li", {},
+    el("span", { lang: language, text: f.label }), `: ${f.value_label}`, el("span", { class: "score", text: sourceText(f.source) }))));
+  $("findings-block").hidden = findings.length === 0;
+}
+
+async function showDifferential(sent, findings, language) {
+  const data = await api("/differential", { dialogue: sent, findings, language, k: 5 });
+  $("differential").replaceChildren(...data.results.map((c) => el("li", {},
+    el("span", { class: "condition", lang: language, text: c.label }), " ",
+    el("span", { class: "probability", text: percent(c.probability) }),
+    ...(c.supporting_labels.length ? [el("span", { class: "score", lang: language, text: `fits: ${c.supporting_labels.join(", ")}` })] : []))));
+  $("differential-note").textContent = data.note;
+  $("differential-meta").textContent = `${data.engine} · ${modelLine(data)}`;
+  $("differential-block").hidden = false;
+}
+
+// Ranks the next questions for `dialogue` and the answered `findings`; the conversation is updated only once
+// the server answered. Where the inquiry engine served them, the differential follows.
+async function rankQuestions(dialogue, findings) {
+  const sent = dialogueToSend(dialogue);
+  const data = await api("/next-questions", { dialogue: sent, symptoms: state.symptoms, findings, k: 5 });
+  const engine = data.engine !== "question-bank";
+  if (engine) await showDifferential(sent, findings, data.language);
+  else $("differential-block").hidden = true;
+  state.dialogue = dialogue;
+  state.findings = findings;
+  renderFindings(data.findings || [], data.language);
+  $("questions").replaceChildren(...data.results.map((q, i) => {
+    // a finding's question names it already in English; a Chinese finding's "question" is the symptom's name
+    const said = q.finding && data.language === "zh" && !/[？?]$/.test(q.text) ? `有没有${q.text}？` : q.text;
+    const note = !q.finding ? q.score.toFixed(3) : said.includes(q.label) ? "" : `asks about: ${q.label}`;
+    return el("li", q.finding ? { "data-label": q.label } : {},
+      el("span", { class: "question", lang: data.language, text: said }),
+      ...(note ? [el("span", { class: "score", text: note })] : []),
+      q.finding ? findingQuestion({ ...q, text: said }, i, data.language) : bankQuestion(q, i));
+  }));
+  $("questions-hint").hidden = !engine;
+  $("stop-note").hidden = !data.should_stop;
+  $("stop-note").textContent = data.should_stop ? "The answers so far are enough for the list of possible conditions below; more questions may still help your doctor." : "";
+  const served = engine ? `${data.engine}: questions about what is not known yet, chosen to tell the possible conditions apart`
+    : `question bank (${data.retrieval})`;
+  $("questions-meta").textContent = `${served} · ${modelLine(data)}`;
   renderDialogue(sent.length);
   $("questions-block").hidden = false;
 }

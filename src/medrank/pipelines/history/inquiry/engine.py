@@ -111,6 +111,27 @@ class InquiryEngine:
     def condition_label(self, name: str) -> str:
         return self.condition_labels.get(name, name)
 
+    def finding_description(self, name: str) -> str:
+        """What the finding is, short enough for a list ("a fever" for "Do you have a fever (...)?")."""
+        from medrank.pipelines.history.inquiry.findings import evidence_description
+
+        return evidence_description(self.finding_label(name))
+
+    def finding_options(self, name: str) -> list[tuple[str, str]]:
+        """(value code, meaning) of a categorical or multi-choice finding; empty for a yes / no one."""
+        var = self.model.variables.get(name)
+        if var is None or var.kind == "B":
+            return []
+        meanings = self.value_meanings.get(name, {})
+        return [(v, meanings.get(v, v)) for v in var.values]
+
+    def value_label(self, name: str, value: str) -> str:
+        """A finding's value as a person reads it: yes / no / not sure, or the meaning of a value code."""
+        plain = {PRESENT: "yes", ABSENT: "no", UNSURE: "not sure"}
+        if value in plain:
+            return plain[value]
+        return self.value_meanings.get(name, {}).get(value, value)
+
     # ------------------------------------------------------------------ validation
     def observed(self, findings: Sequence[Finding]) -> dict[str, Any]:
         """Findings as the model's observation map; raises :class:`InquiryInputError` on bad input."""

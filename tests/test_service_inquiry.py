@@ -1,0 +1,184 @@
+"""/next-questions and /differential over small real inquiry engines (naive-Bayes tables fitted on a handful of
+hand-written patients, the product's detectors), and their input errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from test_service import _client, services, tiny_services  # noqa: E402, F401 - the tiny-services fixtures
+
+from medrank.pipelines.history.inquiry import Calibration, InquiryEngine  # noqa: E402
+from medrank.pipelines.history.inquiry.findings import ChineseDetector, EnglishDetector  # noqa: E402
+from medrank.pipelines.history.inquiry.kb import Evidence, Patient  # noqa: E402
+from medrank.pipelines.history.inquiry.posterior import fit_ddxplus, fit_dxy  # noqa: E402
+from medrank.service.adapters import DifferentialService, Inquiry, NextQuestionService  # noqa: E402
+
+ZH_SYMPTOMS = ["发烧", "咳嗽", "流涕", "咳痰", "腹泻", "呕吐"]
+ZH_DISEASES = ["上呼吸道感染", "肺炎", "小儿腹泻"]
+
+
+def _zh_engine() -> InquiryEngine:
+    """Colds have a runny nose, pneumonia phlegm, diarrhoea loose stools and vomiting; fever and cough are shared."""
+    records = {
+        "上呼吸道感染": [{"发烧": True, "咳嗽": True, "流涕": True}, {"咳嗽": True, "流涕": True, "咳痰": False},
+                     {"发烧": True, "流涕": True}],
+        "肺炎": [{"发烧": True, "咳嗽": True, "咳痰": True}, {"咳嗽": True, "咳痰": True, "流涕": False},
+               {"发烧": True, "咳嗽": True, "咳痰": True}],
+        "小儿腹泻": [{"腹泻": True, "呕吐": True}, {"腹泻": True, "发烧": True}, {"腹泻": True, "呕吐": True, "咳嗽": False}],
+    }
+    patients = [Patient(f"{d}-{i}", d, tuple(r)[:1], r) for d, rs in records.items() for i, r in enumerate(rs)]
+    model = fit_dxy(patients, ZH_SYMPTOMS, ZH_DISEASES)
+    pairs = [(["发烧", "咳嗽"], ["发烧", "咳嗽"]), (["拉肚子"], ["腹泻"]), (["鼻涕"], ["流涕"]), (["发烧"], ["发烧"])]
+    return InquiryEngine("zh", model, {s: s for s in ZH_SYMPTOMS}, {d: d for d in ZH_DISEASES},
+                         Calibration(threshold=0.95, budget=10), name="dxy-kb", detector=ChineseDetector(ZH_SYMPTOMS, pairs))
+
+
+def _en_engine(tiny_encoder) -> InquiryEngine:
+    evidences = {
+        "E_91": Evidence("E_91", "Do you have a fever?", "B", "E_91", "", ()),
+        "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
+        "E_55": Evidence("E_55", "Where is the pain?", "M", "E_53", "V_123", ("V_123", "V_29", "V_89"),
+                         {"V_123": "nowhere", "V_29": "lower chest", "V_89": "forehead"}),
+        "E_201": Evidence("E_201", "Do you have a cough?", "B", "E_201", "", ()),
+    }
+    support = {"Influenza": {"E_91", "E_201", "E_53", "E_55"}, "Migraine": {"E_53", "E_55"}}
+    patients = [Patient("f1", "Influenza", ("E_91",), {"E_91": True, "E_201": True}, age=30, sex="F"),
+                Patient("f2", "Influenza", ("E_91",), {"E_91": True, "E_53": True, "E_55": ("V_29",)}, age=40, sex="M"),
+                Patient("m1", "Migraine", ("E_53",), {"E_53": True, "E_55": ("V_89",)}, age=35, sex="F"),
+                Patient("m2", "Migraine", ("E_53",), {"E_53": True, "E_55": ("V_89",)}, age=50, sex="M")]
+    model = fit_ddxplus(patients, evidences, support)
+    # the tiny encoder's vectors are random: a threshold above any cosine keeps it from detecting anything, so
+    # the English findings here are the ones a request sends
+    detector = EnglishDetector(evidences, threshold=2.0, encoder=tiny_encoder, hpo=False)
+    return InquiryEngine("en", model, {n: e.question for n, e in evidences.items()}, {"Influenza": "Influenza (flu)"},
+                         Calibration(threshold=0.95, budget=5), demographics=True, name="ddxplus-kb", detector=detector,
+                         value_meanings={n: e.meanings for n, e in evidences.items() if e.meanings})
+
+
+@pytest.fixture
+def inquiry_services(services):  # noqa: F811 - the imported fixture
+    encoder = services.next_questions.ranker.encoders["en"]
+    inquiry = Inquiry({"en": _en_engine(encoder), "zh": _zh_engine()})
+    return dataclasses.replace(services, differential=DifferentialService(inquiry),
+                               next_questions=NextQuestionService(services.next_questions.ranker, inquiry))
+
+
+def _patient(text: str) -> dict:
+    return {"speaker": "patient", "text": text}
+
+
+def test_next_questions_come_from_the_engine_and_skip_what_the_patient_said(inquiry_services):
+    c = _client(inquiry_services)
+    r = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "k": 5})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["engine"] == "dxy-kb" and body["language"] == "zh" and body["model"].startswith("dxy-kb (naive Bayes")
+    assert {(f["name"], f["value"], f["source"]) for f in body["findings"]} == {("发烧", "present", "self-report"),
+                                                                                ("咳嗽", "present", "self-report")}
+    asked = [q["finding"] for q in body["results"]]
+    assert asked and not {"发烧", "咳嗽"} & set(asked) and len(asked) == len(set(asked))
+    # fever + cough: a cold or pneumonia, so the runny nose or the phlegm tells them apart best
+    assert asked[0] in ("流涕", "咳痰")
+    assert all(q["id"] == q["finding"] and q["text"] and q["options"] == [] for q in body["results"])
+    assert body["should_stop"] is False
+    # an answer joins the findings and leaves the questions; a negated word in the complaint is a finding too
+    r = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧两天，没有拉肚子"), {"speaker": "doctor", "text": "咳痰"},
+                                                     _patient("yes")],  # the complaint decides the language
+                                        "findings": [{"name": "咳痰", "value": "present"}]})
+    body = r.json()
+    assert body["language"] == "zh"
+    found = {f["name"]: (f["value"], f["source"]) for f in body["findings"]}
+    assert found == {"咳痰": ("present", "question:咳痰"), "发烧": ("present", "self-report"), "腹泻": ("absent", "self-report")}
+    assert not set(found) & {q["finding"] for q in body["results"]}
+
+
+def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry_services):
+    c = _client(inquiry_services)
+    body = c.post("/next-questions", json={"dialogue": [_patient("I have a headache")], "k": 3}).json()
+    assert body["engine"] == "question-bank" and body["findings"] == [] and body["should_stop"] is None
+    assert len(body["results"]) == 3 and all(q["finding"] is None for q in body["results"])
+    # given candidates are ranked by the bank too (the engine asks about findings, not given texts)
+    body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧")], "candidates": ["咳嗽吗？", "拉肚子吗？"]}).json()
+    assert body["engine"] == "question-bank"
+    # English findings sent by the page: the engine serves, with the categorical finding's options
+    body = c.post("/next-questions", json={"dialogue": [_patient("I have a headache")],
+                                           "findings": [{"name": "E_53", "value": "present"}], "k": 5}).json()
+    assert body["engine"] == "ddxplus-kb"
+    by_name = {q["finding"]: q for q in body["results"]}
+    assert "E_53" not in by_name and "E_55" in by_name  # the location follows once pain is present
+    assert by_name["E_55"]["options"][1] == {"value": "V_29", "label": "lower chest"}
+    assert body["findings"] == [{"name": "E_53", "label": "pain somewhere", "value": "present", "value_label": "yes",
+                                 "source": "question:E_53"}]
+
+
+def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquiry_services):
+    c = _client(inquiry_services)
+    dialogue = [_patient("宝宝发烧咳嗽两天了")]
+    first = c.post("/differential", json={"dialogue": dialogue, "language": "zh", "k": 3})
+    assert first.status_code == 200, first.text
+    first = first.json()
+    assert first["engine"] == "dxy-kb" and "not a diagnosis" in first["note"]
+    assert [x["name"] for x in first["results"]][:2] == ["肺炎", "上呼吸道感染"] or \
+        {x["name"] for x in first["results"][:2]} == {"肺炎", "上呼吸道感染"}
+    assert abs(sum(x["probability"] for x in first["results"]) - 1) < 1e-3
+    second = c.post("/differential", json={"dialogue": dialogue, "language": "zh",
+                                           "findings": [{"name": "咳痰", "value": "present"}]}).json()
+    top = second["results"][0]
+    assert top["name"] == "肺炎" and top["label"] == "肺炎" and "咳痰" in top["supporting"]
+    p = {x["name"]: x["probability"] for x in first["results"]}
+    assert top["probability"] > p["肺炎"]
+    en = c.post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_201"}], "language": "en"}).json()
+    assert en["results"][0]["label"] == "Influenza (flu)" and en["results"][0]["supporting_labels"] == ["a fever", "a cough"]
+    assert isinstance(en["should_stop"], bool)
+
+
+@pytest.mark.parametrize("path, body, status, match", [
+    ("/differential", {"findings": [{"name": "E_999"}], "language": "en"}, 422, "unknown finding 'E_999'"),
+    ("/next-questions", {"dialogue": [_patient("I have a headache")], "findings": [{"name": "E_999"}]}, 422, "unknown finding"),
+    ("/differential", {"findings": [{"name": "E_91"}, {"name": "E_91", "value": "absent"}], "language": "en"}, 422,
+     "contradictory"),
+    ("/next-questions", {"dialogue": [_patient("宝宝发烧")], "findings": [{"name": "咳嗽"}, {"name": "咳嗽", "value": "absent"}]},
+     422, "contradictory"),
+    ("/differential", {"findings": [{"name": "E_55", "value": "V_999"}], "language": "en"}, 422, "unknown value"),
+    ("/differential", {"findings": [], "language": "en"}, 422, "no finding"),
+    ("/differential", {"dialogue": [_patient("今天天气很好")], "language": "zh"}, 422, "no finding"),
+    ("/next-questions", {"dialogue": []}, 422, "dialogue"),
+    ("/next-questions", {"dialogue": [_patient("   ")]}, 422, "dialogue"),
+    ("/differential", {"findings": [{"name": "E_91", "value": "maybe"}], "language": "en"}, 422, "not understood"),
+])
+def test_bad_inquiry_input_is_a_clear_4xx(inquiry_services, path, body, status, match):
+    r = _client(inquiry_services).post(path, json=body)
+    assert r.status_code == status, r.text
+    assert set(r.json()) == {"detail", "errors"} and match in r.json()["detail"], r.json()
+
+
+def test_ten_thousand_turns_are_refused_in_the_common_shape(inquiry_services):
+    turns = [_patient("发烧")] * 10_000
+    for settings, status in (({}, 413), ({"max_body_bytes": 10_000_000}, 422)):  # too big a body; too many turns
+        c = _client(inquiry_services, **settings)
+        for path, extra in (("/next-questions", {}), ("/differential", {"language": "zh"})):
+            r = c.post(path, json={"dialogue": turns, **extra})
+            assert r.status_code == status, r.text
+            assert set(r.json()) == {"detail", "errors"} and r.json()["detail"]
+
+
+def test_findings_without_an_engine_for_the_language_are_refused(inquiry_services):
+    zh_only = Inquiry({"zh": inquiry_services.differential.inquiry.engines["zh"]})
+    inquiry_services.next_questions.inquiry = zh_only
+    r = _client(inquiry_services).post("/next-questions", json={"dialogue": [_patient("I have a fever")],
+                                                                  "findings": [{"name": "E_91"}]})
+    assert r.status_code == 404 and "inquiry engine" in r.json()["detail"]
+    inquiry_services.differential = DifferentialService(zh_only)
+    assert _client(inquiry_services).post("/differential", json={"findings": [{"name": "E_91"}], "language": "en"}).status_code == 404
+
+
+def test_models_list_the_inquiry_engines(inquiry_services):
+    models = {m["pipeline"]: m for m in _client(inquiry_services).get("/models").json()["pipelines"]}
+    assert models["differential"]["details"]["en"]["engine"] == "ddxplus-kb"
+    assert models["differential"]["details"]["zh"]["conditions"] == 3
+    assert models["next-questions"]["model"].startswith("en: ddxplus-kb; zh: dxy-kb; fallback: question bank")
+    assert models["next-questions"]["details"]["inquiry_engines"]["zh"]["engine"] == "dxy-kb"
