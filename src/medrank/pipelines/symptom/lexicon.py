@@ -103,6 +103,8 @@ class SurfaceLexicon:
 
     forms: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: per form, the share of the reports where it was found (not negated) whose annotation holds its name
+    precision: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lengths = sorted({len(f) for f in self.forms}, reverse=True)
@@ -137,7 +139,8 @@ class SurfaceLexicon:
         return out
 
     def to_json(self) -> dict:
-        return {"format": "medrank-surface-lexicon", "version": 1, "forms": self.forms, "counts": self.counts}
+        return {"format": "medrank-surface-lexicon", "version": 1, "forms": self.forms, "counts": self.counts,
+                "precision": self.precision}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -147,16 +150,21 @@ class SurfaceLexicon:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
         if d.get("format") != "medrank-surface-lexicon":
             raise ValueError(f"{path} is not a surface lexicon written by SurfaceLexicon.save")
-        return cls(dict(d["forms"]), {k: int(v) for k, v in d.get("counts", {}).items()})
+        return cls(dict(d["forms"]), {k: int(v) for k, v in d.get("counts", {}).items()},
+                   {k: float(v) for k, v in d.get("precision", {}).items()})
 
 
 def mine_surface_lexicon(records: Iterable[DxyRecord], min_prob: float = 0.5, min_evidence: float = 1.0,
-                         iterations: int = 20, min_form_chars: int = 2) -> SurfaceLexicon:
+                         iterations: int = 20, min_form_chars: int = 2, min_single_char_count: int = 5,
+                         min_precision: float = 0.0) -> SurfaceLexicon:
     """Pair written symptom words with normalised names (see the module docstring).
 
     A form maps to its most probable name when ``t(name | form) >= min_prob`` and the aligned count is at
     least ``min_evidence``; a form seen in a single record must also share a character with the name (one
-    record cannot tell a synonym from a word that merely sat beside the symptom)."""
+    record cannot tell a synonym from a word that merely sat beside the symptom). Forms shorter than
+    ``min_form_chars`` are kept when seen in at least ``min_single_char_count`` records (吐 → 呕吐). Each form's
+    precision (how often a report where it is found, not negated, is annotated with its name) is measured on
+    the same records; forms below ``min_precision`` are dropped."""
     records = list(records)
     if not records:
         raise ValueError("no records to mine a lexicon from")
@@ -194,7 +202,7 @@ def mine_surface_lexicon(records: Iterable[DxyRecord], min_prob: float = 0.5, mi
     forms_out: dict[str, str] = {name: name for name in names}
     counts: dict[str, int] = {name: int(form_freq.get(name, 0)) for name in names}
     for o, row in aligned.items():
-        if o == null or o in names or len(o) < min_form_chars:
+        if o == null or o in names or (len(o) < min_form_chars and form_freq[o] < min_single_char_count):
             continue
         e, c = max(row.items(), key=lambda x: (x[1], x[0]))
         if c < min_evidence or t[o][e] < min_prob:
@@ -203,7 +211,22 @@ def mine_surface_lexicon(records: Iterable[DxyRecord], min_prob: float = 0.5, mi
             continue
         forms_out[o] = e
         counts[o] = int(form_freq[o])
-    return SurfaceLexicon(forms_out, counts)
+    lex = SurfaceLexicon(forms_out, counts)
+    from medrank.pipelines.symptom.spans import find_spans
+
+    found: Counter[str] = Counter()
+    right: Counter[str] = Counter()
+    for r in records:
+        explicit = set(r.explicit)
+        for form in {r.report[s.start:s.end] for s in find_spans(r.report, lex, "zh") if s.normalised and not s.negated}:
+            found[form] += 1
+            right[form] += lex.forms[form] in explicit
+    lex.precision = {f: round(right[f] / found[f], 4) for f in found}
+    if min_precision > 0:
+        keep = {f: n for f, n in lex.forms.items() if lex.precision.get(f, 1.0) >= min_precision or f == n}
+        lex = SurfaceLexicon(keep, {f: c for f, c in counts.items() if f in keep},
+                             {f: p for f, p in lex.precision.items() if f in keep})
+    return lex
 
 
 def dxy_lexicon(root: PathLike | None = None, records: Sequence[DxyRecord] | None = None) -> SurfaceLexicon:
