@@ -36,7 +36,7 @@ from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.concept import ConceptRetriever
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
-from medrank.pipelines.symptom.sets import SetDetector, default_hierarchy, set_prf
+from medrank.pipelines.symptom.sets import SetDetector, set_prf
 
 SEED = 29
 ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}

@@ -45,6 +45,7 @@ MAX_TEXT_CHARS = 2000
 FEATURES = (
     "span_score", "span_rank", "span_top_gap", "text_score", "text_rank", "expansion_score", "votes",
     "exact", "name_covered", "span_covered", "lexicon_span", "form_precision", "n_spans", "name_chars",
+    "longest_common", "span_top1", "text_top1",
 )
 CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 
@@ -208,6 +209,15 @@ def _overlap(name: str, span: str, zh: bool) -> tuple[float, float]:
         return 0.0, 0.0
     inter = len(a & b)
     return inter / len(a), inter / len(b)
+
+
+def _longest_common(a: str, b: str) -> int:
+    """Length of the longest common substring (case-insensitive)."""
+    from difflib import SequenceMatcher
+
+    a, b = a.lower(), b.lower()
+    m = SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b))
+    return m.size
 
 
 # -- the detector ------------------------------------------------------------------------------------
@@ -404,6 +414,9 @@ class SetDetector:
                 self._form_precision(spans[c.span_idx]) if c.span_idx >= 0 else 0.0,
                 math.log1p(len(spans)),
                 math.log1p(len(name)),
+                _longest_common(name, text) / max(1, len(name)),
+                float(c.span_rank == 0),
+                float(c.text_rank == 0),
             ])
         x = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
         return spans, keep, x
