@@ -8,7 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from medrank.pipelines.symptom.lexicon import DxyFormatError, DxyRecord, SurfaceLexicon, mine_surface_lexicon, read_dxy_folder
+from medrank.pipelines.symptom.lexicon import (
+    DxyFormatError,
+    DxyRecord,
+    SurfaceLexicon,
+    mine_surface_lexicon,
+    read_dxy_folder,
+)
 from medrank.pipelines.symptom.sets import (
     FEATURES,
     CodePrefixHierarchy,
