@@ -36,7 +36,7 @@ from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.concept import ConceptRetriever
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
-from medrank.pipelines.symptom.sets import SetDetector, set_prf
+from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf
 
 SEED = 29
 ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}
@@ -121,9 +121,11 @@ def part_cdn(run: Path | None, out: dict[str, Any]) -> None:
                       "ndcg@5": round(100 * ndcg["ndcg@5"], 2), "recall@5": round(100 * ndcg["recall@5"], 2),
                       "calibration_folds": infos, "seconds": round(time.perf_counter() - t0, 1)}
         print(name, rows[name]["whole-text top-1"], rows[name]["set detector"], flush=True)
-        if run is not None:  # the run ships the calibration fitted on the whole validation split
-            cand = "vocab" if "[vocab]" in name else "gold"
+        cand = "vocab" if "[vocab]" in name else "gold"
+        if run is not None:  # the run carries the calibration fitted on the whole validation split
             det.fit(texts, gold).save(run / f"sets-{cand}.json")
+        elif cand == "vocab":  # the zero-shot service knowledge base's calibration ships with the package
+            det.fit(texts, gold).save(CALIBRATIONS / "chip-cdn-hybrid.json")
 
 
 _LEX: list[Any] = []
@@ -234,6 +236,7 @@ def part_en(out: dict[str, Any]) -> None:
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
     cal = det.fit(cal_texts, cal_gold)
+    cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration)"] = pct(set_prf(preds, test_gold))
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
@@ -347,8 +350,18 @@ def main() -> None:
             raise SystemExit(f"unknown part {part!r}")
         out.setdefault("part_seconds", {})[part] = round(time.perf_counter() - t0, 1)
         out.setdefault("part_load_average", {})[part] = [round(x, 2) for x in __import__("os").getloadavg()]
-    out["environment"] = common.environment(threads=args.threads, seed=SEED, data="../shared/data")
-    common.write("symptom_sets", out, markdown(out))
+    # other parts may have been written by a concurrent run meanwhile: merge into the file as it is now
+    now = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for key, value in out.items():
+        if key == "cdn" and "cdn" in now:
+            now["cdn"] = {**now["cdn"], **{k: v for k, v in value.items() if k != "systems"},
+                          "systems": {**now["cdn"].get("systems", {}), **value.get("systems", {})}}
+        elif key in ("part_seconds", "part_load_average"):
+            now[key] = {**now.get(key, {}), **value}
+        elif key in args.parts.split(",") or key not in now:
+            now[key] = value
+    now["environment"] = common.environment(threads=args.threads, seed=SEED, data="../shared/data")
+    common.write("symptom_sets", now, markdown(now))
 
 
 if __name__ == "__main__":

