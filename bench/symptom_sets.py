@@ -36,7 +36,7 @@ from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.concept import ConceptRetriever
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
-from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf
+from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf, shipped_calibration
 
 SEED = 29
 ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}
@@ -87,7 +87,7 @@ def top1(det_search: Any, texts: list[str], k: int = 1) -> list[set[str]]:
 
 
 # -- (a) CHIP-CDN --------------------------------------------------------------------------------------
-def part_cdn(run: Path | None, out: dict[str, Any]) -> None:
+def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...] = ("vocab", "gold")) -> None:
     from medrank.metrics import evaluate
     from medrank.pipelines.concept_data import load_candidates, load_eval_set
 
@@ -99,7 +99,7 @@ def part_cdn(run: Path | None, out: dict[str, Any]) -> None:
     out["cdn"]["gold_names"] = sum(len(g) for g in gold)
     out["cdn"]["anchors"] = ANCHORS
     systems: list[tuple[str, Any]] = []
-    for cand in ("vocab", "gold"):
+    for cand in candidate_sets:
         concepts = load_candidates("chip-cdn", cand, eval_set=valid)
         if run is None:
             systems.append((f"zero-shot e5-small hybrid [{cand}]",
@@ -265,14 +265,15 @@ def part_speed(run: Path | None, out: dict[str, Any]) -> None:
     else:
         valid = load_eval_set("chip-cdn", "valid")
         r = retriever("cdn-vocab-hybrid-e5", load_candidates("chip-cdn", "vocab", eval_set=valid), "hybrid", "e5-small", "zh")
-        r.index.indexes[1].encoder = load_encoder("e5-small") if hasattr(r.index, "indexes") else None
+        _plain_query_encoder(r)
         dets["zh (zero-shot e5-small hybrid, 37,645 names)"] = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all())
     hpo = retriever("hpo-full-hybrid-minilm", load_hpo(), "hybrid", "minilm", "en")
+    _plain_query_encoder(hpo)
     dets["en (MiniLM hybrid, HPO)"] = SetDetector.from_retriever(hpo, language="en", hierarchy=HpoHierarchy())
     res = {}
     for name, det in dets.items():
         texts = zh_texts if name.startswith("zh") else en_texts
-        det.calibration = det.calibration or _flat_calibration()
+        det.calibration = det.calibration or shipped_calibration("hpo", "hybrid") or _flat_calibration()
         for t in texts:  # warm-up
             det.detect(t)
         samples = []
@@ -284,6 +285,14 @@ def part_speed(run: Path | None, out: dict[str, Any]) -> None:
         res[name] = {**common.percentiles(samples), "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
         print(name, res[name], flush=True)
     out["speed"] = {"threads": 1, "systems": res}
+
+
+def _plain_query_encoder(r: Any) -> None:
+    """Queries are encoded by the encoder itself, as in the service (the disk cache only saves index building)."""
+    for part in getattr(r.index, "components", [r.index]):
+        enc = getattr(part, "encoder", None)
+        if isinstance(enc, CachedEncoder):
+            part.encoder = enc.encoder
 
 
 def _flat_calibration() -> Any:
@@ -331,6 +340,7 @@ def main() -> None:
     ap.add_argument("--parts", default="dxy,en,cdn,speed")
     ap.add_argument("--run", type=Path, default=None, help="a trained CHIP-CDN run (runs/symptom/cpu/...)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--candidates", default="vocab,gold", help="CHIP-CDN candidate sets for --parts cdn")
     args = ap.parse_args()
     set_threads(args.threads)
     path = common.RESULTS / "symptom_sets.json"
@@ -343,7 +353,7 @@ def main() -> None:
         elif part == "en":
             part_en(out)
         elif part == "cdn":
-            part_cdn(args.run, out)
+            part_cdn(args.run, out, tuple(args.candidates.split(",")))
         elif part == "speed":
             part_speed(args.run, out)
         else:

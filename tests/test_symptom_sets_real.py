@@ -1,13 +1,17 @@
 """The complaints that showed the ranking-only /symptoms wrong, on the real vocabularies (slow).
 
-Built the way the service builds its zero-shot knowledge bases (hybrid: BM25 + e5-small over the
-ICD-10 Beijing names, BM25 + MiniLM over HPO), with the calibrations shipped in
-``medrank/pipelines/symptom/calibrations`` (written by ``bench/symptom_sets.py``).
+Chinese: the trained CPU run over the 37,645 ICD-10 Beijing names with its set calibration
+(``RUN/sets-vocab.json``, written by ``bench/symptom_sets.py --parts cdn --run RUN``; the run is
+``$MEDRANK_SYMPTOM_RUN`` or ``runs/symptom/cpu/chip-cdn-bi-hardnce``). English: built the way the
+service builds its zero-shot HPO knowledge base (BM25 + MiniLM, hybrid) with the calibration
+shipped in ``medrank/pipelines/symptom/calibrations``.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -41,13 +45,13 @@ def _detector(language: str):
     from medrank.pipelines.symptom.sets import SetDetector
 
     if language == "zh":
-        from medrank.data import load_chip_cdn_vocabulary
+        run = Path(os.environ.get("MEDRANK_SYMPTOM_RUN", "runs/symptom/cpu/chip-cdn-bi-hardnce"))
+        if not (run / "sets-vocab.json").exists():
+            pytest.skip(f"{run} has no set calibration (train the CPU recipe, then bench/symptom_sets.py --run)")
+        return SetDetector.from_run(run, "vocab")
+    from medrank.data.hpo import load_hpo
 
-        concepts, enc, name = load_chip_cdn_vocabulary(), "e5-small", "chip-cdn"
-    else:
-        from medrank.data.hpo import load_hpo
-
-        concepts, enc, name = load_hpo(), "minilm", "hpo"
+    concepts, enc, name = load_hpo(), "minilm", "hpo"
     encoder = CachedEncoder(load_encoder(enc), cache_dir() / "embeddings")
     retriever = ConceptRetriever.build(list(concepts), method="hybrid", encoder=encoder, language=language,
                                        show_progress=False)
