@@ -148,6 +148,8 @@ class SetCalibration:
     threshold: float = 0.5
     min_terms: int = 1
     features: tuple[str, ...] = FEATURES
+    #: a span no decided term covers gets its best term when that reaches this probability (None: off)
+    span_threshold: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def probability(self, x: np.ndarray) -> np.ndarray:
@@ -157,7 +159,7 @@ class SetCalibration:
     def to_json(self) -> dict[str, Any]:
         return {"format": CALIBRATION_FORMAT, "version": 1, "features": list(self.features), "mean": self.mean,
                 "scale": self.scale, "coef": self.coef, "intercept": self.intercept, "threshold": self.threshold,
-                "min_terms": self.min_terms, "info": self.info}
+                "min_terms": self.min_terms, "span_threshold": self.span_threshold, "info": self.info}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -169,7 +171,8 @@ class SetCalibration:
         if tuple(d["features"]) != FEATURES:
             raise ValueError(f"calibration features {d['features']} differ from this version's {list(FEATURES)}")
         return cls([float(v) for v in d["mean"]], [float(v) for v in d["scale"]], [float(v) for v in d["coef"]],
-                   float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), FEATURES, dict(d.get("info", {})))
+                   float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), FEATURES,
+                   None if d.get("span_threshold") is None else float(d["span_threshold"]), dict(d.get("info", {})))
 
     @classmethod
     def load(cls, path: PathLike) -> SetCalibration:
@@ -432,12 +435,14 @@ class SetDetector:
 
     # -- decision ----------------------------------------------------------------------------------
     def _decide(self, text: str, spans: list[Span], cands: list[_Candidate], x: np.ndarray,
-                threshold: float | None = None, min_terms: int | None = None) -> SymptomSet:
+                threshold: float | None = None, min_terms: int | None = None,
+                span_threshold: float | None | str = "calibration") -> SymptomSet:
         if self.calibration is None:
             raise ValueError("this SetDetector has no calibration: fit() it on labelled complaints or load one")
         cal = self.calibration
         threshold = cal.threshold if threshold is None else threshold
         min_terms = cal.min_terms if min_terms is None else min_terms
+        span_cut = cal.span_threshold if span_threshold == "calibration" else span_threshold
         if not cands:
             return SymptomSet([], [])
         p = cal.probability(x)
@@ -450,13 +455,34 @@ class SetDetector:
                 chosen.append(j)
             else:
                 rest.append(j)
+        if span_cut is not None:
+            covered_spans = {cands[j].span_idx for j in chosen}
+            for i, sp in enumerate(spans):
+                if sp.negated or i in covered_spans:
+                    continue
+                best = next((j for j in rest if cands[j].span_idx == i), None)
+                if best is not None and p[best] >= span_cut and self._compatible(best, chosen, cands):
+                    chosen.append(best)
+                    rest.remove(best)
+            chosen.sort(key=lambda j: (-p[j], cands[j].id))
 
         def term(j: int) -> DetectedTerm:
             c = cands[j]
             span = (spans[c.span_idx].start, spans[c.span_idx].end) if c.span_idx >= 0 else (0, len(text))
             return DetectedTerm(c.id, self.names.get(c.id, c.id), round(float(p[j]), 4), span)
 
-        return SymptomSet([term(j) for j in chosen], [term(j) for j in rest[: self.max_alternatives]])
+        # a lexicon word that no chosen term covers (拉肚子 when the vocabulary has no plain 腹泻) offers its best
+        # term first among the alternatives, so the user can tick it
+        covered = {cands[j].span_idx for j in chosen}
+        uncovered = []
+        for i, sp in enumerate(spans):
+            if sp.normalised is None or sp.negated or i in covered:
+                continue
+            best = next((j for j in rest if cands[j].span_idx == i), None)
+            if best is not None and best not in uncovered:
+                uncovered.append(best)
+        alternatives = uncovered + [j for j in rest if j not in uncovered]
+        return SymptomSet([term(j) for j in chosen], [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]])
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate]) -> bool:
         if self.hierarchy is None:
@@ -483,9 +509,10 @@ class SetDetector:
 
     # -- fitting -----------------------------------------------------------------------------------
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
-            batch: int = 64) -> SetCalibration:
-        """Fit the probability model on labelled complaints, then the threshold / minimum count that maximise
-        micro set F1 on them; sets and returns :attr:`calibration`."""
+            batch: int = 64, span_rule: bool = False) -> SetCalibration:
+        """Fit the probability model on labelled complaints, then the threshold / minimum count (and, with
+        ``span_rule``, the per-span threshold) that maximise micro set F1 on them; sets and returns
+        :attr:`calibration`."""
         if len(texts) != len(gold) or not texts:
             raise ValueError(f"{len(texts)} texts and {len(gold)} gold sets: give the same, non-zero number")
         t0 = time.perf_counter()
@@ -496,15 +523,18 @@ class SetDetector:
         ys = [np.array([cd.id in set(g) for cd in cands], dtype=int) for (_, cands, x), g in zip(prepared, gold, strict=True) if len(x)]
         cal = fit_logistic(np.concatenate(xs), np.concatenate(ys), c)
         self.calibration = cal
-        best = (-1.0, cal.threshold, cal.min_terms)
-        for min_terms in (0, 1):
-            for threshold in np.round(np.arange(0.1, 0.91, 0.025), 3):
-                preds = [{t.id for t in self._decide(text, *cand, threshold=float(threshold), min_terms=min_terms).terms}
-                         for text, cand in zip(texts, prepared, strict=True)]
-                f1 = set_prf(preds, [set(g) for g in gold])["f1"]
-                if f1 > best[0] + 1e-9:
-                    best = (f1, float(threshold), min_terms)
-        cal.threshold, cal.min_terms = best[1], best[2]
+        best: tuple[float, float, int, float | None] = (-1.0, cal.threshold, cal.min_terms, None)
+        span_cuts: list[float | None] = [None, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2] if span_rule else [None]
+        for span_cut in span_cuts:
+            for min_terms in (0, 1):
+                for threshold in np.round(np.arange(0.1, 0.91, 0.025), 3):
+                    preds = [{t.id for t in self._decide(text, *cand, threshold=float(threshold), min_terms=min_terms,
+                                                         span_threshold=span_cut).terms}
+                             for text, cand in zip(texts, prepared, strict=True)]
+                    f1 = set_prf(preds, [set(g) for g in gold])["f1"]
+                    if f1 > best[0] + 1e-9:
+                        best = (f1, float(threshold), min_terms, span_cut)
+        cal.threshold, cal.min_terms, cal.span_threshold = best[1], best[2], best[3]
         reachable = sum(len(set(g) & {cd.id for cd in cands}) for (_, cands, _), g in zip(prepared, gold, strict=True))
         cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for x in xs)),
                     "gold_terms": int(sum(len(set(g)) for g in gold)), "gold_among_candidates": int(reachable),
