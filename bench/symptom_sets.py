@@ -112,7 +112,7 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
         r = make()
         det = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all(), name=name)
         t0 = time.perf_counter()
-        rankings = r.search(texts, k=10)
+        rankings = r.search(list(valid.queries), k=10)  # the queries carry the ids the qrels use
         ndcg = evaluate(valid.qrels, {x.query_id: x for x in rankings}, ["ndcg@5", "recall@5"])
         base = set_prf([{x.ids[0]} if x.ids else set() for x in rankings], gold)
         preds, infos = cross_fit(det, texts, gold)
@@ -126,6 +126,30 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
             det.fit(texts, gold).save(run / f"sets-{cand}.json")
         elif cand == "vocab":  # the zero-shot service knowledge base's calibration ships with the package
             det.fit(texts, gold).save(CALIBRATIONS / "chip-cdn-hybrid.json")
+
+
+def part_ranking(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...]) -> None:
+    """NDCG@5 / Recall@5 of the whole-text ranking of the same retrievers (cheap: no set decision)."""
+    from medrank.metrics import evaluate
+    from medrank.pipelines.concept_data import load_candidates, load_eval_set
+
+    valid = load_eval_set("chip-cdn", "valid")
+    rows = out.setdefault("cdn", {}).setdefault("systems", {})
+    for cand in candidate_sets:
+        if run is None:
+            name = f"zero-shot e5-small hybrid [{cand}]"
+            r = retriever(f"cdn-{cand}-hybrid-e5", load_candidates("chip-cdn", cand, eval_set=valid), "hybrid", "e5-small", "zh")
+        else:
+            from medrank.pipelines.symptom.inference import SymptomDetector
+
+            name = f"trained {run.name} [{cand}]"
+            r = SymptomDetector.load(run, cand).retriever
+        rankings = r.search(list(valid.queries), k=10)
+        m = evaluate(valid.qrels, {x.query_id: x for x in rankings}, ["ndcg@5", "recall@5"])
+        if name in rows:
+            rows[name]["ndcg@5"] = round(100 * m["ndcg@5"], 2)
+            rows[name]["recall@5"] = round(100 * m["recall@5"], 2)
+        print(name, m, flush=True)
 
 
 _LEX: list[Any] = []
@@ -355,6 +379,8 @@ def main() -> None:
             part_en(out)
         elif part == "cdn":
             part_cdn(args.run, out, tuple(args.candidates.split(",")))
+        elif part == "ranking":
+            part_ranking(args.run, out, tuple(args.candidates.split(",")))
         elif part == "speed":
             part_speed(args.run, out)
         else:
@@ -363,13 +389,18 @@ def main() -> None:
         out.setdefault("part_load_average", {})[part] = [round(x, 2) for x in __import__("os").getloadavg()]
     # other parts may have been written by a concurrent run meanwhile: merge into the file as it is now
     now = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    produced = {{"ranking": "cdn"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average"}
     for key, value in out.items():
+        if key not in produced:
+            continue
         if key == "cdn" and "cdn" in now:
-            now["cdn"] = {**now["cdn"], **{k: v for k, v in value.items() if k != "systems"},
-                          "systems": {**now["cdn"].get("systems", {}), **value.get("systems", {})}}
+            systems = dict(now["cdn"].get("systems", {}))
+            for name, row in value.get("systems", {}).items():
+                systems[name] = {**systems.get(name, {}), **row}
+            now["cdn"] = {**now["cdn"], **{k: v for k, v in value.items() if k != "systems"}, "systems": systems}
         elif key in ("part_seconds", "part_load_average"):
             now[key] = {**now.get(key, {}), **value}
-        elif key in args.parts.split(",") or key not in now:
+        else:
             now[key] = value
     now["environment"] = common.environment(threads=args.threads, seed=SEED, data="../shared/data")
     common.write("symptom_sets", now, markdown(now))

@@ -103,7 +103,7 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
         retriever = _zero_shot_retriever(concepts, "zh", "e5-small")
         name = "zero-shot e5-small hybrid"
     det = SetDetector.from_retriever(retriever, language="zh", lexicon=lexicon, name=name)
-    rankings = retriever.search(texts, k=10)
+    rankings = retriever.search(list(dataset.queries), k=10)  # the queries carry the ids the qrels use
     ranking_metrics = evaluate(dataset.qrels, {r.query_id: r for r in rankings}, ["ndcg@5", "recall@5"])
     top1 = set_prf([{r.ids[0]} if r.ids else set() for r in rankings], gold)
     if calibration is not None:
