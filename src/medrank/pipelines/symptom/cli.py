@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from medrank.registry import register_trainer
+from medrank.registry import register_evaluator, register_trainer
 
 
 @register_trainer("symptom")
@@ -31,6 +31,36 @@ def train(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, A
         "results": {c: r["metrics"] for c, r in summary["results"].items()},
         "seconds": summary["seconds"],
     }
+
+
+@register_evaluator("dxy-symptoms")
+def evaluate_dxy(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """DXY self-reports → explicit symptoms, set P/R/F1 (``--test DIR`` laid out like dxy-dialog)."""
+    from medrank.pipelines.symptom.set_eval import evaluate_dxy_symptoms
+
+    if model is not None:
+        raise ValueError("dxy-symptoms takes no --model: the detector is e5-small + the mined lexicon + a calibration")
+    unknown = sorted(set(options) - {"data"})
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; dxy-symptoms takes data=DIR")
+    if split not in (None, "valid"):
+        raise ValueError("dxy-symptoms: the only split is 'valid' (the 25 % carve-out); pass --test DIR for another folder")
+    return evaluate_dxy_symptoms(test, options.get("data"))
+
+
+@register_evaluator("chip-cdn-sets")
+def evaluate_cdn_sets(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """CHIP-CDN set P/R/F1 (CBLUE metric) next to NDCG@5; ``--set candidates=vocab|gold|FILE``."""
+    from medrank.pipelines.concept_data import load_eval_set
+    from medrank.pipelines.symptom.set_eval import evaluate_symptom_sets
+
+    unknown = sorted(set(options) - {"candidates", "data", "calibration"})
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; chip-cdn-sets takes candidates=vocab|gold|FILE, calibration=FILE, data=DIR")
+    root = options.get("data")
+    dataset = load_eval_set("chip-cdn", split or "valid", test, root=root)
+    return evaluate_symptom_sets(dataset, model, str(options.get("candidates", "vocab")), root=root,
+                                 calibration=options.get("calibration"))
 
 
 def register(app: typer.Typer) -> None:
