@@ -34,9 +34,9 @@ import common
 
 from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
-from medrank.pipelines.concept import ConceptRetriever
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
 from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf, shipped_calibration
+from medrank.retrieval.concept import ConceptRetriever
 
 SEED = 29
 ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}
@@ -89,7 +89,7 @@ def top1(det_search: Any, texts: list[str], k: int = 1) -> list[set[str]]:
 # -- (a) CHIP-CDN --------------------------------------------------------------------------------------
 def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...] = ("vocab", "gold")) -> None:
     from medrank.metrics import evaluate
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     valid = load_eval_set("chip-cdn", "valid")
     texts = [q.text for q in valid.queries]
@@ -131,7 +131,7 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
 def part_ranking(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...]) -> None:
     """NDCG@5 / Recall@5 of the whole-text ranking of the same retrievers (cheap: no set decision)."""
     from medrank.metrics import evaluate
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     valid = load_eval_set("chip-cdn", "valid")
     rows = out.setdefault("cdn", {}).setdefault("systems", {})
@@ -275,8 +275,8 @@ def part_speed(run: Path | None, out: dict[str, Any]) -> None:
     import os
 
     from medrank.data.hpo import load_hpo
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
     from medrank.pipelines.symptom.sets import HpoHierarchy
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     set_threads(1)
     zh_texts = ["头痛发烧两天", "宝宝咳嗽流鼻涕，昨晚发烧", "肚子疼拉肚子", "糖尿病反复低血糖;骨质疏松;高血压冠心病不稳定心绞痛",

@@ -41,8 +41,8 @@ class _KB:
 def _detector(language: str):
     from medrank.config import cache_dir
     from medrank.encoders import CachedEncoder, load_encoder
-    from medrank.pipelines.concept import ConceptRetriever
     from medrank.pipelines.symptom.sets import SetDetector
+    from medrank.retrieval.concept import ConceptRetriever
 
     if language == "zh":
         run = Path(os.environ.get("MEDRANK_SYMPTOM_RUN", "runs/symptom/cpu/chip-cdn-bi-hardnce"))

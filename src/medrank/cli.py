@@ -176,6 +176,10 @@ def evaluate(
     if dataset not in DATASETS:
         _evaluate_task(dataset, test, split, model, parse_options(option), report)
         return
+    if dataset == "chip-cdn" and model is not None and "chip-cdn-sets" in EVALUATORS:
+        # a trained symptom run decides sets: CBLUE set P/R/F1 next to NDCG@5 (zero-shot: --dataset chip-cdn-sets)
+        _evaluate_task("chip-cdn-sets", test, split, model, {"candidates": candidates, **parse_options(option)}, report)
+        return
     if model is not None or option:
         fail(f"--model and --set are not used for {dataset} (concept retrieval); evaluate a saved index with --index")
 

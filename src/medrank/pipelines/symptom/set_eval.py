@@ -53,7 +53,7 @@ def cross_fit(detector: SetDetector, texts: Sequence[str], gold: Sequence[set[st
 def _zero_shot_retriever(concepts: Sequence[Any], language: str, encoder_name: str) -> Any:
     from medrank.config import cache_dir
     from medrank.encoders import CachedEncoder, load_encoder
-    from medrank.pipelines.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever
 
     enc = CachedEncoder(load_encoder(encoder_name), cache_dir() / "embeddings")
     return ConceptRetriever.build(list(concepts), method="hybrid", encoder=enc, language=language, show_progress=False)
@@ -67,8 +67,8 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
 
     ``cross_fitted`` defaults to "the evaluated texts are the visible validation split"."""
     from medrank.metrics import evaluate
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
     from medrank.pipelines.symptom.lexicon import dxy_lexicon
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     t0 = time.perf_counter()
     texts = [q.text for q in dataset.queries]
@@ -88,7 +88,7 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
         if candidates in ("vocab", "gold"):
             retriever = SymptomDetector.load(model, candidates).retriever
         else:
-            from medrank.pipelines.concept import ConceptRetriever
+            from medrank.retrieval.concept import ConceptRetriever
 
             base = SymptomDetector.load(model, "gold").retriever
             encoder = getattr(base.index, "encoder", None)
@@ -158,10 +158,10 @@ def evaluate_dxy_symptoms(test_dir: PathLike | None = None, root: PathLike | Non
     """Set P/R/F1 of self-report → explicit symptoms: exact name lookup, mined surface-form lookup,
     zero-shot e5-small top-k (k tuned on the training records) and the set detector."""
     from medrank.config import dataset_dir
-    from medrank.pipelines.concept import ConceptRetriever
     from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
     from medrank.pipelines.symptom.spans import find_spans
     from medrank.records import Concept
+    from medrank.retrieval.concept import ConceptRetriever
 
     t0 = time.perf_counter()
     visible = read_dxy_folder(dataset_dir("dxy-dialog", root))

@@ -272,7 +272,7 @@ class SetDetector:
     # -- construction ------------------------------------------------------------------------------
     @classmethod
     def from_retriever(cls, retriever: Any, **kwargs: Any) -> SetDetector:
-        """Over a :class:`~medrank.pipelines.concept.ConceptRetriever` (``search(texts, k) -> [Ranking]``)."""
+        """Over a :class:`~medrank.retrieval.concept.ConceptRetriever` (``search(texts, k) -> [Ranking]``)."""
 
         def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
             return [list(zip(r.ids, r.scores, strict=True)) for r in retriever.search(list(texts), k=k)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+from medrank.text import HANGUL, KANA, mostly_han
 
 # punctuation (ASCII and full-width) that ends a clause
 _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
@@ -47,9 +47,8 @@ class Span:
 
 
 def is_chinese(text: str) -> bool:
-    """True when CJK characters carry the text (one CJK character counts as three Latin letters)."""
-    cjk = len(_CJK.findall(text))
-    return bool(cjk) and 3 * cjk >= len(re.findall(r"[A-Za-z]", text))
+    """True when Han characters carry the text (:func:`medrank.text.mostly_han`; kana or Hangul mean another language)."""
+    return mostly_han(text) and not KANA.search(text) and not HANGUL.search(text)
 
 
 def _pieces(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
