@@ -51,8 +51,8 @@ def evaluate_dxy(test: Path | None, split: str | None, model: Path | None, optio
 @register_evaluator("chip-cdn-sets")
 def evaluate_cdn_sets(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
     """CHIP-CDN set P/R/F1 (CBLUE metric) next to NDCG@5; ``--set candidates=vocab|gold|FILE``."""
-    from medrank.retrieval.concept_data import load_eval_set
     from medrank.pipelines.symptom.set_eval import evaluate_symptom_sets
+    from medrank.retrieval.concept_data import load_eval_set
 
     unknown = sorted(set(options) - {"candidates", "data", "calibration"})
     if unknown:
