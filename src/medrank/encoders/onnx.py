@@ -43,7 +43,7 @@ BACKENDS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
 Variant = Literal["fp32", "int8"]
 
 #: bumped whenever the export recipe changes what a cached file holds
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 OPSET = 17
 MODEL_FILE = "model.onnx"
 INFO_FILE = "export.json"
@@ -108,7 +108,7 @@ def _file_sha256(path: Path) -> str:
     return value
 
 
-def _ort_version() -> str:
+def ort_version() -> str:
     import onnxruntime
 
     return ".".join(onnxruntime.__version__.split(".")[:2])
@@ -123,7 +123,7 @@ def export_key(encoder: TransformerEncoder, variant: Variant, digest: str | None
         "format": EXPORT_FORMAT,
         "opset": OPSET,
         # the fusions and the quantiser belong to onnxruntime's python package: another version may write another graph
-        "onnxruntime": _ort_version(),
+        "onnxruntime": ort_version(),
     }
     key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     return key, described
@@ -214,17 +214,37 @@ def _export_fp32(encoder: TransformerEncoder, out: Path, work: Path) -> dict[str
     return {"token_type_ids": with_types, "fused": fused}
 
 
+class _QuietAdvice(logging.Filter):
+    """Drops the quantiser's advice to pre-process the model (logged on the root logger at every call)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in str(record.msg)
+
+
 def _quantize(fp32: Path, out: Path) -> None:
+    import onnx
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
-        # the matrix products carry the time; embedding tables (Gather) stay fp32 for agreement
-        op_types_to_quantize=["MatMul", "Attention"],
-        # the fused contrib ops defeat onnx's shape inference: their outputs are float32
-        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT},
-    )
+    # the feed-forward output projections stay fp32: their input is the GELU output, whose long tail
+    # makes a per-tensor 8-bit activation scale coarse (they carry most of int8's disagreement with torch)
+    feed_forward_out = [
+        node.name for node in onnx.load(str(fp32), load_external_data=False).graph.node
+        if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
+    ]
+    quiet = _QuietAdvice()
+    logging.getLogger().addFilter(quiet)
+    try:
+        quantize_dynamic(
+            str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
+            # the matrix products carry the time; embedding tables (Gather) stay fp32 for agreement
+            op_types_to_quantize=["MatMul", "Attention"],
+            nodes_to_exclude=feed_forward_out,
+            # the fused contrib ops defeat onnx's shape inference: their outputs are float32
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT},
+        )
+    finally:
+        logging.getLogger().removeFilter(quiet)
 
 
 def ensure_export(
