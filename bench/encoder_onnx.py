@@ -7,8 +7,9 @@
 * Agreement: cosine of each backend's vectors to medrank's fp32 torch vectors, min and mean over
   1,000 sentences per language (sentence-transformers' own for reference).
 * Dense concept query over the 37,645 CHIP-CDN names (e5-small, exact inner product), one query at a
-  time on 1 thread: p50/p95 of encode + search per backend (entry vectors from torch, queries
-  encoded live by each backend, backends interleaved query by query).
+  time on 1 thread: p50/p95 of encode + search per backend (one set of entry vectors, by default
+  int8's, the quickest to build; queries encoded live by each backend, backends interleaved query
+  by query).
 * Task figures, torch vs int8 (and fp32): zero-shot CHIP-CDN valid NDCG@5 etc. with gold and vocab
   candidates (e5-small, dense) and NCBI-disease devel Acc@1 (MiniLM, dense), as in
   ``bench/concept_zero_shot.py``.
@@ -155,7 +156,9 @@ def latency(args: argparse.Namespace) -> dict:
     set_threads(2)  # index built with both cores; queries are timed on 1
     encs = encoders_for("e5-small")
     concepts = load_candidates("chip-cdn", "vocab")
-    retriever = ConceptRetriever.build(concepts, method="dense", encoder=CachedEncoder(encs["torch"], cache_dir() / "embeddings"), language="zh")
+    # the names' vectors only set the index's size and width (search time): any backend may write them
+    index_encoder = CachedEncoder(encs[args.latency_index_backend], cache_dir() / "embeddings")
+    retriever = ConceptRetriever.build(concepts, method="dense", encoder=index_encoder, language="zh")
     queries = [q.text for q in load_eval_set("chip-cdn", "valid").queries[: args.queries]]
     set_threads(1)
     before = load_average()
@@ -171,6 +174,7 @@ def latency(args: argparse.Namespace) -> dict:
             retriever.search(q, k=5)
             samples[backend].append(time.perf_counter() - start)
     result = {"n_names": len(retriever.index), "n_queries": len(queries), "threads": 1,
+              "index_vectors_from": args.latency_index_backend,
               "backends": {b: common.percentiles(s) for b, s in samples.items()},
               "load_average_before": before, "load_average_after": load_average()}
     print(result, flush=True)
@@ -184,21 +188,26 @@ def tasks(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
 
     set_threads(args.task_threads)
     out = {"load_average_before": load_average(), "rows": [], "threads": args.task_threads}
-    for dataset, split, cand, lang, name in (
-        ("chip-cdn", "valid", "gold", "zh", "e5-small"),
-        ("ncbi-disease", "devel", "medic", "en", "minilm"),
-        ("chip-cdn", "valid", "vocab", "zh", "e5-small"),
-    ):
+    settings = {
+        "chip-gold": ("chip-cdn", "valid", "gold", "zh", "e5-small"),
+        "ncbi": ("ncbi-disease", "devel", "medic", "en", "minilm"),
+        "chip-vocab": ("chip-cdn", "valid", "vocab", "zh", "e5-small"),
+    }
+    for key in args.task_sets.split(","):
+        dataset, split, cand, lang, name = settings[key]
+        synonyms = not (dataset == "ncbi-disease" and args.ncbi_names_only)
         eval_set = load_eval_set(dataset, split)
         concepts = load_candidates(dataset, "gold" if cand == "medic" else cand, eval_set=eval_set)
         encs = encoders_for(name)
         for backend in args.task_backends.split(","):
             start = time.perf_counter()
             retriever = ConceptRetriever.build(
-                concepts, method="dense", encoder=CachedEncoder(encs[backend], cache_dir() / "embeddings"), language=lang
+                concepts, method="dense", encoder=CachedEncoder(encs[backend], cache_dir() / "embeddings"), language=lang,
+                use_synonyms=synonyms,
             )
             res = evaluate_retriever(retriever, eval_set, DEFAULT_METRICS)
-            row = {"dataset": dataset, "split": split, "candidates": cand, "encoder": name, "backend": backend,
+            row = {"dataset": dataset, "split": split, "candidates": cand if synonyms else f"{cand} (names only)",
+                   "encoder": name, "backend": backend,
                    "metrics": {k: round(100 * v, 2) for k, v in res["metrics"].items()},
                    "n_queries": res["n_queries"], "n_entries": res["n_entries"],
                    "seconds": round(time.perf_counter() - start, 1), "load_average": load_average()}
@@ -262,16 +271,24 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--task-backends", default="torch,onnx-int8,onnx")
     ap.add_argument("--task-threads", type=int, default=1)
+    ap.add_argument("--latency-index-backend", default="onnx-int8", choices=BACKENDS)
+    ap.add_argument("--task-sets", default="chip-gold,ncbi,chip-vocab")
+    ap.add_argument("--ncbi-names-only", action="store_true", help="index MEDIC's 11,915 names without their synonyms")
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
     seed_everything(args.seed)
     path = common.RESULTS / f"{NAME}.json"
-    # parts run separately accumulate in one result file
-    payload = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     texts = {"en": english_sentences(args.seed), "zh": chinese_sentences(args.seed)}
     from medrank.encoders.onnx import ort_version
 
     def save(part: str, result: dict) -> None:
+        # parts run separately (even at once) accumulate in one result file: re-read it before each write;
+        # task rows of other settings or backends are kept
+        payload = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if part == "tasks" and "tasks" in payload:
+            mine = {(r["dataset"], r["candidates"], r["backend"]) for r in result["rows"]}
+            kept = [r for r in payload["tasks"]["rows"] if (r["dataset"], r["candidates"], r["backend"]) not in mine]
+            result = {**result, "rows": kept + result["rows"]}
         payload[part] = {**result, "args": vars(args), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
         payload["environment"] = {**common.environment("1 and 2 (see rows)", args.seed, str(data_root())),
                                   "onnxruntime": ort_version(), "data": {"en": "mts-dialog Main-Dataset train dialogue turns",

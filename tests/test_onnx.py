@@ -196,3 +196,46 @@ def test_threads_follow_medrank_setting(tmp_path: Path, cache: Path, monkeypatch
     assert follows.threads == 2 and fixed.threads == 1
     with pytest.raises(ValueError, match="threads must be"):
         OnnxEncoder(encoder, threads=0)
+
+
+def test_a_cross_encoder_scores_pairs_like_torch(tmp_path: Path, cache: Path) -> None:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from medrank.encoders.onnx import OnnxPairScorer
+    from medrank.pipelines.passages.cross_encoder import CrossEncoderScorer
+
+    _, tok = make_tiny_bert()
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64, num_labels=1)
+    model = BertForSequenceClassification(cfg).eval()
+    queries = ["fever", "chest pain", "cough", "headache nausea"] * 2
+    passages = TEXTS[:4] + TEXTS[3:7]
+    reference = CrossEncoderScorer(model, tok, max_length=32).score_pairs(queries, passages, batch_size=3)
+    for quantized, tolerance in ((False, 1e-4), (True, 0.2)):
+        scorer = OnnxPairScorer(model, tok, max_length=32, quantized=quantized)
+        got = scorer.score_pairs(queries, passages, batch_size=3)
+        assert got.shape == reference.shape and np.abs(got - reference).max() <= tolerance * max(1.0, np.abs(reference).max())
+    # a pair is read in order (segment ids, truncation of the second text): swapped pairs score otherwise
+    assert not np.allclose(scorer.score_pairs(passages, queries), got, atol=1e-6)
+    with pytest.raises(ValueError, match="one query per passage"):
+        scorer.score_pairs(queries, passages[:2])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, kind, texts", [
+    ("minilm", None, ["Patient reports chest pain radiating to the left arm.", "No fever or chills.", "Any history of diabetes?"]),
+    ("e5-small", "query", ["右肾结石", "2型糖尿病伴周围神经病变", "急性上呼吸道感染"]),
+])
+def test_real_weights_agree(name: str, kind: str | None, texts: list[str]) -> None:
+    from medrank.encoders import load_encoder
+    from medrank.encoders.onnx import with_backend
+
+    torch_enc = load_encoder(name)
+    reference = torch_enc.encode(texts, kind=kind)
+    fp32 = with_backend(torch_enc, "onnx").encode(texts, kind=kind)
+    int8 = with_backend(torch_enc, "onnx-int8").encode(texts, kind=kind)
+    assert _cos(reference, fp32).min() >= 0.999
+    assert _cos(reference, int8).mean() >= 0.98
+    # the same neighbour order on a tiny retrieval: each text is nearest to itself
+    assert (np.argmax(int8 @ reference.T, axis=1) == np.arange(len(texts))).all()

@@ -114,11 +114,33 @@ def ort_version() -> str:
     return ".".join(onnxruntime.__version__.split(".")[:2])
 
 
-def export_key(encoder: TransformerEncoder, variant: Variant, digest: str | None = None) -> tuple[str, dict[str, Any]]:
-    """The cache folder name of ``encoder``'s ``variant`` export, and what it was derived from."""
+@dataclass(frozen=True)
+class ExportSource:
+    """A model to export: ``head`` is ``"mean"`` / ``"cls"`` (pooled hidden states, an encoder) or
+    ``"logit"`` (the first logit of a sequence-classification model, a cross-encoder's score)."""
+
+    model: Any
+    tokenizer: Any
+    head: str
+    name: str
+
+    @classmethod
+    def of(cls, source: TransformerEncoder | ExportSource) -> ExportSource:
+        if isinstance(source, ExportSource):
+            if source.head not in ("mean", "cls", "logit"):
+                raise OnnxBackendError(f"head must be 'mean', 'cls' or 'logit', got {source.head!r}")
+            return source
+        if not isinstance(source, TransformerEncoder):
+            raise OnnxBackendError(f"only a TransformerEncoder can be exported to ONNX, got {type(source).__name__}")
+        return cls(source.model, source.tokenizer, source.pooling, source.name)
+
+
+def export_key(source: TransformerEncoder | ExportSource, variant: Variant, digest: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The cache folder name of ``source``'s ``variant`` export, and what it was derived from."""
+    source = ExportSource.of(source)
     described = {
-        "weights": digest or weights_digest(encoder.model),
-        "pooling": encoder.pooling,
+        "weights": digest or weights_digest(source.model),
+        "pooling": source.head,
         "variant": variant,
         "format": EXPORT_FORMAT,
         "opset": OPSET,
@@ -140,7 +162,7 @@ def _valid_export(folder: Path, described: dict[str, Any]) -> bool:
 
 
 class PooledGraph(torch.nn.Module):
-    """The graph that is exported: token ids → pooled (not normalised) vectors."""
+    """The graph that is exported: token ids → pooled (not normalised) vectors, or one logit per text."""
 
     def __init__(self, model: torch.nn.Module, pooling: str, with_token_types: bool) -> None:
         super().__init__()
@@ -148,6 +170,8 @@ class PooledGraph(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
         extra = {"token_type_ids": rest[0]} if self.with_token_types else {}
+        if self.pooling == "logit":
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).logits[:, 0]
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
         if self.pooling == "cls":
             return hidden[:, 0]
@@ -162,18 +186,19 @@ def _takes_token_types(model: Any) -> bool:
         return False
 
 
-def _export_fp32(encoder: TransformerEncoder, out: Path, work: Path) -> dict[str, Any]:
-    """Export ``encoder``'s model with pooling to ``out`` (fused where onnxruntime knows the architecture)."""
-    model = encoder.model
+def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
+    """Export ``source``'s model with its head to ``out`` (fused where onnxruntime knows the architecture)."""
+    model = source.model
     config = model.config
     with_types = _takes_token_types(model)
     # an example with a padded row, so no branch that skips masking for all-ones masks is traced
-    ids = torch.tensor([[encoder.tokenizer.cls_token_id or 0, 5, 6, 7], [encoder.tokenizer.cls_token_id or 0, 5, 6, 0]])
+    first = source.tokenizer.cls_token_id or 0
+    ids = torch.tensor([[first, 5, 6, 7], [first, 5, 6, 0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
     inputs: tuple[torch.Tensor, ...] = (ids, mask) + ((torch.zeros_like(ids),) if with_types else ())
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
     axes = {name: {0: "batch", 1: "tokens"} for name in names}
-    axes["pooled"] = {0: "batch"}
+    axes["output"] = {0: "batch"}
     raw = work / "raw.onnx"
     previous = getattr(config, "_attn_implementation", None)
     was_training = model.training
@@ -190,8 +215,8 @@ def _export_fp32(encoder: TransformerEncoder, out: Path, work: Path) -> dict[str
             warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
             warnings.filterwarnings("ignore", message="Exporting aten::index operator")
             torch.onnx.export(
-                PooledGraph(model, encoder.pooling, with_types), inputs, str(raw), input_names=names,
-                output_names=["pooled"], dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True,
+                PooledGraph(model, source.head, with_types), inputs, str(raw), input_names=names,
+                output_names=["output"], dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True,
                 dynamo=False,
             )
     finally:
@@ -248,7 +273,7 @@ def _quantize(fp32: Path, out: Path) -> None:
 
 
 def ensure_export(
-    encoder: TransformerEncoder, variant: Variant = "fp32", root: str | os.PathLike[str] | None = None,
+    encoder: TransformerEncoder | ExportSource, variant: Variant = "fp32", root: str | os.PathLike[str] | None = None,
     digest: str | None = None,
 ) -> Path:
     """The folder holding ``encoder``'s ``variant`` export, exporting it first when missing or damaged."""
@@ -257,8 +282,7 @@ def ensure_export(
 
     if variant not in ("fp32", "int8"):
         raise OnnxBackendError(f"variant must be 'fp32' or 'int8', got {variant!r}")
-    if not isinstance(encoder, TransformerEncoder):
-        raise OnnxBackendError(f"only a TransformerEncoder can be exported to ONNX, got {type(encoder).__name__}")
+    encoder = ExportSource.of(encoder)
     root = default_root() if root is None else Path(root)
     digest = digest or weights_digest(encoder.model)
     key, described = export_key(encoder, variant, digest)
@@ -280,10 +304,47 @@ def ensure_export(
         for leftover in tmp.iterdir():  # the quantiser's and optimiser's scratch files
             if leftover.name not in (MODEL_FILE,) and not leftover.name.startswith("."):
                 leftover.unlink()
-        info = {"source": described, "sha256": _file_sha256(tmp / MODEL_FILE), "details": details,
-                "name": encoder.name, "dim": encoder.dim}
+        info = {"source": described, "sha256": _file_sha256(tmp / MODEL_FILE), "details": details, "name": encoder.name}
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
     return folder
+
+
+class _SessionRunner:
+    """An ONNX Runtime session over one model file, rebuilt when the wanted intra-op thread count changes."""
+
+    def __init__(self, model_file: Path, threads: int | None) -> None:
+        self.model_file = model_file
+        self.fixed_threads = None if threads is None else int(threads)
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._inputs: frozenset[str] = frozenset()
+        self.threads = 0
+        self.session()
+
+    def wanted_threads(self) -> int:
+        if self.fixed_threads is not None:
+            return self.fixed_threads
+        from medrank.config import default_threads, requested_threads
+
+        return requested_threads() or default_threads()
+
+    def session(self) -> tuple[Any, frozenset[str]]:
+        """The session for the wanted thread count and its input names."""
+        threads = self.wanted_threads()
+        with self._lock:
+            if self._session is None or self.threads != threads:
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                options.log_severity_level = 3
+                self._session = ort.InferenceSession(str(self.model_file), options, providers=["CPUExecutionProvider"])
+                self._inputs = frozenset(i.name for i in self._session.get_inputs())
+                self.threads = threads
+            return self._session, self._inputs
 
 
 class OnnxEncoder(Encoder):
@@ -326,11 +387,7 @@ class OnnxEncoder(Encoder):
         self._fingerprint = encoder.fingerprint()
         self.folder = ensure_export(encoder, self.variant, cache_root)
         self.model_file = self.folder / MODEL_FILE
-        self._threads = None if threads is None else int(threads)
-        self._lock = threading.Lock()
-        self._session: Any = None
-        self._session_threads = 0
-        self._session_for(self._wanted_threads())
+        self._runner = _SessionRunner(self.model_file, threads)
 
     @property
     def dim(self) -> int:
@@ -338,34 +395,8 @@ class OnnxEncoder(Encoder):
 
     @property
     def threads(self) -> int:
-        """The intra-op threads the current session runs with."""
-        return self._session_threads
-
-    def _wanted_threads(self) -> int:
-        if self._threads is not None:
-            return self._threads
-        from medrank.config import default_threads, requested_threads
-
-        return requested_threads() or default_threads()
-
-    def _session_for(self, threads: int) -> Any:
-        session = self._session
-        if session is not None and self._session_threads == threads:
-            return session
-        import onnxruntime as ort
-
-        with self._lock:
-            if self._session is None or self._session_threads != threads:
-                options = ort.SessionOptions()
-                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                options.intra_op_num_threads = threads
-                options.inter_op_num_threads = 1
-                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                options.log_severity_level = 3
-                self._session = ort.InferenceSession(str(self.model_file), options, providers=["CPUExecutionProvider"])
-                self._session_threads = threads
-                self._inputs = {i.name for i in self._session.get_inputs()}
-            return self._session
+        """The intra-op threads the current session runs with (follows medrank's setting unless fixed)."""
+        return self._runner.threads
 
     def _prompt(self, kind: TextKind | None) -> str:
         if kind == "query":
@@ -377,7 +408,7 @@ class OnnxEncoder(Encoder):
     def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
         from tqdm.auto import tqdm
 
-        session = self._session_for(self._wanted_threads())
+        session, inputs = self._runner.session()
         prompt = self._prompt(kind)
         enc = self.tokenizer(
             [prompt + t for t in texts], truncation=True, max_length=self.max_length, padding=False,
@@ -398,7 +429,7 @@ class OnnxEncoder(Encoder):
                 ids[row, : len(enc[i])] = enc[i]
                 mask[row, : len(enc[i])] = 1
             feed = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._inputs:
+            if "token_type_ids" in inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
             pooled = session.run(None, feed)[0]
             if self.normalize:
@@ -412,6 +443,53 @@ class OnnxEncoder(Encoder):
     def fingerprint(self) -> dict[str, Any]:
         # the backend joins the key: int8 vectors differ from torch's, and fp32 ones in the last digits
         return {**self._fingerprint, "backend": self.backend}
+
+
+class OnnxPairScorer:
+    """A cross-encoder (a one-logit ``transformers`` sequence-classification model over text pairs) run by
+    ONNX Runtime; :meth:`score_pairs` matches ``CrossEncoderScorer.score_pairs`` of the passages pipeline.
+
+    The export is cached like an encoder's (:func:`ensure_export`, head ``"logit"``).
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, max_length: int = 128, *, quantized: bool = False,
+        threads: int | None = None, cache_root: str | os.PathLike[str] | None = None, name: str = "cross-encoder",
+    ) -> None:
+        if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
+            raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
+        self.tokenizer, self.max_length, self.name = tokenizer, max_length, name
+        self.backend = "onnx-int8" if quantized else "onnx"
+        self.folder = ensure_export(ExportSource(model, tokenizer, "logit", name), "int8" if quantized else "fp32", cache_root)
+        self._runner = _SessionRunner(self.folder / MODEL_FILE, threads)
+
+    def score_pairs(
+        self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 64, show_progress: bool = False
+    ) -> np.ndarray:
+        from tqdm.auto import tqdm
+
+        queries, passages = validate_texts(queries, "queries"), validate_texts(passages, "passages")
+        if len(queries) != len(passages):
+            raise ValueError(f"got {len(queries)} queries and {len(passages)} passages: one query per passage")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        session, inputs = self._runner.session()
+        enc = self.tokenizer(queries, passages, truncation="only_second", max_length=self.max_length)
+        order = np.argsort([-len(x) for x in enc["input_ids"]], kind="stable")
+        pad = self.tokenizer.pad_token_id or 0
+        out = np.empty(len(queries), dtype=np.float32)
+        for start in tqdm(range(0, len(order), batch_size), disable=not show_progress, desc="cross-encoder", unit="batch"):
+            idx = order[start : start + batch_size]
+            longest = len(enc["input_ids"][idx[0]])
+            feed = {k: np.full((len(idx), longest), pad if k == "input_ids" else 0, dtype=np.int64) for k in inputs if k in enc}
+            for row, i in enumerate(idx):
+                for k in feed:
+                    seq = enc[k][i]
+                    feed[k][row, : len(seq)] = seq
+            if "token_type_ids" in inputs and "token_type_ids" not in feed:
+                feed["token_type_ids"] = np.zeros((len(idx), longest), dtype=np.int64)
+            out[idx] = session.run(None, feed)[0]
+        return out
 
 
 def with_backend(encoder: TransformerEncoder, backend: str, threads: int | None = None,
