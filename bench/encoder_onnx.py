@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 import common
+import numpy as np
 
 from medrank.config import cache_dir, data_root, seed_everything, set_threads
 
@@ -156,9 +157,21 @@ def latency(args: argparse.Namespace) -> dict:
     set_threads(2)  # index built with both cores; queries are timed on 1
     encs = encoders_for("e5-small")
     concepts = load_candidates("chip-cdn", "vocab")
-    # the names' vectors only set the index's size and width (search time): any backend may write them
-    index_encoder = CachedEncoder(encs[args.latency_index_backend], cache_dir() / "embeddings")
-    retriever = ConceptRetriever.build(concepts, method="dense", encoder=index_encoder, language="zh")
+    # the names' vectors only set the index's size and width (an exact search's time): any backend may
+    # write them, or, with --latency-index-backend random, seeded random unit vectors of the same shape
+    if args.latency_index_backend == "random":
+        from medrank.index import DenseIndex
+        from medrank.pipelines.concept import concept_entries
+
+        ids, names, items = concept_entries(concepts)
+        index = DenseIndex(encs["torch"])
+        index.entry_ids, index.entry_texts, index.entry_items = ids, names, items
+        vectors = np.random.default_rng(args.seed).standard_normal((len(ids), encs["torch"].dim)).astype(np.float32)
+        index.build_from_vectors(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+        retriever = ConceptRetriever(index, concepts)
+    else:
+        index_encoder = CachedEncoder(encs[args.latency_index_backend], cache_dir() / "embeddings")
+        retriever = ConceptRetriever.build(concepts, method="dense", encoder=index_encoder, language="zh")
     queries = [q.text for q in load_eval_set("chip-cdn", "valid").queries[: args.queries]]
     set_threads(1)
     before = load_average()
@@ -271,7 +284,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--task-backends", default="torch,onnx-int8,onnx")
     ap.add_argument("--task-threads", type=int, default=1)
-    ap.add_argument("--latency-index-backend", default="onnx-int8", choices=BACKENDS)
+    ap.add_argument("--latency-index-backend", default="onnx-int8", choices=(*BACKENDS, "random"))
     ap.add_argument("--task-sets", default="chip-gold,ncbi,chip-vocab")
     ap.add_argument("--ncbi-names-only", action="store_true", help="index MEDIC's 11,915 names without their synonyms")
     ap.add_argument("--seed", type=int, default=13)
