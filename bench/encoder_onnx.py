@@ -129,7 +129,7 @@ def throughput(args: argparse.Namespace, texts: dict[str, list[str]]) -> dict:
 def agreement(args: argparse.Namespace, texts: dict[str, list[str]]) -> dict:
     from medrank.encoders.onnx import agreement as cosines
 
-    set_threads(2)
+    set_threads(args.task_threads)
     out = {"load_average_before": load_average(), "rows": []}
     for lang, (name, kind) in MODELS.items():
         sample = texts[lang][: args.n_agreement]
@@ -283,7 +283,7 @@ def main() -> None:
     ap.add_argument("--n-agreement", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--task-backends", default="torch,onnx-int8,onnx")
-    ap.add_argument("--task-threads", type=int, default=1)
+    ap.add_argument("--task-threads", type=int, default=1, help="threads for the agreement and task parts")
     ap.add_argument("--latency-index-backend", default="onnx-int8", choices=(*BACKENDS, "random"))
     ap.add_argument("--task-sets", default="chip-gold,ncbi,chip-vocab")
     ap.add_argument("--ncbi-names-only", action="store_true", help="index MEDIC's 11,915 names without their synonyms")
