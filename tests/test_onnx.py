@@ -169,7 +169,7 @@ def test_choose_backend_takes_the_first_that_agrees_and_falls_back_to_torch(
     assert choice.backend == "torch" and isinstance(choice.encoder, TransformerEncoder)
     assert "onnx-int8 disagrees" in choice.reason and "onnx disagrees" in choice.reason
     assert set(choice.agreement) == {"onnx-int8", "onnx"}
-    with caplog.at_level("INFO", logger="medrank.encoders.onnx"):
+    with caplog.at_level("INFO", logger="medrank.encoders.backend_choice"):
         choose_backend(str(folder), TEXTS, prefer=("onnx-int8", "onnx"), min_cosine={"onnx-int8": 1.5})
     assert "served by onnx:" in caplog.text and "fever" not in caplog.text  # the reason, never the sentences
     # an export that cannot be written (the cache is a file): skipped with the reason
