@@ -126,3 +126,14 @@ def test_default_and_explicit_data_root_fingerprint_alike(tmp_path, monkeypatch)
     implicit = Builder(ServiceSettings(state_dir=tmp_path), show_progress=False)
     explicit = Builder(ServiceSettings(state_dir=tmp_path, data_root=data_root()), show_progress=False)
     assert implicit.data_key == explicit.data_key == str(data_root())
+
+
+def test_encoder_backend_setting_is_checked(tmp_path, monkeypatch):
+    import pytest
+
+    with pytest.raises(ValueError, match="backend must be"):
+        ServiceSettings(state_dir=tmp_path, backend="gpu")
+    monkeypatch.setenv("MEDRANK_BACKEND", "onnx-int8")
+    assert ServiceSettings(state_dir=tmp_path).backend == "onnx-int8"
+    monkeypatch.delenv("MEDRANK_BACKEND")
+    assert ServiceSettings(state_dir=tmp_path).backend == "torch"  # plain settings (tests) never export models

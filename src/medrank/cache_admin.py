@@ -1,8 +1,10 @@
-"""Listing and pruning the procedure pipeline's frozen-bottom cache (``$MEDRANK_CACHE/procedures-frozen``).
+"""Listing and pruning medrank's rebuildable caches: the procedure pipeline's frozen-bottom cache
+(``$MEDRANK_CACHE/procedures-frozen``) and the ONNX exports of encoders (``$MEDRANK_CACHE/onnx``).
 
 Every trained MTCG over new weights files its names' states (200–300 MB for e5-small) and their
 embeddings under a new key (:meth:`BiEncoder.cache_key`, ``ProcedureNormalizer._term_embeddings_file``),
-and nothing else removes the old ones. Loading an entry marks it used (its modification time, set
+and nothing else removes the old ones; every re-saved or retrained encoder served by ONNX Runtime
+gets a new export folder (:mod:`medrank.encoders.onnx`, 90-470 MB each). Loading an entry marks it used (its modification time, set
 by :func:`mark_used`), so ``prune`` can drop what no run has read for a while; a pruned entry is only
 a cache miss: the next run that needs it recomputes it.
 """
@@ -54,6 +56,14 @@ def default_root() -> Path:
     return cache_dir(create=False) / "procedures-frozen"
 
 
+def default_roots() -> list[Path]:
+    """Every cache :func:`list_entries` and :func:`prune` cover by default (not created):
+    ``$MEDRANK_CACHE/procedures-frozen`` and ``$MEDRANK_CACHE/onnx``."""
+    from medrank.config import cache_dir
+
+    return [default_root(), cache_dir(create=False) / "onnx"]
+
+
 def _size(path: Path) -> int:
     total = 0
     for p in [path] if path.is_file() else path.rglob("*"):
@@ -74,24 +84,27 @@ def _is_entry(p: Path) -> bool:
 
 
 def list_entries(root: str | os.PathLike[str] | None = None) -> list[CacheEntry]:
-    """The cache's entries (key folders and ``names-*.safetensors`` files), least recently used first."""
-    root = default_root() if root is None else Path(root)
-    if not root.is_dir():
-        return []
+    """The entries (key folders and ``names-*.safetensors`` files) of ``root``, or of every
+    :func:`default_roots` cache when ``root`` is None, least recently used first."""
+    roots = default_roots() if root is None else [Path(root)]
     entries = []
-    for p in root.iterdir():
-        try:
-            if _is_entry(p):
-                entries.append(CacheEntry(p, _size(p), p.stat().st_mtime))
-        except FileNotFoundError:
+    for folder in roots:
+        if not folder.is_dir():
             continue
+        for p in folder.iterdir():
+            try:
+                if _is_entry(p):
+                    entries.append(CacheEntry(p, _size(p), p.stat().st_mtime))
+            except FileNotFoundError:
+                continue
     return sorted(entries, key=lambda e: e.last_used)
 
 
 def prune(
     unused_days: float, root: str | os.PathLike[str] | None = None, dry_run: bool = True
 ) -> tuple[list[CacheEntry], list[CacheEntry]]:
-    """Remove (or, ``dry_run``, only list) the entries no run has read for ``unused_days`` days.
+    """Remove (or, ``dry_run``, only list) the entries no run has read for ``unused_days`` days
+    (of ``root``, or of every :func:`default_roots` cache).
 
     Returns ``(removed or to remove, failed)``. An entry read since it was listed is kept; one is
     renamed to a dot name before deletion, so a concurrent reader sees all of it or none of it.

@@ -97,13 +97,14 @@ def index(
     candidates: Annotated[str, typer.Option(help="'gold', 'vocab' or a vocabulary file.")] = "vocab",
     method: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
     encoder: Annotated[str | None, typer.Option(help="minilm | e5-small | a model folder / HF id.")] = None,
+    backend: Annotated[str, typer.Option(help="How encoders run: torch | onnx | onnx-int8 (ONNX Runtime).")] = "torch",
 ) -> None:
     """Build a concept index over a vocabulary and save it."""
     from medrank.retrieval.build import build_retriever
 
     try:
         t0 = time.perf_counter()
-        retriever = build_retriever(dataset, candidates, method, encoder, data_root=STATE["data"])
+        retriever = build_retriever(dataset, candidates, method, encoder, data_root=STATE["data"], backend=backend)
         retriever.save(out)
     except (ValueError, OSError) as exc:
         fail(exc)
@@ -160,6 +161,7 @@ def evaluate(
     model: Annotated[Path | None, typer.Option(help="A trained model / run directory to evaluate.")] = None,
     option: Annotated[list[str], typer.Option("--set", help="Task option KEY=VALUE (repeatable).")] = [],  # noqa: B006
     report: Annotated[Path | None, typer.Option(help="JSON report path; a .md table is written beside it.")] = None,
+    backend: Annotated[str, typer.Option(help="How encoders run: torch | onnx | onnx-int8 (ONNX Runtime).")] = "torch",
 ) -> None:
     """Score a dataset's task on a split or on any file in the dataset's visible format.
 
@@ -176,12 +178,17 @@ def evaluate(
     if dataset not in DATASETS:
         _evaluate_task(dataset, test, split, model, parse_options(option), report)
         return
+    if dataset == "chip-cdn" and model is not None and "chip-cdn-sets" in EVALUATORS:
+        # a trained symptom run decides sets: CBLUE set P/R/F1 next to NDCG@5 (zero-shot: --dataset chip-cdn-sets)
+        _evaluate_task("chip-cdn-sets", test, split, model, {"candidates": candidates, **parse_options(option)}, report)
+        return
     if model is not None or option:
         fail(f"--model and --set are not used for {dataset} (concept retrieval); evaluate a saved index with --index")
 
     try:
         eval_set = load_eval_set(dataset, split, test, root=STATE["data"])
-        systems = concept_systems(dataset, candidates, method, encoder, eval_set, index_dir, data_root=STATE["data"])
+        systems = concept_systems(dataset, candidates, method, encoder, eval_set, index_dir, data_root=STATE["data"],
+                                  backend=backend)
         results = evaluate_systems(systems, eval_set, on_result=lambda name, res: print_metrics(name, res["metrics"]))
     except (ValueError, OSError) as exc:
         fail(exc)
@@ -410,17 +417,19 @@ app.add_typer(cache_app, name="cache")
 
 @cache_app.command("list")
 def cache_list() -> None:
-    """Entries of $MEDRANK_CACHE/procedures-frozen, least recently used first."""
+    """Entries of the caches that grow with use ($MEDRANK_CACHE/procedures-frozen, $MEDRANK_CACHE/onnx), least
+    recently used first."""
     from rich.table import Table
 
-    from medrank.cache_admin import default_root, list_entries
+    from medrank.cache_admin import default_roots, list_entries
 
     entries = list_entries()
     table = Table("entry", "size", "days unused")
     for e in entries:
-        table.add_row(escape(e.path.name), f"{e.bytes / 2**20:,.0f} MiB", f"{e.days_unused:.1f}")
+        table.add_row(escape(f"{e.path.parent.name}/{e.path.name}"), f"{e.bytes / 2**20:,.0f} MiB", f"{e.days_unused:.1f}")
     console.print(table)
-    console.print(f"{default_root()}: {len(entries)} entries, {sum(e.bytes for e in entries) / 2**20:,.0f} MiB", markup=False)
+    roots = ", ".join(str(r) for r in default_roots())
+    console.print(f"{roots}: {len(entries)} entries, {sum(e.bytes for e in entries) / 2**20:,.0f} MiB", markup=False)
 
 
 @cache_app.command("prune")

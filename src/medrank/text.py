@@ -89,8 +89,7 @@ def identify(text: str) -> LanguageGuess:
         return LanguageGuess("other", "ja", 1.0)
     if HANGUL.search(text):
         return LanguageGuess("other", "ko", 1.0)
-    han = len(HAN.findall(text))
-    if han and 3 * han >= len(LATIN.findall(text)):
+    if mostly_han(text):
         return LanguageGuess("zh", "zh", 1.0)
     if not any(ch.isalpha() for ch in text):
         return LanguageGuess("other", "none", 1.0)
@@ -128,6 +127,12 @@ def repair_mojibake(text: str) -> str | None:
 def looks_like_mojibake(text: str) -> bool:
     """True when ``text`` still holds a run :func:`repair_mojibake` can decode, or Latin-1 letters glued to Han."""
     return repair_mojibake(text) is not None or _LATIN1_BY_HAN.search(text) is not None
+
+
+def mostly_han(text: str) -> bool:
+    """True when Han characters carry ``text``: at least one, and one Han character counts as three Latin letters."""
+    han = len(HAN.findall(text))
+    return bool(han) and 3 * han >= len(LATIN.findall(text))
 
 
 def has_han(text: str) -> bool:

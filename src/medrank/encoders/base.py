@@ -32,6 +32,9 @@ class Encoder(ABC):
 
     #: a short name used in reports and saved index configs
     name: str = "encoder"
+    #: what computes the vectors: ``"torch"`` (also for encoders that need no model runtime),
+    #: ``"onnx"`` or ``"onnx-int8"`` (:mod:`medrank.encoders.onnx`)
+    backend: str = "torch"
 
     @property
     @abstractmethod

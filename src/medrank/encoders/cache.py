@@ -38,6 +38,7 @@ class CachedEncoder(Encoder):
     def __init__(self, encoder: Encoder, directory: str | os.PathLike[str]) -> None:
         self.encoder = encoder
         self.name = encoder.name
+        self.backend = encoder.backend
         key = json.dumps(encoder.fingerprint(), sort_keys=True, default=str)
         self.directory = Path(directory) / hashlib.sha1(key.encode()).hexdigest()[:16]
         self.directory.mkdir(parents=True, exist_ok=True)

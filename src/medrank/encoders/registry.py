@@ -137,14 +137,23 @@ def hub_unreachable(host: str, port: int = 443, timeout: float | None = None) ->
     return outcome[0] if outcome else f"no connection within {limit:g} s"
 
 
-def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs: Any) -> Encoder:
+def load_encoder(
+    name_or_path: str | os.PathLike[str] | dict[str, Any], backend: str | None = None, **kwargs: Any
+) -> Encoder:
     """Build an encoder from an alias, a folder, a hub id, or a saved :meth:`Encoder.spec`.
 
     Keyword arguments (``pooling``, ``query_prompt``, ``passage_prompt``,
-    ``max_length``, ``device``) override what the model folder declares.
+    ``max_length``, ``device``) override what the model folder declares. ``backend``: ``"torch"``
+    (the default), ``"onnx"`` or ``"onnx-int8"`` (ONNX Runtime, see :mod:`medrank.encoders.onnx`);
+    a saved spec's ``backend`` key is used unless ``backend`` is given. The encoder's
+    ``backend`` attribute says which one serves it.
     """
+    from medrank.encoders.onnx import check_backend, with_backend
+
     if isinstance(name_or_path, dict):
         spec = dict(name_or_path)
+        saved_backend = spec.pop("backend", None)
+        backend = backend or saved_backend
         if spec.get("added_characters"):
             raise ValueError(
                 f"this encoder spec has characters added to its vocabulary ({spec['added_characters']!r}); "
@@ -159,6 +168,7 @@ def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs
         name_or_path = source or name
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
         raise TypeError(f"an encoder needs an alias, a model folder or a hub id, got {name_or_path!r}")
+    backend = check_backend(backend or "torch")
     key = str(name_or_path)
     path = resolve_model_path(key)
     alias = ALIASES.get(key.lower())
@@ -167,7 +177,7 @@ def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs
         kwargs.setdefault("passage_prompt", "passage: ")
     kwargs.setdefault("name", alias or Path(key).name or key)
     try:
-        return TransformerEncoder(path, **kwargs)
+        encoder = TransformerEncoder(path, **kwargs)
     except OSError as exc:
         if Path(path).exists():
             raise
@@ -177,6 +187,7 @@ def load_encoder(name_or_path: str | os.PathLike[str] | dict[str, Any], **kwargs
             f"cannot load model {key!r}: not a known alias ({', '.join(sorted(ALIASES))}), not a local folder, "
             f"and not loadable from the Hugging Face hub or its cache ({first})"
         ) from exc
+    return with_backend(encoder, backend)
 
 
 _KWARGS = {"pooling", "query_prompt", "passage_prompt", "max_length", "normalize", "device", "name"}

@@ -21,8 +21,11 @@ def build_retriever(
     encoder_name: str | None,
     eval_set: ConceptDataset | None = None,
     data_root: str | Path | None = None,
+    backend: str = "torch",
 ) -> ConceptRetriever:
     """A :class:`ConceptRetriever` over ``dataset``'s ``candidates`` (``gold`` / ``vocab`` / a file).
+
+    ``backend``: how the encoder runs (``torch``, or ONNX Runtime ``onnx`` / ``onnx-int8``).
 
     Packaged encoders cache the vocabulary's vectors on disk (``$MEDRANK_CACHE/embeddings``: the
     weights never change); queries never go through that cache.
@@ -37,7 +40,7 @@ def build_retriever(
         from medrank.encoders.registry import ALIASES
 
         name = encoder_name or default_encoder(dataset)
-        encoder = load_encoder(name)
+        encoder = load_encoder(name, backend=backend)
         if name.lower() in ALIASES:
             encoder = CachedEncoder(encoder, config.cache_dir() / "embeddings")
     retriever = ConceptRetriever.build(concepts, method=method, encoder=encoder, language=default_language(dataset))
@@ -62,6 +65,7 @@ def concept_systems(
     eval_set: ConceptDataset,
     index_dir: Path | None = None,
     data_root: str | Path | None = None,
+    backend: str = "torch",
 ) -> dict[str, Callable[[], ConceptRetriever]]:
     """``name → builder`` of each system to evaluate: a saved index, or each method × encoder."""
     from medrank.retrieval.concept_data import default_encoder
@@ -73,8 +77,8 @@ def concept_systems(
     for m in methods:
         encs: list[str | None] = [None] if m == "bm25" else list(encoders or [default_encoder(dataset)])
         for e in encs:
-            name = m if e is None else f"{m}:{e}"
-            systems[name] = lambda m=m, e=e: build_retriever(dataset, candidates, m, e, eval_set, data_root)
+            name = m if e is None else f"{m}:{e}" + ("" if backend == "torch" else f":{backend}")
+            systems[name] = lambda m=m, e=e: build_retriever(dataset, candidates, m, e, eval_set, data_root, backend)
     return systems
 
 

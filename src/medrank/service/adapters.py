@@ -644,6 +644,8 @@ class Services:
     similar: SimilarService | None = None
     differential: DifferentialService | None = None
     steps: dict[str, Any] = field(default_factory=dict)
+    #: language → {encoder, backend (torch | onnx | onnx-int8), reason} of the encoders loaded so far
+    encoders: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def available(self) -> dict[str, bool]:
         return {name: getattr(self, attr) is not None for name, attr in PIPELINES.items()}
@@ -676,7 +678,8 @@ class Services:
                 info = svc.info()
                 out.append({"pipeline": name, "state": state, "model": info.model, "version": info.version,
                             "trained": info.trained, "form": "trained" if info.trained else "zero-shot / first-stage",
-                            "train_command": train_command(name), "details": info.details})
+                            "train_command": train_command(name), "details": info.details,
+                            "encoders": dict(self.encoders)})
             elif state != "not served":
                 out.append({"pipeline": name, "state": state, "model": "(not ready yet)", "version": "", "trained": False,
                             "form": "not ready yet", "train_command": train_command(name), "details": {}})

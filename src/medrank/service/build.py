@@ -71,6 +71,16 @@ BUILD_VERSION = 1
 CALIBRATION_SEED = 0
 
 
+#: what the start-up agreement check encodes (fixed texts, never user text): ONNX vectors must match torch's on them
+AGREEMENT_SENTENCES: dict[str, list[str]] = {
+    "en": ["I have had a headache and a fever since yesterday.", "My knee is swollen and hurts when I walk.",
+           "Shortness of breath at night", "chest pain radiating to the left arm", "Type 2 diabetes mellitus",
+           "What are the side effects of metformin?", "runny nose and sore throat", "Acute appendicitis"],
+    "zh": ["头痛发烧两天", "宝宝咳嗽流鼻涕，昨晚发烧", "肚子疼拉肚子", "糖尿病反复低血糖", "右乳腺癌IV期",
+           "腹腔镜下胆囊切除术", "左膝退变伴游离体", "高血压病人能吃西瓜吗"],
+}
+
+
 class Builder:
     """Loads encoders once, builds or loads each component, and reports progress on stderr."""
 
@@ -85,6 +95,8 @@ class Builder:
         #: the step being built now (its progress and ETA are what /health reports)
         self.step: BuildStep | None = None
         self._encoders: dict[str, Encoder] = dict(encoders or {})
+        #: language → which encoder serves it, on which backend, and why (shown by /models)
+        self.backends: dict[str, dict[str, str]] = {}
         self.state = Path(settings.state_dir)
         self.state.mkdir(parents=True, exist_ok=True)
 
@@ -100,8 +112,16 @@ class Builder:
 
             name = self.settings.encoder_en if language == "en" else self.settings.encoder_zh
             t0 = time.perf_counter()
-            self._encoders[language] = load_encoder(name)
-            self.say(f"  encoder {name} ({language}) loaded in {time.perf_counter() - t0:.1f}s")
+            if self.settings.backend == "auto":
+                from medrank.encoders import choose_backend
+
+                choice = choose_backend(name, AGREEMENT_SENTENCES[language])
+                self._encoders[language], reason = choice.encoder, choice.reason
+            else:
+                self._encoders[language] = load_encoder(name, backend=self.settings.backend)
+                reason = f"{self.settings.backend} (asked for)"
+            self.backends[language] = {"encoder": name, "backend": self._encoders[language].backend, "reason": reason}
+            self.say(f"  encoder {name} ({language}) loaded in {time.perf_counter() - t0:.1f}s: {reason}")
         enc = self._encoders[language]
         if self.settings.batch_queries and not isinstance(enc, BatchingEncoder):
             enc = self._encoders[language] = BatchingEncoder(enc)
@@ -114,14 +134,14 @@ class Builder:
     def build_encoder(self, language: str, track: bool = True) -> Encoder:
         """The same encoder wrapped in the embedding cache (vocabulary texts only, never queries)."""
         from medrank.config import cache_dir
-        from medrank.encoders import CachedEncoder, TransformerEncoder
+        from medrank.encoders import CachedEncoder, OnnxEncoder, TransformerEncoder
 
         enc = self.raw_encoder(language)
         # progress counts the texts actually encoded: the cache asks its encoder once, for the texts it lacks,
         # and writes its file once per call
         unit = "sentences" if self.step is not None and self.step.name == "passages" else "entries"
         tracked = ProgressEncoder(enc, self.progress(unit)) if track and self.step is not None else enc
-        if isinstance(enc, TransformerEncoder):
+        if isinstance(enc, TransformerEncoder | OnnxEncoder):  # the cache key names the backend
             return CachedEncoder(tracked, cache_dir() / "embeddings")
         return tracked
 
@@ -592,6 +612,7 @@ def run_step(b: Builder, services: Services, name: str) -> None:
 
 def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: bool) -> None:
     t0 = time.perf_counter()
+    services.encoders = b.backends  # the same dict: /models shows each encoder as soon as it is loaded
     for name in names:
         step = services.steps[name]
         step.start()

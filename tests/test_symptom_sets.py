@@ -1,0 +1,185 @@
+"""Set-level symptom detection: spans, the DXY lexicon, merging / diversification, calibration, the CBLUE metric."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from medrank.pipelines.symptom.lexicon import (
+    DxyFormatError,
+    DxyRecord,
+    SurfaceLexicon,
+    mine_surface_lexicon,
+    read_dxy_folder,
+)
+from medrank.pipelines.symptom.sets import (
+    FEATURES,
+    CodePrefixHierarchy,
+    SetCalibration,
+    SetDetector,
+    SymptomTextError,
+    fit_logistic,
+    set_prf,
+)
+from medrank.pipelines.symptom.spans import clauses, find_spans
+
+
+# -- spans -------------------------------------------------------------------------------------------
+def test_chinese_spans_split_at_lexicon_words_punctuation_and_conjunctions() -> None:
+    lex = SurfaceLexicon({"发烧": "发烧", "头痛": "头痛", "流鼻涕": "流涕", "咳嗽": "咳嗽"})
+    spans = find_spans("头痛发烧两天", lex)
+    assert [(s.text, s.normalised) for s in spans] == [("头痛", "头痛"), ("发烧", "发烧"), ("两天", None)]
+    assert [(s.start, s.end) for s in spans] == [(0, 2), (2, 4), (4, 6)]
+    spans = find_spans("宝宝咳嗽流鼻涕，昨晚发烧", lex)
+    assert [s.normalised for s in spans if s.normalised] == ["咳嗽", "流涕", "发烧"]
+    assert [t for t in ("左膝退变", "游离体")] == [s.text for s in find_spans("左膝退变伴游离体", None)]
+
+
+def test_negation_marks_the_span() -> None:
+    lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
+    spans = {s.text: s.negated for s in find_spans("孩子不发烧，有点咳嗽", lex)}
+    assert spans["发烧"] is True and spans["咳嗽"] is False
+    en = {s.text: s.negated for s in find_spans("I have no fever but a headache")}
+    assert en == {"no fever": True, "headache": False}
+
+
+def test_english_clauses_and_bare_predicates() -> None:
+    text = "my knee is swollen and hurts when I walk"
+    spans = [s.text for s in find_spans(text)]
+    assert "my knee is swollen" in spans
+    assert "my knee is swollen and hurts" in spans  # "hurts" alone does not say where
+    other = "cough, fever and chills"
+    assert [other[a:b] for a, b in clauses(other, "en")] == ["cough", "fever", "chills"]
+
+
+# -- lexicon -----------------------------------------------------------------------------------------
+def _records() -> list[DxyRecord]:
+    return [
+        DxyRecord("一直流鼻涕，有点咳嗽", ("鼻涕", "咳嗽"), ("流涕", "咳嗽")),
+        DxyRecord("鼻涕很多，发烧", ("鼻涕", "发烧"), ("流涕", "发烧")),
+        DxyRecord("拉肚子三天，发烧", ("拉肚子", "发烧"), ("稀便", "发烧")),
+        DxyRecord("拉肚子，咳嗽", ("拉肚子", "咳嗽"), ("稀便", "咳嗽")),
+        DxyRecord("咳嗽，发烧", ("咳嗽", "发烧"), ("咳嗽", "发烧")),
+    ]
+
+
+def test_lexicon_mining_aligns_written_words_to_names() -> None:
+    lex = mine_surface_lexicon(_records())
+    assert lex.normalise("鼻涕") == "流涕"
+    assert lex.normalise("拉肚子") == "稀便"
+    assert lex.normalise("咳嗽") == "咳嗽"  # names map to themselves
+    assert lex.cluster("流涕")[0] == "流涕" and "鼻涕" in lex.cluster("流涕")
+    assert lex.find("拉肚子和鼻涕") == [(0, 3, "稀便"), (4, 6, "流涕")]
+    assert lex.precision["鼻涕"] == 1.0
+
+
+def test_lexicon_round_trip(tmp_path) -> None:
+    lex = mine_surface_lexicon(_records())
+    lex.save(tmp_path / "lex.json")
+    back = SurfaceLexicon.load(tmp_path / "lex.json")
+    assert back.forms == lex.forms and back.precision == lex.precision
+
+
+def test_read_dxy_folder_takes_any_split_prefix_and_the_goal_file(tmp_path) -> None:
+    recs = [{"goal": {"origin_inform_slots": ["鼻涕"], "explicit_inform_slots": {"流涕": True}},
+             "self_repo": "流鼻涕\n", "consult_id": "1"}]
+    (tmp_path / "x_dialog.txt").write_text("test@" + repr(recs), encoding="utf-8")
+    got = read_dxy_folder(tmp_path)
+    assert got == [DxyRecord("流鼻涕", ("鼻涕",), ("流涕",), "1")]
+    (tmp_path / "test_goal_dict_dxy.txt").write_text(json.dumps([{"explicit_inform_slots": {"鼻塞": True, "咳嗽": False}}]),
+                                                     encoding="utf-8")
+    assert read_dxy_folder(tmp_path)[0].explicit == ("鼻塞",)
+    (tmp_path / "x_dialog.txt").write_text("no prefix", encoding="utf-8")
+    with pytest.raises(DxyFormatError, match="split"):
+        read_dxy_folder(tmp_path)
+
+
+# -- metric and calibration --------------------------------------------------------------------------
+def test_cblue_set_metric_by_hand() -> None:
+    pred = [{"a", "b"}, {"c"}, set()]
+    gold = [{"a"}, {"c", "d"}, {"e"}]
+    # tp = 2, predicted = 3, gold = 4
+    m = set_prf(pred, gold)
+    assert m["precision"] == pytest.approx(2 / 3)
+    assert m["recall"] == pytest.approx(2 / 4)
+    assert m["f1"] == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+    assert set_prf([set()], [set()]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def test_calibration_is_monotone_in_an_informative_feature_and_round_trips(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(FEATURES)))
+    y = (x[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    cal = fit_logistic(x, y)
+    grid = np.zeros((21, len(FEATURES)))
+    grid[:, 0] = np.linspace(-3, 3, 21)
+    p = cal.probability(grid)
+    assert np.all(np.diff(p) > 0) and p[0] < 0.1 and p[-1] > 0.9
+    cal.save(tmp_path / "cal.json")
+    assert np.allclose(SetCalibration.load(tmp_path / "cal.json").probability(grid), p)
+    with pytest.raises(ValueError, match="both"):
+        fit_logistic(x, np.ones(400))
+
+
+# -- the detector over a fake retriever ---------------------------------------------------------------
+NAMES = {"R50": "发热", "R05": "咳嗽", "R05.1": "干咳", "J00": "流涕", "T20": "鼻部烧伤"}
+
+
+def _search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+    table = {"发烧": ["R50", "T20"], "发热": ["R50"], "咳嗽": ["R05", "R05.1"], "流鼻涕": ["J00"], "流涕": ["J00"]}
+    out = []
+    for t in texts:
+        ids = table.get(t) or ["R05", "R05.1", "R50"]
+        out.append([(cid, 1.0 - 0.1 * r) for r, cid in enumerate(ids[:k])])
+    return out
+
+
+def _detector(**kw) -> SetDetector:
+    lex = SurfaceLexicon({"发烧": "发烧", "发热": "发烧", "咳嗽": "咳嗽", "流鼻涕": "流涕"})
+    hier = CodePrefixHierarchy({k: (k,) for k in NAMES})
+    cal = SetCalibration([0.0] * len(FEATURES), [1.0] * len(FEATURES), [0.0] * len(FEATURES), 0.0, threshold=0.5)
+    weights = dict.fromkeys(FEATURES, 0.0)
+    weights.update(exact=4.0, span_top1=2.0)
+    cal.coef = [weights[f] for f in FEATURES]
+    cal.intercept = -3.0
+    return SetDetector(_search, NAMES, language="zh", lexicon=lex, hierarchy=hier, calibration=cal, **kw)
+
+
+def test_detector_spans_probabilities_and_diversification() -> None:
+    det = _detector()
+    text = "咳嗽流鼻涕，昨晚发烧"
+    got = det.detect(text)
+    names = {t.name: t for t in got.terms}
+    assert set(names) == {"咳嗽", "流涕", "发热"}  # 发烧 searched as 发热 too; no burn
+    assert text[slice(*names["流涕"].span)] == "流鼻涕"
+    assert text[slice(*names["发热"].span)] == "发烧"
+    assert all(0.0 <= t.probability <= 1.0 for t in got.terms + got.alternatives)
+    assert "干咳" not in names  # a child code of 咳嗽 on the same span
+    assert [t.probability for t in got.terms] == sorted((t.probability for t in got.terms), reverse=True)
+
+
+def test_detector_drops_negated_findings_and_validates_input() -> None:
+    det = _detector()
+    assert "发热" not in {t.name for t in det.detect("咳嗽，不发烧").terms}
+    with pytest.raises(SymptomTextError):
+        det.detect("   ")
+    with pytest.raises(SymptomTextError):
+        det.detect("咳" * 5000)
+    with pytest.raises(SymptomTextError):
+        det.detect_many("咳嗽")  # type: ignore[arg-type]
+
+
+def test_fit_learns_a_calibration_from_labelled_complaints() -> None:
+    det = _detector()
+    det.calibration = None
+    with pytest.raises(ValueError, match="calibration"):
+        det.detect("咳嗽")
+    texts = ["咳嗽", "发烧", "咳嗽流鼻涕", "发热，咳嗽", "流鼻涕"] * 4
+    gold = [{"R05"}, {"R50"}, {"R05", "J00"}, {"R50", "R05"}, {"J00"}] * 4
+    cal = det.fit(texts, gold)
+    assert cal.info["complaints"] == 20 and 0.0 < cal.threshold < 1.0
+    preds = [{t.id for t in s.terms} for s in det.detect_many(texts)]
+    assert set_prf(preds, gold)["f1"] > 0.9

@@ -1,0 +1,130 @@
+"""The complaints that showed the ranking-only /symptoms wrong, on the real vocabularies (slow).
+
+Chinese: the trained CPU run over the 37,645 ICD-10 Beijing names with its set calibration
+(``RUN/sets-vocab.json``, written by ``bench/symptom_sets.py --parts cdn --run RUN``; the run is
+``$MEDRANK_SYMPTOM_RUN`` or ``runs/symptom/cpu/chip-cdn-bi-hardnce``). English: built the way the
+service builds its zero-shot HPO knowledge base (BM25 + MiniLM, hybrid) with the calibration
+shipped in ``medrank/pipelines/symptom/calibrations``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+class _Info:
+    def __init__(self, name: str, language: str) -> None:
+        self.name, self.language, self.method, self.trained = name, language, "hybrid", False
+
+
+class _KB:
+    """The two attributes of a service knowledge base the detector reads, over a ConceptRetriever."""
+
+    def __init__(self, retriever, name: str, language: str) -> None:
+        self.info = _Info(name, language)
+        self.concepts = retriever.concepts
+        self.backend = self
+
+        def search(texts, k):
+            return [list(zip(r.ids, r.scores, strict=True)) for r in retriever.search(list(texts), k=k)]
+
+        self.search = search
+
+
+@cache
+def _detector(language: str):
+    from medrank.config import cache_dir
+    from medrank.encoders import CachedEncoder, load_encoder
+    from medrank.pipelines.symptom.sets import SetDetector
+    from medrank.retrieval.concept import ConceptRetriever
+
+    if language == "zh":
+        run = Path(os.environ.get("MEDRANK_SYMPTOM_RUN", "runs/symptom/cpu/chip-cdn-bi-hardnce"))
+        if not (run / "sets-vocab.json").exists():
+            pytest.skip(f"{run} has no set calibration (train the CPU recipe, then bench/symptom_sets.py --run)")
+        return SetDetector.from_run(run, "vocab")
+    from medrank.data.hpo import load_hpo
+
+    concepts, enc, name = load_hpo(), "minilm", "hpo"
+    encoder = CachedEncoder(load_encoder(enc), cache_dir() / "embeddings")
+    retriever = ConceptRetriever.build(list(concepts), method="hybrid", encoder=encoder, language=language,
+                                       show_progress=False)
+    det = SetDetector.from_knowledge_base(_KB(retriever, name, language))
+    assert det.calibration is not None, "run bench/symptom_sets.py to write the shipped calibrations"
+    return det
+
+
+def _names(text: str, language: str) -> set[str]:
+    got = _detector(language).detect(text)
+    assert all(0.0 <= t.probability <= 1.0 and t.span is not None for t in got.terms)
+    return {t.name for t in got.terms}
+
+
+def test_headache_and_fever_for_two_days() -> None:
+    names = _names("头痛发烧两天", "zh")
+    assert {"头痛", "发热"} <= names
+
+
+def test_child_coughing_runny_nose_fever_without_a_burn() -> None:
+    text = "宝宝咳嗽流鼻涕，昨晚发烧"
+    got = _detector("zh").detect(text)
+    names = {t.name for t in got.terms}
+    assert {"咳嗽", "发热"} <= names
+    assert not any("烧伤" in n for n in names)
+    fever = next(t for t in got.terms if t.name == "发热")
+    assert text[fever.span[0]:fever.span[1]] == "发烧"
+
+
+def test_tummy_ache() -> None:
+    names = _names("肚子疼拉肚子", "zh")
+    assert "腹痛" in names
+    assert not any("中毒" in n for n in names)
+
+
+@pytest.mark.xfail(strict=True, reason="the ICD-10 Beijing names hold no plain 腹泻; the trained CPU run gives the "
+                   "specific diarrhoeas (功能性腹泻 …) too low a probability to be decided or offered first")
+def test_diarrhoea_is_decided_or_offered_first() -> None:
+    got = _detector("zh").detect("肚子疼拉肚子")
+    offered = [t.name for t in got.terms] + [t.name for t in got.alternatives[:1]]
+    assert any("腹泻" in n for n in offered)
+
+
+def _offered(text: str) -> tuple[set[str], list[str]]:
+    got = _detector("en").detect(text)
+    return {t.name.lower() for t in got.terms}, [t.name.lower() for t in got.terms + got.alternatives]
+
+
+def test_waking_at_night_short_of_breath_offers_dyspnea() -> None:
+    decided, offered = _offered("I keep waking up at night short of breath")
+    assert any("dyspnea" in n or "gasping" in n for n in offered[:5])
+    assert "vegetative state" not in decided
+
+
+def test_swollen_knee_that_hurts_offers_knee_pain() -> None:
+    decided, offered = _offered("my knee is swollen and hurts when I walk")
+    assert "knee pain" in offered[:5]
+    assert not any("dislocation" in n for n in decided)
+
+
+_EN_GAP = ("the English calibration is fitted on synthetic complaints whose layperson words are left out of the index "
+           "(the right term is among the candidates for under half of them), so its probabilities are too low "
+           "to decide these terms; they are offered among the alternatives instead")
+
+
+@pytest.mark.xfail(strict=True, reason=_EN_GAP)
+def test_waking_at_night_short_of_breath_decides_dyspnea() -> None:
+    decided, _ = _offered("I keep waking up at night short of breath")
+    assert any("dyspnea" in n or "gasping" in n for n in decided)
+
+
+@pytest.mark.xfail(strict=True, reason=_EN_GAP)
+def test_swollen_knee_that_hurts_decides_pain_and_swelling() -> None:
+    decided, _ = _offered("my knee is swollen and hurts when I walk")
+    assert "knee pain" in decided
+    assert any("swelling" in n or "swollen" in n or "effusion" in n for n in decided)
