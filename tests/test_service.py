@@ -828,6 +828,19 @@ def test_set_detector_adapter(services):
     assert body["alternatives"][0]["span"] is None and body["results"]
     with pytest.raises(ValueError, match="detect"):
         SymptomService(services.symptoms.kbs, set_detectors={"tiny-en": object()})
+    # a knowledge base that joins later brings its detector along; one without a set calibration gets none
+    services.symptoms.add("tiny-zh", services.symptoms.kbs["tiny-zh"], Sets())
+    assert _client(services).post("/symptoms", json={"query": "头痛"}).json()["terms"][0]["name"] == "headache"
+    details = {m["pipeline"]: m for m in _client(services).get("/models").json()["pipelines"]}["symptoms"]["details"]
+    assert set(details["set_detection"]) == {"tiny-en", "tiny-zh"}
+
+
+def test_a_knowledge_base_without_a_set_calibration_serves_its_ranking(services, tmp_path):
+    from medrank.service.build import Builder
+
+    builder = Builder(ServiceSettings(api_token=None, state_dir=tmp_path), show_progress=False)
+    assert builder.set_detector(services.symptoms.kbs["tiny-en"]) is None
+    assert _client(services).post("/symptoms", json={"query": "fever"}).json()["terms"] is None
 
     # the inquiry engine's adapters are exercised over small real engines in test_service_inquiry.py
     assert _client(services).post("/differential", json={"findings": [{"name": "E_91"}], "language": "en"}).status_code == 503

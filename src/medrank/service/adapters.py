@@ -103,8 +103,11 @@ class SymptomService:
                 out[lang] = found
         return out
 
-    def add(self, name: str, kb: KnowledgeBase) -> None:
-        """Serve ``kb`` from now on (new dictionaries swapped in whole: a request sees the old or the new state)."""
+    def add(self, name: str, kb: KnowledgeBase, set_detector: Any = None) -> None:
+        """Serve ``kb`` from now on, with its ``set_detector`` when there is one (new dictionaries swapped in whole:
+        a request sees the old or the new state)."""
+        if set_detector is not None:
+            self.set_detectors = {**self.set_detectors, name: set_detector}
         kbs = {**self.kbs, name: kb}
         defaults = self._defaults(kbs)
         self.kbs, self.defaults = kbs, defaults
@@ -151,7 +154,10 @@ class SymptomService:
             "; ".join(f"{n}: {b.info.version}" for n, b in self.kbs.items()),
             any(b.info.trained for b in self.kbs.values()),
             {"knowledge_bases": {n: b.describe() for n, b in self.kbs.items()}, "defaults": self.defaults,
-             "building": {n: step.detail() for n, (_, step) in self.pending.items()}},
+             "building": {n: step.detail() for n, (_, step) in self.pending.items()},
+             "set_detection": {n: ("decides the set of terms (calibrated probabilities, spans, alternatives)"
+                                   if n in self.set_detectors else "ranking only (no set calibration for it)")
+                               for n in self.kbs}},
         )
 
 

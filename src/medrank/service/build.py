@@ -95,6 +95,8 @@ class Builder:
         #: the step being built now (its progress and ETA are what /health reports)
         self.step: BuildStep | None = None
         self._encoders: dict[str, Encoder] = dict(encoders or {})
+        #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
+        self.trained_runs: dict[int, tuple[Any, Path]] = {}
         #: language → which encoder serves it, on which backend, and why (shown by /models)
         self.backends: dict[str, dict[str, str]] = {}
         self.state = Path(settings.state_dir)
@@ -280,7 +282,26 @@ class Builder:
         info = KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
                       "no licence stated (see the dataset README)", method="dense",
                       model=f"Bi-HardNCE (trained run {run.name}{beta})", trained=True)
-        return KnowledgeBase(info, list(detector.retriever.concepts.values()), DetectorBackend(detector))
+        kb = KnowledgeBase(info, list(detector.retriever.concepts.values()), DetectorBackend(detector))
+        self.trained_runs[id(kb)] = (detector, run)
+        return kb
+
+    def set_detector(self, kb: KnowledgeBase) -> Any:
+        """The set-level detector of ``kb`` (decided terms with calibrated probabilities and spans), or ``None``
+        where no set calibration exists for it: a trained run's ``sets-vocab.json``, or the calibration shipped
+        for a zero-shot knowledge base and method."""
+        from medrank.pipelines.symptom.inference import set_detector_for_knowledge_base, set_detector_for_run
+
+        trained = self.trained_runs.get(id(kb))
+        if trained is not None:
+            detector = set_detector_for_run(trained[0], trained[1], "vocab", kb.info.language, self.settings.data_root)
+        else:
+            detector = set_detector_for_knowledge_base(kb, self.settings.data_root)
+        if detector is None:
+            self.say(f"  {kb.info.name}: no set calibration; /symptoms returns its ranking only")
+        else:
+            self._timed(f"{kb.info.name}: set detector warmed up", lambda: detector.detect("头痛" if kb.info.language == "zh" else "headache"))
+        return detector
 
     @staticmethod
     def _kind(run: Path) -> str | None:
@@ -587,12 +608,14 @@ def run_step(b: Builder, services: Services, name: str) -> None:
     if name.startswith("symptoms:"):
         kb_name = name.split(":", 1)[1]
         kb = b.knowledge_base(kb_name)
+        detector = b.set_detector(kb)
         if services.symptoms is None:
             pending = {n.split(":", 1)[1]: (KB_LANGUAGES.get(n.split(":", 1)[1], ""), s) for n, s in services.steps.items()
                        if n.startswith("symptoms:") and n != name and s.state != "ready"}
-            services.symptoms = SymptomService({kb_name: kb}, pending=pending)
+            services.symptoms = SymptomService({kb_name: kb}, pending=pending,
+                                               set_detectors={kb_name: detector} if detector is not None else None)
         else:
-            services.symptoms.add(kb_name, kb)
+            services.symptoms.add(kb_name, kb, detector)
         return
     if name == "differential":
         inquiry = b.inquiry()

@@ -16,9 +16,20 @@ from typing import Any
 
 from medrank.index.base import check_k
 from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER
+from medrank.pipelines.symptom.sets import (
+    DetectedTerm,
+    SetCalibration,
+    SetDetector,
+    SymptomSet,
+    shipped_calibration,
+)
 from medrank.records import Query, Ranking
 
 DEFAULT_K = 5
+
+#: the set-level detection the service serves beside each knowledge base's ranking
+__all__ = ["DEFAULT_K", "DetectedTerm", "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet",
+           "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
 
 
 class SymptomDetector:
@@ -84,3 +95,35 @@ class SymptomDetector:
     def describe(self, ranking: Ranking) -> list[dict[str, Any]]:
         """A ranking as rows of ``{"id", "name", "score"}`` (and ``"codes"`` where the term has them)."""
         return self.retriever.describe(ranking)
+
+
+def _lexicon(language: str | None, data_root: str | os.PathLike[str] | None) -> Any:
+    """The DXY surface lexicon for Chinese (``None`` for English, or where the DXY data is missing)."""
+    if language != "zh":
+        return None
+    from medrank.pipelines.symptom.lexicon import dxy_lexicon
+
+    try:
+        return dxy_lexicon(data_root)
+    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
+        return None
+
+
+def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[str], candidates: str = "vocab",
+                         language: str = "zh", data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
+    """A :class:`SetDetector` over an already loaded trained run (its retriever, no second copy of the index), with
+    the set calibration the run holds (``RUN/sets-<candidates>.json``); ``None`` when it holds none."""
+    path = Path(run_dir) / f"sets-{candidates}.json"
+    if not path.exists():
+        return None
+    return SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
+                                      lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}")
+
+
+def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
+    """A :class:`SetDetector` over a service knowledge base with the calibration shipped for it
+    (``shipped_calibration``); ``None`` when none was fitted for that knowledge base and method."""
+    calibration = shipped_calibration(kb.info.name, kb.info.method, trained=bool(kb.info.trained))
+    if calibration is None:
+        return None
+    return SetDetector.from_knowledge_base(kb, calibration=calibration, lexicon=_lexicon(kb.info.language, data_root))

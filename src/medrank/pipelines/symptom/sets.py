@@ -301,11 +301,19 @@ class SetDetector:
     @classmethod
     def from_run(cls, run_dir: PathLike, candidates: str = "vocab", calibration: SetCalibration | PathLike | None = None,
                  **kwargs: Any) -> SetDetector:
-        """Over a trained run (:class:`~medrank.pipelines.symptom.inference.SymptomDetector`); the calibration
-        defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there."""
-        from medrank.pipelines.symptom.inference import SymptomDetector
+        """Over a trained run (the retriever :class:`~medrank.pipelines.symptom.inference.SymptomDetector` loads);
+        the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there."""
+        # read here, not through the inference module: that module serves this one (no import circle)
+        from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER
+        from medrank.retrieval.concept import ConceptRetriever
 
-        detector = SymptomDetector.load(run_dir, candidates)
+        meta_path = Path(run_dir) / DETECTOR_MARKER
+        if not meta_path.exists():
+            raise FileNotFoundError(f"{run_dir} is not a trained symptom run (no {DETECTOR_MARKER})")
+        indexes = json.loads(meta_path.read_text(encoding="utf-8"))["candidates"]
+        if candidates not in indexes:
+            raise ValueError(f"{run_dir} has indexes for {sorted(indexes)}, not {candidates!r}")
+        retriever = ConceptRetriever.load(Path(run_dir) / indexes[candidates])
         if calibration is None and (Path(run_dir) / f"sets-{candidates}.json").exists():
             calibration = Path(run_dir) / f"sets-{candidates}.json"
         if calibration is not None and not isinstance(calibration, SetCalibration):
@@ -314,7 +322,7 @@ class SetDetector:
         kwargs.setdefault("name", f"{Path(run_dir).name}:{candidates}")
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
             kwargs["lexicon"] = _default_lexicon()
-        return cls.from_retriever(detector.retriever, calibration=calibration, **kwargs)
+        return cls.from_retriever(retriever, calibration=calibration, **kwargs)
 
     # -- candidates --------------------------------------------------------------------------------
     def _check(self, text: Any) -> str:

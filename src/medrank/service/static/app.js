@@ -115,13 +115,8 @@ $("complaint-form").addEventListener("submit", (ev) => {
     state.symptoms = [];
     state.dialogue = [{ speaker: "patient", text }];
     state.findings = [];
-    const list = $("symptoms");
-    list.replaceChildren();
-    data.results.forEach((r, i) => {
-      const box = el("input", { type: "checkbox", id: `sym-${i}`, value: r.name });
-      list.append(el("li", {}, box, " ", el("label", { for: `sym-${i}`, lang: data.language, text: r.name }),
-        el("span", { class: "score", text: r.id === r.name ? r.score.toFixed(3) : `${r.id} · ${r.score.toFixed(3)}` })));
-    });
+    if (data.terms) showSymptomSet(data, text);
+    else showRanking(data);
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
     $("symptoms-block").hidden = false;
     $("questions-block").hidden = true;
@@ -130,8 +125,56 @@ $("complaint-form").addEventListener("submit", (ev) => {
   });
 });
 
+// The top-k terms of the knowledge base with their scores, none ticked.
+function showRanking(data) {
+  $("symptoms").replaceChildren(...data.results.map((r, i) => el("li", {},
+    el("input", { type: "checkbox", id: `sym-${i}`, value: r.name }), " ",
+    el("label", { for: `sym-${i}`, lang: data.language, text: r.name }),
+    el("span", { class: "score", text: r.id === r.name ? r.score.toFixed(3) : `${r.id} · ${r.score.toFixed(3)}` }))));
+  $("symptoms-hint").textContent = "Tick the ones that do, then confirm. None is ticked for you.";
+  $("complaint-marked").hidden = true;
+  $("alternatives-block").hidden = true;
+}
+
+// The complaint with the words each decided term covers marked (the term's name on hover).
+function markedComplaint(text, terms) {
+  const spans = terms.filter((t) => t.span && t.span[1] > t.span[0] && !(t.span[0] === 0 && t.span[1] === text.length))
+    .map((t) => ({ start: t.span[0], end: t.span[1], name: t.name })).sort((a, b) => a.start - b.start || b.end - a.end);
+  const parts = [];
+  let at = 0;
+  for (const s of spans) {
+    if (s.start < at) continue; // overlapping: the earlier, longer span is kept
+    if (s.start > at) parts.push(text.slice(at, s.start));
+    parts.push(el("mark", { title: s.name, text: text.slice(s.start, s.end) }));
+    at = s.end;
+  }
+  if (at < text.length) parts.push(text.slice(at));
+  return parts;
+}
+
+// The set of terms the detector decided (ticked, with the probability and the words each covers) and the
+// alternatives to tick.
+function showSymptomSet(data, text) {
+  const row = (t, i, kind, ticked) => {
+    const box = el("input", { type: "checkbox", id: `${kind}-${i}`, value: t.name });
+    box.checked = ticked;
+    const words = t.span && !(t.span[0] === 0 && t.span[1] === text.length) ? text.slice(t.span[0], t.span[1]) : "";
+    return el("li", {}, box, " ", el("label", { for: `${kind}-${i}`, lang: data.language, text: t.name }),
+      el("span", { class: "probability", text: ` ${percent(t.probability)}` }),
+      ...(words ? [el("span", { class: "score", lang: data.language, text: `“${words}”` })] : []));
+  };
+  $("symptoms").replaceChildren(...data.terms.map((t, i) => row(t, i, "sym", true)));
+  $("alternatives").replaceChildren(...data.alternatives.map((t, i) => row(t, i, "alt", false)));
+  $("alternatives-block").hidden = data.alternatives.length === 0;
+  $("complaint-marked").replaceChildren(el("span", { class: "meta", text: "Your words: " }), ...markedComplaint(text, data.terms));
+  $("complaint-marked").hidden = data.terms.length === 0;
+  $("symptoms-hint").textContent = data.terms.length
+    ? "The ones we found are ticked, each with how likely it is that you mean it; untick any that is wrong, tick any other that fits, then confirm."
+    : "We are not sure any of these is what you mean: tick the ones that fit, then confirm.";
+}
+
 $("confirm").addEventListener("click", () => {
-  state.symptoms = [...document.querySelectorAll("#symptoms input:checked")].map((b) => b.value);
+  state.symptoms = [...document.querySelectorAll("#symptoms input:checked, #alternatives input:checked")].map((b) => b.value);
   busy(patient, "Finding questions and similar questions…", async () => {
     // both requests end before the buttons come back; the first failure is the one shown
     const failed = (await Promise.allSettled([rankQuestions(state.dialogue, state.findings), findSimilar()]))

