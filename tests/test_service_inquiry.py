@@ -182,3 +182,30 @@ def test_models_list_the_inquiry_engines(inquiry_services):
     assert models["differential"]["details"]["zh"]["conditions"] == 3
     assert models["next-questions"]["model"].startswith("en: ddxplus-kb; zh: dxy-kb; fallback: question bank")
     assert models["next-questions"]["details"]["inquiry_engines"]["zh"]["engine"] == "dxy-kb"
+
+
+def test_schemathesis_inquiry_endpoints_never_answer_5xx(inquiry_services):
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hypothesis_settings
+
+    from medrank.service.app import create_app
+    from medrank.service.settings import ServiceSettings
+
+    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(ServiceSettings(api_token=None, request_timeout_s=20),
+                                                                        inquiry_services))
+    operations = [op for op in (r.ok() for r in schema.get_all_operations()) if op.path in ("/next-questions", "/differential")]
+    assert len(operations) == 2
+    seen: dict[int, int] = {}
+    for op in operations:
+        for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
+
+            @given(op.as_strategy(generation_mode=mode))
+            @hypothesis_settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+            def check(case):
+                response = case.call()
+                seen[response.status_code] = seen.get(response.status_code, 0) + 1
+                assert response.status_code < 500, f"{case.method} {case.path} → {response.status_code}: {response.text[:300]}"
+
+            check()
+    assert seen.get(422)
