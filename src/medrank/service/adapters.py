@@ -459,9 +459,14 @@ class Inquiry:
         settled = {f.name for f in given}
         # a patient turn that answers the question about an answered finding is that finding ("yes", "not sure"):
         # it is not read again as free text
+        # (the question may be worded around the finding's label: "有没有流涕？" for 流涕)
         answered = {engine.finding_label(f.name) for f in given if f.name in known}
-        patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient"
-                   and not (i and dialogue[i - 1]["speaker"] == "doctor" and dialogue[i - 1]["text"] in answered)]
+
+        def answers_one(i: int) -> bool:
+            asked = dialogue[i - 1]["text"] if i and dialogue[i - 1]["speaker"] == "doctor" else ""
+            return bool(asked) and any(label in asked for label in answered)
+
+        patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient" and not answers_one(i)]
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)
         opening = [dialogue[first]["text"]] if first is not None and dialogue[first]["text"] in patient[:1] else []
         # the first patient turn (and the symptoms ticked from it) is the self-report; later turns are answers
