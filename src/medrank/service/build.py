@@ -300,7 +300,9 @@ class Builder:
         if detector is None:
             self.say(f"  {kb.info.name}: no set calibration; /symptoms returns its ranking only")
         else:
-            self._timed(f"{kb.info.name}: set detector warmed up", lambda: detector.detect("头痛" if kb.info.language == "zh" else "headache"))
+            # two symptoms: the hierarchy check between candidates loads here, not inside the first request
+            sample = "头痛发烧两天" if kb.info.language == "zh" else "I have a headache and a fever"
+            self._timed(f"{kb.info.name}: set detector warmed up", lambda: detector.detect(sample))
         return detector
 
     @staticmethod
