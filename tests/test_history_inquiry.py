@@ -232,3 +232,22 @@ def test_sequence_samples_positives_are_open_findings_the_patient_has():
         assert set(s.positives) <= {"A2", "K"} and set(s.positives) <= set(s.candidates)
         assert not set(s.candidates) & ({"A"} | asked_before)
         asked_before.add(s.candidates[0])
+
+
+def test_pain_reader_takes_locations_from_the_evidence_labels():
+    from medrank.pipelines.history.inquiry.findings import PainReader
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    evidences = {
+        "E_53": Evidence("E_53", "Do you have pain somewhere, related to your reason for consulting?", "B", "E_53", "", ()),
+        "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_123", ("V_123", "V_1", "V_2", "V_3", "V_4"),
+                         {"V_123": "nowhere", "V_1": "forehead", "V_2": "back of the neck", "V_3": "knee(R)",
+                          "V_4": "knee(L)"}),
+    }
+    reader = PainReader.from_evidences(evidences)
+    assert reader is not None and (reader.pain, reader.location) == ("E_53", "E_55")
+    assert reader.detect(["a headache"]) == [("E_53", "present"), ("E_55", "V_1")]
+    assert reader.detect(["my knee hurts when I walk"]) == [("E_53", "present"), ("E_55", "V_3"), ("E_55", "V_4")]
+    assert reader.detect(["back pain"]) == [("E_53", "present")]  # "back of the neck" is not the back
+    assert reader.detect(["no pain"]) == [("E_53", "absent")]
+    assert reader.detect(["a fever"]) == []

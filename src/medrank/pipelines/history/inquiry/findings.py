@@ -6,7 +6,12 @@
   it matches exactly (``medrank.data.hpo``). The text is cut into clauses; each
   clause is embedded with MiniLM (``medrank.encoders``) and matched to the nearest evidence
   descriptions, kept at cosine >= 0.6 (set by hand on a handful of complaints: no labelled English self-reports exist here); a negation cue in the clause ("no", "not",
-  "without", "denies", ...) makes the finding absent.
+  "without", "denies", ...) makes the finding absent. Pain is read apart, because DDXPlus asks it
+  as one evidence ("pain somewhere") with the body locations as values of another: a clause with a
+  pain word ("pain", "hurts", "sore", "-ache" as in "headache") makes the pain evidence present, and
+  each location whose English label names the body part the clause names ("head" → "forehead",
+  "top of the head"; a part followed by "of", as "back" in "back of head", does not count) is
+  reported as a value of the location evidence.
 * Chinese: the 41 DXY symptoms and their surface forms learned from the training self-reports:
   every word of a record's ``origin_inform_slots`` is aligned to the explicit symptom it co-occurs
   with most often (ties and weak links resolved by shared characters), so "鼻涕" maps to "流涕".
@@ -67,6 +72,7 @@ class EnglishDetector:
             for name, extra in hpo_synonyms(own).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
+        self.pain = PainReader.from_evidences(evidences)
         self.encoder = encoder if encoder is not None else load_encoder("minilm")
         self.vectors = self.encoder.encode(self.descriptions, show_progress=False)
         self.threshold = threshold
@@ -87,6 +93,7 @@ class EnglishDetector:
         parts = self.clauses(text)
         if not parts:
             return []
+        pain = self.pain.detect(parts) if self.pain is not None else []
         sims = self.encoder.encode([self.concept(p) for p in parts], show_progress=False) @ self.vectors.T
         found: dict[str, str] = {}
         for clause, row in zip(parts, sims, strict=True):
@@ -95,7 +102,67 @@ class EnglishDetector:
                 continue
             value = ABSENT if EN_NEGATION.search(clause) else PRESENT
             found.setdefault(self.names[j], value)
-        return list(found.items())
+        if pain:
+            for name in {n for n, _ in pain}:
+                found.pop(name, None)  # the pain reader knows the location the nearest-question match does not
+        return list(found.items()) + pain
+
+
+EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+)aches?\b", re.IGNORECASE)
+EN_SIDE = re.compile(r"\((?:R|L)\)")
+
+
+class PainReader:
+    """Pain and where it is: the binary pain evidence and the values of its multi-choice location evidence."""
+
+    def __init__(self, pain: str, location: str, labels: Mapping[str, str]) -> None:
+        self.pain = pain
+        self.location = location
+        #: value code -> the words of its English label, sides removed ("temple(R)" -> ["temple"])
+        self.words = {code: EN_SIDE.sub("", label).lower().split() for code, label in labels.items()}
+
+    @classmethod
+    def from_evidences(cls, evidences: Mapping[str, Evidence]) -> PainReader | None:
+        """The knowledge base's pain evidence (a binary question about pain somewhere) and the multi-choice
+        evidence of its group that lists body locations; None when the knowledge base has no such pair."""
+        for name, ev in evidences.items():
+            if ev.kind != "B" or not re.search(r"\bpain somewhere\b", ev.question, re.IGNORECASE):
+                continue
+            for other, member in evidences.items():
+                if member.group == name and member.kind == "M" and re.search(r"\bpain somewhere\b", member.question,
+                                                                               re.IGNORECASE):
+                    labels = {c: t for c, t in member.meanings.items() if c != member.default}
+                    return cls(name, other, labels)
+        return None
+
+    def locations(self, part: str) -> list[str]:
+        """Value codes whose label names ``part``: a label word equal to it or ending with it ("forehead" for
+        "head"), unless that word is followed by "of" ("back of head" is not the back)."""
+        out = []
+        for code, words in self.words.items():
+            for i, word in enumerate(words):
+                if (word == part or (word.endswith(part) and len(part) >= 4)) and (i + 1 == len(words) or words[i + 1] != "of"):
+                    out.append(code)
+                    break
+        return out
+
+    def detect(self, clauses: Sequence[str]) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        for clause in clauses:
+            match = EN_PAIN.search(clause)
+            if match is None:
+                continue
+            if EN_NEGATION.search(clause):
+                found.append((self.pain, ABSENT))
+                continue
+            words = re.findall(r"[a-z]+", clause.lower())
+            parts = [match.group(1).lower()] if match.group(1) else words
+            codes = sorted({c for part in parts for c in self.locations(part)})
+            found.append((self.pain, PRESENT))
+            found += [(self.location, c) for c in codes if (self.location, c) not in found]
+        if any(v == PRESENT for n, v in found if n == self.pain):
+            found = [(n, v) for n, v in found if not (n == self.pain and v == ABSENT)]
+        return list(dict.fromkeys(found))
 
 
 def _norm(text: str) -> str:
