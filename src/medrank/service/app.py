@@ -421,7 +421,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
     return app
 
 
-def _findings(findings: list[S.Finding]) -> list[dict[str, str]]:
+def _findings(findings: list[S.FindingIn]) -> list[dict[str, str]]:
     return [{"name": f.name, "value": f.value, "source": f.source} for f in findings]
 
 

@@ -64,7 +64,7 @@ class ConceptResult(BaseModel):
     codes: list[str] = []
 
 
-class DetectedTerm(BaseModel):
+class DetectedTermOut(BaseModel):
     id: str
     name: str
     probability: float = Field(description="Calibrated probability that the text mentions this term.")
@@ -75,9 +75,9 @@ class SymptomsResponse(_Response):
     language: str
     kb: str
     results: list[ConceptResult]
-    terms: list[DetectedTerm] | None = Field(None, description="The decided set of terms, where a set detector serves "
+    terms: list[DetectedTermOut] | None = Field(None, description="The decided set of terms, where a set detector serves "
                                                                "the knowledge base; null otherwise.")
-    alternatives: list[DetectedTerm] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
+    alternatives: list[DetectedTermOut] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
 
 
 # -- /normalize ---------------------------------------------------------------------------------------
@@ -142,12 +142,12 @@ class PassagesResponse(_Response):
 
 
 # -- /next-questions ----------------------------------------------------------------------------------
-class Turn(_Request):
+class DialogueTurnIn(_Request):
     speaker: Literal["patient", "doctor"]
     text: Text
 
 
-class Finding(_Request):
+class FindingIn(_Request):
     name: ShortText = Field(description="A finding (evidence / symptom) name of the engine's knowledge base, as "
                                         "/next-questions returns it (e.g. 'E_91' in English, '发烧' in Chinese).")
     value: Literal["present", "absent", "unsure"] | ShortText = Field(
@@ -158,8 +158,8 @@ class Finding(_Request):
 
 
 class NextQuestionsRequest(_Request):
-    dialogue: list[Turn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
-    findings: list[Finding] = Field([], max_length=MAX_FINDINGS, description="Findings established so far (answers to "
+    dialogue: list[DialogueTurnIn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
+    findings: list[FindingIn] = Field([], max_length=MAX_FINDINGS, description="Findings established so far (answers to "
                                     "earlier questions); findings in the patient's own words are detected as well.")
     symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed.")
     candidates: list[Text] | None = Field(None, min_length=1, max_length=MAX_LIST_ITEMS,
@@ -232,14 +232,14 @@ class SimilarResponse(_Response):
 
 # -- /differential -----------------------------------------------------------------------------------
 class DifferentialRequest(_Request):
-    findings: list[Finding] = Field([], max_length=MAX_FINDINGS, description="What is known so far (answers).")
-    dialogue: list[Turn] = Field([], max_length=MAX_LIST_ITEMS, description="The conversation so far: findings in the "
+    findings: list[FindingIn] = Field([], max_length=MAX_FINDINGS, description="What is known so far (answers).")
+    dialogue: list[DialogueTurnIn] = Field([], max_length=MAX_LIST_ITEMS, description="The conversation so far: findings in the "
                                  "patient's words are detected, and the engine may read the first statement.")
     language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
     k: K = 10
 
 
-class RankedCondition(BaseModel):
+class RankedConditionOut(BaseModel):
     name: str
     label: str = Field(description="The condition's name as a person reads it.")
     probability: float
@@ -251,7 +251,7 @@ class DifferentialResponse(_Response):
     language: str
     engine: str
     note: str = Field(description="A plain statement that this is not a diagnosis.")
-    results: list[RankedCondition]
+    results: list[RankedConditionOut]
     findings: list[FindingState] = []
     should_stop: bool = Field(description="True when the engine's stopping rule says the inquiry can stop.")
 
