@@ -472,11 +472,16 @@ class Inquiry:
         # the first patient turn (and the symptoms ticked from it) is the self-report; later turns are answers
         texts = [(t, "self-report") for t in [*opening, *symptoms]] + [(t, "patient") for t in patient[len(opening):]]
         detected: list[Any] = []
-        for text, source in texts:
+        first_text: dict[str, str] = {}  # finding -> the text that established it (a multi-choice finding may
+        for text, source in texts:        # carry several values from that one text: head, forehead …)
             for f in engine.detect_findings(text):
-                if f.name not in settled:
-                    settled.add(f.name)
-                    detected.append(self.finding(f.name, f.value, source))
+                if f.name in settled and first_text.get(f.name) != text:
+                    continue
+                if any(d.name == f.name and d.value == f.value for d in detected):
+                    continue
+                settled.add(f.name)
+                first_text.setdefault(f.name, text)
+                detected.append(self.finding(f.name, f.value, source))
         return given + detected
 
     @staticmethod
