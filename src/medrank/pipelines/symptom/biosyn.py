@@ -337,11 +337,24 @@ def _cache_dir() -> Path:
 # -- the run ---------------------------------------------------------------------------------------
 
 
+def make_trainer(task: BioSynTask, cfg: BioSynConfig, output_dir: Path) -> Trainer:
+    """The shared :class:`Trainer` over the encoder (``lr``) and the sparse weight (``sparse_weight_lr``)."""
+    encoder_params = [p for p in task.model.trainable.parameters() if p.requires_grad]
+    groups = [{"params": encoder_params, "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
+    if cfg.sparse_weight_lr > 0:
+        groups.append({"params": [task.model.sparse_weight], "lr": cfg.sparse_weight_lr, "weight_decay": 0.0})
+    else:
+        task.model.sparse_weight.requires_grad_(False)
+    return Trainer(
+        task.model, task.loss_fn, task.batches, output_dir, optimizer=torch.optim.AdamW(groups),
+        steps_per_epoch=task.steps_per_epoch(), evaluate=task.evaluate, select_metric=cfg.select_metric,
+        callbacks=[CandidateMining(task)], **recipe_settings(cfg),
+    )
+
+
 def train_biosyn(config: dict[str, Any] | BioSynConfig, output_dir: str | Path, resume: bool = True) -> dict[str, Any]:
     """Train one BioSyn model; the ``medrank train`` entry point for ``task: biosyn``."""
     from medrank.config import seed_everything, set_run_threads
-    from medrank.index import CharTfidfIndex, DenseIndex, SparseDenseIndex
-    from medrank.retrieval.concept import ConceptRetriever
 
     cfg = config if isinstance(config, BioSynConfig) else BioSynConfig.from_dict(dict(config))
     output_dir = Path(output_dir)
@@ -350,21 +363,40 @@ def train_biosyn(config: dict[str, Any] | BioSynConfig, output_dir: str | Path, 
     seed_everything(cfg.seed)
     check_run_config(output_dir, cfg.to_dict(), resume)
     task = BioSynTask(cfg)
-    settings = recipe_settings(cfg)
-    encoder_params = [p for p in task.model.trainable.parameters() if p.requires_grad]
-    groups = [{"params": encoder_params, "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
-    if cfg.sparse_weight_lr > 0:
-        groups.append({"params": [task.model.sparse_weight], "lr": cfg.sparse_weight_lr, "weight_decay": 0.0})
-    else:
-        task.model.sparse_weight.requires_grad_(False)
-    trainer = Trainer(
-        task.model, task.loss_fn, task.batches, output_dir, optimizer=torch.optim.AdamW(groups),
-        steps_per_epoch=task.steps_per_epoch(), evaluate=task.evaluate, select_metric=cfg.select_metric,
-        callbacks=[CandidateMining(task)], **settings,
-    )
+    trainer = make_trainer(task, cfg, output_dir)
     trainer.fit(resume=resume)
+    return finish_run(task, trainer, cfg, output_dir, started)
+
+
+def finish_checkpointed(output_dir: str | Path) -> dict[str, Any]:
+    """Write ``results.json``, ``model/`` and ``index/`` of a run stopped before its last epoch, from the
+    epochs it completed (its best one by the carve-out). ``medrank train`` on the same config later
+    resumes the training after them and writes the final ones."""
+    import json
+
+    from medrank.config import seed_everything, set_run_threads
+
+    output_dir = Path(output_dir)
+    started = time.perf_counter()
+    cfg = BioSynConfig.from_dict(json.loads((output_dir / "config.json").read_text(encoding="utf-8")))
+    set_run_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    task = BioSynTask(cfg)
+    trainer = make_trainer(task, cfg, output_dir)
+    done = trainer.checkpoints()
+    if not done:
+        raise ValueError(f"{output_dir}: no complete epoch checkpointed yet")
+    trainer.load_checkpoint(done[-1])
+    return finish_run(task, trainer, cfg, output_dir, started)
+
+
+def finish_run(task: BioSynTask, trainer: Trainer, cfg: BioSynConfig, output_dir: Path, started: float) -> dict[str, Any]:
+    """Best epoch → the sparse weight tuned on the carve-out, devel figures, ``results.json``, ``model/``, ``index/``."""
+    from medrank.index import CharTfidfIndex, DenseIndex, SparseDenseIndex
+    from medrank.retrieval.concept import ConceptRetriever
+
     best = trainer.load_best()
-    if best is not None and best != task.vectors_epoch:  # the entry vectors of the last epoch are not the best's
+    if task.entry_vectors is None or (best is not None and best != task.vectors_epoch):  # not the best epoch's vectors
         task.encode_entries()
     learned = float(task.model.sparse_weight.detach())
     grid = sorted({*cfg.weight_grid, round(learned, 4)})
@@ -374,6 +406,7 @@ def train_biosyn(config: dict[str, Any] | BioSynConfig, output_dir: str | Path, 
     summary: dict[str, Any] = {
         "name": cfg.name,
         "best_epoch": best,
+        "epochs_completed": trainer.state.epoch,
         "learned_sparse_weight": learned,
         "tuned_sparse_weight": chosen,
         "tune": {_key(w): m for w, m in tuned.items()},
