@@ -39,6 +39,7 @@ class CharTfidfIndex(Index):
         self.sublinear_tf = bool(sublinear_tf)
         self.vectorizer: Any = None
         self.matrix: Any = None  # (entries, features) CSR, rows L2-normalised
+        self.matrix_t: Any = None  # its transpose, CSR: a query reads only the rows of its own n-grams
         self._items = np.array([], dtype=object)
 
     def _fit(self) -> None:
@@ -49,6 +50,8 @@ class CharTfidfIndex(Index):
             dtype=np.float32,
         )
         self.matrix = self.vectorizer.fit_transform(self.entry_texts).tocsr()
+        # kept transposed: `q @ matrix.T` would convert the whole matrix on every call
+        self.matrix_t = self.matrix.T.tocsr()
         self._items = np.array(self.entry_items, dtype=object)
 
     def _build(self) -> None:
@@ -66,7 +69,7 @@ class CharTfidfIndex(Index):
 
     def entry_scores(self, texts: list[str]) -> np.ndarray:
         """Dense ``(n, entries)`` cosine scores of ``texts`` against every entry."""
-        return np.asarray((self.transform(texts) @ self.matrix.T).toarray(), dtype=np.float32)
+        return np.asarray((self.transform(texts) @ self.matrix_t).toarray(), dtype=np.float32)
 
     def pair_scores(self, texts: list[str], entry_idx: np.ndarray) -> np.ndarray:
         """``(n, m)`` scores of text ``i`` against entries ``entry_idx[i]`` (one row of entry positions per text)."""

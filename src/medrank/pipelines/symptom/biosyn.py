@@ -434,7 +434,8 @@ def finish_run(task: BioSynTask, trainer: Trainer, cfg: BioSynConfig, output_dir
         dense.build_from_vectors(task.entry_vectors)
         sparse = CharTfidfIndex()
         sparse.entry_ids, sparse.entry_texts, sparse.entry_items = dense.entry_ids, dense.entry_texts, dense.entry_items
-        sparse.matrix, sparse.vectorizer, sparse._items = task.sparse.matrix, task.sparse.vectorizer, task.sparse._items
+        sparse.matrix, sparse.matrix_t, sparse.vectorizer = task.sparse.matrix, task.sparse.matrix_t, task.sparse.vectorizer
+        sparse._items = task.sparse._items
         ConceptRetriever(SparseDenseIndex.from_built(dense, sparse, chosen), task.data.vocabulary).save(output_dir / "index")
     atomic_write_json(output_dir / "results.json", summary)
     task.save_cache_if_grown()
