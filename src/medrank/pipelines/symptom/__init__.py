@@ -10,12 +10,15 @@
 * :mod:`~medrank.pipelines.symptom.training` — the mine → train → re-mine loop on the shared Trainer;
 * :mod:`~medrank.pipelines.symptom.evaluation` — the detection threshold β;
 * :mod:`~medrank.pipelines.symptom.baselines` — the cross-encoder re-ranking baseline;
-* :mod:`~medrank.pipelines.symptom.inference` — query → top-5 terms, optionally thresholded with β.
+* :mod:`~medrank.pipelines.symptom.inference` — query → top-5 terms, optionally thresholded with β;
+* :mod:`~medrank.pipelines.symptom.biosyn` — English concept normalisation with BioSyn (sparse + dense
+  scores, synonym marginalisation, candidates re-mined every epoch), ``medrank train`` task ``biosyn``.
 """
 
 from typing import Any
 
 from medrank.models import BiEncoder
+from medrank.pipelines.symptom import biosyn_cli  # noqa: F401  (registers the ``biosyn`` trainer)
 from medrank.pipelines.symptom.config import SymptomConfig
 from medrank.pipelines.symptom.data import PairData, build_pair_data, no_duplicate_batches
 from medrank.pipelines.symptom.efn import AlphaSchedule, FalseNegativeElimination, calibrate_threshold
