@@ -15,7 +15,7 @@ each recipe's ``RENAMED`` reads them as ``batch_size``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -45,25 +45,13 @@ class PassageRunArgs(TrainingArgs):
     @classmethod
     def from_dict(cls: type[C], raw: dict[str, Any]) -> C:
         """The recipe of ``raw`` (a config without ``task``), checked: unknown keys, value types, ranges."""
-        from medrank.config import check_dataclass_config
-
         raw = dict(raw)
         for old, new in cls.RENAMED.items():
             if old in raw:
                 if new in raw:
                     raise ValueError(f"{cls.WHAT}: give {new} only ({old} is its old name)")
                 raw[new] = raw.pop(old)
-        known = {f.name for f in fields(cls)}
-        unknown = set(raw) - known
-        if unknown:
-            raise ValueError(f"unknown {cls.WHAT} keys: {sorted(unknown)}; known: {sorted(known)}")
-        check_dataclass_config(cls, raw, cls.WHAT)
-        out = cls(**raw)
-        out.validate()
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return cls.checked(raw, cls.WHAT)
 
     def validate(self) -> None:
         def need(cond: bool, msg: str) -> None:

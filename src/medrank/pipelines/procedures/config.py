@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -83,14 +83,7 @@ class ProcedureConfig(TrainingArgs):
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ProcedureConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"unknown config keys {unknown}; known keys: {sorted(known)}")
-        from medrank.config import check_dataclass_config
-
-        check_dataclass_config(cls, raw, "procedures config")
-        cfg = cls(**raw)
+        cfg = cls.checked(raw, "procedures config", "unknown config keys {unknown}; known keys: {known}")
         if cfg.n_negatives < 1:
             raise ValueError(f"n_negatives must be >= 1, got {cfg.n_negatives}")
         if cfg.batch_size < 1 or cfg.epochs < 1:
@@ -119,5 +112,3 @@ class ProcedureConfig(TrainingArgs):
             raise ValueError("autocast applies to training MTCG and KAR; the fusion step fits a logistic regression")
         return cfg
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

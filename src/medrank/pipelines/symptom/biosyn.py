@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,17 +79,7 @@ class BioSynConfig(TrainingArgs):
     @classmethod
     def from_dict(cls, cfg: dict[str, Any]) -> BioSynConfig:
         """A validated config from a mapping (unknown keys and wrong types are refused)."""
-        from medrank.config import check_dataclass_config
-
-        if unknown := sorted(set(cfg) - {f.name for f in fields(cls)}):
-            raise ValueError(f"unknown biosyn config key(s) {unknown}; known: {sorted(f.name for f in fields(cls))}")
-        check_dataclass_config(cls, cfg, "biosyn config")
-        out = cls(**cfg)
-        out.validate()
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return cls.checked(cfg, "biosyn config", "unknown {what} key(s) {unknown}; known: {known}")
 
     def validate(self) -> None:
         checks = (

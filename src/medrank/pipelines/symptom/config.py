@@ -7,7 +7,7 @@ default). See ``configs/symptom/`` for the CPU recipes and the paper's full (GPU
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from medrank.training.args import TrainingArgs
@@ -81,19 +81,7 @@ class SymptomConfig(TrainingArgs):
 
     @classmethod
     def from_dict(cls, cfg: dict[str, Any]) -> SymptomConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise ValueError(f"unknown symptom config key(s) {unknown}; known: {sorted(known)}")
-        from medrank.config import check_dataclass_config
-
-        check_dataclass_config(cls, cfg, "symptom config")
-        out = cls(**cfg)
-        out.validate()
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return cls.checked(cfg, "symptom config", "unknown {what} key(s) {unknown}; known: {known}")
 
     def validate(self) -> None:
         def need(cond: bool, msg: str) -> None:
