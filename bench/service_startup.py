@@ -7,6 +7,8 @@ cache: converting them is the lead's one-off set-up, not a start). Then, until e
 
 * every second: ``POST /symptoms`` with an English complaint → the time of the first 200;
 * every two seconds: ``GET /health`` → when each build step (``symptoms:icd10cm`` … ``passages``) became ready;
+* every five seconds, until it answers: ``POST /passages`` → when the answer passages first answer (from BM25,
+  before their sentence vectors are encoded: ``passages:sentence-vectors`` is the last step);
 * every ten seconds: the load average (other jobs share the machine).
 
     nice -n 10 .venv/bin/python bench/service_startup.py --fresh-embeddings --timeout 1800
@@ -85,7 +87,8 @@ def main() -> None:
     t0 = time.time()
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True)
-    first_answer = first_health = None
+    first_answer = first_health = first_passages = None
+    next_passages = 0.0
     ready_at: dict[str, float] = {}
     loads: list[list[float]] = []
     health: dict = {}
@@ -103,6 +106,12 @@ def main() -> None:
                 if status == 200:
                     first_answer = round(time.time() - t0, 1)
                     print(f"first /symptoms answer after {first_answer} s", flush=True)
+            if first_passages is None and now >= next_passages:
+                status, _ = request(base + "/passages", {"entity": "asthma", "aspect": "treatment", "k": 5}, timeout=30)
+                next_passages = now + 5
+                if status == 200:
+                    first_passages = round(time.time() - t0, 1)
+                    print(f"first /passages answer after {first_passages} s", flush=True)
             if now >= next_health:
                 status, health = request(base + "/health")
                 next_health = now + 2
@@ -112,7 +121,7 @@ def main() -> None:
                         if b["state"] in ("ready", "failed") and name not in ready_at:
                             ready_at[name] = round(time.time() - t0, 1)
                             print(f"{name}: {b['detail']} at {ready_at[name]} s (built in {b['seconds']} s)", flush=True)
-                    if health.get("ready") and first_answer is not None:
+                    if health.get("ready") and first_answer is not None and first_passages is not None:
                         break
             time.sleep(1.0)
     finally:
@@ -123,10 +132,15 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
     builds = health.get("builds", {})
+    # every step but the last upgrade: each endpoint answers from its complete index
+    serving = [n for n in builds if n != "passages:sentence-vectors"]
+    answering = max((ready_at[n] for n in serving), default=None) if all(n in ready_at for n in serving) else None
     payload = {"environment": common.environment(threads=args.threads, seed=None,
                                                  data=os.environ.get("MEDRANK_DATA", "../shared/data")),
                "command": cmd, "fresh_embeddings": args.fresh_embeddings, "timeout_s": args.timeout,
-               "first_health_s": first_health, "first_symptoms_answer_s": first_answer, "ready_at_s": ready_at,
+               "first_health_s": first_health, "first_symptoms_answer_s": first_answer,
+               "first_passages_answer_s": first_passages, "every_pipeline_answering_s": answering,
+               "ready_at_s": ready_at,
                "builds_at_end": builds, "load_average_samples": loads,
                "log_tail": [line for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
                             if line.startswith("building ")][-40:]}
@@ -139,7 +153,9 @@ def main() -> None:
           f"; `medrank --threads {args.threads} serve` (default pipelines and knowledge bases, embedded store); 2 CPU "
           f"cores shared with other jobs: load average (1 min) min {min(load_1m, default=0)}, max {max(load_1m, default=0)} "
           f"over the run.\n\n* first `/health` 200: {first_health} s\n* first `/symptoms` 200 (\"{COMPLAINT}\"): "
-          f"**{first_answer} s**\n* every step done: {'yes' if health.get('ready') else f'no, stopped at {args.timeout:.0f} s'}\n\n"
+          f"**{first_answer} s**\n* first `/passages` 200 (asthma / treatment, k = 5): {first_passages} s\n"
+          f"* every pipeline answering from its complete index (every step but `passages:sentence-vectors`): "
+          f"**{answering} s**\n* every step done (the passages' sentence vectors included): {f'yes, at {max(ready_at.values())} s' if health.get('ready') and ready_at else f'no, stopped at {args.timeout:.0f} s'}\n\n"
           + "\n".join(rows) + "\n")
     common.write(args.name, payload, md)
     if args.keep_state:

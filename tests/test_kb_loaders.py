@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from medrank.data.errors import DataFormatError
-from medrank.data.hpo import load_hpo, parse_synonym
+from medrank.data.hpo import hpo_parents, load_hpo, parse_synonym
 from medrank.data.procedures import load_procedure_kb, load_procedure_mentions
 from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
 
@@ -60,6 +60,22 @@ def test_load_hpo_tiny(tmp_path):
     assert {c.id for c in load_hpo(path, roots=None)} == {"HP:0000001", "HP:0000118", "HP:0002315", "HP:0000006"}
     with pytest.raises(ValueError, match="not a term"):
         load_hpo(path, roots=("HP:1234567",))
+
+
+def test_hpo_parents_and_the_hierarchy_read_from_the_obo_file(tmp_path):
+    pytest.importorskip("obonet")
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    path = tmp_path / "hp.obo"
+    path.write_text(OBO.replace("id: HP:0002315\n", "id: HP:0002315\nalt_id: HP:0002316\n"), encoding="utf-8")
+    parents = hpo_parents(path)
+    assert parents["HP:0002315"] == ("HP:0000118",) and parents["HP:0000001"] == ()
+    assert parents["HP:0002316"] == ("HP:0000118",)  # an alt_id has its term's parents
+    assert "HP:0009999" not in parents  # obsolete
+    h = HpoHierarchy(parents)
+    assert h.ancestors("HP:0002315") == {"HP:0000118", "HP:0000001"} and h.ancestors("HP:1234567") == frozenset()
+    assert h.related("HP:0000001", "HP:0002315") and not h.related("HP:0000006", "HP:0002315")
+    assert h.parents("HP:0000006") & h.parents("HP:0000118") == {"HP:0000001"}
 
 
 def _procedures(tmp_path):

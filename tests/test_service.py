@@ -724,6 +724,31 @@ def test_passages_sentence_vectors_are_computed_once_and_repeats_dropped(tiny_en
     assert body["curve"]["scores"] == [s["score"] for s in body["results"][0]["sentences"]]
 
 
+def test_passages_answer_from_bm25_until_their_sentence_vectors_are_swapped_in(tiny_encoder):
+    passages = [
+        {"id": "d1-p1", "doc_id": "d1", "title": "Metformin", "label": "side effects", "text": "Nausea can occur. Take it with food."},
+        {"id": "d3-p1", "doc_id": "d3", "title": "Asthma", "label": "symptoms", "text": "Cough and wheeze."},
+    ]
+    svc = BM25PassageService.build(passages, None, "test")
+    body = svc.search("nausea", "food", k=5)
+    assert svc.vectors is None and "BM25 of the sentence" in body["sentence_scores"]
+    assert svc.info().details["sentence_scorer"] == "BM25 of the sentence"
+    # BM25 of each sentence against "nausea food": both sentences match one query word
+    assert [r["passage_id"] for r in body["results"]] == ["d1-p1"]
+    assert all(s["score"] > 0 for s in body["results"][0]["sentences"])
+    vectors = BM25PassageService.encode_sentences(tiny_encoder, svc.flat)
+    with pytest.raises(ValueError, match="2 sentence vectors for 3 sentences"):
+        svc.use_sentence_vectors(tiny_encoder, vectors[:2])
+    svc.use_sentence_vectors(tiny_encoder, vectors)
+    after = svc.search("nausea", "food", k=5)
+    assert f"cosine({tiny_encoder.name})" in after["sentence_scores"]
+    assert [r["passage_id"] for r in after["results"]] == ["d1-p1"]  # the ranking is BM25's either way
+    q = tiny_encoder.encode(["nausea food"], kind="query")[0]
+    v = tiny_encoder.encode(["Nausea can occur."], kind="passage")[0]
+    want = float(v @ q / np.linalg.norm(v) / np.linalg.norm(q))
+    assert after["results"][0]["sentences"][0]["score"] == pytest.approx(want, abs=2e-3)
+
+
 def _building_step(name: str, done: int, total: int, seconds_ago: float = 10.0):
     from medrank.service.readiness import BuildStep
 
@@ -797,7 +822,7 @@ def test_build_plan_puts_the_small_steps_first(tmp_path):
     settings = ServiceSettings(api_token=None, state_dir=tmp_path, models_dir=tmp_path)
     assert plan(settings, ("symptoms", "normalize", "passages", "next-questions", "similar-questions")) == [
         "symptoms:icd10cm", "similar-questions", "next-questions", "differential", "normalize", "symptoms:hpo", "symptoms:chip-cdn",
-        "passages"]
+        "passages", "passages:sentence-vectors"]
     with pytest.raises(ValueError, match="unknown pipelines"):
         plan(settings, ("nope",))
 

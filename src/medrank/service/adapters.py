@@ -302,6 +302,10 @@ class BM25PassageService:
 
     Every sentence of the corpus is split and encoded once, when the index is built (:meth:`build`); a request
     encodes only its query. Passages whose text repeats a better-ranked one are dropped.
+
+    Built without sentence vectors (``encoder=None``) it ranks the same passages and scores each sentence by BM25;
+    :meth:`use_sentence_vectors` swaps the encoder's vectors in later, in one assignment (a request in flight keeps
+    the scorer it started with). The service does this so that ``/passages`` answers while the sentences encode.
     """
 
     def __init__(self, passages: Sequence[dict[str, Any]], index: BM25Index, encoder: Encoder | None, version: str,
@@ -314,7 +318,6 @@ class BM25PassageService:
         for i, p in enumerate(self.passages):
             self.by_doc.setdefault(p["doc_id"], []).append(i)
         self.index = index
-        self.encoder = encoder
         if sentences is None:
             sentences = [[t for t, _ in split_sentences(p["text"])] for p in self.passages]
         if len(sentences) != len(self.passages):
@@ -322,15 +325,39 @@ class BM25PassageService:
         #: every sentence, passage after passage; passage i's are ``flat[start[i]:start[i + 1]]``
         self.flat = [t for sents in sentences for t in sents]
         self.start = np.cumsum([0, *[len(sents) for sents in sentences]])
+        self.version = version
+        self._dense: tuple[Encoder, np.ndarray] | None = None
         if encoder is not None and sentence_vectors is None:
             sentence_vectors = self.encode_sentences(encoder, self.flat)
-        if sentence_vectors is not None and len(sentence_vectors) != len(self.flat):
-            raise ValueError(f"{len(sentence_vectors)} sentence vectors for {len(self.flat)} sentences")
-        self.vectors = sentence_vectors
-        scorer = f"cosine({encoder.name})" if encoder is not None else "BM25 of the sentence"
-        self.sentence_scores = f"zero-shot: {scorer} between 'entity aspect' and each sentence"
-        self._info = PipelineInfo("BM25 (zero-shot; no trained CDV index found)", version, False,
-                                  {"passages": len(self.passages), "sentences": len(self.flat), "sentence_scorer": scorer})
+        if encoder is not None and sentence_vectors is not None:
+            self.use_sentence_vectors(encoder, sentence_vectors)
+        elif sentence_vectors is not None:
+            raise ValueError("sentence vectors need the encoder that made them (to encode each query)")
+
+    @property
+    def encoder(self) -> Encoder | None:
+        return None if self._dense is None else self._dense[0]
+
+    @property
+    def vectors(self) -> np.ndarray | None:
+        return None if self._dense is None else self._dense[1]
+
+    @property
+    def sentence_scorer(self) -> str:
+        return f"cosine({self._dense[0].name})" if self._dense is not None else "BM25 of the sentence"
+
+    @property
+    def sentence_scores(self) -> str:
+        return _scored_by(self.sentence_scorer)
+
+    def use_sentence_vectors(self, encoder: Encoder, vectors: np.ndarray) -> None:
+        """Score sentences by the cosine of ``vectors`` (one row per sentence, in :attr:`flat` order) with the
+        query's ``encoder`` vector from now on."""
+        if len(vectors) != len(self.flat):
+            raise ValueError(f"{len(vectors)} sentence vectors for {len(self.flat)} sentences")
+        if vectors.ndim != 2 or vectors.shape[1] != encoder.dim:
+            raise ValueError(f"sentence vectors of shape {vectors.shape} for an encoder of dimension {encoder.dim}")
+        self._dense = (encoder, vectors)
 
     @staticmethod
     def encode_sentences(encoder: Encoder, sentences: Sequence[str]) -> np.ndarray:
@@ -345,21 +372,25 @@ class BM25PassageService:
         index = BM25Index(language="en").build([p["id"] for p in passages], [p["text"] for p in passages])
         return BM25PassageService(passages, index, encoder, version, sentence_vectors=sentence_vectors)
 
-    def _scores(self, query: str, members: Sequence[int]) -> dict[int, np.ndarray]:
-        """Sentence scores of each passage in ``members`` (precomputed vectors; BM25 of the sentence without an encoder)."""
-        if self.encoder is not None and self.vectors is not None:
-            q = unit_rows(np.asarray(self.encoder.encode([query], kind="query", show_progress=False), dtype=np.float32))[0]
-            return {i: self.vectors[self.start[i]:self.start[i + 1]].astype(np.float32) @ q for i in members}
+    def _scores(self, query: str, members: Sequence[int]) -> tuple[str, dict[int, np.ndarray]]:
+        """How sentences were scored, and the sentence scores of each passage in ``members`` (precomputed vectors;
+        BM25 of the sentence without them)."""
+        dense = self._dense  # read once: a swap during this request does not mix two scorers
+        if dense is not None:
+            encoder, vectors = dense
+            q = unit_rows(np.asarray(encoder.encode([query], kind="query", show_progress=False), dtype=np.float32))[0]
+            return _scored_by(f"cosine({encoder.name})"), {i: vectors[self.start[i]:self.start[i + 1]].astype(np.float32) @ q for i in members}
+        label = _scored_by("BM25 of the sentence")
         texts = [self.flat[j] for i in members for j in range(self.start[i], self.start[i + 1])]
         if not texts:
-            return {i: np.zeros(0, np.float32) for i in members}
+            return label, {i: np.zeros(0, np.float32) for i in members}
         flat = BM25Index(language="en").build([str(n) for n in range(len(texts))], texts).query_scores(query)
         out, pos = {}, 0
         for i in members:
             n = int(self.start[i + 1] - self.start[i])
             out[i] = np.asarray(flat[pos:pos + n], dtype=np.float32)
             pos += n
-        return out
+        return label, out
 
     def search(self, entity: str, aspect: str, k: int = 5) -> dict[str, Any]:
         from medrank.pipelines.passages.inference import bm25_query_text
@@ -374,10 +405,10 @@ class BM25PassageService:
             if key not in seen:
                 seen.add(key)
                 idx.append(int(i))
-        results, curve = [], None
+        results, curve, sentence_scores = [], None, self.sentence_scores
         if idx:
             top_doc = self.passages[idx[0]]["doc_id"]
-            sscore = self._scores(f"{entity} {aspect}", sorted(set(idx) | set(self.by_doc[top_doc])))
+            sentence_scores, sscore = self._scores(f"{entity} {aspect}", sorted(set(idx) | set(self.by_doc[top_doc])))
             for i in idx:
                 p = self.passages[i]
                 results.append({"passage_id": p["id"], "document": p.get("title", p["doc_id"]), "aspect": p.get("label"),
@@ -392,11 +423,20 @@ class BM25PassageService:
                               "score": round(float(seg.mean()) if len(seg) else 0.0, 4)})
                 curve_scores += [round(float(v), 4) for v in seg]
             curve = {"document": self.passages[idx[0]].get("title", top_doc), "scores": curve_scores, "passages": spans}
-        return {"model": self._info.model, "trained": False, "sentence_scores": self.sentence_scores,
+        return {"model": BM25_PASSAGES_MODEL, "trained": False, "sentence_scores": sentence_scores,
                 "results": results, "curve": curve}
 
     def info(self) -> PipelineInfo:
-        return self._info
+        return PipelineInfo(BM25_PASSAGES_MODEL, self.version, False,
+                            {"passages": len(self.passages), "sentences": len(self.flat),
+                             "sentence_scorer": self.sentence_scorer})
+
+
+BM25_PASSAGES_MODEL = "BM25 (zero-shot; no trained CDV index found)"
+
+
+def _scored_by(scorer: str) -> str:
+    return f"zero-shot: {scorer} between 'entity aspect' and each sentence"
 
 
 # -- /next-questions and /differential ---------------------------------------------------------------

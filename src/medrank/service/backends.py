@@ -119,13 +119,15 @@ class StoreBackend:
         from tqdm.auto import tqdm
 
         ids, texts, items = concept_entries(concepts)
+        # one encoder call for every entry: an embedding cache writes its file once per call, not once per batch
+        vectors = (encoder.encode(texts, kind="passage", batch_size=128, show_progress=show_progress)
+                   if encoder is not None else None)
         added = 0
         bar = tqdm(total=len(ids), desc="ingest", unit="entry", disable=not show_progress)
         for start in range(0, len(ids), batch_size):
             sl = slice(start, start + batch_size)
-            vectors = (encoder.encode(texts[sl], kind="passage", batch_size=128, show_progress=False)
-                       if encoder is not None else None)
-            added += store.add(ids[sl], texts[sl], vectors, [{"concept": c} for c in items[sl]])
+            added += store.add(ids[sl], texts[sl], None if vectors is None else vectors[sl],
+                               [{"concept": c} for c in items[sl]])
             bar.update(len(ids[sl]))
             if progress is not None:
                 progress(min(start + batch_size, len(ids)), len(ids))

@@ -8,7 +8,8 @@ Layout of ``settings.state_dir`` (all written atomically; a component whose
 * ``store/<name>/`` — the embedded store of a knowledge base (``--store embedded:DIR`` puts it in DIR);
 * ``questions-<lang>/`` — the ``/next-questions`` bank index;
 * ``similar-<lang>/`` — the ``/similar-questions`` BM25 recall index;
-* ``passages-bm25/`` or ``passages-cdv/`` — the ``/passages`` index.
+* ``passages-bm25/`` or ``passages-cdv/`` — the ``/passages`` index (``passages-bm25/`` gains its sentence vectors
+  in a later step: ``/passages`` answers from BM25 before they are encoded).
 
 Vocabulary vectors go through the on-disk embedding cache (``$MEDRANK_CACHE/embeddings``), so a
 rebuild with the same encoder does not re-encode; queries never touch that cache.
@@ -16,6 +17,7 @@ rebuild with the same encoder does not re-encode; queries never touch that cache
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import threading
@@ -253,7 +255,7 @@ class Builder:
                                                                       show_progress=self.show_progress))
         else:
             self._timed(f"{name}: {len(concepts):,} concepts ingested into {redact_dsn(store_spec)}",
-                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language, track=False),
+                        lambda: StoreBackend.ingest(store, concepts, self.build_encoder(info.language),
                                                     show_progress=False, progress=self.progress()))
             kb = KnowledgeBase(info, concepts, StoreBackend(store, encoder, mode=method))
         kb.save(path, fingerprint)
@@ -409,44 +411,72 @@ class Builder:
         return load_index(out)
 
     def bm25_passages(self) -> BM25PassageService:
-        """BM25 over MedQuAD's passages and every sentence's vector, built once (the vectors through the embedding
-        cache) and loaded from ``passages-bm25/`` later: a request encodes only its query."""
-        import numpy as np
-
+        """BM25 over MedQuAD's passages, built once and loaded from ``passages-bm25/`` later, with the sentence
+        vectors when an earlier start encoded them (else sentences are scored by BM25 until
+        :meth:`passage_sentence_vectors` has run)."""
         from medrank.index import load_index
-        from medrank.pipelines.passages.inference import split_sentences
 
         out = self.state / "passages-bm25"
-        encoder = self.encoder("en")
-        fp = self._fingerprint("passages-bm25", 2, self.data_key, encoder.fingerprint())
         version = "MedQuAD (all visible documents)"
-        if not self._fresh(out, fp):
+        if not self._fresh(out, self._passages_fingerprint()):
             from medrank.data.medquad import load_passage_corpus
+            from medrank.pipelines.passages.inference import split_sentences
 
-            self.say("indexing MedQuAD passages (BM25) and encoding their sentences — first start only")
+            self.say("indexing MedQuAD passages (BM25) — first start only")
             corpus = self._timed("MedQuAD read", lambda: load_passage_corpus(None, "all", self.settings.data_root))
             passages = [{"id": p.id, "doc_id": d.id, "title": d.title, "label": p.label, "text": p.text}
                         for d in corpus.documents for p in d.passages]
             sentences = [[t for t, _ in split_sentences(p["text"])] for p in passages]
-            flat = [t for sents in sentences for t in sents]
-            vectors = self._timed(f"passages: {len(flat):,} sentences encoded",
-                                  lambda: BM25PassageService.encode_sentences(self.build_encoder("en"), flat))
-            svc = BM25PassageService(passages, BM25Index(language="en").build([p["id"] for p in passages],
-                                                                              [p["text"] for p in passages]),
-                                     encoder, version, sentences, vectors)
+            index = self._timed(f"BM25 over {len(passages):,} MedQuAD passages built", lambda: BM25Index(language="en").build(
+                [p["id"] for p in passages], [p["text"] for p in passages]))
             with atomic_dir(out) as tmp:
-                svc.index.save(tmp / "index")
+                index.save(tmp / "index")
                 with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
                     for p, sents in zip(passages, sentences, strict=True):
                         fh.write(json.dumps({**p, "sentences": sents}, ensure_ascii=False) + "\n")
-                np.save(tmp / "sentence_vectors.npy", vectors)
-            self._stamp(out, fp)
-            return svc
+            self._stamp(out, self._passages_fingerprint())
         with open(out / "passages.jsonl", encoding="utf-8") as fh:
             rows = [json.loads(line) for line in fh]
         sentences = [row.pop("sentences") for row in rows]
-        return BM25PassageService(rows, load_index(out / "index"), encoder, version, sentences,
-                                  np.load(out / "sentence_vectors.npy"))
+        svc = BM25PassageService(rows, load_index(out / "index"), None, version, sentences)
+        vectors = self._saved_sentence_vectors(out)
+        if vectors is not None and len(vectors) == len(svc.flat):
+            svc.use_sentence_vectors(self.encoder("en"), vectors)
+        return svc
+
+    def _passages_fingerprint(self) -> str:
+        return self._fingerprint("passages-bm25", 3, self.data_key)
+
+    def _sentence_vectors_fingerprint(self) -> str:
+        return self._fingerprint("passage-sentence-vectors", self._passages_fingerprint(), self.encoder("en").fingerprint())
+
+    def _saved_sentence_vectors(self, out: Path) -> Any:
+        import numpy as np
+
+        stamp = out / SENTENCE_VECTORS_STAMP
+        if not (stamp.exists() and (out / SENTENCE_VECTORS).exists()):
+            return None
+        if json.loads(stamp.read_text(encoding="utf-8")).get("fingerprint") != self._sentence_vectors_fingerprint():
+            return None
+        return np.load(out / SENTENCE_VECTORS)
+
+    def passage_sentence_vectors(self, svc: Any) -> None:
+        """Encodes every sentence of the zero-shot ``/passages`` index once (through the embedding cache), saves the
+        vectors beside the index and swaps them into ``svc``; a trained CDV index has its own and needs nothing."""
+        if not isinstance(svc, BM25PassageService) or svc.vectors is not None:
+            return
+        import numpy as np
+
+        from medrank.utils.io import atomic_write_bytes, atomic_write_json
+
+        out = self.state / "passages-bm25"
+        vectors = self._timed(f"passages: {len(svc.flat):,} sentences encoded",
+                              lambda: BM25PassageService.encode_sentences(self.build_encoder("en"), svc.flat))
+        buffer = io.BytesIO()
+        np.save(buffer, vectors)
+        atomic_write_bytes(out / SENTENCE_VECTORS, buffer.getvalue())
+        atomic_write_json(out / SENTENCE_VECTORS_STAMP, {"fingerprint": self._sentence_vectors_fingerprint()})
+        svc.use_sentence_vectors(self.encoder("en"), vectors)
 
     def next_questions(self) -> NextQuestionService:
         from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
@@ -584,10 +614,12 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
 
 #: knowledge base → its language (known before it is built, so a request can be told it is on its way)
 KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
+#: the zero-shot ``/passages`` index's sentence vectors and the stamp naming the encoder and corpus they belong to
+SENTENCE_VECTORS, SENTENCE_VECTORS_STAMP = "sentence_vectors.npy", "sentence-vectors.json"
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
 #: indexes: BM25 only), so the service answers within a minute and the large encodes follow
 STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "differential", "normalize", "symptoms:hpo",
-              "symptoms:chip-cdn", "passages")
+              "symptoms:chip-cdn", "passages", "passages:sentence-vectors")
 
 
 def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
@@ -599,6 +631,8 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     steps += [p for p in pipelines if p != "symptoms"]
     if "next-questions" in steps and "differential" not in steps:  # the next questions come from the inquiry engines
         steps.append("differential")
+    if "passages" in steps:  # the passages answer from BM25 at once; their sentence vectors follow, last
+        steps.append("passages:sentence-vectors")
     if "normalize" in steps and "procedures" not in settings.kbs and settings.model_path("normalize") is None:
         steps.remove("normalize")
     rank = {name: i for i, name in enumerate(STEP_ORDER)}
@@ -630,6 +664,11 @@ def run_step(b: Builder, services: Services, name: str) -> None:
         if services.differential is not None:
             svc.inquiry = services.differential.inquiry
         services.next_questions = svc
+        return
+    if name == "passages:sentence-vectors":
+        if services.passages is None:
+            raise RuntimeError("the passages index was not built, so its sentences cannot be encoded")
+        b.passage_sentence_vectors(services.passages)
         return
     attr = {"normalize": "normalize", "passages": "passages", "similar-questions": "similar"}[name]
     setattr(services, attr, getattr(b, attr)())

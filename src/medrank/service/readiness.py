@@ -172,12 +172,16 @@ class ProgressEncoder(Encoder):
         return getattr(self.inner, name)
 
     def _encode(self, texts: list[str], kind: Any, batch_size: int, show_progress: bool) -> np.ndarray:
-        parts: list[np.ndarray] = []
+        # chunks of texts of similar length: the encoder pads each batch to its longest text, so chunks cut from
+        # the unsorted list would pad short texts to the length of the longest in the chunk
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        out = np.zeros((len(texts), self.dim), np.float32)
         self.report(0, len(texts))
         for a in range(0, len(texts), self.chunk):
-            parts.append(self.inner.encode(texts[a:a + self.chunk], kind=kind, batch_size=batch_size, show_progress=False))
+            idx = order[a:a + self.chunk]
+            out[idx] = self.inner.encode([texts[i] for i in idx], kind=kind, batch_size=batch_size, show_progress=False)
             self.report(min(a + self.chunk, len(texts)), len(texts))
-        return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+        return out
 
 
 def eta_header(steps: Sequence[BuildStep]) -> float | None:

