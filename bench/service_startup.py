@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--fresh-embeddings", action="store_true", help="start with an empty embedding cache too")
     ap.add_argument("--keep-state", default=None, help="move the built state directory here at the end (for service_load)")
+    ap.add_argument("--models", default=None, help="trained runs the server may use (default: an empty folder, as on a "
+                    "fresh clone; `runs` serves whatever this checkout has trained)")
     ap.add_argument("--name", default="service_startup")
     args = ap.parse_args()
     from medrank.config import cache_dir
@@ -81,7 +83,8 @@ def main() -> None:
     port = free_port()
     exe = Path(sys.executable).parent / "medrank"
     cmd = [str(exe), "--threads", str(args.threads), "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--state", str(work / "state")]
+           "--state", str(work / "state"), "--models", str(Path(args.models).resolve() if args.models else work / "runs")]
+    (work / "runs").mkdir()
     base = f"http://127.0.0.1:{port}"
     log_path = work / "server.log"
     t0 = time.time()
@@ -149,9 +152,10 @@ def main() -> None:
     for name, b in builds.items():
         rows.append(f"| {name} | {ready_at.get(name, '—')} | {b.get('seconds')} | {b.get('detail')} |")
     md = (f"# `medrank serve` first start\n\n`python bench/service_startup.py{' --fresh-embeddings' if args.fresh_embeddings else ''}"
-          f" --timeout {args.timeout:.0f}`: fresh state directory{', empty embedding cache' if args.fresh_embeddings else ' (embedding cache as found)'}"
-          f"; `medrank --threads {args.threads} serve` (default pipelines and knowledge bases, embedded store); 2 CPU "
-          f"cores shared with other jobs: load average (1 min) min {min(load_1m, default=0)}, max {max(load_1m, default=0)} "
+          f"{' --models ' + args.models if args.models else ''} --timeout {args.timeout:.0f}`: "
+          f"{'trained runs from ' + args.models if args.models else 'no trained run (an empty --models folder, as on a fresh clone)'}; fresh state directory{', empty embedding cache' if args.fresh_embeddings else ' (embedding cache as found)'}"
+          f"; `medrank --threads {args.threads} serve` (default pipelines and knowledge bases, embedded store, `--backend auto`); "
+          f"2 CPU cores (the server's own two build threads count in the load): load average (1 min) min {min(load_1m, default=0)}, max {max(load_1m, default=0)} "
           f"over the run.\n\n* first `/health` 200: {first_health} s\n* first `/symptoms` 200 (\"{COMPLAINT}\"): "
           f"**{first_answer} s**\n* first `/passages` 200 (asthma / treatment, k = 5): {first_passages} s\n"
           f"* every pipeline answering from its complete index (every step but `passages:sentence-vectors`): "

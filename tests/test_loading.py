@@ -77,3 +77,37 @@ def test_folders_that_hold_no_loadable_artefact_say_why(tmp_path):
     (unfinished / "config.json").write_text(json.dumps({"task": "symptom"}))
     with pytest.raises(ValueError, match="training has not finished"):
         medrank.load(unfinished)
+
+
+def test_a_moved_symptom_run_keeps_its_own_trained_encoder(tmp_path, tiny_encoder):
+    """The run's index records the absolute folder of the encoder it was built with; once the run is moved, its
+    own ``model/`` serves the queries (never the packaged model its spec is named after)."""
+    import shutil
+
+    from medrank.pipelines.symptom.inference import SymptomDetector
+
+    run = tmp_path / "written" / "run"
+    tiny_encoder.save(run / "model")
+    from medrank.encoders import load_encoder
+
+    trained = load_encoder(str(run / "model"))
+    trained.name = "minilm"  # a trained copy keeps the name of the packaged model it came from
+    ConceptRetriever.build(CONCEPTS, method="dense", encoder=trained).save(run / "index-gold")
+    (run / "detector.json").write_text(json.dumps({"candidates": {"gold": "index-gold"}, "beta": {}, "k": 5}))
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.move(str(run), str(moved))
+    detector = SymptomDetector.load(moved)
+    assert detector.retriever.index.encoder.model_path == str(moved / "model")
+    texts = ["chest pain", "fever"]
+    assert (detector.retriever.index.encoder.encode(texts) == trained.encode(texts)).all()
+    # loaded without the run's folder, the recorded spec no longer resolves: an error, not the packaged weights
+    with pytest.raises(FileNotFoundError, match="no longer exists"):
+        ConceptRetriever.load(moved / "index-gold")
+
+
+def test_a_packaged_model_recorded_in_another_venv_is_found_again():
+    from medrank.encoders.registry import _packaged_location, resolve_model_path
+
+    here = resolve_model_path("minilm")
+    elsewhere = "/old/venv/" + "/".join(here.split("/")[-2:])
+    assert _packaged_location("minilm", elsewhere) and not _packaged_location("minilm", "/gone/runs/x/model")

@@ -204,6 +204,26 @@ def test_zero_shot_normalize_reports_a_calibrated_confidence(services):
     assert 0.0 <= body["confidence"] <= 1.0 and body["low_confidence"] == (body["confidence"] < 0.5)
     assert body["predicted"] == [body["results"][0]["name"]] and len(body["results"]) == 1
     assert TopHitCalibrator.from_dict(cal.to_dict()) == cal
+    with pytest.raises(ValueError, match="a calibration of 2 features"):  # one saved by an earlier version
+        TopHitCalibrator.from_dict({**cal.to_dict(), "weights": [1.0, 1.0], "mean": [0, 0], "scale": [1, 1]})
+
+
+def test_the_calibrated_confidence_uses_whether_the_top_name_is_the_query():
+    from medrank.service.calibration import TopHitCalibrator, ranking_features, same_text
+
+    assert ranking_features([0.5, 0.2], exact=True) == (0.5, pytest.approx(0.3), 1.0)
+    assert ranking_features([]) == (0.0, 0.0, 0.0)
+    assert same_text("腹腔镜下 胆囊切除术", "腹腔镜下胆囊切除术") and same_text("Head Ache", "head ache")
+    assert not same_text("乳腺切除", "乳腺切除术")
+    # the same two scores, once with the query's own name on top: only the third feature tells them apart
+    texts = [f"name{i}" for i in range(40)]
+
+    def rank(batch):
+        return [([t if int(t[4:]) % 2 else "other", "second"], [0.03, 0.029]) for t in batch]
+
+    gold = [{t} for t in texts]
+    cal = TopHitCalibrator.fit(rank, texts, gold, "test", sample=40)
+    assert cal.probability([0.03, 0.029], exact=True) > 0.9 > 0.1 > cal.probability([0.03, 0.029], exact=False)
 
 
 def test_normalize_endpoint(services):

@@ -36,6 +36,13 @@ ALIASES = {
 }
 
 
+def _packaged_location(alias: str, recorded: str) -> bool:
+    """``recorded`` was where the packaged model of ``alias`` lived (another venv or cache: the same last two
+    path components as its folder now), not a folder a training run wrote."""
+    current = Path(resolve_model_path(alias)).parts[-2:]
+    return Path(recorded).parts[-2:] == current
+
+
 def resolve_model_path(name_or_path: str | os.PathLike[str]) -> str:
     """Map an offline alias to its local folder; a missing local path is an error.
 
@@ -161,6 +168,12 @@ def load_encoder(
             )
         source, name = spec.pop("path", None), spec.get("name")
         if isinstance(name, str) and name.lower() in ALIASES and (not source or not Path(str(source)).exists()):
+            if source and not _packaged_location(name, str(source)):
+                # a model trained from the packaged one (its spec keeps the alias as its name): substituting the
+                # packaged weights would silently serve an untrained encoder against the trained vectors
+                raise FileNotFoundError(
+                    f"the encoder this was saved with ({source}) no longer exists; {name!r} names the model it was "
+                    "trained from, not its weights. Load the run from where it was written, or pass its encoder")
             # a saved spec of a packaged model: its recorded folder moves with the venv or the cache
             source = name
         spec.update(kwargs)

@@ -19,6 +19,8 @@ from medrank.index import BM25Index
 from medrank.index.topk import topk_stable
 from medrank.pipelines.history.inference import NextQuestionRanker, NoQuestionBankError
 from medrank.service.backends import KnowledgeBase
+from medrank.service.calibration import FEATURES as CALIBRATION_FEATURES
+from medrank.service.calibration import same_text
 from medrank.text import has_han, identify
 from medrank.utils.vectors import unit_rows
 
@@ -190,7 +192,9 @@ class NormalizeService:
     def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
         require_chinese(mention)
         hits = self.kb.search([mention], max(k, 2))[0]
-        confidence = None if self.calibrator is None else round(self.calibrator.probability([h.score for h in hits]), 4)
+        exact = bool(hits) and same_text(mention, hits[0].name)
+        confidence = (None if self.calibrator is None
+                      else round(self.calibrator.probability([h.score for h in hits], exact), 4))
         return {"model": self.kb.info.model, "trained": self.kb.info.trained, "kb": self.kb.info.name,
                 "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits[:k]],
                 "predicted": [hits[0].name] if hits else [], "confidence": confidence,
@@ -199,7 +203,8 @@ class NormalizeService:
     def info(self) -> PipelineInfo:
         details = self.kb.describe()
         if self.calibrator is not None:
-            details["confidence"] = {"method": "Platt scaling of (top score, margin)", **self.calibrator.to_dict()}
+            details["confidence"] = {"method": f"Platt scaling of ({', '.join(CALIBRATION_FEATURES)})",
+                                     **self.calibrator.to_dict()}
         return PipelineInfo(self.kb.info.model, self.kb.info.version, self.kb.info.trained, details)
 
 

@@ -17,6 +17,7 @@ rebuild with the same encoder does not re-encode; queries never touch that cache
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -62,6 +63,7 @@ from medrank.service.backends import (
     repair_names,
 )
 from medrank.service.batching import BatchingEncoder, batch_queries
+from medrank.service.calibration import FEATURES as CALIBRATION_FEATURES
 from medrank.service.calibration import TopHitCalibrator
 from medrank.service.readiness import BuildReport, BuildStep, ProgressEncoder
 from medrank.service.settings import ServiceSettings
@@ -343,11 +345,13 @@ class Builder:
 
         path = self.state / "kbs" / "procedures-calibration.json"
         fp = self._fingerprint("normalize-calibration", (KnowledgeBase.read_manifest(self.state / "kbs" / "procedures")
-                                                         or {}).get("fingerprint"), self.data_key, CALIBRATION_SEED)
+                                                         or {}).get("fingerprint"), self.data_key, CALIBRATION_SEED,
+                               CALIBRATION_FEATURES)
         if path.exists():
             saved = json.loads(path.read_text(encoding="utf-8"))
             if saved.get("fingerprint") == fp:
-                return TopHitCalibrator.from_dict(saved["calibrator"])
+                with contextlib.suppress(KeyError, ValueError):  # one written by an earlier version is fit again
+                    return TopHitCalibrator.from_dict(saved["calibrator"])
         try:
             from medrank.data.procedures import load_procedure_mentions
 

@@ -32,6 +32,21 @@ __all__ = ["DEFAULT_K", "DetectedTerm", "SetCalibration", "SetDetector", "Sympto
            "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
 
 
+def run_encoder(run: Path, index_dir: Path) -> dict[str, Any]:
+    """``{"encoder": …}`` loaded from the run's own ``model/`` folder with the settings the index recorded, so a
+    run that was moved or copied keeps its trained query encoder (empty when the run has no such folder)."""
+    from medrank.encoders import load_encoder
+
+    manifest = index_dir / "index" / "manifest.json"
+    if not (run / "model").is_dir() or not manifest.exists():
+        return {}
+    spec = dict(json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder") or {})
+    if not spec:
+        return {}
+    spec["path"] = str(run / "model")
+    return {"encoder": load_encoder(spec)}
+
+
 class SymptomDetector:
     """A :class:`~medrank.retrieval.concept.ConceptRetriever` over a trained encoder plus its β."""
 
@@ -54,7 +69,8 @@ class SymptomDetector:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if candidates not in meta["candidates"]:
             raise ValueError(f"{run} has indexes for {sorted(meta['candidates'])}, not {candidates!r}")
-        retriever = ConceptRetriever.load(run / meta["candidates"][candidates])
+        index_dir = run / meta["candidates"][candidates]
+        retriever = ConceptRetriever.load(index_dir, **run_encoder(run, index_dir))
         return cls(retriever, meta.get("beta", {}).get(candidates), int(meta.get("k", DEFAULT_K)))
 
     def calibrate(self, dataset: Any, alpha: float) -> float | None:
