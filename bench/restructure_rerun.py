@@ -83,7 +83,8 @@ def child_env(src: Path) -> dict[str, str]:
 
 def run_logged(cmd: list[str], src: Path, log: Path) -> float:
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"[{time.strftime('%H:%M:%S')}] PYTHONPATH={src} {' '.join(cmd[1:])}  (log: {log})", flush=True)
+    shown = ["<similar worker>" if arg == SIMILAR_WORKER else arg for arg in cmd[1:]]
+    print(f"[{time.strftime('%H:%M:%S')}] PYTHONPATH={src} python {' '.join(shown)}  (log: {log})", flush=True)
     t0 = time.perf_counter()
     with open(log, "w", encoding="utf-8") as fh:
         rc = subprocess.call(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=child_env(src))
@@ -101,8 +102,10 @@ def extract_baseline(commit: str, dest: Path) -> Path:
     return dest
 
 
-def symptom_run(code_root: Path, run_dir: Path, threads: int, log: Path) -> dict[str, Any]:
-    """Train (or reuse a finished run of) the Bi-HardNCE CPU recipe with the code under ``code_root``."""
+def symptom_run(code_root: Path, run_dir: Path, threads: int, log: Path, train: bool = True) -> dict[str, Any] | None:
+    """Train (or reuse a finished run of) the Bi-HardNCE CPU recipe with the code under ``code_root``.
+
+    With ``train=False`` a run that is not finished gives ``None``."""
     config_path = code_root / SYMPTOM_CONFIG
     cfg = read_config(config_path)
     if cfg.get("threads") != threads:
@@ -113,6 +116,8 @@ def symptom_run(code_root: Path, run_dir: Path, threads: int, log: Path) -> dict
     results = run_dir / "results.json"
     seconds = None
     if not _same_symptom_config(results, cfg):
+        if not train:
+            return None
         seconds = run_logged([sys.executable, "-m", "medrank.cli", "train", str(config_path), "--out", str(run_dir)],
                              code_root / "src", log)
     else:
@@ -131,8 +136,11 @@ def _same_symptom_config(results: Path, cfg: dict[str, Any]) -> bool:
     return all(saved.get(k) == v for k, v in cfg.items() if k not in RUN_ONLY_KEYS)
 
 
-def similar_run(code_root: Path, model: str, run_dir: Path, threads: int, log: Path, check_config: bool) -> dict[str, Any]:
-    """Train (or reuse) one no-transfer similar-questions run with the code under ``code_root``."""
+def similar_run(code_root: Path, model: str, run_dir: Path, threads: int, log: Path, check_config: bool,
+                train: bool = True) -> dict[str, Any] | None:
+    """Train (or reuse) one no-transfer similar-questions run with the code under ``code_root``.
+
+    With ``train=False`` a run that is not finished gives ``None``."""
     config_path = code_root / "configs" / "similar" / SIMILAR_DATASET / f"{model}.yaml"
     summary_path = run_dir / "summary.json"
     cfg = yaml.safe_load(config_path.read_text(encoding="utf-8"))
@@ -141,29 +149,36 @@ def similar_run(code_root: Path, model: str, run_dir: Path, threads: int, log: P
     reusable = similar_finished(run_dir, cfg) is not None if check_config else summary_path.exists()
     seconds = None
     if not reusable:
+        if not train:
+            return None
         seconds = run_logged([sys.executable, "-c", SIMILAR_WORKER, str(config_path), str(run_dir), str(threads)],
                              code_root / "src", log)
     else:
         print(f"reusing the finished run {run_dir}", flush=True)
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     return {"figures": {m: summary["valid"][m] for m in PAIR_METRICS}, "best_epoch": summary.get("best_epoch"),
+            "train_loss": [h.get("train_loss") for h in summary.get("history", [])],
             "run_seconds": summary.get("total_seconds"), "wall_seconds": seconds, "run_dir": str(run_dir)}
 
 
 def committed_symptom() -> dict[str, Any]:
     row = json.loads((common.RESULTS / "symptom_chip_cdn.json").read_text(encoding="utf-8"))["rows"]["bi-hardnce"]
-    return {"figures": {f"{m} ({c})": row[c][m] for c, m in SYMPTOM_METRICS}, "best_epoch": row["best_epoch"]}
+    return {"figures": {f"{m} ({c})": row[c][m] for c, m in SYMPTOM_METRICS}, "best_epoch": row["best_epoch"],
+            "curve_ndcg@5": row["curve_ndcg@5"]}
 
 
 def committed_similar(model: str) -> dict[str, Any]:
     data = json.loads((common.RESULTS / "similar_medical_question_pairs.json").read_text(encoding="utf-8"))
     valid = data["without_transfer"][SIMILAR_LABELS[model]]
-    return {"figures": {m: valid[m] for m in PAIR_METRICS}, "best_epoch": data["cost"][model]["best_epoch"]}
+    return {"figures": {m: valid[m] for m in PAIR_METRICS}, "best_epoch": data["cost"][model]["best_epoch"],
+            "train_loss": [h.get("train_loss") for h in data["runs"][model].get("history", [])]}
 
 
-def compare(pipeline: str, run_name: str, committed: dict, fresh: dict, baseline: dict | None) -> list[dict[str, Any]]:
-    """One row per figure (in metric points, i.e. percent) plus one for the best epoch."""
-    rows = []
+def compare(pipeline: str, run_name: str, committed: dict, fresh: dict | None, baseline: dict | None) -> list[dict[str, Any]]:
+    """One row per figure (in metric points, i.e. percent) plus one for the best epoch; none for a missing run."""
+    rows: list[dict[str, Any]] = []
+    if fresh is None:
+        return rows
     tolerance = CROSS_HOST_TOLERANCE[pipeline]
     for metric, value in fresh["figures"].items():
         new, old = 100 * value, 100 * committed["figures"][metric]
@@ -203,8 +218,13 @@ def main() -> None:
     ap.add_argument("--runs", default="/tmp/medrank-rerun", help="scratch folder for the fresh runs")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--parts", default="symptom,similar", help="comma-separated: symptom, similar")
+    ap.add_argument("--collect-only", action="store_true", help="only tabulate finished runs (train nothing)")
     ap.add_argument("--baseline", default=BASELINE_COMMIT,
                     help="commit whose code trains the same runs on this host ('none' to skip)")
+    ap.add_argument("--committed-code", default=None,
+                    help="commit whose code wrote the committed similar results: also train --committed-code-models "
+                         "with it on this host, to tell a host difference from an earlier code change")
+    ap.add_argument("--committed-code-models", default="stmt-small")
     args = ap.parse_args()
     parts = args.parts.split(",")
     runs = Path(args.runs)
@@ -217,38 +237,77 @@ def main() -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     load_before = [round(x, 2) for x in os.getloadavg()]
     if "symptom" in parts:
-        fresh = symptom_run(ROOT, runs / "symptom" / "chip-cdn-bi-hardnce", args.threads, logs / "symptom.log")
+        fresh = symptom_run(ROOT, runs / "symptom" / "chip-cdn-bi-hardnce", args.threads, logs / "symptom.log",
+                            not args.collect_only)
         base = None
         if baseline_root is not None:
             base = symptom_run(baseline_root, runs / "baseline" / "symptom" / "chip-cdn-bi-hardnce", args.threads,
-                               logs / "baseline-symptom.log")
+                               logs / "baseline-symptom.log", not args.collect_only)
         rows += compare("symptom", "chip-cdn-bi-hardnce (Bi-HardNCE, CPU recipe)", committed_symptom(), fresh, base)
         runs_info["symptom"] = {"rerun": fresh, "baseline": base}
     if "similar" in parts:
         for model in SIMILAR_MODELS:
             fresh = similar_run(ROOT, model, runs / "similar" / SIMILAR_DATASET / model, args.threads,
-                                logs / f"similar-{model}.log", check_config=True)
+                                logs / f"similar-{model}.log", check_config=True, train=not args.collect_only)
             base = None
             if baseline_root is not None:
                 base = similar_run(baseline_root, model, runs / "baseline" / "similar" / SIMILAR_DATASET / model,
-                                   args.threads, logs / f"baseline-similar-{model}.log", check_config=False)
+                                   args.threads, logs / f"baseline-similar-{model}.log", check_config=False,
+                                   train=not args.collect_only)
             rows += compare("similar", f"{SIMILAR_DATASET} {model} ({SIMILAR_LABELS[model]})", committed_similar(model),
                             fresh, base)
             runs_info[f"similar/{model}"] = {"rerun": fresh, "baseline": base}
+    committed_code: list[str] = []
+    if "similar" in parts and args.committed_code:
+        code_root = extract_baseline(args.committed_code, runs / f"baseline-{args.committed_code}")
+        for model in args.committed_code_models.split(","):
+            old = similar_run(code_root, model, runs / f"committed-code-{args.committed_code}" / "similar" / SIMILAR_DATASET
+                              / model, args.threads, logs / f"{args.committed_code}-similar-{model}.log",
+                              check_config=False, train=not args.collect_only)
+            fresh = runs_info.get(f"similar/{model}", {}).get("rerun")
+            if old is None or fresh is None:
+                continue
+            runs_info[f"similar/{model}"]["committed_code"] = old
+            same = all(abs(100 * (old["figures"][m] - fresh["figures"][m])) < SAME_HOST_TOLERANCE for m in PAIR_METRICS)
+            committed_code.append(
+                f"- {model} trained on this host with the code of {args.committed_code} (the commit that wrote the "
+                f"committed similar results): " + ", ".join(f"{m} {100 * old['figures'][m]:.2f}" for m in PAIR_METRICS)
+                + f", best epoch {old['best_epoch']} — " + ("identical to the re-run." if same else "differs from the re-run.")
+            )
+    # the epoch where a run first parts from the committed one
+    parting = []
+    for name, info in runs_info.items():
+        committed = committed_symptom() if name == "symptom" else committed_similar(name.split("/")[1])
+        key = "curve_ndcg@5" if name == "symptom" else "train_loss"
+        sides = [("committed", committed), ("re-run", info["rerun"]), ("before the restructure", info.get("baseline")),
+                 ("code of the committed results", info.get("committed_code"))]
+        shown = [(label, run[key][1]) for label, run in sides if run is not None and len(run.get(key) or []) > 1]
+        if shown:
+            what = "validation NDCG@5 (gold) after epoch 1" if name == "symptom" else "training loss of epoch 1"
+            parting.append(f"- {name}, {what}: " + ", ".join(f"{label} {value:.6f}" for label, value in shown))
 
     judged = [r for r in rows if r["within_noise"] is not None]
     beyond = [r for r in judged if not r["within_noise"]]
-    changed = [r for r in rows if r.get("identical_to_baseline") is False]
+    compared = [r for r in rows if "identical_to_baseline" in r]
+    changed = [r for r in compared if not r["identical_to_baseline"]]
+
+    def names(selected: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{r['run'].split(' (')[0]} {r['metric']}" for r in selected)
+
     verdict = [
         f"- Against the committed rows: {len(judged) - len(beyond)} of {len(judged)} figures within noise"
-        + (f"; beyond: {', '.join(r['run'].split(' ')[0] + ' ' + r['metric'] for r in beyond)}" if beyond else "") + ".",
+        + (f"; beyond: {names(beyond)}" if beyond else "") + ".",
     ]
     if baseline_root is not None:
         verdict.append(
             f"- Against the code before the restructure ({args.baseline}) on this host: "
-            + ("every figure and best epoch identical." if not changed else
-               f"{len(changed)} of {len(rows)} differ: {', '.join(r['run'].split(' ')[0] + ' ' + r['metric'] for r in changed)}.")
+            + (f"all {len(compared)} compared figures and best epochs identical." if not changed else
+               f"{len(changed)} of {len(compared)} differ: {names(changed)}.")
         )
+    missing = [f"{name} ({side})" for name, info in runs_info.items() for side in ("rerun", "baseline")
+               if info[side] is None and (side == "rerun" or baseline_root is not None)]
+    if missing:
+        verdict.append(f"- Not finished, so not compared: {', '.join(missing)}.")
     header = "| pipeline | run / config | metric | committed | re-run | difference |"
     rule = "|---|---|---|---:|---:|---:|"
     if baseline_root is not None:
@@ -266,11 +325,25 @@ def main() -> None:
         line += f" {_fmt(r['within_noise'])} |"
         lines.append(line)
     command = f"nice -n 19 python bench/restructure_rerun.py --threads {args.threads}" + (
-        f" --parts {args.parts}" if args.parts != "symptom,similar" else "")
+        f" --parts {args.parts}" if args.parts != "symptom,similar" else "") + (
+        f" --committed-code {args.committed_code}" if args.committed_code else "") + (" --collect-only" if args.collect_only else "")
+    # a tabulation alone keeps the record of the invocation that trained the runs
+    previous = common.RESULTS / "restructure_rerun.json"
+    training = {"command": command, "started": started, "load_average_at_start": load_before,
+                "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+    if args.collect_only:
+        before = json.loads(previous.read_text(encoding="utf-8")) if previous.exists() else {}
+        training = before.get("training_run") or {
+            "command": before.get("command", command.replace(" --collect-only", "")), "started": before.get("started"),
+            "load_average_at_start": before.get("load_average_at_start"),
+            "load_average_at_end": before.get("environment", {}).get("load_average_1_5_15")}
     md = [
         "# Re-run on the restructured code: symptom (Bi-HardNCE CPU recipe) and similar questions (STMT family)",
         "",
-        f"Command: `{command}` (fresh runs into `{runs}`; started {started}, load average then {load_before}). "
+        f"Runs trained by `{training['command']}` into `{runs}` (started {training['started']}, load average "
+        f"{training['load_average_at_start']} at the start, {training['load_average_at_end']} at the end)"
+        + (f", tabulated by `{command}`. " if args.collect_only else ". ")
+        +
         "Figures in metric points (percent): symptom on the 1,200-query validation side of the fixed-seed CHIP-CDN "
         "split, gold and vocab candidates, read from the run's `results.json` as `bench/symptom_table.py` reads them; "
         "similar on the 498 medical-question-pairs validation pairs (threshold 0.5, NDCG@3 by first question), "
@@ -282,12 +355,16 @@ def main() -> None:
         *lines,
         "",
         *verdict,
+        *committed_code,
+        "",
+        "The first epoch of each run (committed host, this host's two codes):",
+        "",
+        *parting,
     ]
     payload = {
         "environment": common.environment(args.threads, 13, str(data_root())),
         "command": command,
-        "started": started,
-        "load_average_at_start": load_before,
+        "training_run": training,
         "baseline_commit": None if baseline_root is None else args.baseline,
         "tolerance": {"cross_host_points": CROSS_HOST_TOLERANCE, "same_host_points": SAME_HOST_TOLERANCE,
                       "note": TOLERANCE_NOTE},
