@@ -272,7 +272,8 @@ def main() -> None:
             committed_code.append(
                 f"- {model} trained on this host with the code of {args.committed_code} (the commit that wrote the "
                 f"committed similar results): " + ", ".join(f"{m} {100 * old['figures'][m]:.2f}" for m in PAIR_METRICS)
-                + f", best epoch {old['best_epoch']} — " + ("identical to the re-run." if same else "differs from the re-run.")
+                + f", best epoch {old['best_epoch']} — " + ("identical to the re-run, so its gap to the committed row comes from the host (the training loss "
+                   "already differs in the first epoch), not from a code change." if same else "differs from the re-run.")
             )
     # the epoch where a run first parts from the committed one
     parting = []
@@ -357,7 +358,7 @@ def main() -> None:
         *verdict,
         *committed_code,
         "",
-        "The first epoch of each run (committed host, this host's two codes):",
+        "The first epoch of each run (the committed run, then the runs on this host):",
         "",
         *parting,
     ]
