@@ -18,6 +18,8 @@ host with the same threads and seeds: that pair must agree exactly.
 
     nice -n 19 python bench/restructure_rerun.py --threads 1
     nice -n 19 python bench/restructure_rerun.py --threads 1 --parts similar --runs /tmp/other
+    # also stmt-small with the code that wrote the committed similar rows; tabulate without training:
+    nice -n 19 python bench/restructure_rerun.py --threads 1 --committed-code d7f1e3b --collect-only
 """
 
 from __future__ import annotations
