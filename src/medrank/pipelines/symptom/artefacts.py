@@ -1,4 +1,27 @@
-"""File names that mark a saved symptom run (read by :func:`medrank.load`)."""
+"""What marks a saved symptom run (read by :func:`medrank.load`), and how its candidate indexes are opened."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 #: written at the end of ``medrank train`` (candidate indexes, calibrated β, k)
 DETECTOR_MARKER = "detector.json"
+
+
+def open_run_index(run: Path, index_dir: Path) -> Any:
+    """The :class:`~medrank.retrieval.concept.ConceptRetriever` saved in ``index_dir`` of ``run``, its queries
+    encoded by the run's own ``model/`` folder with the settings the index recorded, so that a run moved or
+    copied elsewhere keeps its trained query encoder (the index records the absolute folder it was built with)."""
+    from medrank.encoders import load_encoder
+    from medrank.retrieval.concept import ConceptRetriever
+
+    manifest = index_dir / "index" / "manifest.json"
+    spec: dict[str, Any] = {}
+    if (run / "model").is_dir() and manifest.exists():
+        spec = dict(json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder") or {})
+    if not spec:
+        return ConceptRetriever.load(index_dir)
+    spec["path"] = str(run / "model")
+    return ConceptRetriever.load(index_dir, encoder=load_encoder(spec))

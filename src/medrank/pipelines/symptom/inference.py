@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from medrank.index.base import check_k
-from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER
+from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
 from medrank.pipelines.symptom.sets import (
     DetectedTerm,
     SetCalibration,
@@ -32,21 +32,6 @@ __all__ = ["DEFAULT_K", "DetectedTerm", "SetCalibration", "SetDetector", "Sympto
            "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
 
 
-def run_encoder(run: Path, index_dir: Path) -> dict[str, Any]:
-    """``{"encoder": …}`` loaded from the run's own ``model/`` folder with the settings the index recorded, so a
-    run that was moved or copied keeps its trained query encoder (empty when the run has no such folder)."""
-    from medrank.encoders import load_encoder
-
-    manifest = index_dir / "index" / "manifest.json"
-    if not (run / "model").is_dir() or not manifest.exists():
-        return {}
-    spec = dict(json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder") or {})
-    if not spec:
-        return {}
-    spec["path"] = str(run / "model")
-    return {"encoder": load_encoder(spec)}
-
-
 class SymptomDetector:
     """A :class:`~medrank.retrieval.concept.ConceptRetriever` over a trained encoder plus its β."""
 
@@ -60,7 +45,6 @@ class SymptomDetector:
     @classmethod
     def load(cls, run_dir: str | os.PathLike[str], candidates: str = "gold") -> SymptomDetector:
         """Load ``RUN/index-<candidates>`` and the calibrated β of a run written by ``medrank train``."""
-        from medrank.retrieval.concept import ConceptRetriever
 
         run = Path(run_dir)
         meta_path = run / DETECTOR_MARKER
@@ -69,8 +53,7 @@ class SymptomDetector:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if candidates not in meta["candidates"]:
             raise ValueError(f"{run} has indexes for {sorted(meta['candidates'])}, not {candidates!r}")
-        index_dir = run / meta["candidates"][candidates]
-        retriever = ConceptRetriever.load(index_dir, **run_encoder(run, index_dir))
+        retriever = open_run_index(run, run / meta["candidates"][candidates])
         return cls(retriever, meta.get("beta", {}).get(candidates), int(meta.get("k", DEFAULT_K)))
 
     def calibrate(self, dataset: Any, alpha: float) -> float | None:

@@ -293,8 +293,7 @@ class SetDetector:
         """Over a trained run (the retriever :class:`~medrank.pipelines.symptom.inference.SymptomDetector` loads);
         the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there."""
         # read here, not through the inference module: that module serves this one (no import circle)
-        from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER
-        from medrank.retrieval.concept import ConceptRetriever
+        from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
 
         meta_path = Path(run_dir) / DETECTOR_MARKER
         if not meta_path.exists():
@@ -302,7 +301,7 @@ class SetDetector:
         indexes = json.loads(meta_path.read_text(encoding="utf-8"))["candidates"]
         if candidates not in indexes:
             raise ValueError(f"{run_dir} has indexes for {sorted(indexes)}, not {candidates!r}")
-        retriever = ConceptRetriever.load(Path(run_dir) / indexes[candidates])
+        retriever = open_run_index(Path(run_dir), Path(run_dir) / indexes[candidates])
         if calibration is None and (Path(run_dir) / f"sets-{candidates}.json").exists():
             calibration = Path(run_dir) / f"sets-{candidates}.json"
         if calibration is not None and not isinstance(calibration, SetCalibration):
