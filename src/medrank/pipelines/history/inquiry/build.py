@@ -80,14 +80,16 @@ def load_corpus(language: str, data_root: str | Path | None = None) -> Corpus:
     raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
 
 
-def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | None = None) -> InquiryEngine:
-    """An uncalibrated (or given-calibration) engine with tables fitted on ``train``."""
+def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | None = None,
+               differential_file: Path | None = None) -> InquiryEngine:
+    """An uncalibrated (or given-calibration) engine with tables fitted on ``train``.
+
+    English: the differential model is fitted on the states the engine's own inquiries reach on
+    ``train`` (``calibration.budget`` questions each); ``differential_file`` keeps its weights (read
+    when it exists and matches, written otherwise)."""
     cal = calibration or Calibration(budget=BUDGETS[corpus.language])
     if corpus.language == "en":
-        from medrank.pipelines.history.inquiry.differential import DifferentialModel
-
         model = fit_ddxplus(train, corpus.evidences, corpus.support)
-        members = DifferentialModel(model).fit(train)
         labels = {n: e.question for n, e in corpus.evidences.items()}
         meanings = {n: e.meanings for n, e in corpus.evidences.items() if e.meanings}
         evidences = corpus.evidences
@@ -97,9 +99,10 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
 
             return EnglishDetector(evidences)
 
-        return InquiryEngine("en", model, labels, corpus.condition_labels, cal, demographics=True, name="ddxplus-kb",
-                             detector_factory=english_detector, value_meanings=meanings,
-                             differential_model=members)
+        engine = InquiryEngine("en", model, labels, corpus.condition_labels, cal, demographics=True,
+                               name="ddxplus-kb", detector_factory=english_detector, value_meanings=meanings)
+        engine.differential_model = fit_differential(engine, train, cal.budget, differential_file)
+        return engine
     from medrank.pipelines.history.inquiry.textprior import TextPrior
 
     model = fit_dxy(train, corpus.symptoms, corpus.diseases)
@@ -118,6 +121,26 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
     return InquiryEngine("zh", model, {s: s for s in corpus.symptoms}, corpus.condition_labels, cal,
                          name="dxy-kb", detector_factory=chinese_detector, text_prior=text_prior,
                          text_weight=cal.text_weight)
+
+
+def fit_differential(engine: InquiryEngine, train: list[Patient], budget: int,
+                     saved: Path | None = None) -> Any:
+    """The DDXPlus differential model, fitted on where the engine's inquiries of ``budget`` questions
+    end on the training patients (or read from ``saved``)."""
+    from medrank.pipelines.history.inquiry.differential import DifferentialModel
+    from medrank.pipelines.history.inquiry.simulate import inquiry_states
+
+    members = DifferentialModel(engine.model)
+    if saved is not None and saved.is_file():
+        try:
+            return members.load(saved)
+        except (OSError, ValueError, KeyError):
+            pass  # stale or foreign file: fit again and overwrite it
+    members.fit(inquiry_states(engine, train, budget), [p.differential for p in train])
+    if saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        members.save(saved)
+    return members
 
 
 def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, dict[str, Any]]:
@@ -156,12 +179,12 @@ def attach_reranker(engine: InquiryEngine, run: Path) -> InquiryEngine:
 
 
 _CACHE: dict[tuple[str, str], tuple[Corpus, Calibration, dict[str, Any]]] = {}
-#: bump when the fitting or tuning changes, so saved calibrations are not reused
-CALIBRATION_VERSION = 1
+#: bump when the fitting or tuning changes, so saved calibrations and models are not reused
+CALIBRATION_VERSION = 2
 
 
-def _calibration_file(corpus: Corpus) -> Path:
-    """Where the tuned settings of this data are kept (JSON under the cache; keyed by the data files'
+def _cache_file(corpus: Corpus, kind: str, suffix: str) -> Path:
+    """Where what was tuned / fitted on this data is kept (under the cache; keyed by the data files'
     names, sizes and modification times, so new data recalibrates)."""
     from medrank.config import cache_dir
 
@@ -169,7 +192,11 @@ def _calibration_file(corpus: Corpus) -> Path:
     for f in sorted(p for p in corpus.folder.iterdir() if p.is_file()):
         st = f.stat()
         stamp.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return cache_dir() / "inquiry" / f"calibration-{corpus.language}-{stamp.hexdigest()[:16]}.json"
+    return cache_dir() / "inquiry" / f"{kind}-{corpus.language}-{stamp.hexdigest()[:16]}{suffix}"
+
+
+def _calibration_file(corpus: Corpus) -> Path:
+    return _cache_file(corpus, "calibration", ".json")
 
 
 def load_engine(language: str, data_root: str | Path | None = None, model: Path | None = None) -> InquiryEngine:
@@ -201,7 +228,8 @@ def build_engine(language: str, data_root: str | Path | None = None, reranker_ru
             atomic_write_json(saved, {"calibration": cal.__dict__, "info": info})
         _CACHE[key] = (corpus, cal, info)
     corpus, cal, _ = _CACHE[key]
-    engine = fit_engine(corpus, corpus.train, Calibration(**{**cal.__dict__}))
+    engine = fit_engine(corpus, corpus.train, Calibration(**{**cal.__dict__}),
+                        differential_file=_cache_file(corpus, "differential", ".npz"))
     if reranker_run is not None:
         attach_reranker(engine, Path(reranker_run))
     return engine
