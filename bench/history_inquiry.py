@@ -192,8 +192,9 @@ def render(payload: dict) -> str:
     if "ddxplus_environment" in payload:
         e = payload["ddxplus_environment"]
         md += ["", f"This DDXPlus table was re-run on its own (`{e['command']}`, {e['date']}, load average "
-               f"{e['load_average_1_5_15']}); the other sections are from the run in the header, so the "
-               "re-ranker rows' DDR / DDP / DDF1 there come from the earlier differential model and reference."]
+               f"{e['load_average_1_5_15']}); the other sections are from the run in the header, made with the "
+               "earlier DDXPlus first stage (information gain alone) and differential model (fitted on full "
+               "records, reference with every listed condition)."]
     md += ["", DATA_NOTE]
     for lang, rep in with_reranker.items():
         names = METRICS_MD[lang]

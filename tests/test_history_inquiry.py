@@ -81,6 +81,21 @@ def test_entropy_and_information_gain_hand_computed():
     assert [n for n, _ in gain.rank(np.array([0.5, 0.5]), {}, 2)] == ["K", "U"]
 
 
+def test_presence_weight_orders_settled_questions_by_probable_answers():
+    w = 0.1
+    plain = InformationGain(_toy_model()).scores(np.array([0.5, 0.5]), {})
+    weighted = InformationGain(_toy_model(), presence_weight=w).scores(np.array([0.5, 0.5]), {})
+    assert weighted["A"] == pytest.approx(plain["A"] + w * 0.5)  # P(A present) = 0.5 * 0.9 + 0.5 * 0.1
+    assert weighted["B"] == pytest.approx(w * 0.5)
+    assert weighted["K"] == pytest.approx(LN2 + w * 0.5)  # P(K != default "0") = 0.5
+    assert weighted["M"] == pytest.approx(w * 0.75)  # P(x or y) = 1 - 0.5 * 0.5
+    settled = InformationGain(_toy_model(), presence_weight=w).rank(np.array([1.0, 0.0]), {}, 5)
+    # no gain is left; what the patient most probably has comes first: A (0.9), M (0.75), B (0.5), K (0)
+    assert [n for n, _ in settled][:4] == ["A", "M", "B", "K"]
+    with pytest.raises(ValueError):
+        InformationGain(_toy_model(), presence_weight=-1.0)
+
+
 def test_next_questions_never_repeat_and_follow_groups():
     eng = _toy_engine()
     q = eng.next_questions(["I came in because of A."], [Finding("A", "present")], k=10)
