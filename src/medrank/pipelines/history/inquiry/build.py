@@ -185,7 +185,7 @@ def attach_reranker(engine: InquiryEngine, run: Path) -> InquiryEngine:
 
 _CACHE: dict[tuple[str, str], tuple[Corpus, Calibration, dict[str, Any]]] = {}
 #: bump when the fitting or tuning changes, so saved calibrations and models are not reused
-CALIBRATION_VERSION = 3
+CALIBRATION_VERSION = 4
 
 
 def _cache_file(corpus: Corpus, kind: str, suffix: str) -> Path:
