@@ -23,6 +23,7 @@ the first stage alone on the same patients.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -49,6 +50,11 @@ DATA_NOTE = ("The data differ: the anchors are on the official test splits (DXY:
              "full release, 134k test patients); these figures are on fixed-seed validation carve-outs of the "
              "visible records (DXY: 85 of the 423 training dialogues; DDXPlus: 418 of the 2,089 patients of the "
              "mini release, fitted on the other 1,671).")
+
+DDF1_NOTE = ("DDR / DDP / DDF1 as the DDXPlus paper's code computes them: the reference differential is the "
+             "conditions with probability above 0.01, the engine's differential set is the conditions whose "
+             "membership probability reaches the tuned cut-off; per-patient recall, precision and F1, averaged "
+             "(an empty set counts as 1 in a denominator).")
 
 
 def step_latency(language: str, steps: int, seed: int) -> dict:
@@ -135,9 +141,19 @@ def main() -> None:
     ap.add_argument("--rerank-patients", type=int, default=20)
     ap.add_argument("--rerank-steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--only", choices=("ddxplus",),
+                    help="re-run only the DDXPlus validation table and keep every other section of the "
+                         "existing bench/results/history_inquiry.json (the Markdown says when each was run)")
     args = ap.parse_args()
     set_threads(1)
     seed_everything(args.seed)
+    env = common.environment(threads=1, seed=args.seed, data=str(os.environ.get("MEDRANK_DATA", "../shared/data")))
+    if args.only:
+        payload = json.loads((common.RESULTS / "history_inquiry.json").read_text(encoding="utf-8"))
+        payload["reports"]["en"] = evaluate_inquiry("en")
+        payload["ddxplus_environment"] = {**env, "command": "python bench/history_inquiry.py --only ddxplus"}
+        common.write("history_inquiry", payload, render(payload))
+        return
     reports = {lang: evaluate_inquiry(lang) for lang in ("zh", "en")}
     with_reranker = {lang: evaluate_inquiry(lang, model=RUNS[lang], max_patients=args.rerank_patients)
                      for lang in ("zh", "en") if (RUNS[lang] / "model").is_dir()}
@@ -147,10 +163,16 @@ def main() -> None:
     for lang in latency:
         latency[lang]["global re-ranker, 30 candidates (MiniLM base)"] = rerank
         latency[lang]["sum of p50 (ms)"] = round(latency[lang]["first stage + differential"]["p50_ms"] + rerank["p50_ms"], 3)
-    env = common.environment(threads=1, seed=args.seed, data=str(os.environ.get("MEDRANK_DATA", "../shared/data")))
     payload = {"environment": env, "reports": reports, "anchors": {"dxy": ANCHORS_DXY, "ddxplus": ANCHORS_DDX},
                "with_reranker": with_reranker, "next_question_table": tables,
                "latency": latency, "note": DATA_NOTE}
+    common.write("history_inquiry", payload, render(payload))
+
+
+def render(payload: dict) -> str:
+    reports, with_reranker = payload["reports"], payload["with_reranker"]
+    tables, latency = payload["next_question_table"], payload["latency"]
+    rerank = next(iter(latency.values()))["global re-ranker, 30 candidates (MiniLM base)"]
     md = ["## DXY (validation carve-out, 85 dialogues)", "",
           "| system | accuracy | symptom recall | turns |", "|---|---|---|---|"]
     for name, m in reports["zh"]["systems"].items():
@@ -166,6 +188,13 @@ def main() -> None:
     for a in ANCHORS_DDX:
         md.append(f"| {a['system']} (anchor) | {a['GTPA@1']:.2f} | {a['PER']:.2f} | | | {a['DDF1']:.2f} | "
                   f"{a['IL']:.2f} |")
+    md += ["", DDF1_NOTE]
+    if "ddxplus_environment" in payload:
+        e = payload["ddxplus_environment"]
+        md += ["", f"This DDXPlus table was re-run on its own (`{e['command']}`, {e['date']}, load average "
+               f"{e['load_average_1_5_15']}); the other sections are from the run in the header, made with the "
+               "earlier DDXPlus first stage (information gain alone) and differential model (fitted on full "
+               "records, reference with every listed condition)."]
     md += ["", DATA_NOTE]
     for lang, rep in with_reranker.items():
         names = METRICS_MD[lang]
@@ -197,7 +226,7 @@ def main() -> None:
            f"{reports['en']['calibration']['threshold']}, differential membership cut-off "
            f"{reports['en']['calibration']['cutoff']}; DXY self-report prior weight "
            f"{reports['zh']['calibration']['text_weight']}."]
-    common.write("history_inquiry", payload, "\n".join(md))
+    return "\n".join(md)
 
 
 if __name__ == "__main__":

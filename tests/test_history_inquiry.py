@@ -81,6 +81,21 @@ def test_entropy_and_information_gain_hand_computed():
     assert [n for n, _ in gain.rank(np.array([0.5, 0.5]), {}, 2)] == ["K", "U"]
 
 
+def test_presence_weight_orders_settled_questions_by_probable_answers():
+    w = 0.1
+    plain = InformationGain(_toy_model()).scores(np.array([0.5, 0.5]), {})
+    weighted = InformationGain(_toy_model(), presence_weight=w).scores(np.array([0.5, 0.5]), {})
+    assert weighted["A"] == pytest.approx(plain["A"] + w * 0.5)  # P(A present) = 0.5 * 0.9 + 0.5 * 0.1
+    assert weighted["B"] == pytest.approx(w * 0.5)
+    assert weighted["K"] == pytest.approx(LN2 + w * 0.5)  # P(K != default "0") = 0.5
+    assert weighted["M"] == pytest.approx(w * 0.75)  # P(x or y) = 1 - 0.5 * 0.5
+    settled = InformationGain(_toy_model(), presence_weight=w).rank(np.array([1.0, 0.0]), {}, 5)
+    # no gain is left; what the patient most probably has comes first: A (0.9), M (0.75), B (0.5), K (0)
+    assert [n for n, _ in settled][:4] == ["A", "M", "B", "K"]
+    with pytest.raises(ValueError):
+        InformationGain(_toy_model(), presence_weight=-1.0)
+
+
 def test_next_questions_never_repeat_and_follow_groups():
     eng = _toy_engine()
     q = eng.next_questions(["I came in because of A."], [Finding("A", "present")], k=10)
@@ -163,6 +178,55 @@ def test_metrics_ddxplus_per_and_ddf1():
     m = episode_metrics(eng, [one], threshold=2.0, budget=2)
     assert m["DDR"] == pytest.approx(50.0) and m["DDP"] == pytest.approx(100.0)
     assert m["DDF1"] == pytest.approx(100 * 2 * 0.5 / 1.5, abs=0.01)
+
+
+def test_set_scores_follow_the_ddxplus_definition():
+    from medrank.pipelines.history.inquiry.simulate import set_scores
+
+    r, p, f1 = set_scores({"a", "b"}, {"a", "c", "d"})
+    assert (r, p) == pytest.approx((1 / 3, 1 / 2)) and f1 == pytest.approx(2 * (1 / 6) / (5 / 6))
+    assert set_scores(set(), {"a"}) == (0.0, 0.0, 0.0)  # an empty prediction scores 0, not 1
+    assert set_scores({"a"}, {"a"}) == (1.0, 1.0, 1.0)
+
+
+def test_reference_differential_keeps_conditions_above_one_percent():
+    from medrank.pipelines.history.inquiry.kb import reference_differential
+
+    pairs = [["A", 0.5], ["B", 0.01], ["C", 0.0], ["X", 0.3], ["D", 0.0101], ["E"]]
+    assert reference_differential(pairs, {"A", "B", "C", "D", "E"}) == ("A", "D", "E")
+    with pytest.raises(InquiryInputError):
+        reference_differential([["A", "high"]], {"A"})
+
+
+def test_differential_model_tells_asked_and_negative_from_not_asked():
+    from medrank.pipelines.history.inquiry.differential import DifferentialModel
+
+    dm = DifferentialModel(_toy_model(), c=100.0)
+    pos, neg = dm.columns, dm.negative
+    assert len(pos) == 6 and len(neg) == 5  # A, B, A2, K=1, M=x, M=y; one negative per finding
+    x = dm.features({"A": "present", "B": "absent", "K": "0", "M": ("y",), "A2": "unsure", "age": "40", "sex": "F"})
+    on = set(np.flatnonzero(x))
+    assert {pos[("A", "present")], neg["B"], neg["K"], pos[("M", "y")]} <= on
+    assert neg["A"] not in on and neg["A2"] not in on and pos[("A2", "present")] not in on  # unsure: not established
+    assert len(on) == 6  # the four above, one age band, one sex
+    # c1 is in the differential exactly when B was asked and is absent; unasked B says nothing
+    states = [{"B": "absent"}, {"B": "present"}, {}, {"B": "absent"}, {"B": "present"}, {}]
+    refs = [("c0", "c1"), ("c0",), ("c0",), ("c0", "c1"), ("c0",), ("c0",)]
+    dm.fit(states, refs)
+    assert dm.membership({"B": "absent"})[1] > 0.9 > 0.1 > dm.membership({})[1]
+    assert dm.membership({})[0] == pytest.approx(1.0, abs=1e-6)  # always in: constant
+
+
+def test_differential_model_saves_plain_arrays(tmp_path: Path):
+    from medrank.pipelines.history.inquiry.differential import DifferentialModel
+
+    dm = DifferentialModel(_toy_model()).fit([{"A": "present"}, {"A": "absent"}], [("c0",), ("c1",)])
+    dm.save(tmp_path / "d.npz")
+    again = DifferentialModel(_toy_model()).load(tmp_path / "d.npz")
+    assert np.allclose(again.membership({"A": "present"}), dm.membership({"A": "present"}))
+    other = NaiveBayes(["c0", "c9"], np.log([0.5, 0.5]), _toy_model().variables)
+    with pytest.raises(ValueError):
+        DifferentialModel(other).load(tmp_path / "d.npz")
 
 
 def test_carve_is_fixed_and_disjoint():

@@ -1,13 +1,18 @@
-"""Which conditions belong in the differential: a multi-label model over the positive findings.
+"""Which conditions belong in the differential: a multi-label model over the findings an inquiry established.
 
 The naive-Bayes posterior ranks conditions well but is far too peaked to say which of them a
 clinician would keep in the differential (DDXPlus gives each patient a reference differential of
 about nine conditions). This model learns, per condition, P(condition in the differential |
-positive findings, age band, sex) with one logistic regression per condition, trained on the
-training patients' records. Only positive findings are features (an inquiry leaves most absent
-findings unasked, so absences are not comparable between a full record and a dialogue); each
-training record is also seen with a random part of its positives hidden, as after an inquiry that
-missed some of them.
+established findings, age band, sex) with one logistic regression per condition (inverse
+regularisation ``c`` = 1, the best of 0.1-3 on the inner split of the training part).
+
+Its input is what an inquiry knows, not the patient's full record: each finding is either present
+(one feature per evidence, or per non-default value of a categorical / multi-choice evidence),
+asked and negative (absent, or the default value; one feature per evidence), or not established
+(all its features 0). A full record has no "not asked" findings, so the model is fitted on the
+states the engine's own inquiries reach on the training patients (see
+:func:`medrank.pipelines.history.inquiry.simulate.inquiry_states`), the same kind of input it
+is applied to.
 """
 
 from __future__ import annotations
@@ -17,12 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from medrank.pipelines.history.inquiry.kb import Patient
-from medrank.pipelines.history.inquiry.posterior import AGE_BANDS, PRESENT, NaiveBayes, age_band
+from medrank.pipelines.history.inquiry.posterior import AGE_BANDS, PRESENT, UNSURE, NaiveBayes, age_band
 
 
 class DifferentialModel:
-    def __init__(self, model: NaiveBayes, hide: float = 0.25, copies: int = 2, c: float = 1.0, seed: int = 13) -> None:
+    def __init__(self, model: NaiveBayes, c: float = 1.0) -> None:
         self.conditions = model.conditions
         self.columns: dict[tuple[str, str], int] = {}
         for name, var in model.variables.items():
@@ -32,61 +36,46 @@ class DifferentialModel:
                 for v in var.values:
                     if v != var.default:
                         self.columns[(name, v)] = len(self.columns)
-        self.n_features = len(self.columns) + len(AGE_BANDS) + 2
-        self.defaults = {n: v.default for n, v in model.variables.items()}
-        self.hide, self.copies, self.c, self.seed = hide, copies, c, seed
+        # one "asked, and negative" feature per finding, after the positive ones
+        self.negative = {name: len(self.columns) + i for i, name in enumerate(model.variables)}
+        self.demographic_start = len(self.columns) + len(self.negative)
+        self.n_features = self.demographic_start + len(AGE_BANDS) + 2
+        self.c = c
         self.weights: np.ndarray | None = None
         self.bias: np.ndarray | None = None
 
-    def _positives(self, observed: Mapping[str, Any]) -> list[int]:
-        cols = []
+    def features(self, observed: Mapping[str, Any]) -> np.ndarray:
+        """The feature vector of an observation map (finding -> value, plus ``age`` / ``sex``)."""
+        x = np.zeros(self.n_features)
         for name, value in observed.items():
-            if name in ("age", "sex"):
+            if name in ("age", "sex") or value == UNSURE or name not in self.negative:
                 continue
             values = (value,) if isinstance(value, str) else tuple(value)
-            for v in values:
-                j = self.columns.get((name, v))
-                if j is not None:
-                    cols.append(j)
-        return cols
-
-    def features(self, observed: Mapping[str, Any], positives: Sequence[int] | None = None) -> np.ndarray:
-        x = np.zeros(self.n_features)
-        x[list(self._positives(observed) if positives is None else positives)] = 1.0
+            hits = [j for j in (self.columns.get((name, v)) for v in values) if j is not None]
+            if hits:
+                x[hits] = 1.0
+            else:  # absent, or a categorical / multi-choice evidence at its default value
+                x[self.negative[name]] = 1.0
         if "age" in observed:
-            x[len(self.columns) + age_band(int(observed["age"]))] = 1.0
+            x[self.demographic_start + age_band(int(observed["age"]))] = 1.0
         if "sex" in observed:
-            x[len(self.columns) + len(AGE_BANDS) + (0 if observed["sex"] == "M" else 1)] = 1.0
+            x[self.demographic_start + len(AGE_BANDS) + (0 if observed["sex"] == "M" else 1)] = 1.0
         return x
 
-    @staticmethod
-    def record_observed(patient: Patient) -> dict[str, Any]:
-        obs: dict[str, Any] = {}
-        for name, got in patient.record.items():
-            obs[name] = PRESENT if got is True else got
-        if patient.age is not None:
-            obs["age"] = patient.age
-        if patient.sex is not None:
-            obs["sex"] = patient.sex
-        return obs
-
-    def fit(self, patients: Sequence[Patient]) -> DifferentialModel:
+    def fit(self, observations: Sequence[Mapping[str, Any]],
+            differentials: Sequence[Sequence[str]]) -> DifferentialModel:
+        """Fit on observation maps (what an inquiry established about each training patient) and the
+        reference differential of each."""
         from scipy.sparse import csr_matrix
         from sklearn.linear_model import LogisticRegression
 
-        rng = np.random.default_rng(self.seed)
-        rows, labels = [], []
+        if len(observations) != len(differentials) or not observations:
+            raise ValueError("fit needs one reference differential per observation, and at least one")
         cond_index = {c: i for i, c in enumerate(self.conditions)}
-        for p in patients:
-            obs = self.record_observed(p)
-            pos = self._positives(obs)
-            y = np.zeros(len(self.conditions))
-            y[[cond_index[c] for c in p.differential if c in cond_index]] = 1.0
-            for copy in range(self.copies + 1):
-                kept = pos if copy == 0 else [j for j in pos if rng.random() >= self.hide]
-                rows.append(self.features(obs, kept))
-                labels.append(y)
-        x, ys = csr_matrix(np.stack(rows)), np.stack(labels)
+        x = csr_matrix(np.stack([self.features(o) for o in observations]))
+        ys = np.zeros((len(observations), len(self.conditions)))
+        for i, diff in enumerate(differentials):
+            ys[i, [cond_index[c] for c in diff if c in cond_index]] = 1.0
         self.weights = np.zeros((self.n_features, len(self.conditions)))
         self.bias = np.zeros(len(self.conditions))
         for ci in range(len(self.conditions)):
@@ -105,3 +94,27 @@ class DifferentialModel:
             raise RuntimeError("DifferentialModel.fit was not called")
         z = self.features(observed) @ self.weights + self.bias
         return 1.0 / (1.0 + np.exp(-z))
+
+    # ------------------------------------------------------------------ saving (plain arrays, no pickle)
+    def save(self, path: Any) -> None:
+        from medrank.utils.io import atomic_write_bytes
+
+        if self.weights is None or self.bias is None:
+            raise RuntimeError("DifferentialModel.fit was not called")
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, weights=self.weights, bias=self.bias, conditions=np.array(self.conditions),
+                 columns=np.array([f"{n}\t{v}" for n, v in self.columns]), c=np.array(self.c))
+        atomic_write_bytes(path, buf.getvalue())
+
+    def load(self, path: Any) -> DifferentialModel:
+        """Weights saved by :meth:`save` for the same knowledge base (raises ``ValueError`` otherwise)."""
+        with np.load(path, allow_pickle=False) as z:
+            same = (list(z["conditions"]) == list(self.conditions)
+                    and list(z["columns"]) == [f"{n}\t{v}" for n, v in self.columns]
+                    and z["weights"].shape == (self.n_features, len(self.conditions)))
+            if not same:
+                raise ValueError(f"{path}: saved differential model does not match this knowledge base")
+            self.weights, self.bias, self.c = z["weights"].copy(), z["bias"].copy(), float(z["c"])
+        return self

@@ -75,13 +75,14 @@ class InquiryEngine:
                  detector: Any = None, detector_factory: Callable[[], Any] | None = None,
                  reranker: Reranker | None = None, rerank_k: int = 30,
                  value_meanings: dict[str, dict[str, str]] | None = None,
-                 differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0) -> None:
+                 differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0,
+                 presence_weight: float = 0.0) -> None:
         self.language = language
         self.model = model
         self.labels = labels
         self.condition_labels = condition_labels
         self.calibration = calibration
-        self.gain = InformationGain(model)
+        self.gain = InformationGain(model, presence_weight)
         self.demographics = demographics
         self.name = name or f"{language}-kb"
         self._detector = detector

@@ -10,6 +10,13 @@ finding has one answer per value. A multi-choice finding's answer is a set of va
 taken as the sum of the gains of its values, each a yes/no answer (exact for values independent
 given the condition up to the interaction between them, which the naive-Bayes tables ignore anyway).
 
+Once the posterior has settled on one condition every gain is close to zero and their order says
+little; with ``presence_weight`` w > 0 a question's score is its gain plus w times the probability,
+under the posterior, that the answer is positive (present, or a value other than the default). A
+small w leaves the order of informative questions alone and, once nothing is informative any more,
+asks first about the findings the patient most probably has (which the differential and the
+positive-evidence recall both need).
+
 A question is open when its finding is not established yet and, for a member of a DDXPlus
 ``code_question`` group, when the group's main finding is present.
 """
@@ -45,8 +52,11 @@ def _categorical_gain(p: np.ndarray, probs: np.ndarray) -> float:
 class InformationGain:
     """Scores open questions of a :class:`NaiveBayes` model by expected information gain."""
 
-    def __init__(self, model: NaiveBayes) -> None:
+    def __init__(self, model: NaiveBayes, presence_weight: float = 0.0) -> None:
+        if presence_weight < 0:
+            raise ValueError(f"presence_weight must be >= 0, got {presence_weight}")
         self.model = model
+        self.presence_weight = presence_weight
         self.binary = [v for v in model.variables.values() if v.kind == "B"]
         self.others = [v for v in model.variables.values() if v.kind != "B"]
         self._yes = np.stack([v.yes for v in self.binary], axis=1) if self.binary else np.zeros((0, 0))
@@ -64,17 +74,23 @@ class InformationGain:
             open_idx = [i for i, v in enumerate(self.binary) if self.is_open(v, observed)]
             if open_idx:
                 gains = _binary_gain(posterior, self._yes[:, open_idx], self._no[:, open_idx])
+                if self.presence_weight:
+                    gains = gains + self.presence_weight * (posterior @ self._yes[:, open_idx])
                 out.update({self.binary[i].name: float(g) for i, g in zip(open_idx, gains, strict=True)})
         for var in self.others:
             if not self.is_open(var, observed):
                 continue
             assert var.probs is not None
+            mask = np.array([v != var.default for v in var.values])
             if var.kind == "C":
                 out[var.name] = _categorical_gain(posterior, var.probs)
+                p_positive = float(posterior @ var.probs[:, mask].sum(axis=1))
             else:
-                mask = np.array([v != var.default for v in var.values])
                 p = var.probs[:, mask]
                 out[var.name] = float(_binary_gain(posterior, p, 1.0 - p).sum())
+                p_positive = float(posterior @ (1.0 - np.prod(1.0 - p, axis=1)))
+            if self.presence_weight:
+                out[var.name] += self.presence_weight * p_positive
         return out
 
     def rank(self, posterior: np.ndarray, observed: Mapping[str, Any], k: int) -> list[tuple[str, float]]:

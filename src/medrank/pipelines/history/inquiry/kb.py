@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+#: a condition belongs to a DDXPlus reference differential when its probability there is above this
+#: (the DDXPlus paper's evaluation threshold, applied to the ground truth and to the prediction alike)
+DIFFERENTIAL_MIN_PROBABILITY = 0.01
 #: validation carve-out of the visible records (fraction, seed)
 VALID_FRACTION = 0.2
 SEED = 13
@@ -54,7 +57,7 @@ class Patient:
     condition: str
     initial: tuple[str, ...]  # findings stated up front (DDXPlus: the initial evidence; DXY: explicit symptoms)
     record: dict[str, Any]  # finding name -> True / False (binary) or a tuple of value codes (C / M)
-    differential: tuple[str, ...] = ()  # DDXPlus: conditions of the reference differential
+    differential: tuple[str, ...] = ()  # DDXPlus: conditions of the reference differential (probability > 0.01)
     age: int | None = None
     sex: str | None = None
     text: str = ""  # DXY: the self-report
@@ -158,12 +161,31 @@ def read_ddxplus_patients(path: Path, evidences: dict[str, Evidence], conditions
             sex = row["sex"].strip().upper()
             if sex not in ("M", "F"):
                 raise InquiryInputError(f"{where}: sex must be M or F, got {row['sex']!r}")
-            ref = tuple(str(d[0]) for d in diff if isinstance(d, (list, tuple)) and d and str(d[0]) in known)
+            ref = reference_differential(diff, known, where)
             out.append(Patient(id=f"{path.stem}:{n}", condition=condition, initial=(initial,), record=record,
                                differential=ref, age=age, sex=sex))
     if not out:
         raise InquiryInputError(f"{path}: no patients")
     return out
+
+
+def reference_differential(pairs: list[Any], known: set[str], where: str = "differential") -> tuple[str, ...]:
+    """The conditions of a DDXPlus ``[[condition, probability], ...]`` list whose probability is above
+    :data:`DIFFERENTIAL_MIN_PROBABILITY` (a pair without a probability is kept), unknown conditions dropped."""
+    out = []
+    for d in pairs:
+        if not isinstance(d, (list, tuple)) or not d:
+            continue
+        if len(d) > 1:
+            try:
+                probability = float(d[1])
+            except (TypeError, ValueError):
+                raise InquiryInputError(f"{where}: differential probability {d[1]!r} is not a number") from None
+            if probability <= DIFFERENTIAL_MIN_PROBABILITY:
+                continue
+        if str(d[0]) in known:
+            out.append(str(d[0]))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------ DXY

@@ -118,6 +118,23 @@ def run_episodes(engine: InquiryEngine, patients: Sequence[Patient], budget: int
     return [run_episode(engine, p, budget, rerank=rerank) for p in it]
 
 
+def inquiry_states(engine: InquiryEngine, patients: Sequence[Patient], budget: int) -> list[dict[str, Any]]:
+    """What the engine's first stage has established about each patient when an inquiry of ``budget``
+    questions ends (the observation maps a differential model is fitted on)."""
+    states = []
+    for p in patients:
+        findings = opening(engine, p)
+        observed = engine.observed(findings)
+        for _ in range(budget):
+            proposed = engine.first_stage(observed, 1)
+            if not proposed:
+                break
+            findings.extend(answer(engine, p, proposed[0][0]))
+            observed = engine.observed(findings)
+        states.append(observed)
+    return states
+
+
 # ------------------------------------------------------------------ metrics
 
 
@@ -140,6 +157,16 @@ def positive_evidences(engine: InquiryEngine, patient: Patient) -> set[str]:
         if var.kind == "B" and got or var.kind != "B" and any(v != var.default for v in got):
             out.add(name)
     return out - set(patient.initial)
+
+
+def set_scores(predicted: set[str], reference: set[str]) -> tuple[float, float, float]:
+    """Recall, precision and F1 of a predicted differential set against the reference set, as the
+    DDXPlus paper's code computes them: an empty set counts as one in the denominators (so an empty
+    prediction scores 0) and F1 is 0 when precision and recall are."""
+    hit = len(predicted & reference)
+    r = hit / max(1, len(reference))
+    p = hit / max(1, len(predicted))
+    return r, p, (2 * p * r / (p + r) if p + r else 0.0)
 
 
 def episode_metrics(engine: InquiryEngine, episodes: Sequence[Episode], threshold: float,
@@ -171,12 +198,10 @@ def episode_metrics(engine: InquiryEngine, episodes: Sequence[Episode], threshol
             scores = engine.probabilities(logp)
         predicted = {c for c, s in zip(conditions, scores, strict=True) if s >= engine.calibration.cutoff}
         reference = set(ep.patient.differential)
-        hit = len(predicted & reference)
-        r = hit / len(reference) if reference else float(not predicted)
-        p = hit / len(predicted) if predicted else float(not reference)
+        r, p, f1 = set_scores(predicted, reference)
         ddr.append(r)
         ddp.append(p)
-        ddf1.append(2 * p * r / (p + r) if p + r else 0.0)
+        ddf1.append(f1)
     n = len(episodes)
     if engine.language == "zh":
         return {"accuracy": round(correct / n, 4),
