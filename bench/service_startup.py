@@ -1,8 +1,8 @@
 """How soon `medrank serve` answers on a first start, and when each knowledge base / index is ready.
 
 Starts ``medrank serve`` on 127.0.0.1 (a free port) with a fresh state directory (nothing built) and, with
-``--fresh-embeddings``, an empty embedding cache too (the converted encoder weights are linked from the real
-cache: converting them is the lead's one-off set-up, not a start). Then, until every build step is done or
+``--fresh-embeddings``, an empty cache too: no encoded vectors and no tuned inquiry engines (the converted encoder
+weights and the ONNX exports are linked from the real cache: the machine's one-off set-up, not a start). Then, until every build step is done or
 ``--timeout`` passes:
 
 * every second: ``POST /symptoms`` with an English complaint → the time of the first 200;
@@ -55,19 +55,28 @@ def request(url: str, body: dict | None = None, timeout: float = 10.0) -> tuple[
         return 0, {}
 
 
-def fresh_cache(real: Path, into: Path) -> None:
-    """``into``: links to everything in the real cache except the embedding cache and the service state."""
+#: what a first start computes into the cache (left out of a fresh one): encoded vectors, the service state, the
+#: inquiry engines' tuned stopping rule and fitted differential model
+FIRST_START_CACHE = ("embeddings", "service", "inquiry")
+
+
+def fresh_cache(real: Path, into: Path) -> list[str]:
+    """``into``: links to everything in the real cache but :data:`FIRST_START_CACHE` (the converted e5 weights and
+    the ONNX exports: one-off set-up of the machine); returns the names linked."""
     into.mkdir(parents=True, exist_ok=True)
-    for entry in real.iterdir() if real.exists() else []:
-        if entry.name not in ("embeddings", "service"):
+    linked = []
+    for entry in sorted(real.iterdir()) if real.exists() else []:
+        if entry.name not in FIRST_START_CACHE:
             (into / entry.name).symlink_to(entry)
+            linked.append(entry.name)
+    return linked
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds before the run stops, built or not")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--fresh-embeddings", action="store_true", help="start with an empty embedding cache too")
+    ap.add_argument("--fresh-embeddings", action="store_true", help="start with an empty cache too (no vectors, no tuned inquiry engines)")
     ap.add_argument("--keep-state", default=None, help="move the built state directory here at the end (for service_load)")
     ap.add_argument("--models", default=None, help="trained runs the server may use (default: an empty folder, as on a "
                     "fresh clone; `runs` serves whatever this checkout has trained)")
@@ -77,8 +86,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="medrank-startup-"))
     env = dict(os.environ)
+    linked: list[str] = []
     if args.fresh_embeddings:
-        fresh_cache(cache_dir(), work / "cache")
+        linked = fresh_cache(cache_dir(), work / "cache")
         env["MEDRANK_CACHE"] = str(work / "cache")
     port = free_port()
     exe = Path(sys.executable).parent / "medrank"
@@ -140,7 +150,7 @@ def main() -> None:
     answering = max((ready_at[n] for n in serving), default=None) if all(n in ready_at for n in serving) else None
     payload = {"environment": common.environment(threads=args.threads, seed=None,
                                                  data=os.environ.get("MEDRANK_DATA", "../shared/data")),
-               "command": cmd, "fresh_embeddings": args.fresh_embeddings, "timeout_s": args.timeout,
+               "command": cmd, "fresh_embeddings": args.fresh_embeddings, "cache_linked": linked, "timeout_s": args.timeout,
                "first_health_s": first_health, "first_symptoms_answer_s": first_answer,
                "first_passages_answer_s": first_passages, "every_pipeline_answering_s": answering,
                "ready_at_s": ready_at,
@@ -153,7 +163,7 @@ def main() -> None:
         rows.append(f"| {name} | {ready_at.get(name, '—')} | {b.get('seconds')} | {b.get('detail')} |")
     md = (f"# `medrank serve` first start\n\n`python bench/service_startup.py{' --fresh-embeddings' if args.fresh_embeddings else ''}"
           f"{' --models ' + args.models if args.models else ''} --timeout {args.timeout:.0f}`: "
-          f"{'trained runs from ' + args.models if args.models else 'no trained run (an empty --models folder, as on a fresh clone)'}; fresh state directory{', empty embedding cache' if args.fresh_embeddings else ' (embedding cache as found)'}"
+          f"{'trained runs from ' + args.models if args.models else 'no trained run (an empty --models folder, as on a fresh clone)'}; fresh state directory{', empty cache but for ' + ', '.join(linked) + ' (linked)' if args.fresh_embeddings else ' (cache as found)'}"
           f"; `medrank --threads {args.threads} serve` (default pipelines and knowledge bases, embedded store, `--backend auto`); "
           f"2 CPU cores (the server's own two build threads count in the load): load average (1 min) min {min(load_1m, default=0)}, max {max(load_1m, default=0)} "
           f"over the run.\n\n* first `/health` 200: {first_health} s\n* first `/symptoms` 200 (\"{COMPLAINT}\"): "

@@ -23,6 +23,7 @@ A question is open when its finding is not established yet and, for a member of 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,6 +62,8 @@ class InformationGain:
         self.others = [v for v in model.variables.values() if v.kind != "B"]
         self._yes = np.stack([v.yes for v in self.binary], axis=1) if self.binary else np.zeros((0, 0))
         self._no = np.stack([v.no for v in self.binary], axis=1) if self.binary else np.zeros((0, 0))
+        #: each categorical / multi-choice finding's non-default values
+        self._positive = {v.name: np.array([x != v.default for x in v.values]) for v in self.others}
 
     def is_open(self, var: Variable, observed: Mapping[str, Any]) -> bool:
         if var.name in observed:
@@ -81,7 +84,7 @@ class InformationGain:
             if not self.is_open(var, observed):
                 continue
             assert var.probs is not None
-            mask = np.array([v != var.default for v in var.values])
+            mask = self._positive[var.name]
             if var.kind == "C":
                 out[var.name] = _categorical_gain(posterior, var.probs)
                 p_positive = float(posterior @ var.probs[:, mask].sum(axis=1))
@@ -96,4 +99,4 @@ class InformationGain:
     def rank(self, posterior: np.ndarray, observed: Mapping[str, Any], k: int) -> list[tuple[str, float]]:
         """Top ``k`` open questions, best first (ties by finding name for a stable order)."""
         scores = self.scores(posterior, observed)
-        return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        return heapq.nsmallest(k, scores.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -62,10 +62,11 @@ def _safe_log(x: np.ndarray) -> np.ndarray:
 
 def entropy(p: np.ndarray, axis: int = 0) -> np.ndarray:
     """Shannon entropy (nats) of distributions along ``axis`` (normalised first)."""
+    from scipy.special import entr  # -x log x, 0 at 0
+
     p = np.asarray(p, dtype=np.float64)
     total = p.sum(axis=axis, keepdims=True)
-    q = p / np.maximum(total, 1e-300)
-    return -(np.where(q > 0, q * np.log(np.maximum(q, 1e-300)), 0.0)).sum(axis=axis)
+    return entr(p / np.maximum(total, 1e-300)).sum(axis=axis)
 
 
 class NaiveBayes:
@@ -77,10 +78,21 @@ class NaiveBayes:
         self.log_prior = np.asarray(log_prior, dtype=np.float64)
         self.variables = dict(variables)
         self.demographics = dict(demographics or {})  # "age" -> (C, bands), "sex" -> (C, 2) [M, F]
+        #: (finding, value) -> its log-likelihood row, read-only: an inquiry asks for the same few rows again and again
+        self._rows: dict[tuple[str, Any], np.ndarray] = {}
 
     # ------------------------------------------------------------------ likelihoods
     def log_likelihood(self, name: str, value: Any) -> np.ndarray:
-        """Log P(value | c) for every condition; zeros for "not sure"."""
+        """Log P(value | c) for every condition; zeros for "not sure" (a read-only array)."""
+        key = (name, value if isinstance(value, str | int | float) else tuple(sorted(value)))
+        row = self._rows.get(key)
+        if row is None:
+            row = self._log_likelihood(name, value)
+            row.flags.writeable = False
+            self._rows[key] = row
+        return row
+
+    def _log_likelihood(self, name: str, value: Any) -> np.ndarray:
         n = len(self.conditions)
         if value == UNSURE:
             return np.zeros(n)
