@@ -35,6 +35,17 @@ class Encoder(ABC):
     #: what computes the vectors: ``"torch"`` (also for encoders that need no model runtime),
     #: ``"onnx"`` or ``"onnx-int8"`` (:mod:`medrank.encoders.onnx`)
     backend: str = "torch"
+    #: texts of each kind are prefixed with these (e5: ``"query: "`` / ``"passage: "``); empty for symmetric models
+    query_prompt: str = ""
+    passage_prompt: str = ""
+
+    def _prompt(self, kind: TextKind | None) -> str:
+        """The prefix of a text of ``kind`` (none for plain texts)."""
+        if kind == "query":
+            return self.query_prompt
+        if kind == "passage":
+            return self.passage_prompt
+        return ""
 
     @property
     @abstractmethod

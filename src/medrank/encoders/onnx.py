@@ -395,13 +395,6 @@ class OnnxEncoder(Encoder):
         """The intra-op threads the current session runs with (follows medrank's setting unless fixed)."""
         return self._runner.threads
 
-    def _prompt(self, kind: TextKind | None) -> str:
-        if kind == "query":
-            return self.query_prompt
-        if kind == "passage":
-            return self.passage_prompt
-        return ""
-
     def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
         from tqdm.auto import tqdm
 

@@ -181,13 +181,6 @@ class TransformerEncoder(Encoder):
     def dim(self) -> int:
         return int(self.model.config.hidden_size)
 
-    def _prompt(self, kind: TextKind | None) -> str:
-        if kind == "query":
-            return self.query_prompt
-        if kind == "passage":
-            return self.passage_prompt
-        return ""
-
     def tokenize(self, texts: list[str], kind: TextKind | None = None) -> dict[str, torch.Tensor]:
         """Tokenise with the prompt for ``kind``, padded to the longest text (for training loops)."""
         prompt = self._prompt(kind)

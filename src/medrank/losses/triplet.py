@@ -10,6 +10,15 @@ from medrank.losses.checks import check_hard, check_pairs
 DISTANCES = ("cosine", "euclidean")
 
 
+def checked_margin(margin: float, distance: str) -> tuple[float, str]:
+    """``(margin, distance)`` of a margin loss, or a clear error for a margin <= 0 or an unknown distance."""
+    if margin <= 0:
+        raise ValueError(f"margin must be > 0, got {margin}")
+    if distance not in DISTANCES:
+        raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
+    return float(margin), distance
+
+
 def pair_distance(a: torch.Tensor, b: torch.Tensor, metric: str) -> torch.Tensor:
     """Distance along the last dimension: ``1 - cos`` or the Euclidean norm of the difference."""
     if metric == "cosine":
@@ -41,11 +50,7 @@ class TripletLoss(nn.Module):
 
     def __init__(self, margin: float = 0.2, distance: str = "cosine") -> None:
         super().__init__()
-        if margin <= 0:
-            raise ValueError(f"margin must be > 0, got {margin}")
-        if distance not in DISTANCES:
-            raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
-        self.margin, self.distance = float(margin), distance
+        self.margin, self.distance = checked_margin(margin, distance)
 
     def forward(
         self,

@@ -18,7 +18,6 @@ rebuild with the same encoder does not re-encode; queries never touch that cache
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import threading
@@ -70,6 +69,11 @@ from medrank.service.settings import ServiceSettings
 from medrank.utils.io import atomic_dir
 
 log = logging.getLogger(__name__)
+
+#: the stamp that names what a built folder holds (compared with the fingerprint of what would be built now)
+BUILD_STAMP = "service-build.json"
+#: the zero-shot ``/passages`` index's sentence vectors and the stamp naming the encoder and corpus they belong to
+SENTENCE_VECTORS, SENTENCE_VECTORS_STAMP = "sentence_vectors.npy", "sentence-vectors.json"
 PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions", "differential")
 BUILD_VERSION = 1
 CALIBRATION_SEED = 0
@@ -457,29 +461,21 @@ class Builder:
     def _saved_sentence_vectors(self, out: Path) -> Any:
         import numpy as np
 
-        stamp = out / SENTENCE_VECTORS_STAMP
-        if not (stamp.exists() and (out / SENTENCE_VECTORS).exists()):
-            return None
-        if json.loads(stamp.read_text(encoding="utf-8")).get("fingerprint") != self._sentence_vectors_fingerprint():
-            return None
-        return np.load(out / SENTENCE_VECTORS)
+        fresh = self._fresh(out, self._sentence_vectors_fingerprint(), SENTENCE_VECTORS_STAMP)
+        return np.load(out / SENTENCE_VECTORS) if fresh and (out / SENTENCE_VECTORS).exists() else None
 
     def passage_sentence_vectors(self, svc: Any) -> None:
         """Encodes every sentence of the zero-shot ``/passages`` index once (through the embedding cache), saves the
         vectors beside the index and swaps them into ``svc``; a trained CDV index has its own and needs nothing."""
         if not isinstance(svc, BM25PassageService) or svc.vectors is not None:
             return
-        import numpy as np
-
-        from medrank.utils.io import atomic_write_bytes, atomic_write_json
+        from medrank.utils.io import atomic_write_npy
 
         out = self.state / "passages-bm25"
         vectors = self._timed(f"passages: {len(svc.flat):,} sentences encoded",
                               lambda: BM25PassageService.encode_sentences(self.build_encoder("en"), svc.flat))
-        buffer = io.BytesIO()
-        np.save(buffer, vectors)
-        atomic_write_bytes(out / SENTENCE_VECTORS, buffer.getvalue())
-        atomic_write_json(out / SENTENCE_VECTORS_STAMP, {"fingerprint": self._sentence_vectors_fingerprint()})
+        atomic_write_npy(out / SENTENCE_VECTORS, vectors)
+        self._stamp(out, self._sentence_vectors_fingerprint(), SENTENCE_VECTORS_STAMP)
         svc.use_sentence_vectors(self.encoder("en"), vectors)
 
     def next_questions(self) -> NextQuestionService:
@@ -589,15 +585,16 @@ class Builder:
 
     # -- stamps -------------------------------------------------------------------------------------
     @staticmethod
-    def _fresh(path: Path, fingerprint: str) -> bool:
-        stamp = path / "service-build.json"
+    def _fresh(path: Path, fingerprint: str, stamp_name: str = BUILD_STAMP) -> bool:
+        """``path`` holds what ``fingerprint`` describes (its stamp file says so)."""
+        stamp = path / stamp_name
         return stamp.exists() and json.loads(stamp.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
 
     @staticmethod
-    def _stamp(path: Path, fingerprint: str) -> None:
+    def _stamp(path: Path, fingerprint: str, stamp_name: str = BUILD_STAMP) -> None:
         from medrank.utils.io import atomic_write_json
 
-        atomic_write_json(path / "service-build.json", {"fingerprint": fingerprint})
+        atomic_write_json(path / stamp_name, {"fingerprint": fingerprint})
 
 
 #: JSON lines of ``{"question", "answer", "url"}`` beside each similar-question index
@@ -618,8 +615,6 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
 
 #: knowledge base → its language (known before it is built, so a request can be told it is on its way)
 KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
-#: the zero-shot ``/passages`` index's sentence vectors and the stamp naming the encoder and corpus they belong to
-SENTENCE_VECTORS, SENTENCE_VECTORS_STAMP = "sentence_vectors.npy", "sentence-vectors.json"
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
 #: indexes: BM25 only), so the service answers within a minute and the large encodes follow
 STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "differential", "normalize", "symptoms:hpo",

@@ -198,3 +198,25 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False) + "\n")
+
+
+def atomic_write_npy(path: str | os.PathLike[str], array: Any) -> None:
+    """``array`` as a ``.npy`` file, written atomically (read back with ``np.load(path)``, no pickle)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def atomic_write_npz(path: str | os.PathLike[str], **arrays: Any) -> None:
+    """Named arrays as one ``.npz`` file, written atomically (read back with ``np.load(path, allow_pickle=False)``)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    atomic_write_bytes(path, buffer.getvalue())

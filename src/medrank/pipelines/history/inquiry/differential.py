@@ -97,16 +97,12 @@ class DifferentialModel:
 
     # ------------------------------------------------------------------ saving (plain arrays, no pickle)
     def save(self, path: Any) -> None:
-        from medrank.utils.io import atomic_write_bytes
+        from medrank.utils.io import atomic_write_npz
 
         if self.weights is None or self.bias is None:
             raise RuntimeError("DifferentialModel.fit was not called")
-        import io
-
-        buf = io.BytesIO()
-        np.savez(buf, weights=self.weights, bias=self.bias, conditions=np.array(self.conditions),
-                 columns=np.array([f"{n}\t{v}" for n, v in self.columns]), c=np.array(self.c))
-        atomic_write_bytes(path, buf.getvalue())
+        atomic_write_npz(path, weights=self.weights, bias=self.bias, conditions=np.array(self.conditions),
+                         columns=np.array([f"{n}\t{v}" for n, v in self.columns]), c=np.array(self.c))
 
     def load(self, path: Any) -> DifferentialModel:
         """Weights saved by :meth:`save` for the same knowledge base (raises ``ValueError`` otherwise)."""

@@ -56,6 +56,10 @@ class Variable:
                                     f"known values: {', '.join(self.values[:20])}") from None
 
 
+#: at most this many log-likelihood rows are kept per model
+MAX_CACHED_ROWS = 100_000
+
+
 def _safe_log(x: np.ndarray) -> np.ndarray:
     return np.log(np.clip(x, 1e-12, 1.0))
 
@@ -78,7 +82,7 @@ class NaiveBayes:
         self.log_prior = np.asarray(log_prior, dtype=np.float64)
         self.variables = dict(variables)
         self.demographics = dict(demographics or {})  # "age" -> (C, bands), "sex" -> (C, 2) [M, F]
-        #: (finding, value) -> its log-likelihood row, read-only: an inquiry asks for the same few rows again and again
+        #: (finding, value) -> its log-likelihood row, read-only: an inquiry asks for the same rows again and again
         self._rows: dict[tuple[str, Any], np.ndarray] = {}
 
     # ------------------------------------------------------------------ likelihoods
@@ -89,7 +93,8 @@ class NaiveBayes:
         if row is None:
             row = self._log_likelihood(name, value)
             row.flags.writeable = False
-            self._rows[key] = row
+            if len(self._rows) < MAX_CACHED_ROWS:  # bounded: a service sees choice combinations without end
+                self._rows[key] = row
         return row
 
     def _log_likelihood(self, name: str, value: Any) -> np.ndarray:

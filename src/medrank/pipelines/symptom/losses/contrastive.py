@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from medrank.losses.triplet import DISTANCES, pair_distance
+from medrank.losses.triplet import checked_margin, pair_distance
 from medrank.pipelines.symptom.losses._common import check_pairs
 
 
@@ -31,11 +31,7 @@ class ContrastiveLoss(nn.Module):
 
     def __init__(self, margin: float = 0.5, distance: str = "cosine") -> None:
         super().__init__()
-        if margin <= 0:
-            raise ValueError(f"margin must be > 0, got {margin}")
-        if distance not in DISTANCES:
-            raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
-        self.margin, self.distance = float(margin), distance
+        self.margin, self.distance = checked_margin(margin, distance)
 
     def forward(self, query_emb: torch.Tensor, term_emb: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         p = check_pairs(query_emb, term_emb)
