@@ -81,6 +81,20 @@ def test_entropy_and_information_gain_hand_computed():
     assert [n for n, _ in gain.rank(np.array([0.5, 0.5]), {}, 2)] == ["K", "U"]
 
 
+def test_batched_gains_and_best_match_one_posterior_at_a_time():
+    gain = InformationGain(_toy_model(unsure=True), presence_weight=0.05)
+    posts = np.array([[0.5, 0.5], [0.9, 0.1], [1.0, 0.0], [0.2, 0.8]])
+    batch = gain.gains(posts)
+    assert batch.shape == (4, len(gain.names))
+    assert np.allclose(batch, np.stack([gain.gains(p) for p in posts]))
+    states = [{}, {"A": "present"}, {"A": "absent", "K": "1"}, {n: "absent" for n in ("A", "B", "K", "M", "U")}]
+    picks = gain.best(posts, np.stack([gain.open_mask(o) for o in states]))
+    for pick, post, observed in zip(picks, posts, states, strict=True):
+        ranked = gain.rank(post, observed, 1)
+        assert (gain.names[pick] if pick >= 0 else None) == (ranked[0][0] if ranked else None)
+    assert picks[-1] == -1  # nothing is open once every main finding is answered and A is absent
+
+
 def test_presence_weight_orders_settled_questions_by_probable_answers():
     w = 0.1
     plain = InformationGain(_toy_model()).scores(np.array([0.5, 0.5]), {})

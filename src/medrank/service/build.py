@@ -616,9 +616,9 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
 #: knowledge base → its language (known before it is built, so a request can be told it is on its way)
 KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
-#: indexes: BM25 only), so the service answers within a minute and the large encodes follow
-STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "differential", "normalize", "symptoms:hpo",
-              "symptoms:chip-cdn", "passages", "passages:sentence-vectors")
+#: indexes and the passages: BM25 only), so every pipeline answers within a minute or two and the large encodes follow
+STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "passages", "differential", "normalize",
+              "symptoms:hpo", "symptoms:chip-cdn", "passages:sentence-vectors")
 
 
 def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:

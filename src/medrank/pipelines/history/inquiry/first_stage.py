@@ -5,7 +5,10 @@ the expected posterior entropy after the answer is
 
     sum over answers a of P(a) * H(posterior after a),   P(a) = sum_c p(c) P(a | c)
 
-and the gain is ``H(p)`` minus that ("not sure" leaves the posterior as it is). A categorical
+and the gain is ``H(p)`` minus that ("not sure" leaves the posterior as it is). With the joint
+masses ``j[c] = p(c) P(a | c)`` and ``m = sum_c j[c]``, ``P(a) * H(posterior after a) = m log m -
+sum_c j[c] log j[c]``, and ``sum_c j log j = (p log p) . P(a | .) + p . (P(a | .) log P(a | .))``: two
+matrix-vector products per answer column, no logarithm per question. A categorical
 finding has one answer per value. A multi-choice finding's answer is a set of values; its gain is
 taken as the sum of the gains of its values, each a yes/no answer (exact for values independent
 given the condition up to the interaction between them, which the naive-Bayes tables ignore anyway).
@@ -23,80 +26,146 @@ A question is open when its finding is not established yet and, for a member of 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from medrank.pipelines.history.inquiry.posterior import PRESENT, NaiveBayes, Variable, entropy
+from medrank.pipelines.history.inquiry.posterior import PRESENT, NaiveBayes, Variable
 
 
-def _binary_gain(p: np.ndarray, yes: np.ndarray, no: np.ndarray) -> np.ndarray:
-    """Expected entropy reduction for binary answers; ``yes`` / ``no`` are (C, N)."""
-    h0 = entropy(p)
-    joint_yes = p[:, None] * yes
-    joint_no = p[:, None] * no
-    p_yes = joint_yes.sum(axis=0)
-    p_no = joint_no.sum(axis=0)
-    p_unsure = np.clip(1.0 - p_yes - p_no, 0.0, 1.0)
-    after = p_yes * entropy(joint_yes, axis=0) + p_no * entropy(joint_no, axis=0) + p_unsure * h0
-    return np.maximum(h0 - after, 0.0)
+def _xlogx(x: np.ndarray) -> np.ndarray:
+    from scipy.special import xlogy  # 0 at 0
+
+    return xlogy(x, x)
 
 
-def _categorical_gain(p: np.ndarray, probs: np.ndarray) -> float:
-    joint = p[:, None] * probs  # (C, V)
-    p_v = joint.sum(axis=0)
-    return float(max(entropy(p) - float((p_v * entropy(joint, axis=0)).sum()), 0.0))
+def _expected_entropy(p: np.ndarray, p_log_p: np.ndarray, table: np.ndarray, table_log_table: np.ndarray) -> np.ndarray:
+    """``P(a) * H(posterior after a)`` for every answer column of ``table`` = P(a | c), (C, N)."""
+    mass = p @ table
+    return _xlogx(mass) - (p_log_p @ table + p @ table_log_table)
 
 
 class InformationGain:
-    """Scores open questions of a :class:`NaiveBayes` model by expected information gain."""
+    """Scores open questions of a :class:`NaiveBayes` model by expected information gain.
+
+    Every question is scored in a few matrix operations per turn (an inquiry asks hundreds of
+    thousands of them while the engine is fitted on simulated patients): the yes / no answers of
+    binary findings and of each multi-choice value are the columns of one matrix, the values of the
+    categorical findings those of another, and each column's gain is added to its finding's.
+    """
 
     def __init__(self, model: NaiveBayes, presence_weight: float = 0.0) -> None:
         if presence_weight < 0:
             raise ValueError(f"presence_weight must be >= 0, got {presence_weight}")
         self.model = model
         self.presence_weight = presence_weight
-        self.binary = [v for v in model.variables.values() if v.kind == "B"]
-        self.others = [v for v in model.variables.values() if v.kind != "B"]
-        self._yes = np.stack([v.yes for v in self.binary], axis=1) if self.binary else np.zeros((0, 0))
-        self._no = np.stack([v.no for v in self.binary], axis=1) if self.binary else np.zeros((0, 0))
-        #: each categorical / multi-choice finding's non-default values
-        self._positive = {v.name: np.array([x != v.default for x in v.values]) for v in self.others}
+        variables = list(model.variables.values())
+        self.names = [v.name for v in variables]
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._name_rank = np.argsort(np.argsort(np.array(self.names, dtype=object), kind="stable"), kind="stable")
+        n_conditions = len(model.conditions)
+        yes, no, owner, values, value_owner = [], [], [], [], []
+        presence = np.zeros((n_conditions, len(variables)))  # P(positive answer | condition)
+        self._kinds = np.array([v.kind for v in variables])
+        for i, v in enumerate(variables):
+            if v.kind == "B":
+                assert v.yes is not None and v.no is not None
+                yes.append(v.yes)
+                no.append(v.no)
+                owner.append(i)
+                presence[:, i] = v.yes
+                continue
+            assert v.probs is not None
+            positive = np.array([x != v.default for x in v.values])
+            if v.kind == "C":
+                values.extend(v.probs.T)
+                value_owner.extend([i] * v.probs.shape[1])
+                presence[:, i] = v.probs[:, positive].sum(axis=1)
+            else:  # each non-default value of a multi-choice finding is a yes / no answer of its own
+                p = v.probs[:, positive]
+                yes.extend(p.T)
+                no.extend((1.0 - p).T)
+                owner.extend([i] * p.shape[1])
+                presence[:, i] = 1.0 - np.prod(1.0 - p, axis=1)
+        empty = np.zeros((n_conditions, 0))
+        self._yes = np.stack(yes, axis=1) if yes else empty
+        self._no = np.stack(no, axis=1) if no else empty
+        self._values = np.stack(values, axis=1) if values else empty
+        self._yes_log, self._no_log, self._values_log = _xlogx(self._yes), _xlogx(self._no), _xlogx(self._values)
+        # column -> finding: summing a finding's columns is one matrix product, for one posterior or a batch
+        self._owner_sum = np.zeros((len(owner), len(variables)))
+        self._owner_sum[np.arange(len(owner)), owner] = 1.0
+        self._value_owner_sum = np.zeros((len(value_owner), len(variables)))
+        self._value_owner_sum[np.arange(len(value_owner)), value_owner] = 1.0
+        self._by_name = np.argsort(self._name_rank, kind="stable")
+        self._categorical = self._kinds == "C"
+        self._presence = presence
+        #: group name -> indices of the findings asked only when the group's main finding is present
+        self._members: dict[str, np.ndarray] = {}
+        for i, v in enumerate(variables):
+            if v.group != v.name:
+                self._members.setdefault(v.group, []).append(i)  # type: ignore[arg-type]
+        self._members = {g: np.array(ix, dtype=np.int64) for g, ix in self._members.items()}
 
     def is_open(self, var: Variable, observed: Mapping[str, Any]) -> bool:
         if var.name in observed:
             return False
         return var.group == var.name or observed.get(var.group) == PRESENT
 
+    def open_mask(self, observed: Mapping[str, Any]) -> np.ndarray:
+        """Boolean mask over :attr:`names` of the questions still open (see :meth:`is_open`)."""
+        mask = np.ones(len(self.names), dtype=bool)
+        for name in observed:
+            i = self._index.get(name)
+            if i is not None:
+                mask[i] = False
+        for group, members in self._members.items():
+            if observed.get(group) != PRESENT:
+                mask[members] = False
+        return mask
+
+    def gains(self, posterior: np.ndarray) -> np.ndarray:
+        """Score of every finding (open or not) in the order of :attr:`names`: gain in nats, plus the
+        presence term when ``presence_weight`` > 0. ``posterior`` is one distribution (C,) or a batch
+        (B, C); the result is (N,) or (B, N)."""
+        p = np.asarray(posterior, dtype=np.float64)
+        single = p.ndim == 1
+        p = np.atleast_2d(p)
+        p = p / p.sum(axis=1, keepdims=True)
+        p_log_p = _xlogx(p)
+        h0 = -p_log_p.sum(axis=1, keepdims=True)
+        yes = _expected_entropy(p, p_log_p, self._yes, self._yes_log)
+        no = _expected_entropy(p, p_log_p, self._no, self._no_log)
+        unsure = np.clip(1.0 - p @ self._yes - p @ self._no, 0.0, 1.0)
+        out = np.maximum(h0 - (yes + no + unsure * h0), 0.0) @ self._owner_sum
+        if self._values.shape[1]:
+            expected = _expected_entropy(p, p_log_p, self._values, self._values_log) @ self._value_owner_sum
+            out = np.where(self._categorical, np.maximum(h0 - expected, 0.0), out)
+        if self.presence_weight:
+            out = out + self.presence_weight * (p @ self._presence)
+        # float noise must not decide between questions of equal score (ties go by name)
+        out = np.round(out, 12)
+        return out[0] if single else out
+
+    def best(self, posteriors: np.ndarray, open_masks: np.ndarray) -> np.ndarray:
+        """Index (into :attr:`names`) of the best open question for each row of a (B, C) batch of
+        posteriors and (B, N) open masks, as :meth:`rank` orders them; -1 where none is open."""
+        gains = np.where(open_masks, self.gains(posteriors), -np.inf)[:, self._by_name]
+        first = np.argmax(gains, axis=1)  # the first of equal scores: the smallest name
+        found = np.isfinite(gains[np.arange(len(gains)), first])
+        return np.where(found, self._by_name[first], -1)
+
     def scores(self, posterior: np.ndarray, observed: Mapping[str, Any]) -> dict[str, float]:
         """Gain of every open question (finding name -> nats)."""
-        out: dict[str, float] = {}
-        if self.binary:
-            open_idx = [i for i, v in enumerate(self.binary) if self.is_open(v, observed)]
-            if open_idx:
-                gains = _binary_gain(posterior, self._yes[:, open_idx], self._no[:, open_idx])
-                if self.presence_weight:
-                    gains = gains + self.presence_weight * (posterior @ self._yes[:, open_idx])
-                out.update({self.binary[i].name: float(g) for i, g in zip(open_idx, gains, strict=True)})
-        for var in self.others:
-            if not self.is_open(var, observed):
-                continue
-            assert var.probs is not None
-            mask = self._positive[var.name]
-            if var.kind == "C":
-                out[var.name] = _categorical_gain(posterior, var.probs)
-                p_positive = float(posterior @ var.probs[:, mask].sum(axis=1))
-            else:
-                p = var.probs[:, mask]
-                out[var.name] = float(_binary_gain(posterior, p, 1.0 - p).sum())
-                p_positive = float(posterior @ (1.0 - np.prod(1.0 - p, axis=1)))
-            if self.presence_weight:
-                out[var.name] += self.presence_weight * p_positive
-        return out
+        gains = self.gains(posterior)
+        return {self.names[i]: float(gains[i]) for i in np.flatnonzero(self.open_mask(observed))}
 
     def rank(self, posterior: np.ndarray, observed: Mapping[str, Any], k: int) -> list[tuple[str, float]]:
         """Top ``k`` open questions, best first (ties by finding name for a stable order)."""
-        scores = self.scores(posterior, observed)
-        return heapq.nsmallest(k, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        open_idx = np.flatnonzero(self.open_mask(observed))
+        if not len(open_idx):
+            return []
+        gains = self.gains(posterior)[open_idx]
+        order = np.lexsort((self._name_rank[open_idx], -gains))[:k]
+        return [(self.names[open_idx[j]], float(gains[j])) for j in order]
