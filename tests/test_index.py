@@ -105,6 +105,20 @@ def test_dense_add_and_hnsw(tiny_encoder):
         index.add(["a"], ["dup"])
 
 
+def test_flat_index_turned_into_hnsw_finds_the_same_and_saves_as_hnsw(tiny_encoder, tmp_path):
+    ids = [str(i) for i in range(len(DOCS))]
+    index = DenseIndex(tiny_encoder).build(ids, DOCS)
+    exact = index.search(DOCS, k=3)
+    index.to_hnsw(ef_construction=50)
+    assert index.factory == "hnsw" and index.faiss_index.ntotal == len(DOCS)
+    # a graph over a handful of vectors with efSearch >= their number is exhaustive: same hits and scores
+    assert [r.ids for r in index.search(DOCS, k=3)] == [r.ids for r in exact]
+    index.save(tmp_path / "dense")
+    assert load_index(tmp_path / "dense", encoder=tiny_encoder).factory == "hnsw"
+    with pytest.raises(ValueError, match="not built"):
+        DenseIndex(tiny_encoder).to_hnsw()
+
+
 def test_dense_settings_are_checked_and_hnsw_returns_k_hits(tiny_encoder):
     for kwargs in ({"factory": "hnsw", "hnsw_m": 0}, {"factory": "ivf", "nprobe": 0}, {"ef_search": -5},
                    {"nlist": 0}, {"batch_size": True}):

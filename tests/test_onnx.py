@@ -239,3 +239,23 @@ def test_real_weights_agree(name: str, kind: str | None, texts: list[str]) -> No
     assert _cos(reference, int8).mean() >= 0.98
     # the same neighbour order on a tiny retrieval: each text is nearest to itself
     assert (np.argmax(int8 @ reference.T, axis=1) == np.arange(len(texts))).all()
+
+
+def test_prepare_for_serving_swaps_the_query_encoder_and_the_search(tmp_path, monkeypatch):
+    from medrank.encoders import OnnxEncoder, TransformerEncoder
+    from medrank.pipelines.symptom.artefacts import prepare_for_serving
+    from medrank.records import Concept
+    from medrank.retrieval.concept import ConceptRetriever
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    concepts = [Concept(str(i), t) for i, t in enumerate(TEXTS)]
+    retriever = ConceptRetriever.build(concepts, "dense", TransformerEncoder(*make_tiny_bert(), name="tiny"))
+    before = retriever.search(TEXTS, k=2)
+    notes = prepare_for_serving(retriever, backend="onnx", search="hnsw")
+    assert notes == "queries on onnx, HNSW search"
+    assert isinstance(retriever.index.encoder, OnnxEncoder) and retriever.index.factory == "hnsw"
+    # fp32 ONNX queries over the same vectors, searched exhaustively on so few entries: the same hits
+    assert [r.ids for r in retriever.search(TEXTS, k=2)] == [r.ids for r in before]
+    assert prepare_for_serving(retriever, backend="torch", search="exact") == ""
+    with pytest.raises(ValueError, match="search must be"):
+        prepare_for_serving(retriever, search="ivf")

@@ -183,3 +183,24 @@ def test_fit_learns_a_calibration_from_labelled_complaints() -> None:
     assert cal.info["complaints"] == 20 and 0.0 < cal.threshold < 1.0
     preds = [{t.id for t in s.terms} for s in det.detect_many(texts)]
     assert set_prf(preds, gold)["f1"] > 0.9
+
+
+def test_lexicon_forms_are_searched_once_and_complaints_every_time() -> None:
+    asked: list[str] = []
+
+    def counting(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        asked.extend(texts)
+        return _search(texts, k)
+
+    det = _detector()
+    plain = det.detect("咳嗽流鼻涕，昨晚发烧")
+    det.search = counting
+    det._lexicon_hits = None  # search the lexicon again, through the counter
+    first = det.detect("咳嗽流鼻涕，昨晚发烧")
+    assert first == plain  # the kept hits are the search's own
+    forms = {"发烧", "发热", "咳嗽", "流鼻涕", "流涕"}
+    assert forms <= set(asked) and "咳嗽流鼻涕，昨晚发烧" in asked
+    asked.clear()
+    det.detect("咳嗽，昨晚发烧")
+    assert not forms & set(asked)  # lexicon words come from the kept hits
+    assert asked.count("咳嗽，昨晚发烧") == 1  # the complaint itself is searched (and never kept)

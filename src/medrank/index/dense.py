@@ -109,6 +109,22 @@ class DenseIndex(Index):
         self._items = np.array(self.entry_items, dtype=object)
         self._n_unique = len(set(self.entry_items))
 
+    def to_hnsw(self, hnsw_m: int | None = None, ef_search: int | None = None, ef_construction: int | None = None) -> None:
+        """Replace an exact (flat) index by an HNSW graph over the same vectors, in memory: a query then
+        visits a few thousand entries instead of every one (the index saved afterwards is the HNSW one)."""
+        if self.faiss_index is None:
+            raise ValueError("the index is not built yet")
+        if self.factory == "hnsw":
+            return
+        if self.factory != "flat":
+            raise ValueError(f"only a flat index can be turned into HNSW, this one is {self.factory!r}")
+        vectors = self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)
+        self.hnsw_m = hnsw_m or self.hnsw_m
+        self.ef_search = ef_search or self.ef_search
+        self.ef_construction = ef_construction or self.ef_construction
+        self.factory = "hnsw"
+        self.build_from_vectors(vectors)
+
     def search_vectors(self, qids: list[str], vectors: np.ndarray, k: int) -> list[Ranking]:
         """Search with precomputed query vectors."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)

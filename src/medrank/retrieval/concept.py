@@ -74,6 +74,8 @@ class ConceptRetriever:
     def __init__(self, index: Index, concepts: Sequence[Concept]) -> None:
         self.index = index
         self.concepts = {c.id: c for c in concepts}
+        #: what was changed in memory to serve it faster (a query encoder's backend, approximate search), in words
+        self.serving = ""
 
     @classmethod
     def build(

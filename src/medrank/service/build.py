@@ -283,13 +283,17 @@ class Builder:
         run = self.settings.model_path("symptoms-zh")
         if run is None or self._kind(run) != "symptom-detector":
             return None
-        detector = self._timed(f"trained symptom model {run} loaded", lambda: load_artefact(run, candidates="vocab"))
+        # queries on the fastest backend that agrees with torch, and HNSW search over the vocabulary's vectors
+        detector = self._timed(f"trained symptom model {run} loaded",
+                               lambda: load_artefact(run, candidates="vocab", backend=self.settings.backend, search="hnsw"))
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)
         beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
         info = KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
                       "no licence stated (see the dataset README)", method="dense",
-                      model=f"Bi-HardNCE (trained run {run.name}{beta})", trained=True)
+                      model=f"Bi-HardNCE (trained run {run.name}{beta}"
+                      f"{'; ' + detector.retriever.serving if getattr(detector.retriever, 'serving', '') else ''})",
+                      trained=True)
         kb = KnowledgeBase(info, list(detector.retriever.concepts.values()), DetectorBackend(detector))
         self.trained_runs[id(kb)] = (detector, run)
         return kb

@@ -43,8 +43,11 @@ class SymptomDetector:
         self.k = k
 
     @classmethod
-    def load(cls, run_dir: str | os.PathLike[str], candidates: str = "gold") -> SymptomDetector:
-        """Load ``RUN/index-<candidates>`` and the calibrated β of a run written by ``medrank train``."""
+    def load(cls, run_dir: str | os.PathLike[str], candidates: str = "gold", backend: str = "torch",
+             search: str = "exact") -> SymptomDetector:
+        """Load ``RUN/index-<candidates>`` and the calibrated β of a run written by ``medrank train``;
+        ``backend`` / ``search`` as :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving` (a faster
+        query encoder and approximate search for serving; the defaults keep the run as trained)."""
 
         run = Path(run_dir)
         meta_path = run / DETECTOR_MARKER
@@ -53,7 +56,7 @@ class SymptomDetector:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if candidates not in meta["candidates"]:
             raise ValueError(f"{run} has indexes for {sorted(meta['candidates'])}, not {candidates!r}")
-        retriever = open_run_index(run, run / meta["candidates"][candidates])
+        retriever = open_run_index(run, run / meta["candidates"][candidates], backend, search)
         return cls(retriever, meta.get("beta", {}).get(candidates), int(meta.get("k", DEFAULT_K)))
 
     def calibrate(self, dataset: Any, alpha: float) -> float | None:

@@ -250,6 +250,9 @@ class SetDetector:
         self.names = names
         self.language = language
         self.lexicon = lexicon
+        #: hits of the lexicon's forms and names (queried by every complaint that names their symptom), searched once
+        self._lexicon_hits: dict[str, list[tuple[str, float]]] | None = None
+        self._lexicon_hits_k = k
         self.hierarchy = hierarchy
         self.calibration = calibration
         self.k = k
@@ -289,9 +292,10 @@ class SetDetector:
 
     @classmethod
     def from_run(cls, run_dir: PathLike, candidates: str = "vocab", calibration: SetCalibration | PathLike | None = None,
-                 **kwargs: Any) -> SetDetector:
+                 backend: str = "torch", search: str = "exact", **kwargs: Any) -> SetDetector:
         """Over a trained run (the retriever :class:`~medrank.pipelines.symptom.inference.SymptomDetector` loads);
-        the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there."""
+        the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there; ``backend`` /
+        ``search`` as :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving`."""
         # read here, not through the inference module: that module serves this one (no import circle)
         from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
 
@@ -301,7 +305,7 @@ class SetDetector:
         indexes = json.loads(meta_path.read_text(encoding="utf-8"))["candidates"]
         if candidates not in indexes:
             raise ValueError(f"{run_dir} has indexes for {sorted(indexes)}, not {candidates!r}")
-        retriever = open_run_index(Path(run_dir), Path(run_dir) / indexes[candidates])
+        retriever = open_run_index(Path(run_dir), Path(run_dir) / indexes[candidates], backend, search)
         if calibration is None and (Path(run_dir) / f"sets-{candidates}.json").exists():
             calibration = Path(run_dir) / f"sets-{candidates}.json"
         if calibration is not None and not isinstance(calibration, SetCalibration):
@@ -342,10 +346,26 @@ class SetDetector:
     def _zh(self, text: str) -> bool:
         return self.language == "zh" if self.language is not None else is_chinese(text)
 
+    def warm(self) -> None:
+        """Search the lexicon's forms and names now (else on the first complaint): their hits are kept, since
+        every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint."""
+        if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
+            return
+        forms = sorted(set(self.lexicon.forms) | set(self.lexicon.forms.values())) if self.lexicon is not None else []
+        self._lexicon_hits = dict(zip(forms, self.search(forms, self.k), strict=True)) if forms else {}
+        self._lexicon_hits_k = self.k
+
+    def _search_many(self, queries: list[str]) -> list[list[tuple[str, float]]]:
+        self.warm()
+        assert self._lexicon_hits is not None
+        missing = list(dict.fromkeys(q for q in queries if q not in self._lexicon_hits))
+        found = dict(zip(missing, self.search(missing, self.k), strict=True)) if missing else {}
+        return [self._lexicon_hits[q] if q in self._lexicon_hits else found[q] for q in queries]
+
     def _candidates_many(self, texts: Sequence[str]) -> list[tuple[list[Span], list[_Candidate], np.ndarray]]:
         plans = [self._queries(self._check(t)) for t in texts]
         flat = [q for _, queries, _ in plans for q in queries]
-        results = self.search(flat, self.k) if flat else []
+        results = self._search_many(flat) if flat else []
         out, pos = [], 0
         for text, (spans, queries, kinds) in zip(texts, plans, strict=True):
             hits = results[pos:pos + len(queries)]
