@@ -127,8 +127,13 @@ def test_bi_hardnce_run_end_to_end(tiny_root, monkeypatch):
     assert res.exit_code == 0, res.output
     ndcg = float(res.output.split("ndcg@5=")[1].split()[0])
     assert ndcg == pytest.approx(summary["results"]["gold"]["metrics"]["ndcg@5"], abs=1e-3)
-    # medrank detect: top-5 terms, and thresholding with beta
+    # training fitted the set decision on the validation texts: medrank detect decides sets by default
+    assert (out / "sets-vocab.json").exists() and summary["results"]["vocab"]["sets"]["file"] == "sets-vocab.json"
     res = runner.invoke(app, ["detect", "--model", str(out), "--json", "头痛", "高血压"])
+    assert res.exit_code == 0, res.output
+    assert [set(row) for row in json.loads(res.stdout)] == [{"query", "terms", "alternatives"}] * 2
+    # --ranking: top-5 terms, and thresholding with beta
+    res = runner.invoke(app, ["detect", "--model", str(out), "--ranking", "--json", "头痛", "高血压"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert len(rows) == 2 and len(rows[0]["results"]) == 5

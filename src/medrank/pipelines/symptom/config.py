@@ -74,6 +74,9 @@ class SymptomConfig(TrainingArgs):
     # -- run ---------------------------------------------------------------------------------
     device: str = "cpu"
     save_model: bool = True
+    #: Chinese runs: fit the set-level decision (``sets-<candidates>.json``, what ``/symptoms`` serves) on the
+    #: validation split after training
+    fit_sets: bool = True
     keep_checkpoints: int = 1
     data_root: str | None = None
     cache_dir: str | None = None

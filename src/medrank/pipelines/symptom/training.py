@@ -60,6 +60,34 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
     )
 
 
+def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str | None = None) -> dict[str, Any] | None:
+    """Fit the set-level decision of a Chinese run (:meth:`.sets.SetDetector.fit`: which terms, how many) on the
+    validation texts and their gold sets, and save it to ``path``; its set P/R/F1 on those texts, or ``None`` for an
+    English dataset or when the texts cannot calibrate it (too few, or every candidate right or wrong)."""
+    from medrank.pipelines.symptom.lexicon import dxy_lexicon
+    from medrank.pipelines.symptom.sets import SetDetector, set_prf
+    from medrank.pipelines.symptom.spans import is_chinese
+
+    texts = [q.text for q in eval_set.queries]
+    if not texts or not is_chinese("".join(texts[:50])):
+        return None
+    gold = [set(eval_set.qrels.relevant(q.id)) for q in eval_set.queries]
+    try:
+        lexicon = dxy_lexicon(data_root)
+    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
+        lexicon = None
+    detector = SetDetector.from_retriever(retriever, language="zh", lexicon=lexicon)
+    t0 = time.perf_counter()
+    try:
+        calibration = detector.fit(texts, gold)
+    except ValueError as exc:
+        log.warning("no set decision fitted for %s: %s", path.name, exc)
+        return None
+    calibration.save(path)
+    scores = set_prf([{t.id for t in detector.detect(x).terms} for x in texts], gold)
+    return {"file": path.name, **{k: round(v, 4) for k, v in scores.items()}, "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path, started: float) -> dict[str, Any]:
     """Best epoch → final metrics per candidate set, detection β, saved model and indexes, plots."""
     from medrank.retrieval.concept import evaluate_retriever
@@ -82,6 +110,8 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
         final[cand] = res
         if cfg.save_model and cfg.loss != "cross-encoder":
             retriever.save(output_dir / f"index-{cand}")
+            if cfg.fit_sets:
+                res["sets"] = fit_set_decision(retriever, eval_set, output_dir / f"sets-{cand}.json", cfg.data_root)
         log.info("%s / %s: %s", cfg.name, cand, res["metrics"])
     history = trainer.state.history
     try:
