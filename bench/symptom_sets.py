@@ -9,7 +9,8 @@
     without a set decision) and the set detector, zero-shot (e5-small hybrid, as the service
     serves CHIP-CDN) and over a trained CPU run. NDCG@5 of the retriever on the whole text beside.
 (b) **DXY self-reports → explicit symptoms** (41 normalised names): 25 % of the visible dialogues
-    (seed 29) are scored; the surface lexicon and the calibration come from the other 75 %.
+    (seed 29) are scored; the surface lexicon, the calibration and the trained self-report model
+    (:mod:`medrank.pipelines.symptom.self_report`, with its ablations) come from the other 75 %.
 (c) **English multi-symptom complaints, a synthetic check**: complaints composed from 2–3 HPO
     layperson synonyms of unrelated terms; every layperson synonym used is removed from the index
     (MiniLM hybrid over HPO, as the service serves it); calibration complaints and test complaints
@@ -31,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import common
+import numpy as np
 
 from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
+from medrank.pipelines.symptom.self_report import DEFAULT_PARTS, LEXICON_SETTINGS, NgramModel, SelfReportModel
 from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf, shipped_calibration
 from medrank.retrieval.concept import ConceptRetriever
 
@@ -207,9 +210,37 @@ def part_dxy(out: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     preds = [{t.id for t in s.terms} for s in det.detect_many(texts)]
     systems["set detector (e5-small + mined lexicon + calibration)"] = pct(set_prf(preds, gold))
+    seconds = round(time.perf_counter() - t0, 1)
+    # the trained self-report model (medrank.pipelines.symptom.self_report): every part fitted on the 318 training
+    # reports only, the stacker and its threshold on their out-of-fold outputs (5 inner folds, seed 11)
+    permissive = mine_surface_lexicon(train, **LEXICON_SETTINGS)
+    systems["mined surface-form lookup, one-character words kept, permissive mining (negation-aware)"] = pct(set_prf(
+        [{s.normalised for s in find_spans(t, permissive, "zh") if s.normalised and not s.negated} for t in texts], gold))
+    ngrams = NgramModel.fit(tr_texts, np.array([[n in g for n in names] for g in tr_gold], dtype=int))
+    systems["char 1-3-gram TF-IDF + logistic regression per symptom (p >= 0.5)"] = pct(set_prf(
+        [{names[j] for j in np.nonzero(row >= 0.5)[0]} for row in ngrams.probabilities(texts)], gold))
+    models: dict[str, Any] = {}
+    for label, used in (("lexicon words only", ("lexicon",)),
+                        ("lexicon + word context + position", ("lexicon", "context", "position")),
+                        ("lexicon + char n-grams + position", ("lexicon", "ngrams", "position")),
+                        ("lexicon + word context + char n-grams + position (served)", DEFAULT_PARTS),
+                        ("the same + one bias per symptom", (*DEFAULT_PARTS, "symptom"))):
+        t1 = time.perf_counter()
+        model = SelfReportModel.fit(train, names, parts_used=used)
+        fit_s = round(time.perf_counter() - t1, 1)
+        models[label] = {**model.info, "fit_seconds": fit_s}
+        systems[f"self-report model: {label}"] = pct(set_prf(model.predict(texts), gold))
+        if used == DEFAULT_PARTS:
+            served = model
+        print(label, systems[f"self-report model: {label}"], models[label], flush=True)
+    det_sr = SetDetector.from_retriever(r, language="zh", lexicon=served.lexicon, self_report=served, name="dxy+self-report")
+    cal_sr = det_sr.fit(tr_texts, tr_gold)
+    systems["set detector (e5-small + permissive lexicon + self-report model filter + calibration)"] = pct(set_prf(
+        [{t.id for t in s.terms} for s in det_sr.detect_many(texts)], gold))
     out["dxy"] = {"n_test": len(test), "n_train": len(train), "symptoms": len(names), "lexicon_forms": len(lex),
                   "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms},
-                  "seconds": round(time.perf_counter() - t0, 1)}
+                  "calibration_with_self_report": {**cal_sr.info, "threshold": cal_sr.threshold, "min_terms": cal_sr.min_terms},
+                  "self_report_models": models, "seconds": seconds}
     print(json.dumps(systems, ensure_ascii=False, indent=1), flush=True)
 
 
