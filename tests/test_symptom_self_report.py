@@ -1,4 +1,4 @@
-"""The trained self-report model: word context, folds, threshold, fitting, storage, and its use by SetDetector."""
+"""The trained self-report model: word context, folds, threshold, fitting, storage; one-character lexicon spans."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from medrank.pipelines.symptom.self_report import (
     folds,
     mentions,
 )
-from medrank.pipelines.symptom.sets import SetCalibration, SetDetector, SymptomTextError
+from medrank.pipelines.symptom.sets import SymptomTextError
 from medrank.pipelines.symptom.spans import find_spans
 
 
@@ -97,25 +97,3 @@ def test_model_fits_decides_and_round_trips(tmp_path) -> None:
         SelfReportModel.fit(_records()[:2], names, inner_folds=3)
     with pytest.raises(ValueError):
         SelfReportModel.fit(_records(), names, parts_used=("ngrams",))
-
-
-def test_set_detector_keeps_only_the_words_the_model_decides() -> None:
-    class Decides:
-        def accepted(self, text: str) -> set[str]:
-            return {"咳嗽"}
-
-    names = {"咳嗽": "咳嗽", "过敏": "过敏"}
-    seen: list[list[str]] = []
-
-    def search(texts, k):
-        seen.append(list(texts))
-        return [[("咳嗽", 0.9), ("过敏", 0.5)] for _ in texts]
-
-    lex = SurfaceLexicon({"咳嗽": "咳嗽", "过敏": "过敏", "干咳": "咳嗽"}, {"干咳": 3})
-    cal = SetCalibration([0.0] * 17, [1.0] * 17, [0.0] * 17, 0.0)
-    det = SetDetector(search, names, language="zh", lexicon=lex, calibration=cal, self_report=Decides())
-    spans, queries, kinds = det._queries("咳嗽，过敏性鼻炎")
-    assert [(s.text, s.normalised) for s in spans] == [("咳嗽", "咳嗽"), ("过敏", None), ("性鼻炎", None)]
-    assert ("expansion", 0) in kinds and ("expansion", 1) not in kinds  # only the decided word is expanded
-    plain = SetDetector(search, names, language="zh", lexicon=lex, calibration=cal)
-    assert [s.normalised for s in plain._queries("咳嗽，过敏性鼻炎")[0]] == ["咳嗽", "过敏", None]

@@ -51,7 +51,9 @@ STACK_FEATURES = (
 )
 #: the parts the stacker can draw on ("lexicon" always; the others can be left out for ablations)
 PARTS = ("lexicon", "context", "ngrams", "position", "symptom")
-DEFAULT_PARTS = ("lexicon", "context", "ngrams", "position")
+#: the default parts: the ones with the best out-of-fold F1 on the training reports (bench/symptom_sets.py, part dxy);
+#: the character n-grams add nothing there and cost most of the fitting time
+DEFAULT_PARTS = ("lexicon", "context", "position")
 #: the mining settings the model uses: forms aligned with half a record of evidence and one-character
 #: words seen in two records count (吐 → 呕吐, 痰 → 咳痰); the stacker weighs each form's reliability
 LEXICON_SETTINGS: dict[str, Any] = {"min_evidence": 0.5, "min_single_char_count": 2}
@@ -336,10 +338,6 @@ class SelfReportModel:
     def predict(self, texts: Sequence[str]) -> list[set[str]]:
         """The decided symptom names of each report."""
         return [{self.names[j] for j in np.nonzero(row >= self.threshold)[0]} for row in self.probabilities(texts)]
-
-    def accepted(self, text: str) -> set[str]:
-        """The symptom names decided for one report."""
-        return self.predict([text])[0]
 
     def detect(self, text: str) -> SymptomSet:
         """The decided set (each name with the span of its first stated word, or ``None`` when only the

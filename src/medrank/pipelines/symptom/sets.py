@@ -29,7 +29,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -236,15 +236,12 @@ class SetDetector:
     ``search(texts, k)`` returns, per text, ``[(term id, score), …]`` best first; ``names`` maps term ids to
     their display names; ``hierarchy`` (optional) drives diversification; ``lexicon`` (optional, e.g. the
     DXY :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`) finds Chinese symptom words and expands
-    them; ``self_report`` (optional, a :class:`~medrank.pipelines.symptom.self_report.SelfReportModel`, anything
-    with ``accepted(text) -> set of names``) keeps only the lexicon words whose symptom it decides as symptom
-    words. Without a ``calibration`` the detector can produce candidates (for :meth:`fit`) but not decide.
+    them. Without a ``calibration`` the detector can produce candidates (for :meth:`fit`) but not decide.
     """
 
     def __init__(self, search: SearchFn, names: Mapping[str, str], language: str | None = None,
                  lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
-                 k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
-                 self_report: Any = None) -> None:
+                 k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "") -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
@@ -259,7 +256,6 @@ class SetDetector:
         self.expansion_forms = expansion_forms
         self.max_alternatives = max_alternatives
         self.name = name
-        self.self_report = self_report
         self._name_set = {v: k for k, v in names.items()}
 
     # -- construction ------------------------------------------------------------------------------
@@ -329,11 +325,6 @@ class SetDetector:
     def _queries(self, text: str) -> tuple[list[Span], list[str], list[tuple[str, int]]]:
         zh = self._zh(text)
         spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
-        if zh and self.self_report is not None:
-            # a lexicon word the self-report model does not decide (过敏 in 过敏性鼻炎) stays a plain span: it is
-            # still searched, but not expanded or flagged as a symptom word
-            stated = self.self_report.accepted(text)
-            spans = [s if s.normalised is None or s.normalised in stated else replace(s, normalised=None) for s in spans]
         queries = [s.text for s in spans]
         kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
         queries.append(text)
