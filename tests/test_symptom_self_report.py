@@ -97,3 +97,16 @@ def test_model_fits_decides_and_round_trips(tmp_path) -> None:
         SelfReportModel.fit(_records()[:2], names, inner_folds=3)
     with pytest.raises(ValueError):
         SelfReportModel.fit(_records(), names, parts_used=("ngrams",))
+
+
+def test_model_with_character_ngrams_round_trips(tmp_path) -> None:
+    names = ["发烧", "咳嗽", "流涕"]
+    model = SelfReportModel.fit(_records(), names, inner_folds=3, parts_used=("lexicon", "ngrams", "position"))
+    assert model.ngrams.vocabulary and model.ngrams.coef.shape == (3, len(model.ngrams.vocabulary))
+    p = model.probabilities(["宝宝发烧，流鼻涕", "咳嗽"])
+    assert p.shape == (2, 3) and ((p >= 0) & (p <= 1)).all()
+    model.save(tmp_path / "m.json")
+    np.testing.assert_allclose(SelfReportModel.load(tmp_path / "m.json").probabilities(["咳嗽"]), p[1:], atol=1e-5)
+    without = SelfReportModel.fit(_records(), names, inner_folds=3)
+    assert not without.ngrams.vocabulary  # the default parts fit no n-gram model
+

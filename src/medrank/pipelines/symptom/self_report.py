@@ -117,8 +117,16 @@ class NgramModel:
         return vec
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
+        if not self.vocabulary:  # the n-gram part is not used: every report gets the prior
+            return np.tile(_sigmoid(self.intercept), (len(texts), 1))
         x = self._vectorizer().transform(list(texts))
         return _sigmoid(np.asarray(x @ self.coef.T) + self.intercept)
+
+    @classmethod
+    def constant(cls, prior: np.ndarray) -> NgramModel:
+        """No n-grams: the probability of each symptom is its prior."""
+        p = np.clip(np.asarray(prior, dtype=np.float64), 1e-4, 1 - 1e-4)
+        return cls({}, [], np.zeros((len(p), 0)), np.log(p / (1 - p)))
 
     @classmethod
     def fit(cls, texts: Sequence[str], y: np.ndarray, c: float = 10.0, min_df: int = 2,
@@ -177,9 +185,11 @@ def _targets(records: Sequence[DxyRecord], names: Sequence[str]) -> np.ndarray:
     return np.array([[n in r.explicit for n in names] for r in records], dtype=int).reshape(len(records), len(names))
 
 
-def _fit_parts(records: Sequence[DxyRecord], names: Sequence[str], lexicon_settings: Mapping[str, Any]) -> _Parts:
+def _fit_parts(records: Sequence[DxyRecord], names: Sequence[str], lexicon_settings: Mapping[str, Any],
+               ngrams_used: bool = True) -> _Parts:
     lexicon = mine_surface_lexicon(records, **lexicon_settings)
-    ngrams = NgramModel.fit([r.report for r in records], _targets(records, names))
+    y = _targets(records, names)
+    ngrams = NgramModel.fit([r.report for r in records], y) if ngrams_used else NgramModel.constant(y.mean(axis=0))
     rows, y = [], []
     for r in records:
         for m in mentions(r.report, lexicon):
@@ -286,7 +296,7 @@ class SelfReportModel:
         rows = np.zeros((len(records), len(names), len(STACK_FEATURES)))
         for fold in folds(len(records), inner_folds, seed):
             held = set(fold)
-            parts = _fit_parts([r for i, r in enumerate(records) if i not in held], names, settings)
+            parts = _fit_parts([r for i, r in enumerate(records) if i not in held], names, settings, "ngrams" in parts_used)
             p = parts.ngrams.probabilities([records[i].report for i in fold])
             for k, i in enumerate(fold):
                 rows[i] = stack_rows(records[i].report, parts, names, prior, p[k])
@@ -303,7 +313,7 @@ class SelfReportModel:
         bias = coef[len(STACK_FEATURES):] if "symptom" in parts_used else np.zeros(len(names))
         gold = [set(r.explicit) & set(names) for r in records]
         threshold, oof_f1 = best_threshold(oof, gold, names)
-        parts = _fit_parts(records, names, settings)
+        parts = _fit_parts(records, names, settings, "ngrams" in parts_used)
         return cls(names, parts.lexicon, parts.ngrams, parts.context, prior, mean, scale,
                    coef[:len(STACK_FEATURES)] * mask, float(stacker.intercept_[0]) + bias, threshold, tuple(parts_used),
                    info={"records": len(records), "inner_folds": inner_folds, "seed": seed, "lexicon_forms": len(parts.lexicon),
@@ -386,7 +396,7 @@ class SelfReportModel:
                                  {k: float(v) for k, v in lex.get("precision", {}).items()})
         ng = d["ngrams"]
         ngrams = NgramModel({k: int(v) for k, v in ng["vocabulary"].items()}, [float(v) for v in ng["idf"]],
-                            np.asarray(ng["coef"], dtype=np.float64).reshape(len(d["names"]), -1),
+                            np.asarray(ng["coef"], dtype=np.float64).reshape(len(d["names"]), len(ng["vocabulary"])),
                             np.asarray(ng["intercept"], dtype=np.float64), (int(ng["ngram"][0]), int(ng["ngram"][1])))
         st = d["stack"]
         return cls(list(d["names"]), lexicon, ngrams, ContextModel(dict(d["context"]["weights"]), float(d["context"]["intercept"])),
@@ -419,7 +429,7 @@ def dxy_self_report_model(root: PathLike | None = None, cache: bool = True) -> S
     names = [line.strip() for line in (folder / "symptoms_dxy.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
     stamp = "-".join(f"{p.stat().st_size}.{int(p.stat().st_mtime)}" for p in sorted(folder.glob("*.txt")))
     key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
-    path = cache_dir() / "symptom" / f"dxy-self-report-v1-{key}.json"
+    path = cache_dir() / "symptom" / f"dxy-self-report-v2-{key}.json"
     if cache and path.exists():
         return SelfReportModel.load(path)
     model = SelfReportModel.fit(read_dxy_folder(folder), names)
