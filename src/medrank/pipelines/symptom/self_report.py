@@ -3,15 +3,16 @@
 The mined surface lexicon (:mod:`~medrank.pipelines.symptom.lexicon`) finds most symptom words,
 but a word is not always a stated symptom (过敏 in 过敏性鼻炎, 发烧 in a question about what to
 do if it comes), and a symptom is not always one of the lexicon's words (不肯吃 for 厌食). The
-:class:`SelfReportModel` decides per (report, symptom) from three trained parts, stacked:
+:class:`SelfReportModel` decides per (report, symptom) from trained parts, stacked:
 
 1. **lexicon words in context** — each lexicon word found in the report, with its left and right
    characters, a negation cue before it, whether its clause is a question; a logistic model over
    those (one-hot) features says how often such a word is an annotated symptom;
-2. **character n-grams** — TF-IDF over character 1–3-grams of the whole report, one logistic
-   regression per symptom (words the lexicon never saw);
-3. **position** — where the symptom's first word sits (the annotations favour the symptoms a
-   parent names first), how many symptom words the report holds.
+2. **position** — where the symptom's first word sits (the annotations favour the symptoms a
+   parent names first), how many symptom words the report holds;
+3. **character n-grams** (optional, off by default: no better out of fold on the DXY training
+   reports) — TF-IDF over character 1–3-grams of the whole report, one logistic regression per
+   symptom (words the lexicon never saw).
 
 A logistic stacker over those features gives the probability; the threshold maximises set F1.
 The stacker is fitted on out-of-fold outputs of the parts (each record scored by parts fitted
