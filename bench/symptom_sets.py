@@ -9,7 +9,8 @@
     without a set decision) and the set detector, zero-shot (e5-small hybrid, as the service
     serves CHIP-CDN) and over a trained CPU run. NDCG@5 of the retriever on the whole text beside.
 (b) **DXY self-reports → explicit symptoms** (41 normalised names): 25 % of the visible dialogues
-    (seed 29) are scored; the surface lexicon and the calibration come from the other 75 %.
+    (seed 29) are scored; the surface lexicon, the calibration and the trained self-report model
+    (:mod:`medrank.pipelines.symptom.self_report`, with its ablations) come from the other 75 %.
 (c) **English multi-symptom complaints, a synthetic check**: complaints composed from 2–3 HPO
     layperson synonyms of unrelated terms; every layperson synonym used is removed from the index
     (MiniLM hybrid over HPO, as the service serves it); calibration complaints and test complaints
@@ -31,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import common
+import numpy as np
 
 from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
+from medrank.pipelines.symptom.self_report import DEFAULT_PARTS, LEXICON_SETTINGS, NgramModel, SelfReportModel
 from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf, shipped_calibration
 from medrank.retrieval.concept import ConceptRetriever
 
@@ -207,9 +210,45 @@ def part_dxy(out: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     preds = [{t.id for t in s.terms} for s in det.detect_many(texts)]
     systems["set detector (e5-small + mined lexicon + calibration)"] = pct(set_prf(preds, gold))
-    out["dxy"] = {"n_test": len(test), "n_train": len(train), "symptoms": len(names), "lexicon_forms": len(lex),
+    seconds = round(time.perf_counter() - t0, 1)
+    # the trained self-report model (medrank.pipelines.symptom.self_report): every part fitted on the 318 training
+    # reports only, the stacker and its threshold on their out-of-fold outputs (5 inner folds, seed 11)
+    permissive = mine_surface_lexicon(train, **LEXICON_SETTINGS)
+    systems["mined surface-form lookup, one-character words kept, permissive mining (negation-aware)"] = pct(set_prf(
+        [{s.normalised for s in find_spans(t, permissive, "zh") if s.normalised and not s.negated} for t in texts], gold))
+    ngrams = NgramModel.fit(tr_texts, np.array([[n in g for n in names] for g in tr_gold], dtype=int))
+    systems["char 1-3-gram TF-IDF + logistic regression per symptom (p >= 0.5)"] = pct(set_prf(
+        [{names[j] for j in np.nonzero(row >= 0.5)[0]} for row in ngrams.probabilities(texts)], gold))
+    models: dict[str, Any] = {}
+    for label, used in (("lexicon words only", ("lexicon",)),
+                        ("lexicon + word context + position", ("lexicon", "context", "position")),
+                        ("lexicon + char n-grams + position", ("lexicon", "ngrams", "position")),
+                        ("lexicon + word context + char n-grams + position", ("lexicon", "context", "ngrams", "position")),
+                        ("all four + one bias per symptom", ("lexicon", "context", "ngrams", "position", "symptom"))):
+        t1 = time.perf_counter()
+        model = SelfReportModel.fit(train, names, parts_used=used)
+        label = f"{label} (default)" if used == DEFAULT_PARTS else label
+        models[label] = {**model.info, "parts": list(used), "fit_seconds": round(time.perf_counter() - t1, 1)}
+        systems[f"self-report model: {label}"] = pct(set_prf(model.predict(texts), gold))
+        print(label, systems[f"self-report model: {label}"], models[label], flush=True)
+    # what the annotations let a text model reach, on the training reports only: written words the annotators list
+    # that are not in the self-report, and how often a found (not negated) lexicon word is annotated, by position
+    origin_words = [(o, x.report) for x in train for o in dict.fromkeys(x.origin) if o]
+    by_position: dict[str, list[int]] = {"first 100 characters": [], "after 100 characters": []}
+    for x in train:
+        seen: set[str] = set()
+        for s in find_spans(x.report, lex, "zh"):
+            if s.normalised and not s.negated and s.normalised not in seen:
+                seen.add(s.normalised)
+                key = "first 100 characters" if s.start < 100 else "after 100 characters"
+                by_position[key].append(int(s.normalised in x.explicit))
+    checks = {"origin_words_not_in_report": round(100 * sum(o not in t for o, t in origin_words) / len(origin_words), 2),
+              "origin_words": len(origin_words),
+              "found_words_annotated_pct": {k: round(100 * sum(v) / max(1, len(v)), 2) for k, v in by_position.items()},
+              "found_words": {k: len(v) for k, v in by_position.items()}}
+    out["dxy"] = {"n_test": len(test), "annotation_checks": checks, "n_train": len(train), "symptoms": len(names), "lexicon_forms": len(lex),
                   "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms},
-                  "seconds": round(time.perf_counter() - t0, 1)}
+                  "self_report_models": models, "seconds": seconds}
     print(json.dumps(systems, ensure_ascii=False, indent=1), flush=True)
 
 
@@ -367,6 +406,19 @@ def markdown(out: dict[str, Any]) -> str:
                   f"lexicon + calibration from the other {d['n_train']})", "", "| system | P | R | **F1** |", "|---|---|---|---|"]
         lines += [f"| {n} | {r['precision']} | {r['recall']} | **{r['f1']}** |" for n, r in d["systems"].items()]
         lines.append("")
+        if d.get("annotation_checks"):
+            c = d["annotation_checks"]
+            pos = "; ".join(f"{k}: {v} % of {c['found_words'][k]}" for k, v in c["found_words_annotated_pct"].items())
+            lines += [f"Annotation checks on the {d['n_train']} training reports: {c['origin_words_not_in_report']} % of the "
+                      f"{c['origin_words']} annotated written words (origin_inform_slots) do not occur in the self-report; "
+                      f"a found, not negated lexicon word is annotated — {pos}.", ""]
+        if d.get("self_report_models"):
+            lines += ["Self-report model selection (on the 318 training reports only: the parts fitted out of fold, 5 inner "
+                      "folds, seed 11; the default parts are those with the best out-of-fold F1):", "",
+                      "| parts | out-of-fold F1 | threshold | lexicon forms | fit s |", "|---|---|---|---|---|"]
+            lines += [f"| {n} | {100 * m['out_of_fold_f1']:.2f} | {m['threshold']} | {m['lexicon_forms']} | {m['fit_seconds']} |"
+                      for n, m in d["self_report_models"].items()]
+            lines.append("")
     if "en" in out:
         e = out["en"]
         lines += [f"### (c) English multi-symptom complaints — SYNTHETIC check ({e['n_test']} complaints from 2–3 HPO "

@@ -156,9 +156,11 @@ def dxy_carve_out(records: Sequence[Any], seed: int = SPLIT_SEED, test_fraction:
 
 def evaluate_dxy_symptoms(test_dir: PathLike | None = None, root: PathLike | None = None) -> dict[str, Any]:
     """Set P/R/F1 of self-report → explicit symptoms: exact name lookup, mined surface-form lookup,
-    zero-shot e5-small top-k (k tuned on the training records) and the set detector."""
+    zero-shot e5-small top-k (k tuned on the training records), the set detector and the trained self-report
+    model (:class:`~medrank.pipelines.symptom.self_report.SelfReportModel`, fitted on the training records)."""
     from medrank.config import dataset_dir
     from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
+    from medrank.pipelines.symptom.self_report import SelfReportModel
     from medrank.pipelines.symptom.spans import find_spans
     from medrank.records import Concept
     from medrank.retrieval.concept import ConceptRetriever
@@ -196,9 +198,11 @@ def evaluate_dxy_symptoms(test_dir: PathLike | None = None, root: PathLike | Non
     cal = det.fit(tr_texts, tr_gold)
     systems["set detector (e5-small + mined lexicon + calibration)"] = _pct(set_prf(
         [{t.id for t in s.terms} for s in det.detect_many(texts)], gold))
+    model = SelfReportModel.fit(train, names)
+    systems["self-report model (lexicon words in context + position, stacked)"] = _pct(set_prf(model.predict(texts), gold))
     return {
         "dataset": "dxy-symptoms", "evaluated": where, "n_reports": len(test), "n_training_reports": len(train),
         "symptoms": len(names), "lexicon_forms": len(lex), "systems": systems, "metric_names": ["precision", "recall", "f1"],
         "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms},
-        "seconds": round(time.perf_counter() - t0, 1),
+        "self_report_model": model.info, "seconds": round(time.perf_counter() - t0, 1),
     }

@@ -109,7 +109,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
 
     ``lexicon`` is anything with ``find(text) -> [(start, end, name)]`` (a
     :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`). Pieces shorter than ``min_chars``
-    non-space characters (a stray 的 between two symptoms) are dropped.
+    non-space characters (a stray 的 between two symptoms) are dropped; lexicon words are always kept.
     """
     zh = is_chinese(text) if language is None else language == "zh"
     spans: list[Span] = []
@@ -140,4 +140,5 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 prev = spans[-1]
                 spans.append(Span(prev.start, d, text[prev.start:d], None, False))
             spans.append(span)
-    return [s for s in spans if len(s.text.replace(" ", "")) >= min_chars]
+    # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
+    return [s for s in spans if s.normalised is not None or len(s.text.replace(" ", "")) >= min_chars]
