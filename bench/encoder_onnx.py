@@ -127,7 +127,7 @@ def throughput(args: argparse.Namespace, texts: dict[str, list[str]]) -> dict:
 
 
 def agreement(args: argparse.Namespace, texts: dict[str, list[str]]) -> dict:
-    from medrank.encoders.onnx import agreement as cosines
+    from medrank.encoders.backend_choice import agreement as cosines
 
     set_threads(args.task_threads)
     out = {"load_average_before": load_average(), "rows": []}
@@ -150,10 +150,9 @@ def agreement(args: argparse.Namespace, texts: dict[str, list[str]]) -> dict:
 
 
 def latency(args: argparse.Namespace) -> dict:
-    from medrank.pipelines.concept import ConceptRetriever
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
-
     from medrank.encoders import CachedEncoder
+    from medrank.retrieval.concept import ConceptRetriever
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     set_threads(2)  # index built with both cores; queries are timed on 1
     encs = encoders_for("e5-small")
@@ -161,9 +160,8 @@ def latency(args: argparse.Namespace) -> dict:
     # the names' vectors only set the index's size and width (an exact search's time): any backend may
     # write them, or, with --latency-index-backend random, seeded random unit vectors of the same shape
     if args.latency_index_backend == "random":
-        from medrank.pipelines.concept import concept_entries
-
         from medrank.index import DenseIndex
+        from medrank.retrieval.concept import concept_entries
 
         ids, names, items = concept_entries(concepts)
         index = DenseIndex(encs["torch"])
@@ -197,10 +195,9 @@ def latency(args: argparse.Namespace) -> dict:
 
 
 def tasks(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
-    from medrank.pipelines.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
-    from medrank.pipelines.concept_data import load_candidates, load_eval_set
-
     from medrank.encoders import CachedEncoder
+    from medrank.retrieval.concept import DEFAULT_METRICS, ConceptRetriever, evaluate_retriever
+    from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     set_threads(args.task_threads)
     out = {"load_average_before": load_average(), "rows": [], "threads": args.task_threads}

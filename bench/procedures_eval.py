@@ -34,19 +34,14 @@ import numpy as np
 from medrank.config import data_root, seed_everything, set_threads
 from medrank.pipelines.procedures.baselines import edit_distance_top, tfidf_top
 from medrank.pipelines.procedures.data import load_mentions
+from medrank.pipelines.procedures.evaluation import count_accuracy, recall_at, set_accuracy
 from medrank.pipelines.procedures.fusion import (
     LearnedFusion,
     fuse,
     select_terms,
     tune_theta,
 )
-from medrank.pipelines.procedures.normalizer import (
-    Prediction,
-    ProcedureNormalizer,
-    count_accuracy,
-    recall_at,
-    set_accuracy,
-)
+from medrank.pipelines.procedures.normalizer import Prediction, ProcedureNormalizer
 
 
 def redecide(preds: list[Prediction], fusion: str, theta: float) -> list[set[str]]:
