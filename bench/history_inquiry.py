@@ -127,7 +127,9 @@ def rerank_backends(language: str, engine, states: list, limit: int, seed: int) 
     inputs = rerank_inputs(engine, states)
     picked = [inputs[i] for i in sorted(np.random.default_rng(seed).choice(len(inputs), min(limit, len(inputs)), replace=False))]
     scorers = {"torch": model, "onnx": OnnxGlobalReranker(model), "onnx-int8": OnnxGlobalReranker(model, quantized=True)}
-    tokens = [len(model.encode(d, q).input_ids) for d, q in picked]
+    encoded = [model.encode(d, q) for d, q in picked]
+    tokens = [len(e.input_ids) for e in encoded]
+    dialogue_tokens = [e.segment_ids.count(0) for e in encoded]  # [CLS] dialogue [SEP]
     for d, q in picked[:3]:  # warm-up
         for s in scorers.values():
             s.score(d, q)
@@ -159,7 +161,8 @@ def rerank_backends(language: str, engine, states: list, limit: int, seed: int) 
         whole.append(time.perf_counter() - t0)
     return {
         "model": source, "states": len(picked), "tokens": {"p50": float(np.median(tokens)), "max": max(tokens),
-                                                           "min": min(tokens)},
+                                                           "min": min(tokens),
+                                                           "dialogue_block_p50": float(np.median(dialogue_tokens))},
         "latency": {b: common.percentiles(v) for b, v in times.items()}, "agreement_with_torch": agreement,
         "load_average_during": {"before": load_before, "after": load_after},
         "service_choice": {"backend": engine.reranker_backend["backend"], "reason": engine.reranker_backend["reason"]},
@@ -306,13 +309,13 @@ def render(payload: dict) -> str:
            "the same states; agreement is with the torch scores of the same trained model on those states; "
            "\"service\" is the backend `backend=auto` chooses (the fastest that agrees, on its own check states); "
            "the whole step runs next_questions(k=5) with that re-ranker attached + differential + stopping rule.", "",
-           "| language | re-ranker | tokens p50 | first stage + differential p50 | re-rank torch p50 | onnx p50 | "
+           "| language | re-ranker | tokens p50 (dialogue block) | first stage + differential p50 | re-rank torch p50 | onnx p50 | "
            "onnx-int8 p50 | service backend | sum of p50 | whole step p50 / p95 | load average during |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for lang, lat in latency.items():
         fs, rr = lat["first stage + differential"], lat["rerank"]
         r = rr["latency"]
-        md.append(f"| {lang} | {rr['model']} | {rr['tokens']['p50']:.0f} | {fs['p50_ms']:.2f} | {r['torch']['p50_ms']:.1f} | "
+        md.append(f"| {lang} | {rr['model']} | {rr['tokens']['p50']:.0f} ({rr['tokens']['dialogue_block_p50']:.0f}) | {fs['p50_ms']:.2f} | {r['torch']['p50_ms']:.1f} | "
                   f"{r['onnx']['p50_ms']:.1f} | {r['onnx-int8']['p50_ms']:.1f} | {rr['service_choice']['backend']} | "
                   f"{lat['sum of p50 (ms)']:.1f} | {rr['whole_step_with_reranker']['p50_ms']:.1f} / "
                   f"{rr['whole_step_with_reranker']['p95_ms']:.1f} | {rr['load_average_during']['before']} → "

@@ -115,7 +115,7 @@ def open_reranker(path: str | Path, backend: str = "torch",
 
             if not checks:
                 raise ValueError("backend 'auto' needs check inputs (dialogues with candidate questions) to compare on")
-            choice = choose_reranker_backend(model, checks)
+            choice = choose_reranker_backend(model, checks, repeats=1)
             return LoadedReranker("global", choice.scorer, choice.backend, choice.reason)
         from medrank.pipelines.history.models.global_onnx import OnnxGlobalReranker
 
