@@ -11,9 +11,9 @@ The next-question table (nDCG / MAP of "which question comes next") scores the f
 MiniLM / e5-small as a bi-encoder without fine-tuning, and the cross-encoders and global re-rankers
 trained by ``configs/history/cpu/inquiry-*-{cross-encoder,global}.yaml`` (when their runs exist) on a
 seeded subset of the validation sequences built by ``python -m medrank.pipelines.history.inquiry.sequences
-en|zh``; the interactive rows with each re-ranker run on the first ``--rerank-patients`` validation
-patients, beside the first stage alone on the same patients (the global re-ranker on the backend the
-service would choose, ``backend="auto"``).
+en|zh``; the interactive rows with the global re-ranker run on the first ``--rerank-patients`` validation
+patients, beside the first stage alone on the same patients (on the backend the service would choose,
+``backend="auto"``).
 
 Step latency, 1 thread, over real mid-inquiry states of validation patients: the first stage
 (``next_questions(k=5)``) + ``differential(k=10)`` + stopping rule; the trained global re-ranker
@@ -208,11 +208,12 @@ def next_question_table(language: str, samples_limit: int, seed: int) -> dict:
     return {"samples": len(samples), "file": str(folder / "valid.jsonl"), "rows": rows, "runs_missing": missing}
 
 
-def with_and_without_reranker(language: str, patients: int) -> dict:
+def with_and_without_reranker(language: str, patients: int, kinds: tuple[str, ...] = ("global",)) -> dict:
     """The interactive protocol on the first ``patients`` validation patients: the first stage alone, and the
-    engine with each trained re-ranker (the global one on the backend the service would choose)."""
+    engine with each trained re-ranker of ``kinds`` (the global one on the backend the service would choose;
+    the cross-encoder costs 30 passes a question, so by default it is scored offline only)."""
     out: dict = {"patients": patients, "systems": {}, "rerankers": {}}
-    for kind in ("global", "cross-encoder"):
+    for kind in kinds:
         run = RUNS[language][kind]
         if not (run / "model").is_dir():
             continue
