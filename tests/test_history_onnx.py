@@ -105,15 +105,19 @@ def test_compare_counts_correlation_and_top5_order() -> None:
 
 
 def test_choose_keeps_the_fastest_that_agrees_and_torch_when_none_does(cache: Path) -> None:
-    from medrank.pipelines.history.models.backend_choice import choose_reranker_backend
+    from medrank.pipelines.history.models.backend_choice import (
+        DEFAULT_RERANKER_AGREEMENT,
+        choose_reranker_backend,
+    )
 
     model = tiny_global()
     checks = [(DIALOGUE, QUESTIONS), ("fever", QUESTIONS[:6])]
     choice = choose_reranker_backend(model, checks, repeats=2)
     assert set(choice.median_ms) == {"torch", "onnx", "onnx-int8"}
     assert choice.agreement["onnx"].min_correlation > 0.9999 and choice.agreement["onnx"].same_top5 == 1.0
-    passing = ["torch"] + [b for b in ("onnx", "onnx-int8") if choice.backend == b or b not in choice.reason]
-    assert choice.backend == min(passing, key=choice.median_ms.get)
+    passing = ["torch"] + [b for b, a in choice.agreement.items() if a.min_correlation >= DEFAULT_RERANKER_AGREEMENT[b][0]
+                           and a.same_top5 >= DEFAULT_RERANKER_AGREEMENT[b][1]]
+    assert "onnx" in passing and choice.backend == min(passing, key=choice.median_ms.get)
     assert choice.backend in choice.reason
     strict = choose_reranker_backend(model, checks, bars={"onnx": (1.1, 1.0), "onnx-int8": (1.1, 1.0)}, repeats=1)
     assert strict.backend == "torch" and strict.scorer is model and "disagrees with torch" in strict.reason

@@ -135,8 +135,10 @@ def choose_reranker_backend(
         if agree.min_correlation >= need_corr and agree.same_top5 >= need_top:
             passing.append(backend)
         else:
-            skipped.append(f"{backend} disagrees with torch (correlation min {agree.min_correlation:.4f} < {need_corr} "
-                           f"or same top-5 {agree.same_top5:.2f} < {need_top})")
+            failed = ([f"score correlation min {agree.min_correlation:.4f} < {need_corr}"]
+                      if agree.min_correlation < need_corr else [])
+            failed += [f"same top-5 order on {agree.same_top5:.2f} of the inputs < {need_top}"] if agree.same_top5 < need_top else []
+            skipped.append(f"{backend} disagrees with torch ({', '.join(failed)})")
     best = min(passing, key=lambda b: median[b])
     timing = ", ".join(f"{b} {median[b]:.1f} ms" for b in sorted(median, key=median.get))
     reason = (f"{best}: fastest of those agreeing with torch on {len(checks)} inputs (median per input: {timing})"
