@@ -157,9 +157,10 @@ def test_open_reranker_runs_a_saved_run_on_each_backend(tmp_path: Path, cache: P
 
 @pytest.mark.slow
 def test_real_weights_agree_on_inquiry_states() -> None:
-    """MiniLM base on the English engine's inquiry states: fp32 matches torch, int8 keeps the order."""
+    """MiniLM base on the English engine's inquiry states: fp32 matches torch; int8, which does not keep the
+    order, is not chosen."""
     from medrank.pipelines.history.inquiry.build import build_engine, reranker_checks
-    from medrank.pipelines.history.models.backend_choice import compare
+    from medrank.pipelines.history.models.backend_choice import choose_reranker_backend, compare
     from medrank.pipelines.history.models.global_onnx import OnnxGlobalReranker
 
     torch.manual_seed(0)
@@ -170,4 +171,7 @@ def test_real_weights_agree_on_inquiry_states() -> None:
     fp32 = compare(reference, [OnnxGlobalReranker(model).score(d, q) for d, q in checks])
     int8 = compare(reference, [OnnxGlobalReranker(model, quantized=True).score(d, q) for d, q in checks])
     assert fp32.min_correlation > 0.9999 and fp32.same_top5 == 1.0
-    assert int8.mean_correlation > 0.95
+    # int8 follows torch only loosely (mean correlation 0.94, no state with the same top-5 order), so the
+    # backend choice must not serve it
+    assert int8.mean_correlation > 0.8
+    assert choose_reranker_backend(model, checks, repeats=1).backend in ("torch", "onnx")
