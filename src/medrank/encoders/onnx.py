@@ -25,8 +25,8 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -112,20 +112,39 @@ def ort_version() -> str:
 
 
 @dataclass(frozen=True)
+class ExportGraph:
+    """A graph to export that this module does not build itself (see :attr:`ExportSource.graph`).
+
+    ``module`` maps ``inputs`` (example tensors, named ``input_names``) to one output named ``"output"``;
+    ``transformer`` is the ``transformers`` model inside it, whose attention is traced eagerly and whose
+    config drives the fusions; ``dynamic_axes`` names the variable axes of every input and the output.
+    """
+
+    module: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    input_names: list[str]
+    dynamic_axes: dict[str, dict[int, str]]
+    transformer: Any
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ExportSource:
     """A model to export: ``head`` is ``"mean"`` / ``"cls"`` (pooled hidden states, an encoder) or
-    ``"logit"`` (the first logit of a sequence-classification model, a cross-encoder's score)."""
+    ``"logit"`` (the first logit of a sequence-classification model, a cross-encoder's score); any other
+    head names a graph that ``graph`` builds (its name joins the cache key, ``model``'s weights are digested)."""
 
     model: Any
     tokenizer: Any
     head: str
     name: str
+    graph: Callable[[], ExportGraph] | None = None
 
     @classmethod
     def of(cls, source: TransformerEncoder | ExportSource) -> ExportSource:
         if isinstance(source, ExportSource):
-            if source.head not in ("mean", "cls", "logit"):
-                raise OnnxBackendError(f"head must be 'mean', 'cls' or 'logit', got {source.head!r}")
+            if source.head not in ("mean", "cls", "logit") and source.graph is None:
+                raise OnnxBackendError(f"head must be 'mean', 'cls' or 'logit' (or come with its graph), got {source.head!r}")
             return source
         if not isinstance(source, TransformerEncoder):
             raise OnnxBackendError(f"only a TransformerEncoder can be exported to ONNX, got {type(source).__name__}")
@@ -183,10 +202,9 @@ def _takes_token_types(model: Any) -> bool:
         return False
 
 
-def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
-    """Export ``source``'s model with its head to ``out`` (fused where onnxruntime knows the architecture)."""
+def _pooled_graph(source: ExportSource) -> ExportGraph:
+    """The graph of an encoder (pooled vectors) or a pair classifier (one logit per text)."""
     model = source.model
-    config = model.config
     with_types = _takes_token_types(model)
     # an example with a padded row, so no branch that skips masking for all-ones masks is traced
     first = source.tokenizer.cls_token_id or 0
@@ -196,10 +214,18 @@ def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
     axes = {name: {0: "batch", 1: "tokens"} for name in names}
     axes["output"] = {0: "batch"}
+    return ExportGraph(PooledGraph(model, source.head, with_types), inputs, names, axes, model, {"token_type_ids": with_types})
+
+
+def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
+    """Export ``source``'s model with its head to ``out`` (fused where onnxruntime knows the architecture)."""
+    spec = source.graph() if source.graph is not None else _pooled_graph(source)
+    model = spec.transformer
+    config = model.config
     raw = work / "raw.onnx"
     previous = getattr(config, "_attn_implementation", None)
-    was_training = model.training
-    model.eval()
+    was_training = spec.module.training
+    spec.module.eval()
     # eager attention traces into the MatMul/Softmax pattern onnxruntime fuses into one Attention op
     switch = previous not in (None, "eager") and hasattr(model, "set_attn_implementation")
     try:
@@ -212,15 +238,15 @@ def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
             warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
             warnings.filterwarnings("ignore", message="Exporting aten::index operator")
             torch.onnx.export(
-                PooledGraph(model, source.head, with_types), inputs, str(raw), input_names=names,
-                output_names=["output"], dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True,
+                spec.module, spec.inputs, str(raw), input_names=spec.input_names,
+                output_names=["output"], dynamic_axes=spec.dynamic_axes, opset_version=OPSET, do_constant_folding=True,
                 dynamo=False,
             )
     finally:
         if switch:
             model.set_attn_implementation(previous)
         if was_training:
-            model.train()
+            spec.module.train()
     fused: dict[str, int] = {}
     heads, hidden = getattr(config, "num_attention_heads", 0), getattr(config, "hidden_size", 0)
     if getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta", "distilbert", "electra") and heads and hidden:
@@ -233,7 +259,7 @@ def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
     else:
         os.replace(raw, out)
     raw.unlink(missing_ok=True)
-    return {"token_type_ids": with_types, "fused": fused}
+    return {**spec.details, "fused": fused}
 
 
 class _QuietAdvice(logging.Filter):
@@ -306,7 +332,7 @@ def ensure_export(
     return folder
 
 
-class _SessionRunner:
+class SessionRunner:
     """An ONNX Runtime session over one model file, rebuilt when the wanted intra-op thread count changes."""
 
     def __init__(self, model_file: Path, threads: int | None) -> None:
@@ -384,7 +410,7 @@ class OnnxEncoder(Encoder):
         self._fingerprint = encoder.fingerprint()
         self.folder = ensure_export(encoder, self.variant, cache_root)
         self.model_file = self.folder / MODEL_FILE
-        self._runner = _SessionRunner(self.model_file, threads)
+        self._runner = SessionRunner(self.model_file, threads)
 
     @property
     def dim(self) -> int:
@@ -451,7 +477,7 @@ class OnnxPairScorer:
         self.tokenizer, self.max_length, self.name = tokenizer, max_length, name
         self.backend = "onnx-int8" if quantized else "onnx"
         self.folder = ensure_export(ExportSource(model, tokenizer, "logit", name), "int8" if quantized else "fp32", cache_root)
-        self._runner = _SessionRunner(self.folder / MODEL_FILE, threads)
+        self._runner = SessionRunner(self.folder / MODEL_FILE, threads)
 
     def score_pairs(
         self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 64, show_progress: bool = False

@@ -521,7 +521,10 @@ class Builder:
             self.progress("engines")(i, len(languages))
             run = self.settings.model_path(f"inquiry-{lang}")
             engine = self._timed(f"inquiry engine {lang} loaded",
-                                 lambda lang=lang, run=run: load_engine(lang, self.settings.data_root, model=run))
+                                 lambda lang=lang, run=run: load_engine(lang, self.settings.data_root, model=run,
+                                                                        backend=self.settings.backend))
+            if engine.reranker_backend is not None:
+                self.say(f"  inquiry re-ranker ({lang}): {engine.reranker_backend['reason']}")
             self._timed(f"inquiry engine {lang}: finding detector loaded", lambda engine=engine: engine.detect_findings("fever"))
             engines[lang] = engine
         self.progress("engines")(len(languages), len(languages))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,20 +75,68 @@ def evaluate_scorer(
     }
 
 
-def load_reranker(path: str | Path) -> tuple[str, Any]:
-    """``(kind, model)`` of a saved re-ranker folder (or a run folder holding ``model/``)."""
+#: the ways a saved re-ranker can run: torch, ONNX Runtime fp32 / int8 (the global re-ranker), or auto
+RERANKER_BACKENDS = ("torch", "onnx", "onnx-int8", "auto")
+
+
+@dataclass(frozen=True)
+class LoadedReranker:
+    """A saved re-ranker ready to score: its kind, the scorer, the backend running it, and why."""
+
+    kind: str
+    scorer: Any
+    backend: str
+    reason: str
+
+
+def open_reranker(path: str | Path, backend: str = "torch",
+                  checks: Sequence[tuple[str, Sequence[str]]] | None = None) -> LoadedReranker:
+    """A saved re-ranker folder (or a run folder holding ``model/``) on ``backend``.
+
+    ``"onnx"`` / ``"onnx-int8"`` serve a global re-ranker by ONNX Runtime; ``"auto"`` times torch and both
+    ONNX forms on ``checks`` ((dialogue, candidates) inputs) and keeps the fastest whose scores agree with
+    torch's (:func:`~medrank.pipelines.history.models.backend_choice.choose_reranker_backend`). The
+    cross-encoder and bi-encoder baselines run on torch (``"auto"`` keeps torch for them).
+    """
+    from medrank.encoders.onnx import OnnxBackendError
     from medrank.pipelines.history.models import GlobalReranker, HistoryBiEncoder, HistoryCrossEncoder
 
+    if backend not in RERANKER_BACKENDS:
+        raise OnnxBackendError(f"backend must be one of {', '.join(RERANKER_BACKENDS)}, got {backend!r}")
     path = Path(path)
     if (path / "model").is_dir():
         path = path / "model"
     if (path / GLOBAL_RERANKER_MARKER).exists():
-        return "global", GlobalReranker.load(path)
+        model = GlobalReranker.load(path)
+        if backend == "torch":
+            return LoadedReranker("global", model, "torch", "torch (asked for)")
+        if backend == "auto":
+            from medrank.pipelines.history.models.backend_choice import choose_reranker_backend
+
+            if not checks:
+                raise ValueError("backend 'auto' needs check inputs (dialogues with candidate questions) to compare on")
+            choice = choose_reranker_backend(model, checks, repeats=1)
+            return LoadedReranker("global", choice.scorer, choice.backend, choice.reason)
+        from medrank.pipelines.history.models.global_onnx import OnnxGlobalReranker
+
+        return LoadedReranker("global", OnnxGlobalReranker(model, quantized=backend == "onnx-int8"), backend,
+                              f"{backend} (asked for)")
     if (path / CROSS_ENCODER_MARKER).exists():
-        return "cross-encoder", HistoryCrossEncoder.load(path)
-    if (path / BI_ENCODER_MARKER).exists():
-        return "bi-encoder", HistoryBiEncoder.load(path)
-    raise FileNotFoundError(f"{path} holds no saved history re-ranker")
+        kind, model = "cross-encoder", HistoryCrossEncoder.load(path)
+    elif (path / BI_ENCODER_MARKER).exists():
+        kind, model = "bi-encoder", HistoryBiEncoder.load(path)
+    else:
+        raise FileNotFoundError(f"{path} holds no saved history re-ranker")
+    if backend in ("onnx", "onnx-int8"):
+        raise OnnxBackendError(f"only the global re-ranker has an ONNX Runtime path; this {kind} runs on torch")
+    return LoadedReranker(kind, model, "torch", "torch" + (" (the only backend of the baselines)" if backend == "auto" else " (asked for)"))
+
+
+def load_reranker(path: str | Path, backend: str = "torch") -> tuple[str, Any]:
+    """``(kind, scorer)`` of a saved re-ranker folder (or a run folder holding ``model/``) on ``backend``
+    (``"torch"``, or ``"onnx"`` / ``"onnx-int8"`` for a global re-ranker; see :func:`open_reranker`)."""
+    loaded = open_reranker(path, backend)
+    return loaded.kind, loaded.scorer
 
 
 def evaluate_history(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +150,7 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     from medrank.pipelines.history.builders import default_out_dir
     from medrank.pipelines.history.data import bank_texts, read_bank, read_samples
 
-    unknown = set(options) - {"data_dir", "shuffles", "max_samples", "seed", "threads", "dataset"}
+    unknown = set(options) - {"data_dir", "shuffles", "max_samples", "seed", "threads", "dataset", "backend"}
     if unknown:
         raise ValueError(f"unknown options {sorted(unknown)}")
     threads = task_option(options, "threads", None, int)
@@ -117,9 +166,12 @@ def evaluate_history(test: Path | None, split: str | None, model: Path | None, o
     details: dict[str, Any] = {}
     if model is not None:
         texts = bank_texts(read_bank(folder / "bank.jsonl"))
-        kind, reranker = load_reranker(model)
+        backend = str(options.get("backend", "torch"))
+        checks = [(render_dialogue(s.context), [texts[c] for c in s.candidates]) for s in samples[:8]]
+        loaded = open_reranker(model, backend, checks)
+        kind, reranker = loaded.kind, loaded.scorer
         shuffles = task_option(options, "shuffles", 5 if kind == "global" else 1, int)
         res = evaluate_scorer(reranker.score, samples, texts, shuffles, seed, show_progress=True)
         systems[f"{kind}:{Path(model).name}"] = res["metrics"]
-        details = res
+        details = {**res, "backend": loaded.backend, "backend_reason": loaded.reason}
     return {"systems": systems, "metric_names": METRICS, "samples": len(samples), "file": str(path), "details": details}

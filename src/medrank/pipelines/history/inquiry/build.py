@@ -169,17 +169,57 @@ def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, d
     return best[1], best[2]
 
 
-def attach_reranker(engine: InquiryEngine, run: Path) -> InquiryEngine:
-    """Let a saved history re-ranker (global / cross- / bi-encoder) reorder the first stage's candidates."""
-    from medrank.pipelines.history.evaluation import load_reranker
+#: complaints whose inquiry states check a re-ranker backend against torch (``backend="auto"``)
+CHECK_COMPLAINTS = {
+    "en": ["I have a headache and a fever since yesterday.", "I have chest pain when I breathe in and a cough.",
+           "My throat is sore and my nose is runny.", "I am short of breath and my ankles are swollen."],
+    "zh": ["孩子发烧咳嗽两天了", "宝宝拉肚子，还有点呕吐", "孩子流鼻涕打喷嚏", "宝宝出皮疹，有点发热"],
+}
 
-    kind, model = load_reranker(run)
+
+def reranker_checks(engine: InquiryEngine, questions: int = 2) -> list[tuple[str, list[str]]]:
+    """(dialogue text, first-stage candidate questions) of inquiry states reached from a few complaints:
+    the opening, then after each of ``questions`` answered questions (first option / "yes")."""
+    from medrank.pipelines.history.inquiry.engine import Finding
+    from medrank.pipelines.history.inquiry.posterior import PRESENT
+
+    out = []
+    for complaint in CHECK_COMPLAINTS[engine.language]:
+        findings, turns = engine.detect_findings(complaint), [complaint]
+        for step in range(questions + 1):
+            ranked = engine.next_questions(turns, findings, k=engine.rerank_k, rerank=False)
+            if len(ranked) < 2:
+                break
+            out.append((engine.reranker_text(turns), [q.text for q in ranked]))
+            if step == questions:
+                break
+            asked = ranked[0].finding
+            options = engine.finding_options(asked)
+            value = options[0][0] if options else PRESENT
+            findings = [*findings, Finding(asked, value, f"question:{asked}")]
+            turns = [*turns, ranked[0].text, engine.value_label(asked, value)]
+    return out
+
+
+def attach_reranker(engine: InquiryEngine, run: Path, backend: str = "torch") -> InquiryEngine:
+    """Let a saved history re-ranker (global / cross- / bi-encoder) reorder the first stage's candidates.
+
+    ``backend``: ``"torch"``, ``"onnx"`` / ``"onnx-int8"`` (ONNX Runtime, the global re-ranker), or
+    ``"auto"``: the fastest of them whose scores agree with torch's on inquiry states of this engine
+    (:func:`reranker_checks`). What runs it, and why, is kept in ``engine.reranker_backend``.
+    """
+    from medrank.pipelines.history.evaluation import open_reranker
+
+    checks = reranker_checks(engine) if backend == "auto" else None
+    loaded = open_reranker(run, backend, checks)
+    model = loaded.scorer
 
     def score(dialogue: str, texts: Any) -> Any:
         return model.score(dialogue, list(texts))
 
     engine.reranker = score
-    engine.name = f"{engine.name}+{kind}-reranker"
+    engine.reranker_backend = {"kind": loaded.kind, "backend": loaded.backend, "reason": loaded.reason}
+    engine.name = f"{engine.name}+{loaded.kind}-reranker"
     return engine
 
 
@@ -204,18 +244,20 @@ def _calibration_file(corpus: Corpus) -> Path:
     return _cache_file(corpus, "calibration", ".json")
 
 
-def load_engine(language: str, data_root: str | Path | None = None, model: Path | None = None) -> InquiryEngine:
+def load_engine(language: str, data_root: str | Path | None = None, model: Path | None = None,
+                backend: str = "torch") -> InquiryEngine:
     """English engine on DDXPlus, Chinese on DXY, fitted on the training carve-out of the visible data.
 
     ``model``: a re-ranker run folder (``medrank train`` of a ``history-*`` task) that reorders the
-    first stage's candidates given the dialogue.
+    first stage's candidates given the dialogue; ``backend`` runs it (see :func:`attach_reranker`).
     """
     if language not in ("en", "zh"):
         raise InquiryInputError(f"language must be 'en' (DDXPlus) or 'zh' (DXY), got {language!r}")
-    return build_engine(language, data_root=data_root, reranker_run=model)
+    return build_engine(language, data_root=data_root, reranker_run=model, backend=backend)
 
 
-def build_engine(language: str, data_root: str | Path | None = None, reranker_run: Path | None = None) -> InquiryEngine:
+def build_engine(language: str, data_root: str | Path | None = None, reranker_run: Path | None = None,
+                 backend: str = "torch") -> InquiryEngine:
     """Engine fitted on the training carve-out and calibrated on its inner split (the calibration is
     kept per process and as JSON in the cache; the evaluators always recalibrate)."""
     key = (language, str(data_root))
@@ -236,5 +278,5 @@ def build_engine(language: str, data_root: str | Path | None = None, reranker_ru
     engine = fit_engine(corpus, corpus.train, Calibration(**{**cal.__dict__}),
                         differential_file=_cache_file(corpus, "differential", ".npz"))
     if reranker_run is not None:
-        attach_reranker(engine, Path(reranker_run))
+        attach_reranker(engine, Path(reranker_run), backend)
     return engine

@@ -88,6 +88,8 @@ class InquiryEngine:
         self._detector = detector
         self._detector_factory = detector_factory
         self.reranker = reranker
+        #: which backend runs the re-ranker and why (set by :func:`.build.attach_reranker`)
+        self.reranker_backend: dict[str, str] | None = None
         self.rerank_k = rerank_k
         self.value_meanings = value_meanings or {}
         self.differential_model = differential_model
@@ -246,12 +248,16 @@ class InquiryEngine:
             return [ProposedQuestion(n, self.labels[n], round(s, 6), "kb") for n, s in ranked[:k]]
         assert self.reranker is not None
         texts = [self.labels[n] for n, _ in ranked]
-        # the re-rankers were trained on "speaker: text" lines: the patient opens, then question / answer
-        said = [t.strip() for t in turns if t.strip()]
-        text = "\n".join(f"{'patient' if i % 2 == 0 else 'doctor'}: {t}" for i, t in enumerate(said))
-        scores = list(self.reranker(text, texts))
+        scores = list(self.reranker(self.reranker_text(turns), texts))
         order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
         return [ProposedQuestion(ranked[i][0], texts[i], round(float(scores[i]), 6), "reranked") for i in order]
+
+    @staticmethod
+    def reranker_text(turns: Sequence[str]) -> str:
+        """The dialogue as the re-rankers read it: "speaker: text" lines, the patient opening, then
+        question / answer turns (the format they were trained on)."""
+        said = [t.strip() for t in turns if t.strip()]
+        return "\n".join(f"{'patient' if i % 2 == 0 else 'doctor'}: {t}" for i, t in enumerate(said))
 
     def differential(self, findings: Sequence[Finding], k: int = 10,
                      dialogue: Sequence[str] | None = None) -> list[RankedCondition]:

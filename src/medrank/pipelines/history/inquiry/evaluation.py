@@ -8,7 +8,7 @@ Report shape (stable; every value a number):
  "systems": {"kb@30": {...}, "engine@30": {...}},
  "metric_names": ["GTPA@1", "PER", "DDR", "DDP", "DDF1", "IL"], "metric_scale": 1,
  "calibration": {"threshold": ..., "temperature": ..., "cutoff": ..., "budget": ..., "tuned_on": {...}},
- "seconds": ...}
+ "reranker": null | {"kind": "global", "backend": "onnx-int8", "reason": "..."}, "seconds": ...}
 ```
 
 ``kb@B`` is the first stage alone asking until the budget ``B``; ``engine@B`` is the engine as served
@@ -39,8 +39,10 @@ DATASETS = {"en": "ddxplus-inquiry", "zh": "dxy-inquiry"}
 
 
 def evaluate_inquiry(language: str, test: Path | None = None, model: Path | None = None,
-                     data_root: str | Path | None = None, max_patients: int | None = None) -> dict[str, Any]:
-    """Run the simulated-patient protocol on ``test`` (default: the validation carve-out)."""
+                     data_root: str | Path | None = None, max_patients: int | None = None,
+                     backend: str = "torch") -> dict[str, Any]:
+    """Run the simulated-patient protocol on ``test`` (default: the validation carve-out); ``backend``
+    runs the re-ranker of ``model`` (torch | onnx | onnx-int8 | auto, see :func:`.build.attach_reranker`)."""
     t0 = time.perf_counter()
     corpus = load_corpus(language, data_root)
     patients = corpus.read_test(Path(test)) if test is not None else corpus.valid
@@ -55,7 +57,7 @@ def evaluate_inquiry(language: str, test: Path | None = None, model: Path | None
         systems[f"kb@{b}"] = _strip(episode_metrics(engine, first, 2.0, b))
     served = first
     if model is not None:
-        attach_reranker(engine, Path(model))
+        attach_reranker(engine, Path(model), backend)
         served = run_episodes(engine, patients, max(budgets), rerank=True)
     for b in budgets:
         systems[f"engine@{b}"] = _strip(episode_metrics(engine, served, cal.threshold, b))
@@ -66,6 +68,7 @@ def evaluate_inquiry(language: str, test: Path | None = None, model: Path | None
         "metric_scale": 1,
         "calibration": {"threshold": cal.threshold, "temperature": cal.temperature, "cutoff": cal.cutoff,
                         "budget": cal.budget, "text_weight": cal.text_weight, "tuned_on": cal.tuned_on},
+        "reranker": engine.reranker_backend,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
@@ -78,17 +81,20 @@ def evaluator(language: str) -> Any:
     def run(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
         from medrank.config import requested_threads, set_threads, task_option
 
-        unknown = set(options) - {"max_patients", "threads", "data"}
+        unknown = set(options) - {"max_patients", "threads", "data", "backend"}
         if unknown:
-            raise ValueError(f"unknown options {sorted(unknown)}; known: max_patients, threads, data")
+            raise ValueError(f"unknown options {sorted(unknown)}; known: max_patients, threads, data, backend")
         if split not in (None, "valid"):
             raise ValueError(f"--split {split!r}: only the validation carve-out ('valid') is visible; use --test for others")
         threads = task_option(options, "threads", None, int)
         set_threads(threads if threads is not None else requested_threads())
         if language == "en" and test is not None and Path(test).is_dir():
             raise ValueError(f"{test}: expected a DDXPlus patients CSV file, got a folder")
+        backend = str(options.get("backend", "torch"))
+        if model is None and "backend" in options:
+            raise ValueError("backend=... runs a re-ranker: give it with --model RUN")
         return evaluate_inquiry(language, test, model, options.get("data"),
-                                task_option(options, "max_patients", None, int))
+                                task_option(options, "max_patients", None, int), backend)
 
     return run
 
