@@ -208,3 +208,16 @@ def test_schemathesis_inquiry_endpoints_never_answer_5xx(inquiry_services):
 
             check()
     assert seen.get(422)
+
+
+def test_engine_model_names_the_rerankers_backend():
+    from types import SimpleNamespace
+
+    from medrank.service.adapters import engine_model
+
+    engine = SimpleNamespace(name="ddxplus-kb", language="en", reranker=None, reranker_backend=None)
+    assert engine_model(engine).endswith("knowledge-base first stage; zero-shot: no re-ranker)")
+    engine.reranker = object()
+    assert engine_model(engine).endswith("re-ranked by a trained history re-ranker)")
+    engine.reranker_backend = {"kind": "global", "backend": "torch", "reason": "fastest that agrees"}
+    assert engine_model(engine).endswith("re-ranked by a trained history re-ranker on torch)")

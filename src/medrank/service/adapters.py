@@ -457,7 +457,8 @@ def engine_model(engine: Any) -> str:
     fitted = f"{engine.name} (naive Bayes over the {'DDXPlus' if engine.language == 'en' else 'DXY'} training carve-out"
     if engine.reranker is None:
         return f"{fitted}, knowledge-base first stage; zero-shot: no re-ranker)"
-    return f"{fitted}, re-ranked by a trained history re-ranker)"
+    backend = (getattr(engine, "reranker_backend", None) or {}).get("backend")
+    return f"{fitted}, re-ranked by a trained history re-ranker" + (f" on {backend})" if backend else ")")
 
 
 class Inquiry:
