@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from medrank.pipelines.history.inquiry.posterior import PRESENT, NaiveBayes, Variable
+from medrank.pipelines.history.inquiry.posterior import PRESENT, NaiveBayes
 
 
 def _xlogx(x: np.ndarray) -> np.ndarray:
@@ -63,11 +63,13 @@ class InformationGain:
         variables = list(model.variables.values())
         self.names = [v.name for v in variables]
         self._index = {name: i for i, name in enumerate(self.names)}
-        self._name_rank = np.argsort(np.argsort(np.array(self.names, dtype=object), kind="stable"), kind="stable")
+        # findings in name order, and each finding's place in it (ties between equal scores go by name)
+        self._by_name = np.argsort(np.array(self.names, dtype=object), kind="stable")
+        self._name_rank = np.empty(len(self.names), dtype=np.int64)
+        self._name_rank[self._by_name] = np.arange(len(self.names))
         n_conditions = len(model.conditions)
         yes, no, owner, values, value_owner = [], [], [], [], []
         presence = np.zeros((n_conditions, len(variables)))  # P(positive answer | condition)
-        self._kinds = np.array([v.kind for v in variables])
         for i, v in enumerate(variables):
             if v.kind == "B":
                 assert v.yes is not None and v.no is not None
@@ -98,23 +100,18 @@ class InformationGain:
         self._owner_sum[np.arange(len(owner)), owner] = 1.0
         self._value_owner_sum = np.zeros((len(value_owner), len(variables)))
         self._value_owner_sum[np.arange(len(value_owner)), value_owner] = 1.0
-        self._by_name = np.argsort(self._name_rank, kind="stable")
-        self._categorical = self._kinds == "C"
+        self._categorical = np.array([v.kind == "C" for v in variables])
         self._presence = presence
         #: group name -> indices of the findings asked only when the group's main finding is present
-        self._members: dict[str, np.ndarray] = {}
+        members: dict[str, list[int]] = {}
         for i, v in enumerate(variables):
             if v.group != v.name:
-                self._members.setdefault(v.group, []).append(i)  # type: ignore[arg-type]
-        self._members = {g: np.array(ix, dtype=np.int64) for g, ix in self._members.items()}
-
-    def is_open(self, var: Variable, observed: Mapping[str, Any]) -> bool:
-        if var.name in observed:
-            return False
-        return var.group == var.name or observed.get(var.group) == PRESENT
+                members.setdefault(v.group, []).append(i)
+        self._members = {g: np.array(ix, dtype=np.int64) for g, ix in members.items()}
 
     def open_mask(self, observed: Mapping[str, Any]) -> np.ndarray:
-        """Boolean mask over :attr:`names` of the questions still open (see :meth:`is_open`)."""
+        """Boolean mask over :attr:`names` of the questions still open: not established yet and, for a member
+        of a question group, its group's main finding present."""
         mask = np.ones(len(self.names), dtype=bool)
         for name in observed:
             i = self._index.get(name)
