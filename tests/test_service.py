@@ -693,6 +693,9 @@ def test_symptoms_with_a_trained_run_apply_its_calibrated_beta(services):
     assert body["trained"] is True
     assert [r["id"] for r in body["results"]] == [i for i, s in zip(raw.ids, raw.scores, strict=True) if s >= beta]
     assert len(body["results"]) < 3
+    # the same cut where the ranking comes from the set detector's own search of the whole text
+    pairs = list(zip(raw.ids, raw.scores, strict=True))
+    assert [h.id for h in trained.hits(pairs)] == [r["id"] for r in body["results"]]
     desc = services.symptoms.info().details["knowledge_bases"]["tiny-zh"]
     assert desc["beta"] == pytest.approx(beta) and desc["backend"] == "trained-detector"
 
@@ -878,6 +881,33 @@ def test_set_detector_adapter(services):
     assert _client(services).post("/symptoms", json={"query": "头痛"}).json()["terms"][0]["name"] == "headache"
     details = {m["pipeline"]: m for m in _client(services).get("/models").json()["pipelines"]}["symptoms"]["details"]
     assert set(details["set_detection"]) == {"tiny-en", "tiny-zh"}
+
+
+def test_symptoms_ranking_is_read_from_the_set_detectors_own_search(services):
+    """The detector searched the whole text already: the plain ranking reuses those hits (no second search) when
+    they go deep enough, and searches again when the request asks for more."""
+    from types import SimpleNamespace
+
+    kb = services.symptoms.kbs["tiny-en"]
+    pairs = kb.backend.search(["a bad headache"], 3)[0]
+    calls = []
+    search = kb.backend.search
+    kb.backend.search = lambda texts, k: calls.append(k) or search(texts, k)
+
+    class Sets:
+        k = 3
+
+        def detect(self, text):
+            return SimpleNamespace(terms=[], alternatives=[], ranking=tuple(pairs))
+
+    services.symptoms = SymptomService(services.symptoms.kbs, services.symptoms.defaults, set_detectors={"tiny-en": Sets()})
+    try:
+        body = _client(services).post("/symptoms", json={"query": "a bad headache", "k": 2}).json()
+        assert calls == [] and [r["id"] for r in body["results"]] == [cid for cid, _ in pairs[:2]]
+        body = _client(services).post("/symptoms", json={"query": "a bad headache", "k": 5}).json()
+        assert calls == [5] and len(body["results"]) == 5
+    finally:
+        kb.backend.search = search
 
 
 def test_a_knowledge_base_without_a_set_calibration_serves_its_ranking(services, tmp_path):

@@ -159,6 +159,7 @@ def test_detector_spans_probabilities_and_diversification() -> None:
     assert all(0.0 <= t.probability <= 1.0 for t in got.terms + got.alternatives)
     assert "干咳" not in names  # a child code of 咳嗽 on the same span
     assert [t.probability for t in got.terms] == sorted((t.probability for t in got.terms), reverse=True)
+    assert list(got.ranking) == _search([text], det.k)[0]  # the whole text's own hits, kept for the caller
 
 
 def test_detector_drops_negated_findings_and_validates_input() -> None:

@@ -140,12 +140,14 @@ class SymptomService:
             raise UnavailableError(f"knowledge base {base.info.name!r} is in {base.info.language!r}, the text reads as "
                                    f"{lang!r}: choose a {lang!r} knowledge base, or pass language={base.info.language!r} "
                                    "to search it anyway")
-        hits = base.search([query], k)[0]
+        detector = self.set_detectors.get(base.info.name)
+        found = detector.detect(query) if detector is not None else None
+        # the set detector searched the whole text over this knowledge base already (to its own depth)
+        ranked = getattr(found, "ranking", ())
+        hits = base.hits(ranked)[:k] if ranked and k <= getattr(detector, "k", 0) else base.search([query], k)[0]
         out = {"model": base.info.model, "trained": base.info.trained, "language": lang, "kb": base.info.name,
                "results": [{"id": h.id, "name": h.name, "score": h.score, "codes": list(h.codes)} for h in hits]}
-        detector = self.set_detectors.get(base.info.name)
-        if detector is not None:
-            found = detector.detect(query)
+        if found is not None:
             out["terms"] = [_term(t) for t in found.terms]
             out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
         return out

@@ -181,17 +181,22 @@ class KnowledgeBase:
     def search(self, texts: Sequence[str], k: int = 5) -> list[list[ConceptHit]]:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        out = []
-        for hits in self.backend.search(list(texts), k):
-            rows = []
-            for cid, score in hits:
-                c = self.concepts.get(cid)
-                codes = tuple(c.meta.get("codes", ())) if c is not None else ()
-                rows.append(ConceptHit(cid, c.name if c is not None else cid, round(float(score), 6), codes))
-            if self.garbled:  # a garbled name is never served before a readable one (stable: order kept otherwise)
-                rows.sort(key=lambda h: h.id in self.garbled)
-            out.append(rows)
-        return out
+        return [self.hits(pairs) for pairs in self.backend.search(list(texts), k)]
+
+    def hits(self, pairs: Sequence[tuple[str, float]]) -> list[ConceptHit]:
+        """``(concept id, score)`` pairs of this knowledge base's backend, best first, as served rows (name, codes;
+        a trained run's rows below its calibrated β dropped, as its backend's own search drops them)."""
+        beta = self.backend.detector.beta if isinstance(self.backend, DetectorBackend) else None
+        rows = []
+        for cid, score in pairs:
+            if beta is not None and score < beta:
+                continue
+            c = self.concepts.get(cid)
+            codes = tuple(c.meta.get("codes", ())) if c is not None else ()
+            rows.append(ConceptHit(cid, c.name if c is not None else cid, round(float(score), 6), codes))
+        if self.garbled:  # a garbled name is never served before a readable one (stable: order kept otherwise)
+            rows.sort(key=lambda h: h.id in self.garbled)
+        return rows
 
     def describe(self) -> dict[str, Any]:
         out = {**asdict(self.info), "concepts": len(self.concepts), "entries": len(self.backend),

@@ -66,6 +66,9 @@ class DetectedTerm:
 class SymptomSet:
     terms: list[DetectedTerm]  # the decided set
     alternatives: list[DetectedTerm]  # ranked alternatives for the user to tick
+    #: the whole text's own retrieval, ``(term id, score)`` best first (the detector searched it anyway: a caller
+    #: that also shows the plain ranking reads it here instead of searching again)
+    ranking: tuple[tuple[str, float], ...] = ()
 
 
 # -- hierarchies -------------------------------------------------------------------------------------
@@ -362,7 +365,8 @@ class SetDetector:
         found = dict(zip(missing, self.search(missing, self.k), strict=True)) if missing else {}
         return [self._lexicon_hits[q] if q in self._lexicon_hits else found[q] for q in queries]
 
-    def _candidates_many(self, texts: Sequence[str]) -> list[tuple[list[Span], list[_Candidate], np.ndarray]]:
+    def _candidates_many(self, texts: Sequence[str]
+                         ) -> list[tuple[list[Span], list[_Candidate], np.ndarray, tuple[tuple[str, float], ...]]]:
         plans = [self._queries(self._check(t)) for t in texts]
         flat = [q for _, queries, _ in plans for q in queries]
         results = self._search_many(flat) if flat else []
@@ -370,7 +374,8 @@ class SetDetector:
         for text, (spans, queries, kinds) in zip(texts, plans, strict=True):
             hits = results[pos:pos + len(queries)]
             pos += len(queries)
-            out.append(self._merge(text, spans, queries, kinds, hits))
+            ranking = tuple(hits[kinds.index(("text", -1))])
+            out.append((*self._merge(text, spans, queries, kinds, hits), ranking))
         return out
 
     def _merge(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
@@ -451,7 +456,7 @@ class SetDetector:
 
     # -- decision ----------------------------------------------------------------------------------
     def _decide(self, text: str, spans: list[Span], cands: list[_Candidate], x: np.ndarray,
-                threshold: float | None = None, min_terms: int | None = None,
+                ranking: tuple[tuple[str, float], ...] = (), threshold: float | None = None, min_terms: int | None = None,
                 span_threshold: float | None | str = "calibration") -> SymptomSet:
         if self.calibration is None:
             raise ValueError("this SetDetector has no calibration: fit() it on labelled complaints or load one")
@@ -460,7 +465,7 @@ class SetDetector:
         min_terms = cal.min_terms if min_terms is None else min_terms
         span_cut = cal.span_threshold if span_threshold == "calibration" else span_threshold
         if not cands:
-            return SymptomSet([], [])
+            return SymptomSet([], [], ranking)
         p = cal.probability(x)
         order = sorted(range(len(cands)), key=lambda j: (-p[j], cands[j].id))
         chosen: list[int] = []
@@ -498,7 +503,8 @@ class SetDetector:
             if best is not None and best not in uncovered:
                 uncovered.append(best)
         alternatives = uncovered + [j for j in rest if j not in uncovered]
-        return SymptomSet([term(j) for j in chosen], [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]])
+        return SymptomSet([term(j) for j in chosen],
+                          [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]], ranking)
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate]) -> bool:
         if self.hierarchy is None:
@@ -535,8 +541,8 @@ class SetDetector:
         prepared = []
         for start in range(0, len(texts), batch):
             prepared += self._candidates_many(list(texts[start:start + batch]))
-        xs = [x for _, _, x in prepared if len(x)]
-        ys = [np.array([cd.id in set(g) for cd in cands], dtype=int) for (_, cands, x), g in zip(prepared, gold, strict=True) if len(x)]
+        xs = [x for _, _, x, _ in prepared if len(x)]
+        ys = [np.array([cd.id in set(g) for cd in cands], dtype=int) for (_, cands, x, _), g in zip(prepared, gold, strict=True) if len(x)]
         cal = fit_logistic(np.concatenate(xs), np.concatenate(ys), c)
         self.calibration = cal
         best: tuple[float, float, int, float | None] = (-1.0, cal.threshold, cal.min_terms, None)
@@ -551,7 +557,7 @@ class SetDetector:
                     if f1 > best[0] + 1e-9:
                         best = (f1, float(threshold), min_terms, span_cut)
         cal.threshold, cal.min_terms, cal.span_threshold = best[1], best[2], best[3]
-        reachable = sum(len(set(g) & {cd.id for cd in cands}) for (_, cands, _), g in zip(prepared, gold, strict=True))
+        reachable = sum(len(set(g) & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold, strict=True))
         cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for x in xs)),
                     "gold_terms": int(sum(len(set(g)) for g in gold)), "gold_among_candidates": int(reachable),
                     "fit_f1": round(best[0], 4), "k": self.k, "detector": self.name,
