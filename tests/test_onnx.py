@@ -151,6 +151,10 @@ def test_int8_agrees_loosely(tmp_path: Path, cache: Path) -> None:
     assert int8.backend == "onnx-int8"
     info = json.loads((int8.folder / INFO_FILE).read_text())
     assert info["source"]["variant"] == "int8"
+    # the quantisation recipe keys the export and the vectors cached from it
+    from medrank.encoders.onnx import INT8_RECIPE
+
+    assert info["source"]["quantised"] == INT8_RECIPE and int8.fingerprint()["quantised"] == INT8_RECIPE
     cos = _cos(torch_enc.encode(TEXTS, kind="query"), int8.encode(TEXTS, kind="query"))
     assert cos.mean() >= 0.98 and cos.min() >= 0.9
     # the fp32 export it was quantised from is cached too, beside it

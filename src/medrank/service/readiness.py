@@ -119,11 +119,17 @@ class BuildReport:
         self.log_every_s = log_every_s
         self._bars: dict[str, Any] = {}
         self._last: dict[str, float] = {}
+        self._lock = threading.RLock()  # two build lanes report at once
 
     def say(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        with self._lock:
+            print(line, file=self.stream, flush=True)
 
     def progress(self, step: BuildStep) -> None:
+        with self._lock:
+            self._progress(step)
+
+    def _progress(self, step: BuildStep) -> None:
         if self.tty:
             from tqdm.auto import tqdm
 
@@ -142,7 +148,8 @@ class BuildReport:
             self.say(step.line())
 
     def finished(self, step: BuildStep) -> None:
-        bar = self._bars.pop(step.name, None)
+        with self._lock:
+            bar = self._bars.pop(step.name, None)
         if bar is not None:
             bar.close()
         took = step.snapshot()["seconds"]
