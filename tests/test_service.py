@@ -850,43 +850,6 @@ def test_build_plan_puts_the_small_steps_first(tmp_path):
         plan(settings, ("nope",))
 
 
-def test_large_encodes_build_in_their_own_lane_beside_the_other_steps(tmp_path, monkeypatch):
-    """The encode steps run in a second thread: a light step finishes while an encode is still running, the
-    sentence vectors wait for the passages, a failure is reported without stopping the others (or raised)."""
-    import threading
-
-    from medrank.service import build as B
-
-    settings = ServiceSettings(api_token=None, state_dir=tmp_path, models_dir=tmp_path)
-    names = B.plan(settings, ("symptoms", "normalize", "passages", "next-questions", "similar-questions"))
-    encoding, order = threading.Event(), []
-
-    def fake_step(b, services, name):
-        if name == "symptoms:hpo":
-            encoding.set()
-            assert released.wait(10)  # held until a light step has finished meanwhile
-        if name == "passages:sentence-vectors":
-            assert "passages" in order
-        if name == "next-questions":
-            assert encoding.wait(10)
-            released.set()
-        if name == "similar-questions":
-            raise RuntimeError("broken bank")
-        order.append(name)
-
-    monkeypatch.setattr(B, "run_step", fake_step)
-    released = threading.Event()
-    services = B._new_services(names)
-    B._run_steps(B.Builder(settings, show_progress=False), services, names, raise_errors=False)
-    assert order.index("next-questions") < order.index("symptoms:hpo")
-    assert services.steps["similar-questions"].state == "failed"
-    assert all(services.steps[n].state == "ready" for n in names if n != "similar-questions")
-    released, order[:] = threading.Event(), []
-    released.set()
-    with pytest.raises(RuntimeError, match="broken bank"):
-        B._run_steps(B.Builder(settings, show_progress=False), B._new_services(names), names, raise_errors=True)
-
-
 def test_progress_encoder_reports_and_encodes_the_same(tiny_encoder):
     from medrank.service.readiness import ProgressEncoder
 

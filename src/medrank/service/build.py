@@ -100,9 +100,8 @@ class Builder:
         #: progress goes to the current build step (named bars / log lines) instead of anonymous encoder bars
         self.show_progress = False
         self.quiet = not show_progress
-        # the step each build lane is on (lanes are threads; see _run_steps)
-        self._lane = threading.local()
-        self._encoder_lock = threading.RLock()
+        #: the step being built now (its progress and ETA are what /health reports)
+        self.step: BuildStep | None = None
         self._encoders: dict[str, Encoder] = dict(encoders or {})
         #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
         self.trained_runs: dict[int, tuple[Any, Path]] = {}
@@ -112,25 +111,12 @@ class Builder:
         self.state.mkdir(parents=True, exist_ok=True)
 
     # -- helpers ------------------------------------------------------------------------------------
-    @property
-    def step(self) -> BuildStep | None:
-        """The step this thread is building now (its progress and ETA are what /health reports)."""
-        return getattr(self._lane, "step", None)
-
-    @step.setter
-    def step(self, step: BuildStep | None) -> None:
-        self._lane.step = step
-
     def say(self, message: str) -> None:
         if not self.quiet:
             self.report.say(message)  # plain lines: a log file gets them unwrapped
 
     def encoder(self, language: str) -> Encoder:
         """The query encoder of ``language`` (MiniLM for English, e5-small for Chinese by default)."""
-        with self._encoder_lock:  # both build lanes may ask for it first: it is loaded (and checked) once
-            return self._load_encoder(language)
-
-    def _load_encoder(self, language: str) -> Encoder:
         if language not in self._encoders:
             from medrank.encoders import load_encoder
 
@@ -659,37 +645,31 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
 
 
-#: steps whose time goes to encoding a large vocabulary (the encoder keeps both cores busy): they are built in a
-#: lane of their own beside the other steps (BM25 indexes, the inquiry engines' fits, small encodes), which mostly
-#: run one Python thread and so answer first instead of waiting behind the encodes
-ENCODE_STEPS = frozenset({"normalize", "symptoms:hpo", "symptoms:chip-cdn", "passages:sentence-vectors"})
-#: step → the step whose result it builds on (waited for across lanes)
-BUILDS_ON = {"passages:sentence-vectors": "passages"}
-#: the services' cross-references (symptom knowledge bases joining one service, the inquiry engine shared by two
-#: endpoints) are set by one lane at a time
-_SWAP = threading.Lock()
-
-
 def run_step(b: Builder, services: Services, name: str) -> None:
     """Build one step and swap its result into ``services`` (one attribute assignment: atomic for readers)."""
     if name.startswith("symptoms:"):
         kb_name = name.split(":", 1)[1]
         kb = b.knowledge_base(kb_name)
         detector = b.set_detector(kb)
-        with _SWAP:
-            _join_symptoms(services, name, kb_name, kb, detector)
+        if services.symptoms is None:
+            pending = {n.split(":", 1)[1]: (KB_LANGUAGES.get(n.split(":", 1)[1], ""), s) for n, s in services.steps.items()
+                       if n.startswith("symptoms:") and n != name and s.state != "ready"}
+            services.symptoms = SymptomService({kb_name: kb}, pending=pending,
+                                               set_detectors={kb_name: detector} if detector is not None else None)
+        else:
+            services.symptoms.add(kb_name, kb, detector)
         return
-    if name in ("differential", "next-questions"):
-        built = b.inquiry() if name == "differential" else b.next_questions()
-        with _SWAP:
-            if name == "differential":
-                services.differential = DifferentialService(built)
-                if services.next_questions is not None:
-                    services.next_questions.inquiry = built
-            else:
-                if services.differential is not None:
-                    built.inquiry = services.differential.inquiry
-                services.next_questions = built
+    if name == "differential":
+        inquiry = b.inquiry()
+        services.differential = DifferentialService(inquiry)
+        if services.next_questions is not None:
+            services.next_questions.inquiry = inquiry
+        return
+    if name == "next-questions":
+        svc = b.next_questions()
+        if services.differential is not None:
+            svc.inquiry = services.differential.inquiry
+        services.next_questions = svc
         return
     if name == "passages:sentence-vectors":
         if services.passages is None:
@@ -700,78 +680,31 @@ def run_step(b: Builder, services: Services, name: str) -> None:
     setattr(services, attr, getattr(b, attr)())
 
 
-def _join_symptoms(services: Services, name: str, kb_name: str, kb: KnowledgeBase, detector: Any) -> None:
-    if services.symptoms is None:
-        pending = {n.split(":", 1)[1]: (KB_LANGUAGES.get(n.split(":", 1)[1], ""), s) for n, s in services.steps.items()
-                   if n.startswith("symptoms:") and n != name and s.state not in ("ready", "failed")}
-        services.symptoms = SymptomService({kb_name: kb}, pending=pending,
-                                           set_detectors={kb_name: detector} if detector is not None else None)
-    else:
-        services.symptoms.add(kb_name, kb, detector)
-
-
 def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: bool) -> None:
-    """Build ``names`` in two lanes (threads): the large encodes (:data:`ENCODE_STEPS`) beside everything else,
-    each lane in ``names``' order. ``raise_errors``: the first failure stops both lanes (after their current step)
-    and is raised here; otherwise a failed step is reported and the others go on."""
     t0 = time.perf_counter()
     services.encoders = b.backends  # the same dict: /models shows each encoder as soon as it is loaded
-    finished = {name: threading.Event() for name in names}
-    failures: list[BaseException] = []
-
-    def lane(steps: list[str]) -> None:
+    for name in names:
+        step = services.steps[name]
+        step.start()
+        b.step = step
         try:
-            for name in steps:
-                if failures and raise_errors:
-                    return
-                before = BUILDS_ON.get(name)
-                if before in finished:
-                    finished[before].wait()
-                try:
-                    _build_one(b, services, name)
-                except Exception as exc:  # noqa: BLE001 - one failed component must not stop the others
-                    if raise_errors:
-                        failures.append(exc)
-                        return
-                    log.exception("building %s failed", name)
-                finally:
-                    finished[name].set()
-        finally:  # a lane that stops early must not leave the other waiting for one of its steps
-            for name in steps:
-                finished[name].set()
-
-    encodes = [n for n in names if n in ENCODE_STEPS]
-    others = [n for n in names if n not in ENCODE_STEPS]
-    second = threading.Thread(target=lane, args=(encodes,), name="medrank-build-encodes", daemon=True)
-    second.start()
-    try:
-        lane(others)
-    finally:
-        second.join()
-    if failures:
-        raise failures[0]
-    b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
-
-
-def _build_one(b: Builder, services: Services, name: str) -> None:
-    step = services.steps[name]
-    step.start()
-    b.step = step
-    try:
-        run_step(b, services, name)
-    except Exception as exc:
-        step.finish(exc)
-        if services.symptoms is not None and name.startswith("symptoms:"):
-            with _SWAP:
+            run_step(b, services, name)
+        except Exception as exc:  # noqa: BLE001 - one failed component must not stop the others
+            step.finish(exc)
+            if services.symptoms is not None and name.startswith("symptoms:"):
                 services.symptoms.pending = {n: v for n, v in services.symptoms.pending.items() if n != step.name}
+            if not b.quiet:
+                b.report.finished(step)
+            if raise_errors:
+                raise
+            log.exception("building %s failed", name)
+            continue
+        finally:
+            b.step = None
+        step.finish()
         if not b.quiet:
             b.report.finished(step)
-        raise
-    finally:
-        b.step = None
-    step.finish()
-    if not b.quiet:
-        b.report.finished(step)
+    b.say(f"services ready in {time.perf_counter() - t0:.1f}s")
 
 
 def _new_services(names: list[str]) -> Services:

@@ -119,17 +119,11 @@ class BuildReport:
         self.log_every_s = log_every_s
         self._bars: dict[str, Any] = {}
         self._last: dict[str, float] = {}
-        self._lock = threading.RLock()  # two build lanes report at once
 
     def say(self, line: str) -> None:
-        with self._lock:
-            print(line, file=self.stream, flush=True)
+        print(line, file=self.stream, flush=True)
 
     def progress(self, step: BuildStep) -> None:
-        with self._lock:
-            self._progress(step)
-
-    def _progress(self, step: BuildStep) -> None:
         if self.tty:
             from tqdm.auto import tqdm
 
@@ -148,8 +142,7 @@ class BuildReport:
             self.say(step.line())
 
     def finished(self, step: BuildStep) -> None:
-        with self._lock:
-            bar = self._bars.pop(step.name, None)
+        bar = self._bars.pop(step.name, None)
         if bar is not None:
             bar.close()
         took = step.snapshot()["seconds"]
