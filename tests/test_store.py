@@ -163,6 +163,14 @@ def test_search_batch_matches_single_queries(make_store):
     batch = store.search_batch(vectors[:3], qtexts, k=4, mode="hybrid")
     for v, t, hits in zip(vectors[:3], qtexts, batch, strict=True):
         assert hits == store.search(v, t, k=4, mode="hybrid")
+    # a few queries at once are one matrix product over the flat vectors: the same hits and scores as one by one,
+    # also when more are asked for than the store holds
+    many = len(ids) + 3
+    batch = store.search_batch(vectors[:3], [None] * 3, k=many, mode="dense")
+    for v, hits in zip(vectors[:3], batch, strict=True):
+        one = store.search(v, None, k=many, mode="dense")
+        assert ids_of(hits) == ids_of(one) and len(hits) == len(ids)
+        np.testing.assert_allclose([h.score for h in hits], [h.score for h in one], rtol=1e-5, atol=1e-6)
 
 
 def test_input_validation(make_store):

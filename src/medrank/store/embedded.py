@@ -474,8 +474,10 @@ class EmbeddedStore(Store):
                 sel = None
                 if len(self._tombstones):
                     sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(self._tombstones))
-                params = self._search_params(sel, depth)
-                scores, labels = self.faiss_index.search(queries, depth, params=params)
+                if sel is None and self.factory == "flat" and len(queries) > 1:
+                    scores, labels = self._flat_search_batch(queries, depth)
+                else:
+                    scores, labels = self.faiss_index.search(queries, depth, params=self._search_params(sel, depth))
             names = self._labels_to_ids([x for x in labels.ravel() if x >= 0])
         for row, q in enumerate(rows):
             out[q] = [
@@ -484,6 +486,25 @@ class EmbeddedStore(Store):
                 if lab >= 0 and int(lab) in names
             ]
         return out
+
+    def _flat_search_batch(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact inner-product top-``depth`` of a few queries in one matrix product over the flat index's own
+        vectors (read in place): faiss scans the vectors once per query below twenty queries, and a complaint
+        asks a handful (its clauses and its whole text) at once."""
+        import faiss
+
+        flat = faiss.downcast_index(self.faiss_index.index)
+        n = int(flat.ntotal)
+        vectors = faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)
+        ids = faiss.vector_to_array(self.faiss_index.id_map).astype(np.int64)
+        scores_all = (vectors @ queries.T).T
+        k = min(depth, n)
+        idx = np.stack([topk_stable(row, k) for row in scores_all])
+        scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
+        labels = np.full((len(queries), depth), -1, dtype=np.int64)
+        scores[:, :k] = np.take_along_axis(scores_all, idx, axis=1)
+        labels[:, :k] = ids[idx]
+        return scores, labels
 
     def _ensure_bm25(self) -> BM25Index | None:
         if self._bm25_seq == self._seq:
