@@ -119,7 +119,7 @@ def rerank_inputs(engine, states: list) -> list[tuple[str, list[str]]]:
 
 
 def rerank_backends(language: str, engine, states: list, limit: int, seed: int,
-                    kinds: tuple[str, ...] = ("global", "global-slim")) -> dict:
+                    kinds: tuple[str, ...] = ("global", "global-slim"), runs: dict[str, Path] | None = None) -> dict:
     """Each trained global re-ranker of ``kinds`` (the full and the slim run) on torch / ONNX fp32 / ONNX int8
     over the same real states, all timed interleaved in this process: agreement with its own torch scores
     (score correlation, identical top-5 order), latency, the backend the service would choose
@@ -130,7 +130,9 @@ def rerank_backends(language: str, engine, states: list, limit: int, seed: int,
     from medrank.pipelines.history.models.backend_choice import choose_reranker_backend, compare
     from medrank.pipelines.history.models.global_onnx import OnnxGlobalReranker
 
-    runs = {k: RUNS[language][k] for k in kinds if (RUNS[language][k] / "model").is_dir()} or {"global": RUNS[language]["global"]}
+    if runs is None:
+        runs = ({k: RUNS[language][k] for k in kinds if (RUNS[language][k] / "model").is_dir()}
+                or {"global": RUNS[language]["global"]})
     inputs = rerank_inputs(engine, states)
     picked = [inputs[i] for i in sorted(np.random.default_rng(seed).choice(len(inputs), min(limit, len(inputs)), replace=False))]
     models, scorers, out = {}, {}, {}
