@@ -154,13 +154,15 @@ def rerank_backends(language: str, engine, states: list, limit: int, seed: int,
         for s in scorers.values():
             s.score(d, q)
     times: dict = {key: [] for key in scorers}
+    cpu: dict = {key: [] for key in scorers}
     scores: dict = {key: [] for key in scorers}
     load_before = loadavg()
     for d, q in picked:
         for key, s in scorers.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = s.score(d, q)
             times[key].append(time.perf_counter() - t0)
+            cpu[key].append(time.process_time() - c0)
             scores[key].append(result)
     load_after = loadavg()
     # one whole step as served: first stage + the backend the service would choose re-ranking 30 candidates
@@ -176,24 +178,29 @@ def rerank_backends(language: str, engine, states: list, limit: int, seed: int,
             served.reranker_backend = {"kind": "global", "backend": choice.backend, "reason": choice.reason}
         engines[kind] = served
     whole: dict = {kind: [] for kind in engines}
+    whole_cpu: dict = {kind: [] for kind in engines}
     whole_load_before = loadavg()
     for dialogue, findings in states[: len(picked)]:
         for kind, served in engines.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             served.next_questions(dialogue, findings, k=5)
             served.differential(findings, k=10)
             served.should_stop(findings, len(dialogue) // 2)
             whole[kind].append(time.perf_counter() - t0)
+            whole_cpu[kind].append(time.process_time() - c0)
     whole_load_after = loadavg()
     for kind in runs:
         out[kind].update({
             "latency": {b: common.percentiles(times[(kind, b)]) for b in ("torch", "onnx", "onnx-int8")},
+            # CPU time of this process (1 thread): what the step costs on a core of its own, whatever else runs
+            "cpu_time": {b: common.percentiles(cpu[(kind, b)]) for b in ("torch", "onnx", "onnx-int8")},
             "agreement_with_torch": {b: compare(scores[(kind, "torch")], scores[(kind, b)]).as_dict()
                                      for b in ("onnx", "onnx-int8")},
             "load_average_during": {"before": load_before, "after": load_after},
             "service_choice": {"backend": engines[kind].reranker_backend["backend"],
                                "reason": engines[kind].reranker_backend["reason"]},
             "whole_step_with_reranker": common.percentiles(whole[kind]),
+            "whole_step_cpu_time": common.percentiles(whole_cpu[kind]),
             "whole_step_load_average": {"before": whole_load_before, "after": whole_load_after},
         })
     return out
@@ -333,6 +340,15 @@ def main() -> None:
     common.write("history_inquiry", payload, render(payload))
 
 
+def cpu_cell(rr: dict) -> str:
+    """The served re-rank's and the whole step's CPU-time cells (absent in runs before they were measured)."""
+    if "cpu_time" not in rr:
+        return " | "
+    whole = rr["whole_step_cpu_time"]
+    return (f"{rr['cpu_time'][rr['service_choice']['backend']]['p50_ms']:.1f} | "
+            f"{whole['p50_ms']:.1f} / {whole['p95_ms']:.1f}")
+
+
 def latency_rows(lat: dict) -> list[dict]:
     """The re-rankers of one language's latency section (also reads the one-re-ranker shape of earlier runs)."""
     if "rerankers" in lat:
@@ -398,10 +414,13 @@ def render(payload: dict) -> str:
            "\"service\" is the backend `backend=auto` chooses (the fastest that agrees, on its own check states); "
            "the whole step runs next_questions(k=5) with that re-ranker attached + differential + stopping rule.", "",
            "Every re-ranker's backends (the full and the slim run of a language) are timed interleaved in one "
-           "process, and so are the whole steps of their engines.", "",
+           "process, and so are the whole steps of their engines. Wall-clock times; \"CPU\" columns: this process's "
+           "CPU time over the same calls (1 thread), close to what the step takes on a core of its own when the "
+           "load average is above the 2 cores.", "",
            "| language | re-ranker | layers | tokens p50 (dialogue block) | first stage + differential p50 | re-rank torch p50 | "
-           "onnx p50 | onnx-int8 p50 | service backend | sum of p50 | whole step p50 / p95 | load average during |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "onnx p50 | onnx-int8 p50 | service backend | sum of p50 | whole step p50 / p95 | served re-rank CPU p50 | "
+           "whole step CPU p50 / p95 | load average during |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for lang, lat in latency.items():
         fs = lat["first stage + differential"]
         for rr in latency_rows(lat):
@@ -410,7 +429,7 @@ def render(payload: dict) -> str:
                       f"({rr['tokens']['dialogue_block_p50']:.0f}) | {fs['p50_ms']:.2f} | {r['torch']['p50_ms']:.1f} | "
                       f"{r['onnx']['p50_ms']:.1f} | {r['onnx-int8']['p50_ms']:.1f} | {rr['service_choice']['backend']} | "
                       f"{rr['sum of p50 (ms)']:.1f} | {whole['p50_ms']:.1f} / {whole['p95_ms']:.1f} | "
-                      f"{rr['load_average_during']['before']} → {rr['load_average_during']['after']} |")
+                      f"{cpu_cell(rr)} | {rr['load_average_during']['before']} → {rr['load_average_during']['after']} |")
     md += ["", "| language | re-ranker | backend | score correlation with torch (min / mean) | same top-5 order | states |",
            "|---|---|---|---|---|---|"]
     for lang, lat in latency.items():
