@@ -280,3 +280,71 @@ def test_evaluate_scorer_maps_shuffled_scores_back_to_their_candidates():
     assert three["std_over_shuffles"] == pytest.approx({m: 0.0 for m in expected}, abs=1e-9)
     # the scorer did see shuffled orders
     assert len(calls) == 2 + 6 and any(c != [texts[x] for x in samples[i % 2].candidates] for i, c in enumerate(calls[2:]))
+
+
+def test_keep_first_layers_matches_a_model_built_with_that_many_layers():
+    import torch
+    from transformers import BertModel
+
+    from medrank.utils.hf import keep_first_layers
+
+    deep, _ = make_tiny_bert(seed=2, layers=3)
+    shallow = BertModel(deep.config.__class__(**{**deep.config.to_dict(), "num_hidden_layers": 1})).eval()
+    # a 1-block model takes every weight of the 3-block one except blocks 2 and 3
+    shallow.load_state_dict({k: v for k, v in deep.state_dict().items()
+                             if not k.startswith(("encoder.layer.1.", "encoder.layer.2."))}, strict=True)
+    ids = torch.tensor([[2, 7, 9, 11, 3]])
+    before = deep(input_ids=ids).last_hidden_state
+    keep_first_layers(deep, 1)
+    assert len(deep.encoder.layer) == 1 and deep.config.num_hidden_layers == 1
+    after = deep(input_ids=ids).last_hidden_state
+    assert torch.equal(after, shallow(input_ids=ids).last_hidden_state)
+    assert not torch.allclose(after, before)
+    with pytest.raises(ValueError, match="from 1 to the base model's 1 blocks"):
+        keep_first_layers(deep, 2)
+
+
+def test_a_global_reranker_with_fewer_layers_trains_saves_and_reloads_with_them(tmp_path, tiny_st):
+    import torch
+    from safetensors.torch import load_file
+
+    from medrank.pipelines.history.config import resolve_config
+    from medrank.pipelines.history.evaluation import load_reranker
+    from medrank.pipelines.history.models import GlobalReranker
+    from medrank.pipelines.history.training import train_history
+
+    mts, aci = write_fixture(tmp_path)
+    built = tmp_path / "built"
+    build_mts_aci(built, {"train": [mts, aci], "valid": [mts]}, valid_fraction=0.0, k=5, threshold=0.999,
+                  encoder=tiny_st, show_progress=False)
+    model, tok = make_tiny_bert(seed=1, layers=3)
+    base = tmp_path / "tiny-bert-3"
+    model.save_pretrained(base)
+    tok.save_pretrained(base)
+    cfg = {"model": "global", "base": str(base), "layers": 1, "data_dir": str(built), "max_dialogue_tokens": 16,
+           "max_question_tokens": 8, "max_train_samples": 4, "max_eval_samples": 3, "eval_shuffles": 1,
+           "batch_size": 2, "threads": 1, "lr": 1e-3}
+    report = train_history(cfg, tmp_path / "run", resume=False)
+    assert report["steps"] == 2 and report["system"].endswith(", 1 layers)")
+    # the trained weights hold one block, and so does the saved model when it is loaded again
+    trained = load_file(str(tmp_path / "run" / "checkpoints" / "epoch-1" / "model.safetensors"))
+    assert any(k.startswith("encoder.encoder.layer.0.") for k in trained)
+    assert not any(k.startswith("encoder.encoder.layer.1.") for k in trained)
+    assert json.loads((tmp_path / "run" / "model" / "config.json").read_text())["num_hidden_layers"] == 1
+    reloaded = load_reranker(tmp_path / "run")[1]
+    assert isinstance(reloaded, GlobalReranker) and len(reloaded.encoder.encoder.layer) == 1
+    # ... with the scores of the trained weights: a fresh 1-block re-ranker given the checkpoint scores the same
+    fresh = GlobalReranker.from_pretrained(str(base), reloaded.config, layers=1)
+    fresh.load_state_dict(trained)
+    sample = read_samples(built / "valid.jsonl")[0]
+    questions = ["any chest pain?", "do you have fever?", "any itch?"]
+    dialogue = render_dialogue(sample.context)
+    assert torch.allclose(torch.tensor(reloaded.score(dialogue, questions)),
+                          torch.tensor(fresh.score(dialogue, questions)), atol=1e-6)
+    # the 3-block base scores differently: the checks above are about the 1-block weights
+    full = GlobalReranker.from_pretrained(str(base), reloaded.config)
+    full.load_state_dict(full.state_dict() | trained)
+    assert not torch.allclose(torch.tensor(full.score(dialogue, questions)), torch.tensor(fresh.score(dialogue, questions)))
+    for bad in (0, -1, True, "three"):
+        with pytest.raises(ValueError, match="layers must be"):
+            resolve_config({**cfg, "layers": bad})

@@ -56,6 +56,20 @@ def test_onnx_scores_agree_with_torch_for_any_dialogue_and_candidate_count(cache
         onnx_fp32.score(DIALOGUE, [])
 
 
+def test_a_global_reranker_cut_to_fewer_layers_runs_on_onnx_with_its_own_export(cache: Path) -> None:
+    from medrank.pipelines.history.models.global_onnx import OnnxGlobalReranker
+    from medrank.utils.hf import keep_first_layers
+
+    deep = tiny_global()
+    shallow = tiny_global()
+    keep_first_layers(shallow.encoder, 1)
+    deep_onnx, shallow_onnx = OnnxGlobalReranker(deep), OnnxGlobalReranker(shallow)
+    assert shallow_onnx.folder != deep_onnx.folder  # the 1-block model is exported, not the cached 2-block one
+    reference = np.array(shallow.score(DIALOGUE, QUESTIONS))
+    np.testing.assert_allclose(shallow_onnx.score(DIALOGUE, QUESTIONS), reference, atol=1e-5)
+    assert not np.allclose(deep_onnx.score(DIALOGUE, QUESTIONS), reference, atol=1e-3)
+
+
 def test_a_damaged_export_is_rebuilt_and_new_weights_are_exported_again(cache: Path) -> None:
     from medrank.encoders import onnx as onnx_module
     from medrank.encoders.onnx import INFO_FILE, MODEL_FILE

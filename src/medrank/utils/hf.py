@@ -54,3 +54,24 @@ def quiet_weight_loading() -> Iterator[None]:
                 if current is not _hide_loading_bar:  # someone installed another hook meanwhile: theirs stays
                     set_hook(current)
                 _previous = None
+
+
+def keep_first_layers(model: Any, layers: int | None) -> Any:
+    """Keep the first ``layers`` transformer blocks of a BERT-style ``transformers`` model (in place).
+
+    The blocks are ``model.base_model.encoder.layer``; the config's ``num_hidden_layers`` is set to
+    match, so ``save_pretrained`` writes a model that ``from_pretrained`` reloads with ``layers`` blocks.
+    ``None`` keeps them all. The compute of one pass grows with the number of blocks, so a shallower
+    copy of a pre-trained encoder is the cheap way to a faster re-ranker that is still fine-tuned from
+    pre-trained weights (its lower blocks).
+    """
+    if layers is None:
+        return model
+    blocks = getattr(getattr(getattr(model, "base_model", model), "encoder", None), "layer", None)
+    if blocks is None:
+        raise ValueError(f"{type(model).__name__} has no encoder.layer blocks to truncate")
+    if not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= len(blocks):
+        raise ValueError(f"layers must be an integer from 1 to the base model's {len(blocks)} blocks, got {layers!r}")
+    del blocks[layers:]
+    model.config.num_hidden_layers = layers
+    return model

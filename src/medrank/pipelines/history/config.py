@@ -26,6 +26,7 @@ class HistoryConfig(TrainingArgs):
     train_split: str = "train"
     valid_split: str = "valid"
     base: str = "minilm"
+    layers: int | None = None  # keep the base's first N transformer blocks (None: all)
     loss: str = "listnet"
     loss_kwargs: dict[str, Any] = field(default_factory=dict)
     max_train_samples: int | None = 400
@@ -58,4 +59,7 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"model must be one of {MODELS}, got {cfg['model']!r}")
     if cfg["batch_size"] < 1 or cfg["epochs"] < 1:
         raise ValueError("batch_size and epochs must be >= 1")
+    layers = cfg["layers"]
+    if layers is not None and (not isinstance(layers, int) or isinstance(layers, bool) or layers < 1):
+        raise ValueError(f"layers must be a positive number of transformer blocks or null, got {cfg['layers']!r}")
     return cfg

@@ -3,7 +3,7 @@
 
 Config keys (:class:`~medrank.pipelines.history.config.HistoryConfig`): ``dataset`` (``mts-aci`` or ``ddxplus``), ``data_dir``
 (a built folder; default the cache's ``history/<dataset>``), ``train_split`` / ``valid_split``, ``base`` (``"minilm"`` or ``"e5-small"``),
-``loss`` (global re-ranker: one of :data:`~medrank.pipelines.history.losses.LOSSES`),
+``layers`` (keep the base's first N transformer blocks; default all), ``loss`` (global re-ranker: one of :data:`~medrank.pipelines.history.losses.LOSSES`),
 ``loss_kwargs``, ``epochs``, ``lr``, ``scheduler`` (cosine), ``warmup_ratio``, ``batch_size``
 (samples per step), ``max_train_samples`` / ``max_eval_samples`` (CPU-recipe caps, seeded
 subsets), ``eval_shuffles`` (final evaluation), ``eval_each_epoch``, ``max_dialogue_tokens``,
@@ -58,7 +58,7 @@ def _global_parts(cfg, texts, rng) -> tuple[torch.nn.Module, Callable, Callable]
 
     model = GlobalReranker.from_pretrained(cfg["base"], GlobalInputConfig(
         cfg["max_dialogue_tokens"], cfg["max_question_tokens"], cfg["position_mode"], cfg["type_embeddings"],
-        cfg["candidate_attention"]))
+        cfg["candidate_attention"]), layers=cfg["layers"])
     loss = make_loss(cfg["loss"], **cfg["loss_kwargs"])
     dialogue_cache: dict[str, list[int]] = {}
 
@@ -90,7 +90,7 @@ def _cross_encoder_parts(cfg, texts, rng) -> tuple[torch.nn.Module, Callable, Ca
     from medrank.pipelines.history.models import HistoryCrossEncoder
 
     model = HistoryCrossEncoder.from_pretrained(cfg["base"], max_dialogue_tokens=cfg["max_dialogue_tokens"],
-                                                max_question_tokens=cfg["max_question_tokens"])
+                                                max_question_tokens=cfg["max_question_tokens"], layers=cfg["layers"])
     loss = BCELoss()
 
     def loss_fn(batch: list[Sample]) -> torch.Tensor:
@@ -115,7 +115,7 @@ def _bi_encoder_parts(cfg, texts, rng) -> tuple[torch.nn.Module, Callable, Calla
     from medrank.losses import ListwiseSoftmaxLoss
     from medrank.pipelines.history.models import HistoryBiEncoder
 
-    model = HistoryBiEncoder.from_pretrained(cfg["base"], cfg["max_dialogue_tokens"])
+    model = HistoryBiEncoder.from_pretrained(cfg["base"], cfg["max_dialogue_tokens"], layers=cfg["layers"])
     loss = ListwiseSoftmaxLoss(temperature=cfg["temperature"])
     n_neg = cfg["bi_negatives"]
 
@@ -158,8 +158,12 @@ def system_name(cfg: dict[str, Any]) -> str:
             extra.append(f"trained on {cfg['train_split']}")
         if cfg["base"] != "minilm":
             extra.append(str(cfg["base"]))
+        if cfg["layers"] is not None:
+            extra.append(f"{cfg['layers']} layers")
         return f"global re-ranker ({cfg['loss']}{', ' + ', '.join(extra) if extra else ''})"
-    return cfg["model"] if cfg["base"] == "minilm" else f"{cfg['model']} ({cfg['base']})"
+    extra = ([] if cfg["base"] == "minilm" else [str(cfg["base"])]) + (
+        [] if cfg["layers"] is None else [f"{cfg['layers']} layers"])
+    return f"{cfg['model']} ({', '.join(extra)})" if extra else cfg["model"]
 
 
 def train_history(config: dict[str, Any], output_dir: Path, resume: bool = True) -> dict[str, Any]:

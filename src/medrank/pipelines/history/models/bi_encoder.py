@@ -35,11 +35,16 @@ class HistoryBiEncoder(nn.Module):
         self.encoder.tokenizer.truncation_side = "left"  # keep the most recent turns
 
     @classmethod
-    def from_pretrained(cls, name: str = "minilm", max_dialogue_tokens: int = 256) -> HistoryBiEncoder:
-        """A bi-encoder over an encoder alias, folder or hub id (see :func:`medrank.encoders.load_encoder`)."""
+    def from_pretrained(cls, name: str = "minilm", max_dialogue_tokens: int = 256,
+                        layers: int | None = None) -> HistoryBiEncoder:
+        """A bi-encoder over an encoder alias, folder or hub id (see :func:`medrank.encoders.load_encoder`);
+        ``layers`` keeps only the encoder's first N transformer blocks."""
         from medrank.encoders import load_encoder
+        from medrank.utils.hf import keep_first_layers
 
-        return cls(load_encoder(name), max_dialogue_tokens)
+        encoder = load_encoder(name)
+        keep_first_layers(encoder.model, layers)
+        return cls(encoder, max_dialogue_tokens)
 
     def embed(self, texts: Sequence[str], max_length: int) -> torch.Tensor:
         """``(n, d)`` embeddings of ``texts`` truncated to ``max_length`` tokens (with gradients when training)."""

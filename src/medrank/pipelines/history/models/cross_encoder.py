@@ -23,7 +23,7 @@ from medrank.pipelines.history.models.inputs import (
     question_ids,
     special_ids,
 )
-from medrank.utils.hf import quiet_weight_loading
+from medrank.utils.hf import keep_first_layers, quiet_weight_loading
 
 
 class HistoryCrossEncoder(nn.Module):
@@ -42,12 +42,13 @@ class HistoryCrossEncoder(nn.Module):
         self.max_question_tokens = max_question_tokens
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, **kwargs: int) -> HistoryCrossEncoder:
-        """A new cross-encoder over a base model (an alias, folder or hub id) with a fresh 1-label head."""
+    def from_pretrained(cls, name_or_path: str, layers: int | None = None, **kwargs: int) -> HistoryCrossEncoder:
+        """A new cross-encoder over a base model (an alias, folder or hub id) with a fresh 1-label head;
+        ``layers`` keeps only the base's first N transformer blocks."""
         from medrank.models.pair_classifier import load_pair_classifier
 
         model, tokenizer = load_pair_classifier(name_or_path)
-        return cls(model, tokenizer, **kwargs)
+        return cls(keep_first_layers(model, layers), tokenizer, **kwargs)
 
     def features(self, dialogue_ids: Sequence[list[int]], questions: Sequence[str]) -> dict[str, torch.Tensor]:
         """Pairs ``(dialogue_ids[i], questions[i])`` as padded tensors."""

@@ -46,7 +46,7 @@ from medrank.pipelines.history.models.inputs import (
     question_ids,
     special_ids,
 )
-from medrank.utils.hf import quiet_weight_loading
+from medrank.utils.hf import keep_first_layers, quiet_weight_loading
 
 
 @dataclass
@@ -173,15 +173,17 @@ class GlobalReranker(nn.Module):
             raise ValueError("the encoder has no second token type; set type_embeddings=False")
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, config: GlobalInputConfig | None = None) -> GlobalReranker:
-        """A new global re-ranker over a base encoder (an alias, folder or hub id) with a fresh scoring head."""
+    def from_pretrained(cls, name_or_path: str, config: GlobalInputConfig | None = None,
+                        layers: int | None = None) -> GlobalReranker:
+        """A new global re-ranker over a base encoder (an alias, folder or hub id) with a fresh scoring head;
+        ``layers`` keeps only the base's first N transformer blocks (saved so, reloaded with N)."""
         from transformers import AutoModel, AutoTokenizer
 
         from medrank.encoders import resolve_model_path
 
         path = resolve_model_path(name_or_path)
         with quiet_weight_loading():
-            model = AutoModel.from_pretrained(path)
+            model = keep_first_layers(AutoModel.from_pretrained(path), layers)
         return cls(model, AutoTokenizer.from_pretrained(path), config)
 
     def encode(self, dialogue: str, questions: Sequence[str], dialogue_ids: list[int] | None = None) -> EncodedSample:
