@@ -25,6 +25,7 @@ Each part updates ``bench/results/symptom_sets.json`` in place, so parts can be 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import time
@@ -277,10 +278,9 @@ def compose(terms: list[Any], hier: Any, rng: random.Random, n: int) -> tuple[li
     return texts, gold
 
 
-def part_en(out: dict[str, Any]) -> None:
-    from medrank.data.hpo import load_hpo
+def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
+    from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
     from medrank.pipelines.symptom.sets import HpoHierarchy
-    from medrank.records import Concept
 
     concepts = load_hpo()
     hier = HpoHierarchy()
@@ -288,9 +288,11 @@ def part_en(out: dict[str, Any]) -> None:
     eligible = [c for c in concepts if c.meta.get("layperson")]
     rng.shuffle(eligible)
     cal_terms, test_terms = eligible[:400], eligible[400:800]
-    held = {c.id: set(c.meta["layperson"]) for c in cal_terms + test_terms}
-    reduced = [Concept(c.id, c.name, tuple(s for s in c.synonyms if s not in held.get(c.id, ())), c.alt_ids, c.meta)
-               for c in concepts]
+    # the terms a trained layperson run (dataset hpo-layperson) never saw a synonym of are exactly these
+    check, _ = layperson_split(concepts, SEED, 800)
+    assert [c.id for c in check] == [c.id for c in cal_terms + test_terms]
+    held = {c.id: set(c.meta["layperson"]) for c in check}
+    reduced = without_layperson_of(concepts, check)
     r = retriever("hpo-heldout-hybrid-minilm", reduced, "hybrid", "minilm", "en")
     det = SetDetector.from_retriever(r, language="en", hierarchy=hier, name="hpo")
     cal_texts, cal_gold = compose(cal_terms, hier, rng, 400)
@@ -302,6 +304,17 @@ def part_en(out: dict[str, Any]) -> None:
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
+    if en_run is not None:  # the same detector over the encoder trained on the other terms' layperson synonyms
+        model = str(en_run / "model")
+        digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
+        trained = retriever(f"hpo-heldout-hybrid-{en_run.name}-{digest[:12]}", reduced, "hybrid", model, "en")
+        det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
+        systems[f"whole-text top-1, MiniLM trained on layperson synonyms ({en_run.name})"] = pct(
+            set_prf(top1(det_t.search, test_texts, 1), test_gold))
+        det_t.fit(cal_texts, cal_gold, span_rule=True)
+        preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
+        systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}) hybrid + spans + calibration"] = pct(
+            set_prf(preds, test_gold))
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
                  "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],
                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
@@ -446,6 +459,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parts", default="dxy,en,cdn,speed")
     ap.add_argument("--run", type=Path, default=None, help="a trained CHIP-CDN run (runs/symptom/cpu/...)")
+    ap.add_argument("--en-run", type=Path, default=None,
+                    help="a trained HPO layperson run (configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml) for --parts en")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--candidates", default="vocab,gold", help="CHIP-CDN candidate sets for --parts cdn")
     args = ap.parse_args()
@@ -458,7 +473,7 @@ def main() -> None:
         if part == "dxy":
             part_dxy(out)
         elif part == "en":
-            part_en(out)
+            part_en(out, args.en_run)
         elif part == "cdn":
             part_cdn(args.run, out, tuple(args.candidates.split(",")))
         elif part == "ranking":

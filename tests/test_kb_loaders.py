@@ -62,6 +62,33 @@ def test_load_hpo_tiny(tmp_path):
         load_hpo(path, roots=("HP:1234567",))
 
 
+def test_hpo_layperson_training_pairs_never_hold_a_check_synonym(tmp_path):
+    from medrank.data.hpo import layperson_split, load_hpo_layperson, without_layperson_of
+    from medrank.records import Concept
+
+    terms = [Concept(f"HP:{i}", f"term {i}", (f"lay {i}", f"syn {i}"), (), {"layperson": (f"lay {i}",)}) for i in range(6)]
+    terms.append(Concept("HP:9", "no layperson", ("syn 9",), (), {"layperson": ()}))
+    check, train = layperson_split(terms, seed=3, n_check=2)
+    assert len(check) == 2 and len(train) == 4 and not {c.id for c in check} & {c.id for c in train}
+    assert [c.id for c in layperson_split(terms, seed=3, n_check=2)[0]] == [c.id for c in check]  # fixed by the seed
+    reduced = {c.id: c for c in without_layperson_of(terms, check)}
+    assert all(reduced[c.id].synonyms == (f"syn {c.id[3:]}",) for c in check)  # their layperson words are gone
+    assert all(reduced[c.id].synonyms == c.synonyms for c in train)
+
+    pytest.importorskip("obonet")
+    path = tmp_path / "hp.obo"
+    extra = "".join(f'\n[Term]\nid: HP:10000{i}\nname: Finding {i}\nsynonym: "Lay word {i}" EXACT layperson []\n'
+                    f'is_a: HP:0000118 ! Phenotypic abnormality\n' for i in range(4))
+    path.write_text(OBO + extra, encoding="utf-8")
+    data = load_hpo_layperson(path, seed=1, n_check=2)
+    check_ids = {c.id for c in layperson_split(load_hpo(path), seed=1, n_check=2)[0]}
+    check_words = {s for c in layperson_split(load_hpo(path), seed=1, n_check=2)[0] for s in c.meta["layperson"]}
+    assert len(data.queries) == 3 and not {q.text for q in data.queries} & check_words
+    assert all(next(iter(data.qrels.relevant(q.id))) not in check_ids for q in data.queries)
+    # no layperson word stays in the vocabulary: a query reaches its term through the clinical names
+    assert not any(s.startswith("Lay word") or s == "Head pain" for c in data.vocabulary for s in c.synonyms)
+
+
 def test_hpo_parents_and_the_hierarchy_read_from_the_obo_file(tmp_path):
     pytest.importorskip("obonet")
     from medrank.pipelines.symptom.sets import HpoHierarchy

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from medrank.data.errors import DataFormatError
-from medrank.records import Concept
+from medrank.records import Concept, ConceptDataset
 
 PathLike = str | os.PathLike[str]
 
@@ -136,3 +136,49 @@ def load_hpo(path: PathLike | None = None, roots: Sequence[str] | None = (PHENOT
     if not concepts:
         raise DataFormatError(path, None, "no HPO terms found")
     return concepts
+
+
+#: seed and size of the layperson check set (the synthetic multi-symptom complaints of ``bench/symptom_sets.py``)
+LAYPERSON_CHECK_SEED = 29
+LAYPERSON_CHECK_TERMS = 800
+
+
+def layperson_split(concepts: Sequence[Concept], seed: int = LAYPERSON_CHECK_SEED,
+                    n_check: int = LAYPERSON_CHECK_TERMS) -> tuple[list[Concept], list[Concept]]:
+    """``(check terms, training terms)`` among the terms with layperson synonyms: a fixed-seed shuffle, the first
+    ``n_check`` set aside for checks (their layperson synonyms must never reach an index or a training pair), the
+    rest free to train on."""
+    import random
+
+    eligible = [c for c in concepts if c.meta.get("layperson")]
+    random.Random(seed).shuffle(eligible)
+    return eligible[:n_check], eligible[n_check:]
+
+
+def without_layperson_of(concepts: Sequence[Concept], held: Sequence[Concept]) -> list[Concept]:
+    """``concepts`` with the layperson synonyms of ``held`` removed from their synonyms (names are kept)."""
+    drop = {c.id: set(c.meta.get("layperson", ())) for c in held}
+    return [Concept(c.id, c.name, tuple(s for s in c.synonyms if s not in drop.get(c.id, ())), c.alt_ids, c.meta)
+            for c in concepts]
+
+
+def load_hpo_layperson(path: PathLike | None = None, seed: int = LAYPERSON_CHECK_SEED,
+                       n_check: int = LAYPERSON_CHECK_TERMS) -> ConceptDataset:
+    """Layperson synonym → HPO term pairs of the training terms of :func:`layperson_split` (a synonym that is
+    the term's own name, or that any check term also uses, is left out), over the HPO vocabulary without any
+    layperson synonym (a query must reach its term through the clinical names, so a validation carve-out measures
+    something): an English colloquial → clinical training set that never sees the check set."""
+    from medrank.records import Qrels, Query
+
+    concepts = load_hpo(path)
+    check, train = layperson_split(concepts, seed, n_check)
+    check_words = {s.lower() for c in check for s in c.meta["layperson"]}
+    queries, qrels = [], Qrels()
+    for c in train:
+        for i, text in enumerate(dict.fromkeys(c.meta["layperson"])):
+            if text == c.name or text.lower() in check_words:
+                continue
+            qid = f"{c.id}#{i}"
+            queries.append(Query(qid, text, {"term": c.id}))
+            qrels.add(qid, c.id)
+    return ConceptDataset("hpo-layperson", tuple(queries), qrels, tuple(without_layperson_of(concepts, check + train)))

@@ -27,7 +27,7 @@ MINERS = ("none", "random", "topk", "higher-than-true", "hd-sampling")
 NCE_LOSSES = ("nce-forward", "nce-backward", "bi-nce", "bi-hardnce")
 #: losses over labelled (query, term, 0/1) pairs: one positive and n negatives per query
 PAIR_LOSSES = ("contrastive", "sentbert", "cross-encoder")
-DATASETS = ("chip-cdn", "ncbi-disease", "bc5cdr")
+DATASETS = ("chip-cdn", "ncbi-disease", "bc5cdr", "hpo-layperson")
 
 
 @dataclass

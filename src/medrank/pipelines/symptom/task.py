@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 EVAL_METRICS = ("ndcg@5", "recall@5", "acc@1", "acc@5", "mrr")
 BC5CDR_SPLIT_SEED = 13
+HPO_LAYPERSON_SPLIT_SEED = 13
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -48,7 +49,7 @@ class TaskData:
         from medrank.retrieval.concept_data import load_candidates
 
         dataset = self.valid.name.split("/")[0].split(":")[0]
-        if dataset not in ("chip-cdn", "ncbi-disease", "bc5cdr"):
+        if dataset not in ("chip-cdn", "ncbi-disease", "bc5cdr", "hpo-layperson"):
             dataset = "chip-cdn"
         if dataset != "chip-cdn" and name in ("gold", "vocab", "medic"):
             return self.valid.vocabulary
@@ -73,6 +74,13 @@ def load_task_data(cfg: SymptomConfig) -> TaskData:
         train = data.load_ncbi_disease("train", root)
         valid = data.load_ncbi_disease("devel", root, vocabulary=train.vocabulary)
         mining = train.vocabulary
+    elif cfg.dataset == "hpo-layperson":
+        from medrank.data.hpo import load_hpo_layperson
+
+        # layperson synonyms of the terms outside the check set; a fixed tenth of those terms validates
+        full = load_hpo_layperson()
+        train, valid = data.split_queries(full, valid_fraction=0.1, seed=HPO_LAYPERSON_SPLIT_SEED, group_by="term")
+        mining = full.vocabulary
     else:
         full = data.load_bc5cdr(root)
         train, valid = data.split_queries(full, valid_fraction=0.2, seed=BC5CDR_SPLIT_SEED, group_by="pmid")
