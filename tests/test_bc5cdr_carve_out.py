@@ -140,3 +140,19 @@ def test_eval_sets_by_name(root: Path) -> None:
                          ("lithium", "Chemical", "D008094")), encoding="utf-8")
     independent = load_eval_set("bc5cdr-chemical", test_file=other, root=root)
     assert [q.text for q in independent.queries] == ["Cocaine", "lithium"]
+
+
+def test_cli_evaluates_the_carve_out(root: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from medrank.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["--data", str(root), "evaluate", "--dataset", "bc5cdr-chemical", "--split", "train",
+                              "--method", "bm25"])
+    assert res.exit_code == 0, res.output
+    # every training-part chemical is a name of the vocabulary built from the training part
+    assert "acc@1=1.0000" in res.output
+    res = runner.invoke(app, ["--data", str(root), "evaluate", "--dataset", "bc5cdr-disease", "--index", str(tmp_path),
+                              "--search", "ivf"])
+    assert res.exit_code != 0 and "search must be 'exact' or 'hnsw'" in res.output
