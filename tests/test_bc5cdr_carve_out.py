@@ -156,3 +156,15 @@ def test_cli_evaluates_the_carve_out(root: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["--data", str(root), "evaluate", "--dataset", "bc5cdr-disease", "--index", str(tmp_path),
                               "--search", "ivf"])
     assert res.exit_code != 0 and "search must be 'exact' or 'hnsw'" in res.output
+
+
+def test_a_form_annotated_with_several_ids_names_the_most_frequent_one() -> None:
+    docs = parse_pubtator_text("".join([
+        doc("1", "Cancer and cancer.", "Tumour.", ("Cancer", "Disease", "D2"), ("cancer", "Disease", "D1"),
+            ("Tumour", "Disease", "D1")),
+        doc("2", "A cancer.", "x", ("cancer", "Disease", "D1")),
+        doc("3", "Polyps.", "polyps", ("Polyps", "Disease", "D3"), ("polyps", "Disease", "D4")),
+    ]))
+    vocab = {c.id: c.names for c in mention_vocabulary(docs)}
+    # "cancer": D1 twice, D2 once; "polyps": once each, the smallest id keeps it; D2 and D4 name nothing else
+    assert vocab == {"D1": ("cancer", "Tumour"), "D3": ("Polyps",)}

@@ -170,3 +170,15 @@ def test_sparse_dense_pooled_search_matches_the_exact_sum() -> None:
     assert sum(r.ids == w.ids[:1] for r, w in zip(pooled.search(queries, k=1), want, strict=True)) >= 0.9 * len(queries)
     with pytest.raises(ValueError, match="candidates"):
         SparseDenseIndex(dense, sparse, 1.0, candidates=0)
+
+
+def test_rank_entries_breaks_ties_by_entry_position() -> None:
+    from medrank.index.char_tfidf import rank_entries
+
+    items = np.array([f"c{i}" for i in range(200)], dtype=object)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        scores = rng.random(200).astype(np.float32) * 0.5
+        tied = np.sort(rng.choice(200, size=5, replace=False))
+        scores[tied] = 1.0  # five entries share the best score
+        assert rank_entries("q", scores, items, 3).ids == tuple(items[tied[:3]])

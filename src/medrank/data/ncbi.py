@@ -144,7 +144,8 @@ def mention_vocabulary(docs: Iterable[PubTatorDocument], entity_type: str | None
 
     A mention with one id names that id. A composite mention (several ids) names its ids only through
     its individual mentions when it lists one per id (the seventh column, in id order); otherwise it is
-    left out, since its string names none of them alone. Mentions without an id (``-1``) are skipped.
+    left out, since its string names none of them alone. Mentions without an id (``-1``) are skipped. A
+    form annotated with several ids names the one it is annotated with most often (ties: the smallest id).
     """
     counts: dict[str, dict[str, Counter[str]]] = {}
     for doc in docs:
@@ -162,10 +163,21 @@ def mention_vocabulary(docs: Iterable[PubTatorDocument], entity_type: str | None
                 text = " ".join(text.split())
                 if text:
                     counts.setdefault(cid, {}).setdefault(text.lower(), Counter())[text] += 1
+    # a form annotated with several ids names only the one it is annotated with most often (ties: the
+    # smallest id): the same name under two concepts would tie exactly, and the tie decides nothing
+    owner: dict[str, tuple[int, str]] = {}
+    for cid in sorted(counts):
+        for form, spellings in counts[cid].items():
+            n = sum(spellings.values())
+            if form not in owner or n > owner[form][0]:
+                owner[form] = (n, cid)
     concepts = []
     for cid in sorted(counts):
+        own = [c for form, c in counts[cid].items() if owner[form][1] == cid]
+        if not own:
+            continue
         # per lower-cased form: its most frequent spelling; forms by frequency, then alphabetically
-        forms = sorted(counts[cid].values(), key=lambda c: (-sum(c.values()), min(c)))
+        forms = sorted(own, key=lambda c: (-sum(c.values()), min(c)))
         names = [max(sorted(c), key=lambda s: c[s]) for c in forms]
         concepts.append(Concept(cid, names[0], tuple(names[1:])))
     return tuple(concepts)

@@ -128,7 +128,9 @@ def rank_entries(qid: str, scores: np.ndarray, items: np.ndarray, k: int) -> Ran
     n = len(scores)
     depth = min(n, k * 8)
     while True:
-        idx = np.argpartition(-scores, depth - 1)[:depth] if depth < n else np.arange(n)
+        # sorted positions before the stable sort: entries with equal scores rank by position, whatever the
+        # order argpartition left them in (it changes with every other score)
+        idx = np.sort(np.argpartition(-scores, depth - 1)[:depth]) if depth < n else np.arange(n)
         idx = idx[np.argsort(-scores[idx], kind="stable")]
         ids, sc = top_items(items, idx, scores[idx], k)
         if len(ids) >= k or depth >= n:
