@@ -109,12 +109,37 @@ def latency(run: Path, n: int) -> dict[str, object]:
             retriever.search(m, k=5)
             samples[name].append(time.perf_counter() - t0)
     after = os.getloadavg()
+    stages = stage_times(saved.index, served.index, mentions)
     accuracy = {name: evaluate_retriever(r, devel)["metrics"] for name, r in (("saved", saved), ("served", served))}
     return {"saved": common.percentiles(samples["saved"]), "served": common.percentiles(samples["served"]),
+            "stages_p50_ms": stages,
             "served_as": served.serving, "prepare_seconds": round(prepare_seconds, 1),
             "devel_no_abbreviations": accuracy, "candidates": served.index.candidates,
             "index": str(run.relative_to(ROOT) / "index"), "entries": len(saved.index),
             "load_average_before": [round(x, 2) for x in before], "load_average_after": [round(x, 2) for x in after]}
+
+
+def stage_times(saved: object, served: object, mentions: list[str]) -> dict[str, float]:
+    """p50 ms of each stage of one query, both ways, timed in turn on each mention."""
+    import numpy as np
+
+    vectors = saved._vectors
+    q = saved.dense.encoder.encode(mentions[:1], kind="query", show_progress=False)
+    stages = {
+        "encode, torch": lambda m: saved.dense.encoder.encode([m], kind="query", show_progress=False),
+        "encode, served backend": lambda m: served.dense.encoder.encode([m], kind="query", show_progress=False),
+        "dense, exact product over every entry": lambda m: q @ vectors.T,
+        f"dense, HNSW top {served.candidates}": lambda m: served.dense._faiss_search(q, served.candidates),
+        "sparse, matrix product": lambda m: (saved.sparse.transform([m]) @ saved.sparse.matrix_t).toarray(),
+        "sparse, the mention's postings": lambda m: saved.sparse.entry_scores([m]),
+    }
+    times: dict[str, list[float]] = {k: [] for k in stages}
+    for m in mentions:
+        for name, run in stages.items():
+            t0 = time.perf_counter()
+            run(m)
+            times[name].append(time.perf_counter() - t0)
+    return {k: round(float(np.median(v)) * 1000, 3) for k, v in times.items()}
 
 
 def main() -> None:
@@ -192,7 +217,8 @@ def main() -> None:
                f"| served: {lat['served_as']}, exact sum over the top {lat['candidates']} dense + top {lat['candidates']} sparse "
                f"entries | {se['p50_ms']:.1f} | {se['p95_ms']:.1f} | {pct(acc['served']['acc@1'])} / {pct(acc['served']['acc@5'])} |",
                "", f"Preparing the served form (agreement check, ONNX export or cache, HNSW graph) took {lat['prepare_seconds']:.0f} s "
-               "at load."]
+               "at load.", "", "Stages of one query, p50 ms over the same mentions (timed in turn): "
+               + "; ".join(f"{k} {v:.2f}" for k, v in lat["stages_p50_ms"].items()) + "."]
     common.write("concept_biosyn", out, "\n".join(md))
 
 

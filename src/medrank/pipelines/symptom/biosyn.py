@@ -46,6 +46,9 @@ TASK = "biosyn"
 REPORT_METRICS = ("acc@1", "acc@5", "mrr")
 #: settings that only shape the final index and figures, not the training: a finished run may be finished again
 FINISH_ONLY = ("dictionary_mentions",)
+#: ncbi-disease: train (minus the carve-out) / devel; bc5cdr-disease: the training part of the BC5CDR carve-out
+#: (minus the carve-out) / its held-out documents, both against MEDIC
+DATASETS = ("ncbi-disease", "bc5cdr-disease")
 
 
 @dataclass
@@ -90,7 +93,9 @@ class BioSynConfig(TrainingArgs):
     def validate(self) -> None:
         checks = (
             (self.task == TASK, f"task must be {TASK!r}, got {self.task!r}"),
-            (self.dataset == "ncbi-disease", f"dataset must be 'ncbi-disease', got {self.dataset!r}"),
+            (self.dataset in DATASETS, f"dataset must be one of {DATASETS}, got {self.dataset!r}"),
+            (not self.dictionary_mentions or self.dataset == "ncbi-disease",
+             "dictionary_mentions is only implemented for ncbi-disease"),
             (self.topk >= 2, f"topk must be >= 2, got {self.topk}"),
             (0.0 <= self.sparse_ratio <= 1.0, f"sparse_ratio must be in [0, 1], got {self.sparse_ratio}"),
             (self.temperature > 0, f"temperature must be > 0, got {self.temperature}"),
@@ -145,6 +150,24 @@ def load_ncbi(root: str | None, abbreviations: bool, fraction: float, seed: int)
         sets[split] = ds
     train, tune = split_documents(sets["train"], fraction, seed)
     return BioSynData(train, tune, sets["devel"], sets["devel"].vocabulary)
+
+
+def load_bc5cdr_disease(root: str | None, abbreviations: bool, fraction: float, seed: int) -> BioSynData:
+    """BC5CDR disease mentions against MEDIC: the training part of the fixed-seed document carve-out
+    (:func:`medrank.data.bc5cdr.load_bc5cdr_carve_out`) minus a ``fraction`` of its documents for selection,
+    and the held-out documents in the place of devel (reported only)."""
+    from medrank.config import dataset_dir
+    from medrank.data import parse_pubtator
+    from medrank.data.abbreviations import expand_dataset
+    from medrank.data.bc5cdr import DATASET, TRAIN_FILE, load_bc5cdr_carve_out
+
+    part = load_bc5cdr_carve_out("Disease", root=root)
+    train, held = part.train, part.test
+    if abbreviations:
+        texts = [(d.pmid, d.text) for d in parse_pubtator(dataset_dir(DATASET, root) / TRAIN_FILE)]
+        train, held = expand_dataset(train, texts), expand_dataset(held, texts)
+    rest, tune = split_documents(train, fraction, seed)
+    return BioSynData(rest, tune, held, part.vocabulary)
 
 
 def training_mentions(dataset: ConceptDataset) -> tuple[list[str], list[frozenset[str]]]:
@@ -203,7 +226,8 @@ class BioSynTask:
         from medrank.retrieval.concept import concept_entries
 
         self.cfg = cfg
-        self.data = load_ncbi(cfg.data_root, cfg.abbreviations, cfg.tune_fraction, cfg.seed)
+        load = load_ncbi if cfg.dataset == "ncbi-disease" else load_bc5cdr_disease
+        self.data = load(cfg.data_root, cfg.abbreviations, cfg.tune_fraction, cfg.seed)
         self.texts, self.gold = training_mentions(self.data.train)
         self.entry_ids, self.entry_texts, entry_items = concept_entries(self.data.vocabulary)
         self.entry_items = np.array(entry_items, dtype=object)
