@@ -113,3 +113,72 @@ def test_top_entries_and_config() -> None:
         BioSynConfig.from_dict({"task": "biosyn", "topk_": 3})
     with pytest.raises(ValueError, match="sparse_ratio"):
         BioSynConfig.from_dict({"task": "biosyn", "sparse_ratio": 2.0})
+
+
+def test_char_tfidf_postings_path_equals_the_matrix_product() -> None:
+    from medrank.index.char_tfidf import POSTINGS_BATCH
+
+    index = CharTfidfIndex().build(*ENTRIES)
+    texts = ["colorectal tumor", "diabetis", "zzz", "cancer of the colon"]
+    # the reference: every query row times every entry row
+    reference = (index.transform(texts) @ index.matrix.T).toarray()
+    np.testing.assert_allclose(index.entry_scores(texts), reference, atol=1e-6)  # a few texts: postings
+    many = texts * (POSTINGS_BATCH // len(texts) + 1)
+    np.testing.assert_allclose(index.entry_scores(many), np.tile(reference, (len(many) // len(texts), 1)), atol=1e-6)
+    # "zzz" shares no n-gram but the word boundary with any entry: only that feature scores
+    q = index.transform(["zzz"])
+    assert set(index.vectorizer.get_feature_names_out()[q.indices]) <= {" ", "z", " z", "z "}
+    np.testing.assert_allclose(index.postings_scores(np.array([], dtype=np.int32), np.array([])), np.zeros(4))
+
+
+def test_sparse_dense_pooled_search_matches_the_exact_sum() -> None:
+    """With an approximate dense half the exact sum is taken over each query's pool of dense and sparse top entries."""
+    rng = np.random.default_rng(0)
+    words = ["colon", "cancer", "tumour", "breast", "diabetes", "renal", "failure", "acute", "chronic", "liver"]
+    texts = sorted({" ".join(rng.choice(words, size=rng.integers(1, 4), replace=False)) for _ in range(300)})
+    vectors = rng.normal(size=(len(texts), 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    class Table:
+        name, dim = "table", 8
+        table = dict(zip(texts, vectors, strict=True))
+
+        def encode(self, batch, kind=None, batch_size=32, show_progress=False):
+            return np.stack([self.table.get(t, vectors[0]) for t in batch])
+
+        def spec(self):
+            return None
+
+    ids = [f"e{i}" for i in range(len(texts))]
+    items = [f"c{i // 3}" for i in range(len(texts))]  # three entries per concept
+    dense = DenseIndex(Table())
+    dense.build(ids, texts, items)
+    sparse = CharTfidfIndex().build(ids, texts, items)
+    exact = SparseDenseIndex.from_built(dense, sparse, 0.7)
+    queries = texts[::7] + ["colon tumor", "diabetis"]
+    want = exact.search(queries, k=5)
+    dense.to_hnsw(hnsw_m=16, ef_search=64)
+    pooled = SparseDenseIndex.from_built(dense, sparse, 0.7)
+    pooled.candidates = len(texts)  # a pool of every entry: the same ranking as the exact sum
+    got = pooled.search(queries, k=5)
+    assert [r.ids for r in got] == [r.ids for r in want]
+    np.testing.assert_allclose([r.scores for r in got], [r.scores for r in want], atol=1e-5)
+    # a small pool still scores its entries exactly: the best entry is scored as in the exact sum
+    pooled.candidates = 10
+    for r, w in zip(pooled.search(queries, k=1), want, strict=True):
+        assert r.scores[0] <= w.scores[0] + 1e-5
+    assert sum(r.ids == w.ids[:1] for r, w in zip(pooled.search(queries, k=1), want, strict=True)) >= 0.9 * len(queries)
+    with pytest.raises(ValueError, match="candidates"):
+        SparseDenseIndex(dense, sparse, 1.0, candidates=0)
+
+
+def test_rank_entries_breaks_ties_by_entry_position() -> None:
+    from medrank.index.char_tfidf import rank_entries
+
+    items = np.array([f"c{i}" for i in range(200)], dtype=object)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        scores = rng.random(200).astype(np.float32) * 0.5
+        tied = np.sort(rng.choice(200, size=5, replace=False))
+        scores[tied] = 1.0  # five entries share the best score
+        assert rank_entries("q", scores, items, 3).ids == tuple(items[tied[:3]])

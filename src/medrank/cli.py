@@ -149,9 +149,11 @@ PIPELINE_DATASETS = tuple(EVALUATORS)
 
 @app.command()
 def evaluate(
-    dataset: Annotated[str, typer.Option(help="Concept retrieval: chip-cdn | ncbi-disease | bc5cdr; a pipeline's task: "
+    dataset: Annotated[str, typer.Option(help="Concept retrieval: chip-cdn | ncbi-disease | bc5cdr | bc5cdr-disease | bc5cdr-chemical; "
+                                              "a pipeline's task: "
                                               + " | ".join(PIPELINE_DATASETS) + ".")] = "chip-cdn",
-    split: Annotated[str | None, typer.Option(help="chip-cdn: valid|train|all; ncbi-disease: devel|train; "
+    split: Annotated[str | None, typer.Option(help="chip-cdn: valid|train|all; ncbi-disease: devel|train; bc5cdr-disease|-chemical: "
+                                                   "test|train (the held-out documents of the carve-out, or the rest); "
                                                    "a pipeline dataset: its visible validation split by default.")] = None,
     test: Annotated[Path | None, typer.Option("--test", help="Any file in the dataset's visible format.")] = None,
     candidates: Annotated[str, typer.Option(help="'gold', 'vocab' or a vocabulary file.")] = "gold",
@@ -161,7 +163,10 @@ def evaluate(
     model: Annotated[Path | None, typer.Option(help="A trained model / run directory to evaluate.")] = None,
     option: Annotated[list[str], typer.Option("--set", help="Task option KEY=VALUE (repeatable).")] = [],  # noqa: B006
     report: Annotated[Path | None, typer.Option(help="JSON report path; a .md table is written beside it.")] = None,
-    backend: Annotated[str, typer.Option(help="How encoders run: torch | onnx | onnx-int8 (ONNX Runtime).")] = "torch",
+    backend: Annotated[str, typer.Option(help="How encoders run: torch | onnx | onnx-int8 (ONNX Runtime); with --index "
+                                              "also auto (the fastest ONNX form that agrees with torch).")] = "torch",
+    search: Annotated[str, typer.Option(help="With --index: exact | hnsw (an HNSW graph over the saved dense vectors, "
+                                             "built at load).")] = "exact",
 ) -> None:
     """Score a dataset's task on a split or on any file in the dataset's visible format.
 
@@ -188,7 +193,7 @@ def evaluate(
     try:
         eval_set = load_eval_set(dataset, split, test, root=STATE["data"])
         systems = concept_systems(dataset, candidates, method, encoder, eval_set, index_dir, data_root=STATE["data"],
-                                  backend=backend)
+                                  backend=backend, search=search)
         results = evaluate_systems(systems, eval_set, on_result=lambda name, res: print_metrics(name, res["metrics"]))
     except (ValueError, OSError) as exc:
         fail(exc)

@@ -44,7 +44,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from medrank.config import dataset_dir
@@ -134,6 +135,72 @@ def concept_id_map(vocabulary: Iterable[Concept]) -> dict[str, tuple[str, ...]]:
     for key in dict.fromkeys([*owners, *alt_owners]):
         out[key] = tuple(dict.fromkeys([*owners.get(key, ()), *alt_owners.get(key, ())]))
     return out
+
+
+def mention_vocabulary(docs: Iterable[PubTatorDocument], entity_type: str | None = None) -> tuple[Concept, ...]:
+    """A vocabulary built from annotated mentions (of ``entity_type``, or of every type): one concept per id,
+    its names the distinct mention strings annotated with that id (compared case-insensitively; the most
+    frequent spelling is the name).
+
+    A mention with one id names that id. A composite mention (several ids) names its ids only through
+    its individual mentions when it lists one per id (the seventh column, in id order); otherwise it is
+    left out, since its string names none of them alone. Mentions without an id (``-1``) are skipped. A
+    form annotated with several ids names the one it is annotated with most often (ties: the smallest id).
+    """
+    counts: dict[str, dict[str, Counter[str]]] = {}
+    for doc in docs:
+        for a in doc.annotations:
+            if (entity_type is not None and a.type != entity_type) or not a.ids:
+                continue
+            ids = [normalise_concept_id(i) for i in a.ids]
+            if len(ids) == 1:
+                pairs = [(ids[0], a.mention)]
+            elif len(a.individual_mentions) == len(ids):
+                pairs = list(zip(ids, a.individual_mentions, strict=True))
+            else:
+                continue
+            for cid, text in pairs:
+                text = " ".join(text.split())
+                if text:
+                    counts.setdefault(cid, {}).setdefault(text.lower(), Counter())[text] += 1
+    # a form annotated with several ids names only the one it is annotated with most often (ties: the
+    # smallest id): the same name under two concepts would tie exactly, and the tie decides nothing
+    owner: dict[str, tuple[int, str]] = {}
+    for cid in sorted(counts):
+        for form, spellings in counts[cid].items():
+            n = sum(spellings.values())
+            if form not in owner or n > owner[form][0]:
+                owner[form] = (n, cid)
+    concepts = []
+    for cid in sorted(counts):
+        own = [c for form, c in counts[cid].items() if owner[form][1] == cid]
+        if not own:
+            continue
+        # per lower-cased form: its most frequent spelling; forms by frequency, then alphabetically
+        forms = sorted(own, key=lambda c: (-sum(c.values()), min(c)))
+        names = [max(sorted(c), key=lambda s: c[s]) for c in forms]
+        concepts.append(Concept(cid, names[0], tuple(names[1:])))
+    return tuple(concepts)
+
+
+def augment_vocabulary(vocabulary: Sequence[Concept], extra: Iterable[Concept]) -> tuple[Concept, ...]:
+    """``vocabulary`` with the names of ``extra`` added as synonyms of the concepts their ids resolve to
+    (through ids and alt ids); names already present (case-insensitively) and ids the vocabulary lacks are
+    skipped. BioSyn's evaluation dictionaries are augmented in the same way with the training mentions."""
+    id_map = concept_id_map(vocabulary)
+    added: dict[str, list[str]] = {}
+    for c in extra:
+        for owner in id_map.get(c.id, ()):
+            added.setdefault(owner, []).extend(c.names)
+    out = []
+    for c in vocabulary:
+        if c.id not in added:
+            out.append(c)
+            continue
+        known = {n.lower() for n in c.names}
+        new = [n for n in added[c.id] if not (n.lower() in known or known.add(n.lower()))]
+        out.append(Concept(c.id, c.name, (*c.synonyms, *new), c.alt_ids, c.meta) if new else c)
+    return tuple(out)
 
 
 def pubtator_to_dataset(

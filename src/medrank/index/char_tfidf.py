@@ -21,6 +21,8 @@ from medrank.index.base import Index, register, top_items
 from medrank.records import Ranking, is_integer
 
 ANALYZERS = ("char_wb", "char", "word")
+#: up to this many texts per call are scored through their postings, a larger batch by a matrix product
+POSTINGS_BATCH = 16
 
 
 @register
@@ -68,8 +70,30 @@ class CharTfidfIndex(Index):
         return self.vectorizer.transform(texts)
 
     def entry_scores(self, texts: list[str]) -> np.ndarray:
-        """Dense ``(n, entries)`` cosine scores of ``texts`` against every entry."""
-        return np.asarray((self.transform(texts) @ self.matrix_t).toarray(), dtype=np.float32)
+        """Dense ``(n, entries)`` cosine scores of ``texts`` against every entry.
+
+        A few texts are scored through the postings of their own n-grams (:meth:`postings_scores`);
+        a larger batch by one sparse matrix product, which amortises its overhead over the rows.
+        """
+        q = self.transform(texts)
+        if q.shape[0] > POSTINGS_BATCH:
+            return np.asarray((q @ self.matrix_t).toarray(), dtype=np.float32)
+        out = np.empty((q.shape[0], self.matrix.shape[0]), dtype=np.float32)
+        for i in range(q.shape[0]):
+            out[i] = self.postings_scores(q.indices[q.indptr[i] : q.indptr[i + 1]], q.data[q.indptr[i] : q.indptr[i + 1]])
+        return out
+
+    def postings_scores(self, features: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The cosine of one query (its non-zero ``features`` and their ``weights``) against every entry.
+
+        Only the postings of the query's own n-grams are read: their rows of the transposed matrix are
+        gathered and summed with the query's weights in one sparse matrix-vector product. The product
+        ``q @ matrix.T`` gives the same numbers but builds a sparse result over every entry first.
+        """
+        if len(features) == 0:
+            return np.zeros(self.matrix.shape[0], dtype=np.float32)
+        postings = self.matrix_t[features]
+        return np.asarray(postings.T @ np.asarray(weights, dtype=np.float32), dtype=np.float32)
 
     def pair_scores(self, texts: list[str], entry_idx: np.ndarray) -> np.ndarray:
         """``(n, m)`` scores of text ``i`` against entries ``entry_idx[i]`` (one row of entry positions per text)."""
@@ -104,7 +128,9 @@ def rank_entries(qid: str, scores: np.ndarray, items: np.ndarray, k: int) -> Ran
     n = len(scores)
     depth = min(n, k * 8)
     while True:
-        idx = np.argpartition(-scores, depth - 1)[:depth] if depth < n else np.arange(n)
+        # sorted positions before the stable sort: entries with equal scores rank by position, whatever the
+        # order argpartition left them in (it changes with every other score)
+        idx = np.sort(np.argpartition(-scores, depth - 1)[:depth]) if depth < n else np.arange(n)
         idx = idx[np.argsort(-scores[idx], kind="stable")]
         ids, sc = top_items(items, idx, scores[idx], k)
         if len(ids) >= k or depth >= n:

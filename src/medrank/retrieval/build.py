@@ -66,13 +66,29 @@ def concept_systems(
     index_dir: Path | None = None,
     data_root: str | Path | None = None,
     backend: str = "torch",
+    search: str = "exact",
 ) -> dict[str, Callable[[], ConceptRetriever]]:
-    """``name → builder`` of each system to evaluate: a saved index, or each method × encoder."""
+    """``name → builder`` of each system to evaluate: a saved index, or each method × encoder.
+
+    A saved index's query encoder runs on ``backend`` and its dense search is ``search`` (``exact`` or
+    ``hnsw``), as :func:`~medrank.retrieval.concept.prepare_for_serving` sets them up; built systems
+    encode on ``backend`` and search exactly."""
+    from medrank.retrieval.concept import prepare_for_serving
     from medrank.retrieval.concept_data import default_encoder
 
+    if search not in ("exact", "hnsw"):
+        raise ValueError(f"search must be 'exact' or 'hnsw', got {search!r}")
     systems: dict[str, Callable[[], ConceptRetriever]] = {}
     if index_dir is not None:
-        systems[f"index:{index_dir.name}"] = lambda: ConceptRetriever.load(index_dir)
+
+        def saved() -> ConceptRetriever:
+            retriever = ConceptRetriever.load(index_dir)
+            if backend != "torch" or search != "exact":
+                retriever.serving = prepare_for_serving(retriever, backend, search)
+            return retriever
+
+        served = [x for x in (backend if backend != "torch" else "", "HNSW" if search == "hnsw" else "") if x]
+        systems[f"index:{index_dir.name}" + "".join(f":{x}" for x in served)] = saved
         return systems
     for m in methods:
         encs: list[str | None] = [None] if m == "bm25" else list(encoders or [default_encoder(dataset)])

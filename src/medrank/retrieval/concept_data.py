@@ -11,6 +11,12 @@ Datasets (``--dataset``) and what ``--split`` means for each:
 * ``ncbi-disease`` — English disease mentions → MEDIC. ``devel`` (default) or
   ``train``. Candidates: MEDIC (names and synonyms).
 * ``bc5cdr`` — disease mentions of the BC5CDR training documents → MEDIC.
+* ``bc5cdr-disease`` / ``bc5cdr-chemical`` — the fixed-seed carve-out of the
+  BC5CDR training documents (:func:`medrank.data.bc5cdr.load_bc5cdr_carve_out`):
+  ``test`` (default) is the held-out 20 % of the documents, ``train`` the rest.
+  Diseases → MEDIC; chemicals → the chemical names annotated in the training
+  part, grouped by MeSH id (with ``test_file``: those of all 500 visible
+  training documents), so a chemical id never annotated there cannot be found.
 
 ``test_file`` replaces the split with any file in the dataset's visible format
 (CHIP-CDN JSONL, or PubTator), so an independent split is scored by the same
@@ -25,7 +31,7 @@ from pathlib import Path
 
 from medrank.records import Concept, ConceptDataset
 
-DATASETS = ("chip-cdn", "ncbi-disease", "bc5cdr")
+DATASETS = ("chip-cdn", "ncbi-disease", "bc5cdr", "bc5cdr-disease", "bc5cdr-chemical")
 SPLIT_SEED = 13
 VALID_FRACTION = 0.2
 
@@ -64,7 +70,28 @@ def load_eval_set(
         if test_file is not None:
             return data.load_bc5cdr(path=test_file, root=root)
         return data.load_bc5cdr(root=root)
+    if dataset in ("bc5cdr-disease", "bc5cdr-chemical"):
+        return _bc5cdr_part(dataset.split("-", 1)[1].capitalize(), split, test_file, root)
     raise ValueError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
+
+
+def _bc5cdr_part(
+    entity_type: str, split: str | None, test_file: str | os.PathLike[str] | None, root: str | os.PathLike[str] | None
+) -> ConceptDataset:
+    from medrank import data
+    from medrank.config import dataset_dir
+    from medrank.data.bc5cdr import DATASET, TRAIN_FILE, load_bc5cdr_carve_out, mention_vocabulary
+
+    if test_file is not None:
+        vocabulary = None
+        if entity_type == "Chemical":
+            visible = data.parse_pubtator(dataset_dir(DATASET, root) / TRAIN_FILE)
+            vocabulary = mention_vocabulary(visible, entity_type)
+        return data.load_bc5cdr(root=root, path=test_file, entity_type=entity_type, vocabulary=vocabulary)
+    if split not in (None, "test", "train"):
+        raise ValueError(f"bc5cdr-{entity_type.lower()} split must be 'test' (the held-out documents) or 'train', got {split!r}")
+    part = load_bc5cdr_carve_out(entity_type, root=root)
+    return part.train if split == "train" else part.test
 
 
 def _terms_file(path: Path) -> tuple[Concept, ...]:
@@ -113,6 +140,10 @@ def load_candidates(
             if n not in out:
                 out[n] = vocab.get(n, Concept(n, n))
         return tuple(out.values())
+    if dataset in ("bc5cdr-disease", "bc5cdr-chemical"):  # MEDIC, or the chemical names of the training part
+        if eval_set is None:
+            eval_set = load_eval_set(dataset, root=root)
+        return eval_set.vocabulary
     if dataset in ("ncbi-disease", "bc5cdr"):
         if eval_set is not None and eval_set.vocabulary:
             return eval_set.vocabulary

@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 
 TASK = "biosyn"
 REPORT_METRICS = ("acc@1", "acc@5", "mrr")
+#: settings that only shape the final index and figures, not the training: a finished run may be finished again
+FINISH_ONLY = ("dictionary_mentions",)
+#: ncbi-disease: train (minus the carve-out) / devel; bc5cdr-disease: the training part of the BC5CDR carve-out
+#: (minus the carve-out) / its held-out documents, both against MEDIC
+DATASETS = ("ncbi-disease", "bc5cdr-disease")
 
 
 @dataclass
@@ -63,6 +68,10 @@ class BioSynConfig(TrainingArgs):
     sparse_weight_lr: float = 0.01
     weight_grid: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0])
     abbreviations: bool = True
+    # BioSyn's dictionaries: the training documents' mention names join MEDIC as synonyms of their concepts
+    # (the carve-out is scored against MEDIC + the names of the other training documents); only the final
+    # index and figures use it, so it may change between a run and its resumption
+    dictionary_mentions: bool = False
     tune_fraction: float = 0.1
     batch_size: int = 16
     lr: float = 2e-5
@@ -84,7 +93,9 @@ class BioSynConfig(TrainingArgs):
     def validate(self) -> None:
         checks = (
             (self.task == TASK, f"task must be {TASK!r}, got {self.task!r}"),
-            (self.dataset == "ncbi-disease", f"dataset must be 'ncbi-disease', got {self.dataset!r}"),
+            (self.dataset in DATASETS, f"dataset must be one of {DATASETS}, got {self.dataset!r}"),
+            (not self.dictionary_mentions or self.dataset == "ncbi-disease",
+             "dictionary_mentions is only implemented for ncbi-disease"),
             (self.topk >= 2, f"topk must be >= 2, got {self.topk}"),
             (0.0 <= self.sparse_ratio <= 1.0, f"sparse_ratio must be in [0, 1], got {self.sparse_ratio}"),
             (self.temperature > 0, f"temperature must be > 0, got {self.temperature}"),
@@ -139,6 +150,24 @@ def load_ncbi(root: str | None, abbreviations: bool, fraction: float, seed: int)
         sets[split] = ds
     train, tune = split_documents(sets["train"], fraction, seed)
     return BioSynData(train, tune, sets["devel"], sets["devel"].vocabulary)
+
+
+def load_bc5cdr_disease(root: str | None, abbreviations: bool, fraction: float, seed: int) -> BioSynData:
+    """BC5CDR disease mentions against MEDIC: the training part of the fixed-seed document carve-out
+    (:func:`medrank.data.bc5cdr.load_bc5cdr_carve_out`) minus a ``fraction`` of its documents for selection,
+    and the held-out documents in the place of devel (reported only)."""
+    from medrank.config import dataset_dir
+    from medrank.data import parse_pubtator
+    from medrank.data.abbreviations import expand_dataset
+    from medrank.data.bc5cdr import DATASET, TRAIN_FILE, load_bc5cdr_carve_out
+
+    part = load_bc5cdr_carve_out("Disease", root=root)
+    train, held = part.train, part.test
+    if abbreviations:
+        texts = [(d.pmid, d.text) for d in parse_pubtator(dataset_dir(DATASET, root) / TRAIN_FILE)]
+        train, held = expand_dataset(train, texts), expand_dataset(held, texts)
+    rest, tune = split_documents(train, fraction, seed)
+    return BioSynData(rest, tune, held, part.vocabulary)
 
 
 def training_mentions(dataset: ConceptDataset) -> tuple[list[str], list[frozenset[str]]]:
@@ -197,7 +226,8 @@ class BioSynTask:
         from medrank.retrieval.concept import concept_entries
 
         self.cfg = cfg
-        self.data = load_ncbi(cfg.data_root, cfg.abbreviations, cfg.tune_fraction, cfg.seed)
+        load = load_ncbi if cfg.dataset == "ncbi-disease" else load_bc5cdr_disease
+        self.data = load(cfg.data_root, cfg.abbreviations, cfg.tune_fraction, cfg.seed)
         self.texts, self.gold = training_mentions(self.data.train)
         self.entry_ids, self.entry_texts, entry_items = concept_entries(self.data.vocabulary)
         self.entry_items = np.array(entry_items, dtype=object)
@@ -351,7 +381,7 @@ def train_biosyn(config: dict[str, Any] | BioSynConfig, output_dir: str | Path, 
     started = time.perf_counter()
     set_run_threads(cfg.threads)
     seed_everything(cfg.seed)
-    check_run_config(output_dir, cfg.to_dict(), resume)
+    check_run_config(output_dir, cfg.to_dict(), resume, ignore=FINISH_ONLY)
     task = BioSynTask(cfg)
     trainer = make_trainer(task, cfg, output_dir)
     trainer.fit(resume=resume)
@@ -390,9 +420,13 @@ def finish_run(task: BioSynTask, trainer: Trainer, cfg: BioSynConfig, output_dir
         task.encode_entries()
     learned = float(task.model.sparse_weight.detach())
     grid = sorted({*cfg.weight_grid, round(learned, 4)})
-    tuned = task.scores(task.data.tune, [*grid, float("inf")])
+    final = Dictionary(task.entry_ids, task.entry_texts, task.entry_items, task.entry_vectors, task.sparse, task.data.vocabulary)
+    tune_dictionary = final
+    if cfg.dictionary_mentions:
+        tune_dictionary, final = mention_dictionaries(task, cfg)
+    tuned = tune_dictionary.scores(task, task.data.tune, [*grid, float("inf")])
     chosen = max(grid, key=lambda w: (tuned[w][cfg.select_metric], -abs(w - learned)))
-    devel = task.scores(task.data.devel, sorted({0.0, learned, chosen, float("inf")}))
+    devel = final.scores(task, task.data.devel, sorted({0.0, learned, chosen, float("inf")}))
     summary: dict[str, Any] = {
         "name": cfg.name,
         "best_epoch": best,
@@ -408,7 +442,8 @@ def finish_run(task: BioSynTask, trainer: Trainer, cfg: BioSynConfig, output_dir
         "train_mentions": len(task.texts),
         "tune_mentions": len(task.data.tune.queries),
         "devel_mentions": len(task.data.devel.queries),
-        "entries": len(task.entry_texts),
+        "dictionary": "MEDIC + training mentions" if cfg.dictionary_mentions else "MEDIC",
+        "entries": len(final.texts),
         "seconds": round(time.perf_counter() - started, 1),
         "config": cfg.to_dict(),
     }
@@ -419,17 +454,58 @@ def finish_run(task: BioSynTask, trainer: Trainer, cfg: BioSynConfig, output_dir
         task.bi.encoder.save(model_dir)
         encoder = TransformerEncoder(model_dir, max_length=cfg.max_length, name=cfg.name)
         dense = DenseIndex(encoder)
-        dense.entry_ids, dense.entry_texts, dense.entry_items = task.entry_ids, task.entry_texts, list(task.entry_items)
-        assert task.entry_vectors is not None
-        dense.build_from_vectors(task.entry_vectors)
+        dense.entry_ids, dense.entry_texts, dense.entry_items = final.ids, final.texts, list(final.items)
+        assert final.vectors is not None
+        dense.build_from_vectors(final.vectors)
         sparse = CharTfidfIndex()
         sparse.entry_ids, sparse.entry_texts, sparse.entry_items = dense.entry_ids, dense.entry_texts, dense.entry_items
-        sparse.matrix, sparse.matrix_t, sparse.vectorizer = task.sparse.matrix, task.sparse.matrix_t, task.sparse.vectorizer
-        sparse._items = task.sparse._items
-        ConceptRetriever(SparseDenseIndex.from_built(dense, sparse, chosen), task.data.vocabulary).save(output_dir / "index")
+        sparse.matrix, sparse.matrix_t, sparse.vectorizer = final.sparse.matrix, final.sparse.matrix_t, final.sparse.vectorizer
+        sparse._items = final.sparse._items
+        ConceptRetriever(SparseDenseIndex.from_built(dense, sparse, chosen), final.vocabulary).save(output_dir / "index")
     atomic_write_json(output_dir / "results.json", summary)
     task.save_cache_if_grown()
     return summary
+
+
+@dataclass
+class Dictionary:
+    """Entries of one vocabulary (every name and synonym), with the current encoder's vectors and a sparse index."""
+
+    ids: list[str]
+    texts: list[str]
+    items: np.ndarray
+    vectors: np.ndarray | None
+    sparse: Any
+    vocabulary: tuple[Concept, ...]
+
+    def scores(self, task: BioSynTask, dataset: ConceptDataset, weights: list[float]) -> dict[float, dict[str, float]]:
+        return weight_sweep(task.bi.as_encoder(), self.vectors, self.sparse, self.items, dataset, weights)
+
+
+def mention_dictionaries(task: BioSynTask, cfg: BioSynConfig) -> tuple[Dictionary, Dictionary]:
+    """(for the carve-out, final): MEDIC + the mention names of the training documents outside the carve-out,
+    and MEDIC + those of every training document. MEDIC's vectors are reused; the added names are encoded."""
+    from medrank.config import dataset_dir
+    from medrank.data import parse_pubtator
+    from medrank.data.ncbi import SPLIT_FILES, augment_vocabulary, mention_vocabulary
+    from medrank.index import CharTfidfIndex
+    from medrank.retrieval.concept import concept_entries
+
+    docs = parse_pubtator(dataset_dir("ncbi-disease", cfg.data_root) / SPLIT_FILES["train"])
+    held = {str(q.meta["pmid"]) for q in task.data.tune.queries}
+    known = dict(zip(task.entry_texts, range(len(task.entry_texts)), strict=False))
+    assert task.entry_vectors is not None
+    out = []
+    for part in ([d for d in docs if d.pmid not in held], docs):
+        vocabulary = augment_vocabulary(task.data.vocabulary, mention_vocabulary(part))
+        ids, texts, items = concept_entries(vocabulary)
+        new = sorted({t for t in texts if t not in known})
+        new_vectors = task.bi.encode(new, "passage", batch_size=256) if new else np.zeros((0, task.entry_vectors.shape[1]), np.float32)
+        extra = dict(zip(new, new_vectors, strict=True))
+        vectors = np.stack([task.entry_vectors[known[t]] if t in known else extra[t] for t in texts]).astype(np.float32)
+        sparse = CharTfidfIndex().build(ids, texts, items)
+        out.append(Dictionary(ids, texts, np.array(items, dtype=object), vectors, sparse, vocabulary))
+    return out[0], out[1]
 
 
 def _key(w: float) -> str:
