@@ -307,14 +307,15 @@ def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
     if en_run is not None:  # the same detector over the encoder trained on the other terms' layperson synonyms
         model = str(en_run / "model")
         digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
-        trained = retriever(f"hpo-heldout-hybrid-{en_run.name}-{digest[:12]}", reduced, "hybrid", model, "en")
-        det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
-        systems[f"whole-text top-1, MiniLM trained on layperson synonyms ({en_run.name})"] = pct(
-            set_prf(top1(det_t.search, test_texts, 1), test_gold))
-        det_t.fit(cal_texts, cal_gold, span_rule=True)
-        preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-        systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}) hybrid + spans + calibration"] = pct(
-            set_prf(preds, test_gold))
+        for method in ("hybrid", "dense"):
+            trained = retriever(f"hpo-heldout-{method}-{en_run.name}-{digest[:12]}", reduced, method, model, "en")
+            det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
+            systems[f"whole-text top-1, MiniLM trained on layperson synonyms ({en_run.name}), {method}"] = pct(
+                set_prf(top1(det_t.search, test_texts, 1), test_gold))
+            det_t.fit(cal_texts, cal_gold, span_rule=True)
+            preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
+            systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}), {method} + spans + "
+                    "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
                  "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],
                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
