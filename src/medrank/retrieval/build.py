@@ -83,8 +83,7 @@ def concept_systems(
 
         def saved() -> ConceptRetriever:
             retriever = ConceptRetriever.load(index_dir)
-            if backend != "torch" or search != "exact":
-                retriever.serving = prepare_for_serving(retriever, backend, search)
+            retriever.serving = prepare_for_serving(retriever, backend, search)  # nothing changes for torch + exact
             return retriever
 
         served = [x for x in (backend if backend != "torch" else "", "HNSW" if search == "hnsw" else "") if x]

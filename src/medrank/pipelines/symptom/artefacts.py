@@ -20,8 +20,7 @@ def open_run_index(run: Path, index_dir: Path, backend: str = "torch", search: s
     copied elsewhere keeps its trained query encoder (the index records the absolute folder it was built with).
     ``backend`` / ``search``: see :func:`prepare_for_serving` (the defaults leave the run as it was trained)."""
     retriever = _open_run_index(run, index_dir)
-    if backend != "torch" or search != "exact":
-        retriever.serving = prepare_for_serving(retriever, backend, search)
+    retriever.serving = prepare_for_serving(retriever, backend, search)  # nothing changes for torch + exact
     return retriever
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from medrank.pipelines.symptom.lexicon import DxyRecord, SurfaceLexicon, mine_surface_lexicon
-from medrank.pipelines.symptom.sets import MAX_TEXT_CHARS, DetectedTerm, SymptomSet, SymptomTextError, set_prf
+from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet, SymptomTextError, check_text, set_prf
 from medrank.pipelines.symptom.spans import clauses, find_spans
 from medrank.utils.io import atomic_write_json
 
@@ -321,15 +321,6 @@ class SelfReportModel:
                          "lexicon_settings": settings, "out_of_fold_f1": round(oof_f1, 4), "threshold": threshold})
 
     # -- inference ---------------------------------------------------------------------------------
-    def _check(self, text: Any) -> str:
-        if not isinstance(text, str):
-            raise SymptomTextError(f"a self-report must be text, got {type(text).__name__}")
-        if not text.strip():
-            raise SymptomTextError("the self-report is empty")
-        if len(text) > MAX_TEXT_CHARS:
-            raise SymptomTextError(f"the self-report is {len(text)} characters long; at most {MAX_TEXT_CHARS} are read")
-        return text
-
     def _parts(self) -> _Parts:
         return _Parts(self.lexicon, self.ngrams, self.context)
 
@@ -337,7 +328,7 @@ class SelfReportModel:
         """(reports × :attr:`names`) probabilities that each symptom is stated."""
         if isinstance(texts, str):
             raise SymptomTextError("probabilities takes a list of self-reports")
-        texts = [self._check(t) for t in texts]
+        texts = [check_text(t, "self-report") for t in texts]
         if not texts:
             return np.zeros((0, len(self.names)))
         p_ngram = self.ngrams.probabilities(texts)

@@ -54,6 +54,17 @@ class SymptomTextError(ValueError):
     """A complaint that cannot be read: empty, not a string, or too long."""
 
 
+def check_text(text: Any, what: str = "complaint") -> str:
+    """``text`` when a detector can read it, else :class:`SymptomTextError` naming ``what`` it should have been."""
+    if not isinstance(text, str):
+        raise SymptomTextError(f"a {what} must be text, got {type(text).__name__}")
+    if not text.strip():
+        raise SymptomTextError(f"the {what} is empty")
+    if len(text) > MAX_TEXT_CHARS:
+        raise SymptomTextError(f"the {what} is {len(text)} characters long; at most {MAX_TEXT_CHARS} are read")
+    return text
+
+
 @dataclass(frozen=True)
 class DetectedTerm:
     id: str
@@ -320,15 +331,6 @@ class SetDetector:
         return cls.from_retriever(retriever, calibration=calibration, **kwargs)
 
     # -- candidates --------------------------------------------------------------------------------
-    def _check(self, text: Any) -> str:
-        if not isinstance(text, str):
-            raise SymptomTextError(f"a complaint must be text, got {type(text).__name__}")
-        if not text.strip():
-            raise SymptomTextError("the complaint is empty")
-        if len(text) > MAX_TEXT_CHARS:
-            raise SymptomTextError(f"the complaint is {len(text)} characters long; at most {MAX_TEXT_CHARS} are read")
-        return text
-
     def _queries(self, text: str) -> tuple[list[Span], list[str], list[tuple[str, int]]]:
         zh = self._zh(text)
         spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
@@ -367,7 +369,7 @@ class SetDetector:
 
     def _candidates_many(self, texts: Sequence[str]
                          ) -> list[tuple[list[Span], list[_Candidate], np.ndarray, tuple[tuple[str, float], ...]]]:
-        plans = [self._queries(self._check(t)) for t in texts]
+        plans = [self._queries(check_text(t)) for t in texts]
         flat = [q for _, queries, _ in plans for q in queries]
         results = self._search_many(flat) if flat else []
         out, pos = [], 0
