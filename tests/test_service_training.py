@@ -46,7 +46,22 @@ def test_a_failed_step_stops_with_the_way_to_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(training, "_medrank", lambda: ["false"])
     with pytest.raises(RuntimeError, match="run the same command again to resume"):
         train_service(tmp_path / "runs", only=("passages",), say=lambda _: None)
-    assert (tmp_path / "runs/passages/cdv/train-service.log").exists()
+    assert (tmp_path / "runs/passages/cdv.train-service.log").exists()
+
+
+def test_each_step_gets_an_output_folder_medrank_train_accepts(tmp_path, monkeypatch):
+    # the step's log once went inside its run folder, which `medrank train` then refused as somebody's files
+    import sys
+
+    import medrank.service.training as training
+
+    check = ("import sys; from medrank.training.trainer import check_run_config; "
+             "check_run_config(sys.argv[sys.argv.index('--out') + 1], {}, resume=True)")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(training, "_medrank", lambda: [sys.executable, "-c", check])
+    report = train_service(tmp_path / "runs", only=("passages",), say=lambda _: None)
+    assert [r["status"] for r in report] == ["trained"]
+    assert (tmp_path / "runs/passages/cdv.train-service.log").exists()
 
 
 def test_train_commands_name_the_recipe():

@@ -5,7 +5,8 @@ serve`` looks for it (:data:`medrank.service.settings.DEFAULT_MODEL_PATHS`, unde
 command is resumable at two levels: a step whose folder already holds its finished artefact
 (``medrank.load`` can open it) is skipped, and an interrupted step resumes from its last epoch
 checkpoint (``medrank train`` resumes by default). Each step runs in its own process, its output
-in ``DIR/train-service.log``; one overall display says which step runs and how long the whole took.
+in ``DIR.train-service.log`` beside the run folder (``medrank train`` refuses a non-empty folder that
+holds no run, so the log stays out of it); one overall display says which step runs and how long the whole took.
 """
 
 from __future__ import annotations
@@ -95,24 +96,31 @@ def train_service(runs: Path = RUNS, only: tuple[str, ...] = (), say: Callable[[
             report.append({"config": step.config, "output": str(out), "status": "skipped"})
             continue
         cmd = [*_medrank(), "train", step.config, "--out", str(out)]
-        say(f"{head}: {' '.join(cmd[-4:])} (log: {out / 'train-service.log'})")
+        log_file = step_log(out)
+        say(f"{head}: {' '.join(cmd[-4:])} (log: {log_file})")
         if dry_run:
             report.append({"config": step.config, "output": str(out), "status": "would run"})
             continue
-        out.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         started = time.time()
-        with open(out / "train-service.log", "a", encoding="utf-8") as log:
+        with open(log_file, "a", encoding="utf-8") as log:
             code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
         took = time.time() - started
         if code != 0:
             report.append({"config": step.config, "output": str(out), "status": f"failed (exit {code})", "seconds": took})
-            raise RuntimeError(f"{step.config} failed (exit {code}) after {_clock(took)}; see {out / 'train-service.log'}; "
+            raise RuntimeError(f"{step.config} failed (exit {code}) after {_clock(took)}; see {log_file}; "
                                "run the same command again to resume it")
         say(f"[{n}/{len(steps)}] {step.note}: trained in {_clock(took)}")
         report.append({"config": step.config, "output": str(out), "status": "trained", "seconds": round(took, 1)})
     if not dry_run:
         say(f"all {len(steps)} service models ready in {runs} ({_clock(time.time() - t0)}); `make serve` serves them")
     return report
+
+
+def step_log(out: Path) -> Path:
+    """Where a step's output goes: beside its run folder, never inside it (``medrank train`` refuses an
+    output folder that holds files but no run, and the log would be the first file written there)."""
+    return out.with_name(out.name + ".train-service.log")
 
 
 def _clock(seconds: float) -> str:
