@@ -67,7 +67,7 @@ def test_onnx_agrees_with_torch_at_every_batch_size_and_kind(tmp_path: Path, cac
     assert onnx_enc.fingerprint() != torch_enc.fingerprint()
     assert {k: v for k, v in onnx_enc.fingerprint().items() if k != "backend"} == torch_enc.fingerprint()
     assert CachedEncoder(onnx_enc, tmp_path / "emb").backend == "onnx"
-    with pytest.raises(ValueError, match="backend must be one of torch, onnx, onnx-int8"):
+    with pytest.raises(ValueError, match="backend must be one of torch, torch-bf16, onnx, onnx-int8"):
         load_encoder(str(folder), backend="tensorrt")
 
 

@@ -97,7 +97,7 @@ def index(
     candidates: Annotated[str, typer.Option(help="'gold', 'vocab' or a vocabulary file.")] = "vocab",
     method: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
     encoder: Annotated[str | None, typer.Option(help="minilm | e5-small | a model folder / HF id.")] = None,
-    backend: Annotated[str, typer.Option(help="How encoders run: torch | onnx | onnx-int8 (ONNX Runtime).")] = "torch",
+    backend: Annotated[str, typer.Option(help="How encoders run: torch | torch-bf16 (bf16 autocast, for AMX CPUs) | onnx | onnx-int8 (ONNX Runtime).")] = "torch",
 ) -> None:
     """Build a concept index over a vocabulary and save it."""
     from medrank.retrieval.build import build_retriever
@@ -163,7 +163,7 @@ def evaluate(
     model: Annotated[Path | None, typer.Option(help="A trained model / run directory to evaluate.")] = None,
     option: Annotated[list[str], typer.Option("--set", help="Task option KEY=VALUE (repeatable).")] = [],  # noqa: B006
     report: Annotated[Path | None, typer.Option(help="JSON report path; a .md table is written beside it.")] = None,
-    backend: Annotated[str, typer.Option(help="How encoders run: torch | onnx | onnx-int8 (ONNX Runtime); with --index "
+    backend: Annotated[str, typer.Option(help="How encoders run: torch | torch-bf16 | onnx | onnx-int8 (ONNX Runtime); with --index "
                                               "also auto (the fastest ONNX form that agrees with torch).")] = "torch",
     search: Annotated[str, typer.Option(help="With --index: exact | hnsw (an HNSW graph over the saved dense vectors, "
                                              "built at load).")] = "exact",

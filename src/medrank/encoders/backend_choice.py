@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from medrank.encoders.base import Encoder, TextKind, validate_texts
+from medrank.encoders.bf16 import Bf16Encoder, native_bf16
 from medrank.encoders.onnx import OnnxBackendError, OnnxEncoder, check_backend
 from medrank.encoders.registry import load_encoder
 from medrank.encoders.transformer import TransformerEncoder
@@ -23,7 +24,8 @@ log = logging.getLogger(__name__)
 
 #: default agreement bars of :func:`choose_backend` (cosine to the torch vectors of the same texts):
 #: (minimum over the texts, mean over the texts)
-DEFAULT_AGREEMENT: dict[str, tuple[float, float]] = {"onnx": (0.999, 0.9999), "onnx-int8": (0.95, 0.99)}
+DEFAULT_AGREEMENT: dict[str, tuple[float, float]] = {
+    "onnx": (0.999, 0.9999), "torch-bf16": (0.999, 0.9999), "onnx-int8": (0.95, 0.99)}
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,14 @@ def choose_backend(
     for backend in prefer:
         if backend == "torch":
             break
+        if backend == "torch-bf16" and not (native_bf16() and torch_encoder.device.type == "cpu"):
+            # emulated bf16 is slower than float32: never a reason to give up precision
+            skipped.append("torch-bf16 unavailable (this CPU has no native bfloat16 matrix products)")
+            continue
         try:
-            candidate = OnnxEncoder(torch_encoder, quantized=backend == "onnx-int8", threads=threads, cache_root=cache_root)
+            candidate: Encoder = (
+                Bf16Encoder(torch_encoder) if backend == "torch-bf16"
+                else OnnxEncoder(torch_encoder, quantized=backend == "onnx-int8", threads=threads, cache_root=cache_root))
             if reference is None:
                 reference = torch_encoder.encode(texts, kind=kind, show_progress=False)
             low, mean = agreement(reference, candidate.encode(texts, kind=kind, show_progress=False))

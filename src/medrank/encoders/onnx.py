@@ -38,8 +38,9 @@ from medrank.encoders.transformer import TransformerEncoder
 
 log = logging.getLogger(__name__)
 
-Backend = Literal["torch", "onnx", "onnx-int8"]
-BACKENDS: tuple[str, ...] = ("torch", "onnx", "onnx-int8")
+Backend = Literal["torch", "torch-bf16", "onnx", "onnx-int8"]
+#: every backend name (``"torch-bf16"``: torch under bfloat16 autocast, :mod:`medrank.encoders.bf16`)
+BACKENDS: tuple[str, ...] = ("torch", "torch-bf16", "onnx", "onnx-int8")
 Variant = Literal["fp32", "int8"]
 
 #: bumped whenever the export recipe changes what a cached file holds
@@ -519,9 +520,14 @@ class OnnxPairScorer:
 
 def with_backend(encoder: TransformerEncoder, backend: str, threads: int | None = None,
                  cache_root: str | os.PathLike[str] | None = None) -> Encoder:
-    """``encoder`` itself for ``"torch"``, else an :class:`OnnxEncoder` over it."""
+    """``encoder`` itself for ``"torch"``, a :class:`~medrank.encoders.bf16.Bf16Encoder` over it for
+    ``"torch-bf16"``, else an :class:`OnnxEncoder` over it."""
     check_backend(backend)
     if backend == "torch":
         return encoder
+    if backend == "torch-bf16":
+        from medrank.encoders.bf16 import Bf16Encoder
+
+        return Bf16Encoder(encoder)
     return OnnxEncoder(encoder, quantized=backend == "onnx-int8", threads=threads, cache_root=cache_root)
 

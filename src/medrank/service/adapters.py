@@ -708,7 +708,7 @@ class Services:
     similar: SimilarService | None = None
     differential: DifferentialService | None = None
     steps: dict[str, Any] = field(default_factory=dict)
-    #: language → {encoder, backend (torch | onnx | onnx-int8), reason} of the encoders loaded so far
+    #: language → {encoder, backend (torch | torch-bf16 | onnx | onnx-int8), reason, vectors} of the encoders loaded so far
     encoders: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def available(self) -> dict[str, bool]:

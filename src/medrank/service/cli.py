@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         max_concurrency: Annotated[int, typer.Option(help="Requests computed at once (others queue).", min=1)] = 32,
         build_only: Annotated[bool, typer.Option("--build-only", help="Build/load everything, then exit.")] = False,
         backend: Annotated[str, typer.Option(help="How encoders run: auto (the fastest ONNX Runtime form that agrees "
-                                                  "with torch, else torch) | torch | onnx | onnx-int8.")] = "auto",
+                                                  "with torch, else torch; entries encoded in bf16 on AMX CPUs) | torch | torch-bf16 | onnx | onnx-int8.")] = "auto",
     ) -> None:
         """Serve the API and the web page (http://HOST:PORT/)."""
         from rich.console import Console

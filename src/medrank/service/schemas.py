@@ -287,8 +287,9 @@ class PipelineModel(BaseModel):
     train_command: str | None = Field(None, description="How to get (or retrain) the trained form of this pipeline.")
     details: dict[str, object] = {}
     encoders: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="Language → the encoder loaded for it, its backend (torch | onnx | "
-                                          "onnx-int8) and why that backend (the start-up agreement check).")
+        default_factory=dict, description="Language → the encoder loaded for it, its backend (torch | torch-bf16 | onnx | "
+                                          "onnx-int8) and why that backend (the start-up agreement check); "
+                                          "'vectors': what encoded the knowledge bases' entries, and why.")
 
 
 class ModelsResponse(BaseModel):

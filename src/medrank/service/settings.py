@@ -77,8 +77,9 @@ class ServiceSettings:
     kb_methods: dict[str, str] = field(default_factory=dict)
     encoder_en: str = "minilm"
     encoder_zh: str = "e5-small"
-    #: how the encoders run: torch | onnx | onnx-int8, or auto = the fastest ONNX form whose vectors agree with
-    #: torch's on a few sentences at start-up (torch when none does); ``medrank serve`` defaults to auto
+    #: how the encoders run: torch | torch-bf16 | onnx | onnx-int8, or auto = the fastest ONNX form whose vectors
+    #: agree with torch's on a few sentences at start-up (torch when none does), with knowledge-base entries encoded
+    #: by torch under bf16 autocast where the CPU has native bf16 and it agrees; ``medrank serve`` defaults to auto
     backend: str = field(default_factory=lambda: os.environ.get("MEDRANK_BACKEND") or "torch")
     #: request limits: body bytes, characters of one text, items of one list
     max_body_bytes: int = 64 * 1024
@@ -99,8 +100,8 @@ class ServiceSettings:
         if not (isinstance(self.request_timeout_s, int | float) and math.isfinite(self.request_timeout_s)
                 and self.request_timeout_s > 0):
             raise ValueError(f"the request timeout must be a positive number of seconds, got {self.request_timeout_s!r}")
-        if self.backend not in ("auto", "torch", "onnx", "onnx-int8"):
-            raise ValueError(f"backend must be auto, torch, onnx or onnx-int8, got {self.backend!r}")
+        if self.backend not in ("auto", "torch", "torch-bf16", "onnx", "onnx-int8"):
+            raise ValueError(f"backend must be auto, torch, torch-bf16, onnx or onnx-int8, got {self.backend!r}")
         for name in ("max_concurrency", "max_body_bytes", "max_text_chars", "max_list_items", "max_k"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
