@@ -2,7 +2,8 @@
 
 * Throughput (sentences/s, best of ``--repeats`` interleaved rounds after a warm-up) at 1 and 2
   threads, batch 1 and batch 32, for sentence-transformers' torch path on the same local weights,
-  medrank's torch encoder, ``onnx`` (fp32) and ``onnx-int8``: MiniLM on English MTS-Dialog
+  medrank's torch encoder, ``onnx`` (fp32), ``onnx-int8`` and ``torch-bf16`` (bf16 autocast; native on
+  AMX CPUs, emulated and slow elsewhere): MiniLM on English MTS-Dialog
   dialogue turns, e5-small on Chinese CHIP-CDN mentions (train file).
 * Agreement: cosine of each backend's vectors to medrank's fp32 torch vectors, min and mean over
   1,000 sentences per language (sentence-transformers' own for reference).
@@ -12,7 +13,8 @@
   by query).
 * Task figures, torch vs int8 (and fp32): zero-shot CHIP-CDN valid NDCG@5 etc. with gold and vocab
   candidates (e5-small, dense) and NCBI-disease devel Acc@1 (MiniLM, dense), as in
-  ``bench/concept_zero_shot.py``.
+  ``bench/concept_zero_shot.py``; ``torch-bf16/onnx-int8`` is the service's split on AMX CPUs (entries
+  encoded by torch-bf16, queries by the int8 export).
 
 Each part records the load average before and after it (the machine is shared).
 
@@ -34,7 +36,7 @@ import numpy as np
 
 from medrank.config import cache_dir, data_root, seed_everything, set_threads
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "torch-bf16")
 MODELS = {"en": ("minilm", None), "zh": ("e5-small", "passage")}
 NAME = "encoder_onnx"
 
@@ -140,7 +142,7 @@ def agreement(args: argparse.Namespace, texts: dict[str, list[str]]) -> dict:
                             **({"prompt_name": kind} if kind else {}))
         row = {"language": lang, "encoder": name, "n_sentences": len(sample),
                "sentence-transformers": dict(zip(("min", "mean"), map(lambda x: round(x, 6), cosines(reference, st_vecs)), strict=True))}
-        for backend in ("onnx", "onnx-int8"):
+        for backend in ("onnx", "onnx-int8", "torch-bf16"):
             low, mean = cosines(reference, encs[backend].encode(sample, kind=kind, batch_size=32))
             row[backend] = {"min": round(low, 6), "mean": round(mean, 6)}
         out["rows"].append(row)
@@ -213,11 +215,15 @@ def tasks(args: argparse.Namespace, save: Callable[[dict], None]) -> dict:
         concepts = load_candidates(dataset, "gold" if cand == "medic" else cand, eval_set=eval_set)
         encs = encoders_for(name)
         for backend in args.task_backends.split(","):
+            # "ENTRIES/QUERIES": entries encoded by one backend, queries by another (the service's torch-bf16/onnx-int8)
+            entries, _, queries = backend.partition("/")
             start = time.perf_counter()
             retriever = ConceptRetriever.build(
-                concepts, method="dense", encoder=CachedEncoder(encs[backend], cache_dir() / "embeddings"), language=lang,
+                concepts, method="dense", encoder=CachedEncoder(encs[entries], cache_dir() / "embeddings"), language=lang,
                 use_synonyms=synonyms,
             )
+            if queries:
+                retriever.index.encoder = encs[queries]
             res = evaluate_retriever(retriever, eval_set, DEFAULT_METRICS)
             row = {"dataset": dataset, "split": split, "candidates": cand if synonyms else f"{cand} (names only)",
                    "encoder": name, "backend": backend,
@@ -238,20 +244,23 @@ def markdown(payload: dict) -> str:
         lines = [
             f"### Throughput (sentences/s; × = ratio to sentence-transformers; load average {t['load_average_before']} → {t['load_average_after']})",
             "",
-            "| language | encoder | threads | batch | sentence-transformers | medrank torch | onnx fp32 | onnx int8 |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| language | encoder | threads | batch | sentence-transformers | medrank torch | onnx fp32 | onnx int8 | torch bf16 |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in t["rows"]:
             s, x = r["sentences_per_s"], r["ratio_to_sentence_transformers"]
-            cells = [f"{s[k]} ({x[k]}×)" for k in ("medrank torch", "medrank onnx", "medrank onnx-int8")]
+            cells = [f"{s[k]} ({x[k]}×)" if k in s else "–"
+                     for k in ("medrank torch", "medrank onnx", "medrank onnx-int8", "medrank torch-bf16")]
             lines.append(f"| {r['language']} | {r['encoder']} | {r['threads']} | {r['batch_size']} | {s['sentence-transformers']} | " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
     if "agreement" in payload:
         a = payload["agreement"]
         lines = ["### Agreement: cosine to medrank's fp32 torch vectors (min / mean)", "",
-                 "| language | encoder | sentences | sentence-transformers | onnx fp32 | onnx int8 |", "|---|---|---:|---|---|---|"]
+                 "| language | encoder | sentences | sentence-transformers | onnx fp32 | onnx int8 | torch bf16 |",
+                 "|---|---|---:|---|---|---|---|"]
         for r in a["rows"]:
-            cells = [f"{r[k]['min']:.6f} / {r[k]['mean']:.6f}" for k in ("sentence-transformers", "onnx", "onnx-int8")]
+            cells = [f"{r[k]['min']:.6f} / {r[k]['mean']:.6f}" if k in r else "–"
+                     for k in ("sentence-transformers", "onnx", "onnx-int8", "torch-bf16")]
             lines.append(f"| {r['language']} | {r['encoder']} | {r['n_sentences']} | " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
     if "latency" in payload:
@@ -282,7 +291,8 @@ def main() -> None:
     ap.add_argument("--n-batch32", type=int, default=256)
     ap.add_argument("--n-agreement", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--task-backends", default="torch,onnx-int8,onnx")
+    ap.add_argument("--task-backends", default="torch,onnx-int8,onnx,torch-bf16/onnx-int8",
+                    help="comma-separated; ENTRIES/QUERIES encodes the entries with one backend, the queries with another")
     ap.add_argument("--task-threads", type=int, default=1, help="threads for the agreement and task parts")
     ap.add_argument("--latency-index-backend", default="onnx-int8", choices=(*BACKENDS, "random"))
     ap.add_argument("--task-sets", default="chip-gold,ncbi,chip-vocab")

@@ -20,6 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -110,6 +113,8 @@ class Builder:
         self._torch: dict[str, TransformerEncoder] = {}
         #: language → what encodes knowledge-base entries (:meth:`bulk_encoder`)
         self._bulk: dict[str, Encoder] = {}
+        #: the side process tuning the inquiry engines (:meth:`prepare_engines_aside`), until :meth:`inquiry` waits
+        self._engines_aside: subprocess.Popen[bytes] | None = None
         #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
         self.trained_runs: dict[int, tuple[Any, Path]] = {}
         #: language → which encoder serves it, on which backend, and why (shown by /models)
@@ -546,12 +551,46 @@ class Builder:
                     True, reranker=reranker, distinct=distinct))
         return NextQuestionService(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
 
+    def prepare_engines_aside(self) -> None:
+        """Tune and fit the inquiry engines in a side process (one core, pure Python) while this one encodes
+        the knowledge bases on both: :meth:`inquiry` then reads the calibration and weights it cached. Threads
+        would share the GIL with the build; if the side process fails, :meth:`inquiry` does the work itself."""
+        code = ("import sys; from medrank.config import set_threads; set_threads(1); "
+                "from medrank.pipelines.history.inference import prepare_engines; prepare_engines(('en', 'zh'), sys.argv[1])")
+        log_file = self.state / "inquiry-prepare.log"
+        try:
+            with open(log_file, "w", encoding="utf-8") as out:
+                self._engines_aside = subprocess.Popen(
+                    [sys.executable, "-c", code, self.data_key], stdout=out, stderr=subprocess.STDOUT,
+                    env={**os.environ, "OMP_NUM_THREADS": "1", "MEDRANK_THREADS": "1"})
+        except OSError as exc:
+            self.say(f"  inquiry engines: no side process ({exc}); tuned in the build instead")
+
+    def _wait_for_engines_aside(self, timeout: float = 900.0) -> None:
+        proc, self._engines_aside = self._engines_aside, None
+        if proc is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+        if code != 0:  # whatever it did not cache, load_engine computes here
+            self.say(f"  inquiry engines: the side process {'timed out' if code is None else f'exited {code}'} "
+                     f"(see {self.state / 'inquiry-prepare.log'}); tuning them here")
+        elif time.perf_counter() - t0 > 0.5:
+            self.say(f"  inquiry engines: waited {time.perf_counter() - t0:.1f}s for the side process tuning them")
+
     def inquiry(self) -> Inquiry:
         """The inquiry engines (English: DDXPlus, Chinese: DXY), fitted on the training carve-out of the visible
-        data; the first start also tunes their stopping rule (kept as JSON in the cache), later starts reload it.
+        data; the first start also tunes their stopping rule (kept as JSON in the cache; in a side process,
+        :meth:`prepare_engines_aside`, when the build started one), later starts reload it.
         Each engine's finding detector is loaded here, not inside the first request."""
         from medrank.pipelines.history.inference import load_engine
 
+        self._wait_for_engines_aside()
         engines = {}
         languages = ("en", "zh")
         for i, lang in enumerate(languages):
@@ -720,6 +759,8 @@ def run_step(b: Builder, services: Services, name: str) -> None:
 def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: bool) -> None:
     t0 = time.perf_counter()
     services.encoders = b.backends  # the same dict: /models shows each encoder as soon as it is loaded
+    if "differential" in names:
+        b.prepare_engines_aside()
     for name in names:
         step = services.steps[name]
         step.start()

@@ -11,6 +11,7 @@ from medrank.pipelines.history.inquiry import (
     ProposedQuestion,
     RankedCondition,
     load_engine,
+    prepare_engines,
 )
 from medrank.pipelines.history.question_bank import (
     DISTINCT_BY_ENCODER,
@@ -22,4 +23,4 @@ from medrank.pipelines.history.question_bank import (
 
 __all__ = ["DISTINCT_BY_ENCODER", "FIRST_STAGE", "RERANKER_MARKERS", "Finding", "InquiryEngine", "InquiryInputError",
            "NextQuestionRanker", "NoQuestionBankError", "ProposedQuestion", "QuestionBank", "RankedCondition",
-           "load_engine", "load_reranker"]
+           "load_engine", "load_reranker", "prepare_engines"]

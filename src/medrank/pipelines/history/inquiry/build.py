@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from medrank.pipelines.history.inquiry.kb import (
     read_vocabulary,
 )
 from medrank.pipelines.history.inquiry.posterior import fit_ddxplus, fit_dxy
+
+log = logging.getLogger(__name__)
 
 #: weights of the self-report prior tried by :func:`calibrate` (0: class prior and self-reported findings)
 TEXT_WEIGHTS = (0.0, 0.5, 1.0)
@@ -280,3 +283,21 @@ def build_engine(language: str, data_root: str | Path | None = None, reranker_ru
     if reranker_run is not None:
         attach_reranker(engine, Path(reranker_run), backend)
     return engine
+
+
+def prepare_engines(languages: tuple[str, ...] = ("en", "zh"), data_root: str | Path | None = None) -> None:
+    """Tune and fit each language's engine once, so its calibration and differential weights are in the cache.
+
+    Pure-Python work on one core: the service runs this in a side process at start-up, beside its
+    knowledge-base encodes, and :func:`load_engine` then reads what it wrote. A language whose files are
+    cached already, or whose data is missing, is skipped (the service reports the latter itself when it
+    loads the engine).
+    """
+    for language in languages:
+        try:
+            corpus = load_corpus(language, data_root)
+            if _calibration_file(corpus).exists() and _cache_file(corpus, "differential", ".npz").exists():
+                continue
+            build_engine(language, data_root=data_root)
+        except (OSError, InquiryInputError) as exc:
+            log.warning("inquiry engine %s not prepared: %s", language, exc)
