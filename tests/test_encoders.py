@@ -83,6 +83,25 @@ def test_cached_encoder_reuses_vectors(tiny_encoder, tmp_path):
     np.testing.assert_allclose(b[1], inner(["chest pain"], "passage", 8, False)[0], atol=1e-5)
 
 
+def test_two_writers_of_one_cache_keep_each_others_vectors(tiny_encoder, tmp_path):
+    # the service's side process and its build both write the same (encoder, kind) file: the last write
+    # once replaced the other's vectors with its own view of the file
+    from medrank.encoders import CachedEncoder
+
+    first, second = CachedEncoder(tiny_encoder, tmp_path), CachedEncoder(tiny_encoder, tmp_path)
+    first.encode(["warm"], kind="passage")
+    second.encode(["seen"], kind="passage")  # reads the file now: holds "warm"
+    a = first.encode(["fever", "cough"], kind="passage")  # written while `second` holds an older view
+    b = second.encode(["chest pain"], kind="passage")
+    calls = []
+    inner = tiny_encoder._encode
+    tiny_encoder._encode = lambda texts, kind, bs, prog: calls.append(list(texts)) or inner(texts, kind, bs, prog)
+    again = CachedEncoder(tiny_encoder, tmp_path).encode(["warm", "seen", "fever", "cough", "chest pain"], kind="passage")
+    assert calls == []  # every writer's texts are in the file
+    np.testing.assert_array_equal(again[2:4], a)
+    np.testing.assert_array_equal(again[4], b[0])
+
+
 def test_cached_vectors_and_their_text_digests_live_in_one_file(tiny_encoder, tmp_path):
     import hashlib
 
@@ -93,7 +112,8 @@ def test_cached_vectors_and_their_text_digests_live_in_one_file(tiny_encoder, tm
     cached = CachedEncoder(tiny_encoder, tmp_path)
     vecs = cached.encode(["fever", "cough"], kind="query")
     files = sorted(p.name for p in cached.directory.iterdir())
-    assert files == ["query.safetensors", "spec.json"]  # no separate key list to tear apart from the matrix
+    # no separate key list to tear apart from the matrix (the lock only serialises writers)
+    assert files == ["query.lock", "query.safetensors", "spec.json"]
     stored = load_file(str(cached.directory / "query.safetensors"))
     assert [bytes(r) for r in stored["sha1"]] == [hashlib.sha1(t.encode()).digest() for t in ("fever", "cough")]
     np.testing.assert_array_equal(stored["vectors"], vecs)

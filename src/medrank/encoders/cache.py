@@ -6,8 +6,9 @@ Vectors are keyed by the encoder's :meth:`~medrank.encoders.Encoder.fingerprint`
 and a digest of its model folder's files, not the folder's path), the
 text kind (query/passage) and the SHA-1 of each text, and stored as one
 safetensors file per (encoder, kind) holding the vectors and the texts' digests together, written
-atomically: two processes sharing the cache can lose each other's newest vectors (the last write
-wins), never pair a vector with the wrong text. (Caches of earlier versions, a ``.npy`` matrix plus a
+atomically. Two processes sharing the cache (the service encodes its largest knowledge base in a side
+process) never lose each other's vectors: a write holds a lock on the file, re-reads it and keeps what
+another process added since; and a vector is never paired with the wrong text. (Caches of earlier versions, a ``.npy`` matrix plus a
 separate key list, are not read: their texts are encoded again once.)
 
 Do not wrap an encoder whose weights change in place (during training): the
@@ -16,9 +17,11 @@ spec would not change and stale vectors would be served.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,22 @@ from medrank.utils.io import atomic_write_bytes, atomic_write_text
 
 def _text_key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8")).digest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if missing) between processes, where the OS has ``flock``."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): writes stay atomic, a concurrent one may be dropped
+        yield
+        return
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 class CachedEncoder(Encoder):
@@ -60,21 +79,46 @@ class CachedEncoder(Encoder):
     def _path(self, kind: TextKind | None) -> Path:
         return self.directory / f"{kind or 'plain'}.safetensors"
 
-    def _store(self, kind: TextKind | None) -> tuple[dict[bytes, int], np.ndarray]:
+    def _read(self, kind: TextKind | None) -> tuple[dict[bytes, int], np.ndarray]:
+        """What the file of ``kind`` holds now: text digest → row, and the vectors."""
         from safetensors.numpy import load_file
 
+        path = self._path(kind)
+        keys: list[bytes] = []
+        vecs = np.zeros((0, self.dim), np.float32)
+        if path.exists():
+            tensors = load_file(str(path))
+            digests, stored = tensors.get("sha1"), tensors.get("vectors")
+            if digests is not None and stored is not None and len(digests) == len(stored):
+                keys, vecs = [bytes(row) for row in digests], stored
+        return {k: i for i, k in enumerate(keys)}, vecs
+
+    def _store(self, kind: TextKind | None) -> tuple[dict[bytes, int], np.ndarray]:
         stem = kind or "plain"
         if stem not in self._stores:
-            path = self._path(kind)
-            keys: list[bytes] = []
-            vecs = np.zeros((0, self.dim), np.float32)
-            if path.exists():
-                tensors = load_file(str(path))
-                digests, stored = tensors.get("sha1"), tensors.get("vectors")
-                if digests is not None and stored is not None and len(digests) == len(stored):
-                    keys, vecs = [bytes(row) for row in digests], stored
-            self._stores[stem] = ({k: i for i, k in enumerate(keys)}, vecs)
+            self._stores[stem] = self._read(kind)
         return self._stores[stem]
+
+    def _write(self, kind: TextKind | None, index: dict[bytes, int], vecs: np.ndarray) -> tuple[dict[bytes, int], np.ndarray]:
+        """Replace the file of ``kind`` with ``index``/``vecs`` plus whatever another process wrote there since
+        this one read it (under a lock, so neither loses the other's vectors); returns the merged pair."""
+        from safetensors.numpy import save
+
+        stem = kind or "plain"
+        with _locked(self.directory / f"{stem}.lock"):
+            on_disk, disk_vecs = self._read(kind)
+            theirs = [k for k in on_disk if k not in index]
+            if theirs:
+                start = len(vecs)
+                vecs = np.concatenate([vecs, disk_vecs[[on_disk[k] for k in theirs]].astype(np.float32)])
+                index = {**index, **{k: start + i for i, k in enumerate(theirs)}}
+            digests = np.frombuffer(b"".join(index), dtype=np.uint8).reshape(len(index), 20)
+            # one file: the vectors and the digests of their texts are replaced together
+            atomic_write_bytes(self._path(kind), save({"sha1": digests, "vectors": np.ascontiguousarray(vecs)}))
+        for old in (self.directory / f"{stem}.npy", self.directory / f"{stem}.keys.json"):
+            old.unlink(missing_ok=True)  # an earlier version's cache of this kind: superseded
+        self._stores[stem] = (index, vecs)
+        return index, vecs
 
     def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
         index, vecs = self._store(kind)
@@ -89,15 +133,6 @@ class CachedEncoder(Encoder):
             )
             start = len(vecs)
             vecs = np.concatenate([vecs, new.astype(np.float32)])
-            for i, k in enumerate(missing):
-                index[k] = start + i
-            self._stores[kind or "plain"] = (index, vecs)
-            from safetensors.numpy import save
-
-            digests = np.frombuffer(b"".join(index), dtype=np.uint8).reshape(len(index), 20)
-            # one file: the vectors and the digests of their texts are replaced together
-            atomic_write_bytes(self._path(kind), save({"sha1": digests, "vectors": np.ascontiguousarray(vecs)}))
-            stem = kind or "plain"
-            for old in (self.directory / f"{stem}.npy", self.directory / f"{stem}.keys.json"):
-                old.unlink(missing_ok=True)  # an earlier version's cache of this kind: superseded
+            index = {**index, **{k: start + i for i, k in enumerate(missing)}}
+            index, vecs = self._write(kind, index, vecs)
         return vecs[[index[k] for k in keys]]

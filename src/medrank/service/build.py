@@ -113,8 +113,8 @@ class Builder:
         self._torch: dict[str, TransformerEncoder] = {}
         #: language → what encodes knowledge-base entries (:meth:`bulk_encoder`)
         self._bulk: dict[str, Encoder] = {}
-        #: the side process tuning the inquiry engines (:meth:`prepare_engines_aside`), until :meth:`inquiry` waits
-        self._engines_aside: subprocess.Popen[bytes] | None = None
+        #: side processes still running (:meth:`prepare_engines_aside`, :meth:`encode_aside`): what → (process, log file)
+        self._aside: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
         #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
         self.trained_runs: dict[int, tuple[Any, Path]] = {}
         #: language → which encoder serves it, on which backend, and why (shown by /models)
@@ -291,6 +291,7 @@ class Builder:
         if manifest is not None and manifest.get("fingerprint") == fingerprint and (store is None or store.count() > 0):
             kb = self._timed(f"knowledge base {name} loaded", lambda: KnowledgeBase.load(path, encoder, store, method))
             return kb
+        self._wait_aside(f"encode-{name}")  # its vectors are then in the embedding cache
         self.say(f"building knowledge base {name} ({info.source}, {method}) — first start only")
         concepts, repaired = repair_names(self._timed(f"{name}: concepts read", load_concepts))
         if repaired:
@@ -551,25 +552,24 @@ class Builder:
                     True, reranker=reranker, distinct=distinct))
         return NextQuestionService(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
 
-    def prepare_engines_aside(self) -> None:
-        """Tune and fit the inquiry engines in a side process (one core, pure Python) while this one encodes
-        the knowledge bases on both: :meth:`inquiry` then reads the calibration and weights it cached. Threads
-        would share the GIL with the build; if the side process fails, :meth:`inquiry` does the work itself."""
-        code = ("import sys; from medrank.config import set_threads; set_threads(1); "
-                "from medrank.pipelines.history.inference import prepare_engines; prepare_engines(('en', 'zh'), sys.argv[1])")
-        log_file = self.state / "inquiry-prepare.log"
+    # -- side processes: pure-Python or single-thread work beside the build's own 2-thread encodes -------------
+    def _start_aside(self, what: str, code: str, *args: str) -> None:
+        """Run ``python -c code args`` on one thread beside the build (threads would share the GIL with it);
+        its output goes to ``STATE/aside-WHAT.log``. Whatever it was to cache, the build does itself if it fails."""
+        log_file = self.state / f"aside-{what}.log"
         try:
             with open(log_file, "w", encoding="utf-8") as out:
-                self._engines_aside = subprocess.Popen(
-                    [sys.executable, "-c", code, self.data_key], stdout=out, stderr=subprocess.STDOUT,
-                    env={**os.environ, "OMP_NUM_THREADS": "1", "MEDRANK_THREADS": "1"})
+                proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=out, stderr=subprocess.STDOUT,
+                                        env={**os.environ, "OMP_NUM_THREADS": "1", "MEDRANK_THREADS": "1"})
         except OSError as exc:
-            self.say(f"  inquiry engines: no side process ({exc}); tuned in the build instead")
-
-    def _wait_for_engines_aside(self, timeout: float = 900.0) -> None:
-        proc, self._engines_aside = self._engines_aside, None
-        if proc is None:
+            self.say(f"  {what}: no side process ({exc}); done in the build instead")
             return
+        self._aside[what] = (proc, log_file)
+
+    def _wait_aside(self, what: str, timeout: float = 900.0) -> None:
+        if what not in self._aside:
+            return
+        proc, log_file = self._aside.pop(what)
         t0 = time.perf_counter()
         try:
             code = proc.wait(timeout=timeout)
@@ -577,11 +577,32 @@ class Builder:
             proc.kill()
             proc.wait()
             code = None
-        if code != 0:  # whatever it did not cache, load_engine computes here
-            self.say(f"  inquiry engines: the side process {'timed out' if code is None else f'exited {code}'} "
-                     f"(see {self.state / 'inquiry-prepare.log'}); tuning them here")
+        if code != 0:
+            self.say(f"  {what}: the side process {'timed out' if code is None else f'exited {code}'} (see {log_file}); "
+                     "doing its work here")
         elif time.perf_counter() - t0 > 0.5:
-            self.say(f"  inquiry engines: waited {time.perf_counter() - t0:.1f}s for the side process tuning them")
+            self.say(f"  {what}: waited {time.perf_counter() - t0:.1f}s for the side process")
+
+    def prepare_engines_aside(self) -> None:
+        """Tune and fit the inquiry engines in a side process (pure Python, one core) while the build encodes:
+        :meth:`inquiry` waits for it and reads the calibration and weights it cached."""
+        self._start_aside("inquiry-engines", "import sys; from medrank.config import set_threads; set_threads(1); "
+                          "from medrank.pipelines.history.inference import prepare_engines; "
+                          "prepare_engines(('en', 'zh'), sys.argv[1])", self.data_key)
+
+    def encode_aside(self, name: str) -> None:
+        """Encode knowledge base ``name``'s entries into the embedding cache in a side process on one thread,
+        while the build does everything before it: the largest zero-shot encode (CHIP-CDN's names through
+        e5-small) then overlaps the steps that leave a core idle, and :meth:`knowledge_base` waits for it and
+        finds every vector cached. Only for a first build (no manifest yet) of a dense or hybrid zero-shot base."""
+        if (self.settings.kb_methods.get(name, "hybrid") == "bm25" or KB_LANGUAGES.get(name) is None
+                or (name == "chip-cdn" and self.settings.model_path("symptoms-zh") is not None)
+                or KnowledgeBase.read_manifest(self.state / "kbs" / name) is not None):
+            return
+        settings = {"data_root": self.data_key, "state_dir": str(self.state), "backend": self.settings.backend,
+                    "encoder_en": self.settings.encoder_en, "encoder_zh": self.settings.encoder_zh}
+        self._start_aside(f"encode-{name}", "import sys; from medrank.service.build import encode_entries; "
+                          "encode_entries(sys.argv[1], sys.argv[2])", json.dumps(settings), name)
 
     def inquiry(self) -> Inquiry:
         """The inquiry engines (English: DDXPlus, Chinese: DXY), fitted on the training carve-out of the visible
@@ -590,7 +611,7 @@ class Builder:
         Each engine's finding detector is loaded here, not inside the first request."""
         from medrank.pipelines.history.inference import load_engine
 
-        self._wait_for_engines_aside()
+        self._wait_aside("inquiry-engines")
         engines = {}
         languages = ("en", "zh")
         for i, lang in enumerate(languages):
@@ -704,6 +725,28 @@ STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "passag
               "symptoms:hpo", "symptoms:chip-cdn", "passages:sentence-vectors")
 
 
+#: the knowledge base whose entries a side process encodes during a first build (the largest zero-shot encode)
+ENCODED_ASIDE = "chip-cdn"
+
+
+def encode_entries(settings_json: str, name: str) -> None:
+    """The side process of :meth:`Builder.encode_aside`: knowledge base ``name``'s entries encoded on one thread
+    into the embedding cache, by the encoder the build itself would choose (same settings, same check)."""
+    from medrank.config import set_threads
+    from medrank.retrieval.concept import concept_entries
+
+    set_threads(1)
+    fields = json.loads(settings_json)
+    settings = ServiceSettings(data_root=Path(fields["data_root"]), state_dir=Path(fields["state_dir"]),
+                               backend=fields["backend"], encoder_en=fields["encoder_en"], encoder_zh=fields["encoder_zh"])
+    b = Builder(settings, show_progress=False)
+    info, load_concepts = b.kb_source(name)
+    concepts, _ = repair_names(load_concepts())
+    _, texts, _ = concept_entries(concepts)
+    # the texts, kind and batch size of StoreBackend.ingest / KnowledgeBase.build_index: the build finds them cached
+    b.build_encoder(info.language, track=False).encode(texts, kind="passage", batch_size=128, show_progress=False)
+
+
 def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     """The build steps of ``pipelines``, in :data:`STEP_ORDER` (unknown knowledge bases last, in the given order)."""
     unknown = set(pipelines) - set(PIPELINE_NAMES)
@@ -761,6 +804,8 @@ def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: b
     services.encoders = b.backends  # the same dict: /models shows each encoder as soon as it is loaded
     if "differential" in names:
         b.prepare_engines_aside()
+    if f"symptoms:{ENCODED_ASIDE}" in names:
+        b.encode_aside(ENCODED_ASIDE)
     for name in names:
         step = services.steps[name]
         step.start()

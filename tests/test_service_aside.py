@@ -1,0 +1,77 @@
+"""Side processes of a first build: the largest knowledge base's entries encoded into the embedding cache
+beside the build, found there by the build; never started where nothing would be gained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import make_tiny_bert
+
+VOCAB_TSV = "code\tname\nA00\t霍乱\nA00.0\t霍乱\nB01\t足骨折,未特指\nC02\t蛔虫病\nD03\t高血压\n"
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from medrank.encoders import TransformerEncoder
+    from medrank.service.settings import ServiceSettings
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "data" / "chip-cdn").mkdir(parents=True)
+    (tmp_path / "data" / "chip-cdn" / "icd10_beijing_v601.tsv").write_text(VOCAB_TSV, encoding="utf-8")
+    model, tok = make_tiny_bert(seed=5)
+    TransformerEncoder(model, tok, pooling="mean", name="tiny").save(tmp_path / "tiny")
+    settings = ServiceSettings(data_root=tmp_path / "data", state_dir=tmp_path / "state", backend="torch",
+                               encoder_zh=str(tmp_path / "tiny"), models_dir=tmp_path / "runs", kbs=("chip-cdn",))
+    return settings
+
+
+def _settings_json(settings) -> str:
+    return json.dumps({"data_root": str(settings.data_root), "state_dir": str(settings.state_dir), "backend": settings.backend,
+                       "encoder_en": settings.encoder_en, "encoder_zh": settings.encoder_zh})
+
+
+def test_entries_encoded_aside_are_what_the_build_finds_cached(setup) -> None:
+    from medrank.service.build import Builder, encode_entries
+
+    encode_entries(_settings_json(setup), "chip-cdn")
+    b = Builder(setup, show_progress=False)
+    enc = b.build_encoder("zh", track=False)
+    calls: list[list[str]] = []
+    inner = enc.encoder._encode
+    enc.encoder._encode = lambda texts, kind, bs, prog: calls.append(list(texts)) or inner(texts, kind, bs, prog)
+    kb = b.knowledge_base("chip-cdn")
+    assert len(kb.concepts) == 4
+    fresh = enc.encode(["霍乱", "足骨折,未特指", "蛔虫病", "高血压"], kind="passage")
+    assert calls == [] and np.allclose(np.linalg.norm(fresh, axis=1), 1, atol=1e-5)
+
+
+def test_the_side_process_runs_and_the_build_waits_for_it(setup) -> None:
+    from medrank.service.build import Builder
+
+    b = Builder(setup, show_progress=False)
+    b.encode_aside("chip-cdn")
+    proc, log_file = b._aside["encode-chip-cdn"]
+    b.knowledge_base("chip-cdn")  # waits for the side process first
+    assert "encode-chip-cdn" not in b._aside and proc.returncode == 0, log_file.read_text(encoding="utf-8")
+    # a second build finds the knowledge base built: nothing to do aside
+    again = Builder(setup, show_progress=False)
+    again.encode_aside("chip-cdn")
+    assert again._aside == {}
+
+
+def test_nothing_is_encoded_aside_for_a_lexical_or_trained_base(setup, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from medrank.service.build import Builder
+
+    lexical = Builder(replace(setup, kb_methods={"chip-cdn": "bm25"}), show_progress=False)
+    lexical.encode_aside("chip-cdn")
+    trained_dir = tmp_path / "trained"
+    trained_dir.mkdir()
+    trained = Builder(replace(setup, model_paths={"symptoms-zh": trained_dir}), show_progress=False)
+    trained.encode_aside("chip-cdn")
+    assert lexical._aside == {} and trained._aside == {}
