@@ -75,3 +75,30 @@ def test_nothing_is_encoded_aside_for_a_lexical_or_trained_base(setup, tmp_path:
     trained = Builder(replace(setup, model_paths={"symptoms-zh": trained_dir}), show_progress=False)
     trained.encode_aside("chip-cdn")
     assert lexical._aside == {} and trained._aside == {}
+
+
+def test_the_build_gives_a_core_to_an_encode_aside_and_takes_it_back(setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    import medrank.config
+    from medrank.config import default_threads, requested_threads, set_threads
+    from medrank.service.build import Builder
+
+    monkeypatch.setattr(medrank.config, "_requested_threads", requested_threads())  # restored after the test
+    before = requested_threads() or default_threads()
+    set_threads(2)
+    b = Builder(setup, show_progress=False)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        b._aside["encode-chip-cdn"] = (sleeper, setup.state_dir / "aside.log")
+        b.share_cores()
+        assert requested_threads() == 1
+        b.share_cores()  # still running: unchanged
+        assert requested_threads() == 1
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    b.share_cores()
+    assert requested_threads() == 2
+    set_threads(before)

@@ -115,6 +115,8 @@ class Builder:
         self._bulk: dict[str, Encoder] = {}
         #: side processes still running (:meth:`prepare_engines_aside`, :meth:`encode_aside`): what → (process, log file)
         self._aside: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+        #: the build's thread count before it gave a core to an encode aside (:meth:`share_cores`)
+        self._threads_before_aside: int | None = None
         #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
         self.trained_runs: dict[int, tuple[Any, Path]] = {}
         #: language → which encoder serves it, on which backend, and why (shown by /models)
@@ -577,11 +579,28 @@ class Builder:
             proc.kill()
             proc.wait()
             code = None
+        self.share_cores()
         if code != 0:
             self.say(f"  {what}: the side process {'timed out' if code is None else f'exited {code}'} (see {log_file}); "
                      "doing its work here")
         elif time.perf_counter() - t0 > 0.5:
             self.say(f"  {what}: waited {time.perf_counter() - t0:.1f}s for the side process")
+
+    def share_cores(self) -> None:
+        """While an encode runs aside on one thread, the build runs on one thread fewer, and gets it back once
+        that process has exited: more busy threads than cores spin against each other (OpenMP waits actively),
+        which slowed a first build more than the side process sped it up."""
+        from medrank.config import default_threads, requested_threads, set_threads
+
+        encoding = any(what.startswith("encode-") and proc.poll() is None for what, (proc, _) in self._aside.items())
+        if encoding and self._threads_before_aside is None:
+            threads = requested_threads() or default_threads()
+            if threads > 1:
+                self._threads_before_aside = threads
+                set_threads(threads - 1)
+        elif not encoding and self._threads_before_aside is not None:
+            set_threads(self._threads_before_aside)
+            self._threads_before_aside = None
 
     def prepare_engines_aside(self) -> None:
         """Tune and fit the inquiry engines in a side process (pure Python, one core) while the build encodes:
@@ -807,6 +826,7 @@ def _run_steps(b: Builder, services: Services, names: list[str], raise_errors: b
     if f"symptoms:{ENCODED_ASIDE}" in names:
         b.encode_aside(ENCODED_ASIDE)
     for name in names:
+        b.share_cores()
         step = services.steps[name]
         step.start()
         b.step = step
