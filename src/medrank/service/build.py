@@ -117,6 +117,7 @@ class Builder:
         self._aside: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
         #: the build's thread count before it gave a core to an encode aside (:meth:`share_cores`)
         self._threads_before_aside: int | None = None
+        self._cores_lock = threading.Lock()
         #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
         self.trained_runs: dict[int, tuple[Any, Path]] = {}
         #: language → which encoder serves it, on which backend, and why (shown by /models)
@@ -567,6 +568,16 @@ class Builder:
             self.say(f"  {what}: no side process ({exc}); done in the build instead")
             return
         self._aside[what] = (proc, log_file)
+        if what.startswith("encode-"):
+            t0 = time.perf_counter()
+
+            def give_back() -> None:  # the core returns to the build the moment the side process exits
+                code = proc.wait()
+                self.say(f"  {what}: side process exited {code} after {time.perf_counter() - t0:.1f}s")
+                self.share_cores()
+
+            threading.Thread(target=give_back, name=f"medrank-{what}", daemon=True).start()
+            self.share_cores()
 
     def _wait_aside(self, what: str, timeout: float = 900.0) -> None:
         if what not in self._aside:
@@ -592,15 +603,17 @@ class Builder:
         which slowed a first build more than the side process sped it up."""
         from medrank.config import default_threads, requested_threads, set_threads
 
-        encoding = any(what.startswith("encode-") and proc.poll() is None for what, (proc, _) in self._aside.items())
-        if encoding and self._threads_before_aside is None:
-            threads = requested_threads() or default_threads()
-            if threads > 1:
-                self._threads_before_aside = threads
-                set_threads(threads - 1)
-        elif not encoding and self._threads_before_aside is not None:
-            set_threads(self._threads_before_aside)
-            self._threads_before_aside = None
+        with self._cores_lock:
+            encoding = any(what.startswith("encode-") and proc.poll() is None
+                           for what, (proc, _) in list(self._aside.items()))
+            if encoding and self._threads_before_aside is None:
+                threads = requested_threads() or default_threads()
+                if threads > 1:
+                    self._threads_before_aside = threads
+                    set_threads(threads - 1)
+            elif not encoding and self._threads_before_aside is not None:
+                set_threads(self._threads_before_aside)
+                self._threads_before_aside = None
 
     def prepare_engines_aside(self) -> None:
         """Tune and fit the inquiry engines in a side process (pure Python, one core) while the build encodes:
