@@ -214,6 +214,7 @@ class Builder:
     def progress(self, unit: str = "entries") -> Callable[[int, int], None]:
         """A ``(done, total)`` callback that moves the current build step (a no-op outside one)."""
         def report(done: int, total: int) -> None:
+            self.share_cores()  # an encode aside may have ended: its core is the build's again
             step = self.step
             if step is not None:
                 step.update(done, total, unit)
@@ -571,12 +572,10 @@ class Builder:
         if what.startswith("encode-"):
             t0 = time.perf_counter()
 
-            def give_back() -> None:  # the core returns to the build the moment the side process exits
-                code = proc.wait()
-                self.say(f"  {what}: side process exited {code} after {time.perf_counter() - t0:.1f}s")
-                self.share_cores()
+            def report_exit() -> None:
+                self.say(f"  {what}: side process exited {proc.wait()} after {time.perf_counter() - t0:.1f}s")
 
-            threading.Thread(target=give_back, name=f"medrank-{what}", daemon=True).start()
+            threading.Thread(target=report_exit, name=f"medrank-{what}", daemon=True).start()
             self.share_cores()
 
     def _wait_aside(self, what: str, timeout: float = 900.0) -> None:
@@ -600,7 +599,9 @@ class Builder:
     def share_cores(self) -> None:
         """While an encode runs aside on one thread, the build runs on one thread fewer, and gets it back once
         that process has exited: more busy threads than cores spin against each other (OpenMP waits actively),
-        which slowed a first build more than the side process sped it up."""
+        which slowed a first build more than the side process sped it up. Called from the build thread only
+        (before each step and after each chunk of an encode): OpenMP thread counts belong to the thread that
+        sets them, so a watcher thread setting them would leave the build's own unchanged."""
         from medrank.config import default_threads, requested_threads, set_threads
 
         with self._cores_lock:
