@@ -27,7 +27,7 @@ def _tiny(folder: Path) -> Path:
     ("fpu vme avx512f avx512_vnni", False),
 ])
 def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, flags: str, native: bool) -> None:
-    from medrank.encoders.bf16 import native_bf16
+    from medrank.utils.cpu import native_bf16
 
     info = tmp_path / "cpuinfo"
     info.write_text(f"processor\t: 0\nmodel name\t: x\nflags\t\t: {flags}\n", encoding="utf-8")

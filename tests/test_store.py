@@ -173,6 +173,33 @@ def test_search_batch_matches_single_queries(make_store):
         np.testing.assert_allclose([h.score for h in hits], [h.score for h in one], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_a_large_flat_store_scanned_in_bf16_answers_exactly(tmp_path, monkeypatch, native):
+    # above BF16_SCAN_MIN vectors a CPU with native bf16 scans a bf16 copy and rescores its candidates in float32:
+    # the hits and scores must be the float32 scan's (forced here either way: bf16 also runs where it is emulated)
+    import medrank.store.embedded as embedded
+
+    monkeypatch.setattr(embedded, "native_bf16", lambda: native)
+    rng = np.random.default_rng(11)
+    n, dim = embedded.BF16_SCAN_MIN + 500, 48
+    vectors = unit(rng, n, dim)
+    vectors[7] = vectors[3]  # an exact tie: kept in index order, as by the float32 scan
+    store = open_store(f"embedded:{tmp_path / 's'}", dim=dim, language="en")
+    store.add([f"e{i}" for i in range(n)], [f"entry {i}" for i in range(n)], vectors, [{} for _ in range(n)])
+    queries = np.concatenate([unit(rng, 4, dim), vectors[3:4]])
+    batch = store.search_batch(queries, [None] * len(queries), k=25, mode="dense")
+    for q, hits in zip(queries, batch, strict=True):
+        exact = vectors @ q
+        order = np.argsort(-exact, kind="stable")[:25]
+        assert ids_of(hits) == [f"e{i}" for i in order]
+        np.testing.assert_allclose([h.score for h in hits], exact[order], rtol=1e-5, atol=1e-6)
+    assert ids_of(batch[-1])[:2] == ["e3", "e7"]
+    assert (store._bf16_vectors is not None) is native
+    store.add(["new"], ["new entry"], queries[:1], [{}])  # a changed store gets a new bf16 copy
+    assert ids_of(store.search_batch(queries[:2], [None, None], k=1, mode="dense")[0]) == ["new"]
+    store.close()
+
+
 def test_input_validation(make_store):
     store = make_store()
     ids, texts, vectors, metadata = corpus()

@@ -6,7 +6,7 @@ long batched encodes that build indexes (tens of thousands of names at batch 128
 layer norms, softmax and the residual additions in float32 and only casts the inputs of the matrix
 products, so the vectors stay close to float32 torch's (far closer than the int8 ONNX export's).
 On CPUs without native bf16 the products are emulated and slower than float32:
-:func:`native_bf16` tells the two apart, and :func:`medrank.encoders.choose_backend` skips this
+:func:`medrank.utils.cpu.native_bf16` tells the two apart, and :func:`medrank.encoders.choose_backend` skips this
 backend there.
 
 The weights are the wrapped encoder's own (no copy): training the torch encoder changes what this
@@ -15,9 +15,6 @@ one computes, and :meth:`Bf16Encoder.fingerprint` follows it.
 
 from __future__ import annotations
 
-import functools
-import platform
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,29 +22,11 @@ import torch
 
 from medrank.encoders.base import Encoder, TextKind
 from medrank.encoders.transformer import TransformerEncoder
+from medrank.utils.cpu import native_bf16
+
+__all__ = ["BACKEND", "Bf16Encoder", "native_bf16"]
 
 BACKEND = "torch-bf16"
-#: /proc/cpuinfo flags of CPUs whose bf16 matrix products are native, not emulated
-NATIVE_BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
-
-
-@functools.cache
-def native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """True when this CPU multiplies bfloat16 matrices natively (AMX-BF16 or AVX512-BF16).
-
-    Read from the kernel's CPU flags (Linux); elsewhere False, so the backend is never chosen
-    automatically where it cannot be told to pay off.
-    """
-    if platform.system() != "Linux":
-        return False
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return bool(NATIVE_BF16_FLAGS & set(line.partition(":")[2].split()))
-    return False
 
 
 class Bf16Encoder(Encoder):
