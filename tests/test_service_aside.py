@@ -102,3 +102,38 @@ def test_the_build_gives_a_core_to_an_encode_aside_and_takes_it_back(setup, monk
     b.share_cores()
     assert requested_threads() == 2
     set_threads(before)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_side_process_ends_with_the_process_that_started_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    child = ("from medrank.service.build import follow_parent; follow_parent(); "
+             "open(sys.argv[1], 'w').write('ready'); import time; time.sleep(120)")
+    parent = ("import subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', 'import sys; ' + {child!r}, sys.argv[1]]); "
+              "print(p.pid, flush=True); time.sleep(60)")
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", parent, str(ready)], stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())
+    deadline = time.time() + 60
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert ready.exists()
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        with __import__("contextlib").suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.2)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the side process outlived its parent")

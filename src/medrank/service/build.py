@@ -169,7 +169,7 @@ class Builder:
         """
         if language not in self._bulk:
             from medrank.encoders import choose_backend
-            from medrank.encoders.bf16 import native_bf16
+            from medrank.utils.cpu import native_bf16
 
             enc = self.raw_encoder(language)
             torch_encoder = self._torch.get(language)
@@ -619,7 +619,7 @@ class Builder:
     def prepare_engines_aside(self) -> None:
         """Tune and fit the inquiry engines in a side process (pure Python, one core) while the build encodes:
         :meth:`inquiry` waits for it and reads the calibration and weights it cached."""
-        self._start_aside("inquiry-engines", "import sys; from medrank.config import set_threads; set_threads(1); "
+        self._start_aside("inquiry-engines", "import sys; from medrank.service.build import follow_parent; follow_parent(); "
                           "from medrank.pipelines.history.inference import prepare_engines; "
                           "prepare_engines(('en', 'zh'), sys.argv[1])", self.data_key)
 
@@ -634,8 +634,8 @@ class Builder:
             return
         settings = {"data_root": self.data_key, "state_dir": str(self.state), "backend": self.settings.backend,
                     "encoder_en": self.settings.encoder_en, "encoder_zh": self.settings.encoder_zh}
-        self._start_aside(f"encode-{name}", "import sys; from medrank.service.build import encode_entries; "
-                          "encode_entries(sys.argv[1], sys.argv[2])", json.dumps(settings), name)
+        self._start_aside(f"encode-{name}", "import sys; from medrank.service.build import encode_entries, follow_parent; "
+                          "follow_parent(); encode_entries(sys.argv[1], sys.argv[2])", json.dumps(settings), name)
 
     def inquiry(self) -> Inquiry:
         """The inquiry engines (English: DDXPlus, Chinese: DXY), fitted on the training carve-out of the visible
@@ -760,6 +760,20 @@ STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "passag
 
 #: the knowledge base whose entries a side process encodes during a first build (the largest zero-shot encode)
 ENCODED_ASIDE = "chip-cdn"
+
+
+def follow_parent() -> None:
+    """In a side process of the build: keep to one thread, and (Linux) end when the thread that started it
+    ends, so a server stopped mid-build leaves no encode behind."""
+    from medrank.config import set_threads
+
+    set_threads(1)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
 
 
 def encode_entries(settings_json: str, name: str) -> None:
