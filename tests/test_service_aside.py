@@ -137,3 +137,25 @@ def test_a_side_process_ends_with_the_process_that_started_it(tmp_path: Path) ->
     else:
         os.kill(pid, 9)
         pytest.fail("the side process outlived its parent")
+
+
+def test_the_engines_are_tuned_aside_only_when_their_cache_lacks_them(setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    import medrank.pipelines.history.inference as inference
+    from medrank.service.build import Builder
+
+    b = Builder(setup, show_progress=False)
+    started: list[str] = []
+    monkeypatch.setattr(b, "_start_aside", lambda what, *args: started.append(what))
+    monkeypatch.setattr(inference, "engine_prepared", lambda lang, root: True)
+    b.prepare_engines_aside()
+    assert started == []  # a later start: both engines' files are cached
+    monkeypatch.setattr(inference, "engine_prepared", lambda lang, root: lang == "en")
+    b.prepare_engines_aside()
+    assert started == ["inquiry-engines"]
+
+    def unreadable(lang, root):
+        raise FileNotFoundError("no ddxplus here")
+
+    monkeypatch.setattr(inference, "engine_prepared", unreadable)
+    b.prepare_engines_aside()  # the build reports missing data itself, at the differential step
+    assert started == ["inquiry-engines"]

@@ -618,7 +618,15 @@ class Builder:
 
     def prepare_engines_aside(self) -> None:
         """Tune and fit the inquiry engines in a side process (pure Python, one core) while the build encodes:
-        :meth:`inquiry` waits for it and reads the calibration and weights it cached."""
+        :meth:`inquiry` waits for it and reads the calibration and weights it cached. Not started when they
+        are cached already (a later start), or when the data cannot be read (:meth:`inquiry` reports that)."""
+        from medrank.pipelines.history.inference import InquiryInputError, engine_prepared
+
+        try:
+            if all(engine_prepared(lang, self.data_key) for lang in ("en", "zh")):
+                return
+        except (OSError, InquiryInputError):
+            return
         self._start_aside("inquiry-engines", "import sys; from medrank.service.build import follow_parent; follow_parent(); "
                           "from medrank.pipelines.history.inference import prepare_engines; "
                           "prepare_engines(('en', 'zh'), sys.argv[1])", self.data_key)

@@ -10,6 +10,7 @@ from medrank.pipelines.history.inquiry import (
     InquiryInputError,
     ProposedQuestion,
     RankedCondition,
+    engine_prepared,
     load_engine,
     prepare_engines,
 )
@@ -23,4 +24,4 @@ from medrank.pipelines.history.question_bank import (
 
 __all__ = ["DISTINCT_BY_ENCODER", "FIRST_STAGE", "RERANKER_MARKERS", "Finding", "InquiryEngine", "InquiryInputError",
            "NextQuestionRanker", "NoQuestionBankError", "ProposedQuestion", "QuestionBank", "RankedCondition",
-           "load_engine", "load_reranker", "prepare_engines"]
+           "engine_prepared", "load_engine", "load_reranker", "prepare_engines"]

@@ -6,7 +6,7 @@ re-ranker may reorder them given the dialogue. English uses the DDXPlus knowledg
 the DXY symptom statistics. ``load_engine("en" | "zh")`` fits (or reloads) one; see :class:`InquiryEngine`.
 """
 
-from medrank.pipelines.history.inquiry.build import load_engine, prepare_engines
+from medrank.pipelines.history.inquiry.build import engine_prepared, load_engine, prepare_engines
 from medrank.pipelines.history.inquiry.engine import (
     Calibration,
     Finding,
@@ -16,5 +16,5 @@ from medrank.pipelines.history.inquiry.engine import (
 )
 from medrank.pipelines.history.inquiry.kb import InquiryInputError
 
-__all__ = ["Calibration", "Finding", "InquiryEngine", "InquiryInputError", "ProposedQuestion", "RankedCondition",
+__all__ = ["Calibration", "Finding", "engine_prepared", "InquiryEngine", "InquiryInputError", "ProposedQuestion", "RankedCondition",
            "load_engine", "prepare_engines"]

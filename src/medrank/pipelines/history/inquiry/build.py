@@ -295,9 +295,13 @@ def prepare_engines(languages: tuple[str, ...] = ("en", "zh"), data_root: str | 
     """
     for language in languages:
         try:
-            corpus = load_corpus(language, data_root)
-            if _calibration_file(corpus).exists() and _cache_file(corpus, "differential", ".npz").exists():
-                continue
-            build_engine(language, data_root=data_root)
+            if not engine_prepared(language, data_root):
+                build_engine(language, data_root=data_root)
         except (OSError, InquiryInputError) as exc:
             log.warning("inquiry engine %s not prepared: %s", language, exc)
+
+
+def engine_prepared(language: str, data_root: str | Path | None = None) -> bool:
+    """True when ``language``'s calibration and differential weights for its data are in the cache already."""
+    corpus = load_corpus(language, data_root)
+    return _calibration_file(corpus).exists() and _cache_file(corpus, "differential", ".npz").exists()
