@@ -17,38 +17,20 @@ spec would not change and stale vectors would be served.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from medrank.encoders.base import Encoder, TextKind
-from medrank.utils.io import atomic_write_bytes, atomic_write_text
+from medrank.utils.io import atomic_write_bytes, atomic_write_text, file_lock
 
 
 def _text_key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8")).digest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (created if missing) between processes, where the OS has ``flock``."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): writes stay atomic, a concurrent one may be dropped
-        yield
-        return
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 class CachedEncoder(Encoder):
@@ -105,7 +87,7 @@ class CachedEncoder(Encoder):
         from safetensors.numpy import save
 
         stem = kind or "plain"
-        with _locked(self.directory / f"{stem}.lock"):
+        with file_lock(self.directory / f"{stem}.lock"):
             on_disk, disk_vecs = self._read(kind)
             theirs = [k for k in on_disk if k not in index]
             if theirs:

