@@ -39,7 +39,13 @@ from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
 from medrank.pipelines.symptom.self_report import DEFAULT_PARTS, LEXICON_SETTINGS, NgramModel, SelfReportModel
-from medrank.pipelines.symptom.sets import CALIBRATIONS, SetDetector, set_prf, shipped_calibration
+from medrank.pipelines.symptom.sets import (
+    CALIBRATIONS,
+    SetCalibration,
+    SetDetector,
+    set_prf,
+    shipped_calibration,
+)
 from medrank.retrieval.concept import ConceptRetriever
 
 SEED = 29
@@ -254,33 +260,10 @@ def part_dxy(out: dict[str, Any]) -> None:
 
 
 # -- (c) English synthetic -------------------------------------------------------------------------------
-TEMPLATES = [
-    "I have {a} and {b}", "{a}, {b} and {c}", "my son has {a} with {b}", "I've had {a} for two days, also {b}",
-    "{a} and {b}", "I have been having {a}, {b} and {c}", "she has {a} and {b}",
-]
-
-
-def compose(terms: list[Any], hier: Any, rng: random.Random, n: int) -> tuple[list[str], list[set[str]]]:
-    texts, gold = [], []
-    while len(texts) < n:
-        template = rng.choice(TEMPLATES)
-        need = 3 if "{c}" in template else 2
-        pick = rng.sample(terms, need)
-        ids = [c.id for c in pick]
-        if hier is not None and any(hier.related(x, y) for i, x in enumerate(ids) for y in ids[i + 1:]):
-            continue
-        words = {}
-        for key, c in zip("abc", pick, strict=False):
-            syn = rng.choice(c.meta["layperson"])
-            words[key] = syn[0].lower() + syn[1:] if not syn[:2].isupper() else syn
-        texts.append(template.format(**words))
-        gold.append(set(ids))
-    return texts, gold
-
-
 def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
     from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
     from medrank.pipelines.symptom.sets import HpoHierarchy
+    from medrank.pipelines.symptom.synthetic import compose_complaints
 
     concepts = load_hpo()
     hier = HpoHierarchy()
@@ -292,18 +275,34 @@ def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
     check, _ = layperson_split(concepts, SEED, 800)
     assert [c.id for c in check] == [c.id for c in cal_terms + test_terms]
     held = {c.id: set(c.meta["layperson"]) for c in check}
+    # the test index lacks every check term's layperson synonyms; the calibration index keeps those of half the
+    # calibration terms, so that the calibration also sees phrases the index holds word for word (as served)
     reduced = without_layperson_of(concepts, check)
+    in_index = {c.id for c in random.Random(SEED + 1).sample(cal_terms, len(cal_terms) // 2)}
+    cal_concepts = without_layperson_of(concepts, test_terms + [c for c in cal_terms if c.id not in in_index])
     r = retriever("hpo-heldout-hybrid-minilm", reduced, "hybrid", "minilm", "en")
     det = SetDetector.from_retriever(r, language="en", hierarchy=hier, name="hpo")
-    cal_texts, cal_gold = compose(cal_terms, hier, rng, 400)
-    test_texts, test_gold = compose(test_terms, hier, rng, 300)
+    det_cal = SetDetector.from_retriever(retriever("hpo-calibration-hybrid-minilm", cal_concepts, "hybrid", "minilm", "en"),
+                                         language="en", hierarchy=hier, name="hpo")
+    cal_texts, cal_gold = compose_complaints(cal_terms, hier, rng, 400)
+    test_texts, test_gold = compose_complaints(test_terms, hier, rng, 300)
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
-    cal = det.fit(cal_texts, cal_gold, span_rule=True)
+    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True)
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
+    det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
+    # the same test complaints against every HPO name and synonym (theirs included), as the service searches:
+    # a calibration fitted on unseen phrases only (the earlier design) never saw an exact match
+    served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
+                                        language="en", hierarchy=hier, name="hpo")
+    for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True)), ("mixed", cal)):
+        served.calibration = calibration
+        preds = [{t.id for t in s.terms} for s in served.detect_many(test_texts)]
+        systems[f"phrases in the index (served case): set detector, MiniLM hybrid, calibrated on {label}"] = pct(
+            set_prf(preds, test_gold))
     if en_run is not None:  # the same detector over the encoder trained on the other terms' layperson synonyms
         model = str(en_run / "model")
         digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
@@ -312,11 +311,31 @@ def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
             det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
             systems[f"whole-text top-1, MiniLM trained on layperson synonyms ({en_run.name}), {method}"] = pct(
                 set_prf(top1(det_t.search, test_texts, 1), test_gold))
-            det_t.fit(cal_texts, cal_gold, span_rule=True)
+            det_c = SetDetector.from_retriever(
+                retriever(f"hpo-calibration-{method}-{en_run.name}-{digest[:12]}", cal_concepts, method, model, "en"),
+                language="en", hierarchy=hier, name="hpo")
+            det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True)
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
             systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}), {method} + spans + "
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
+        own = en_run / "sets-hpo.json"
+        if own.exists():  # what the service serves: the run's own calibration (fitted on its validation terms)
+            det_t = SetDetector.from_retriever(retriever(f"hpo-heldout-dense-{en_run.name}-{digest[:12]}", reduced,
+                                                         "dense", model, "en"),
+                                               language="en", hierarchy=hier, name="hpo")
+            det_t.calibration = SetCalibration.load(own)
+            preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
+            systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}), dense, the run's own "
+                    "calibration (sets-hpo.json, as served)"] = pct(set_prf(preds, test_gold))
+            det_t = SetDetector.from_retriever(retriever(f"hpo-full-dense-{en_run.name}-{digest[:12]}", concepts,
+                                                         "dense", model, "en"),
+                                               language="en", hierarchy=hier, name="hpo")
+            det_t.calibration = SetCalibration.load(own)
+            preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
+            systems[f"phrases in the index (served case): set detector, {en_run.name}, dense, the run's own "
+                    "calibration"] = pct(set_prf(preds, test_gold))
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
+                 "calibration_terms_in_index": len(in_index),
                  "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],
                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
                                  "span_threshold": cal.span_threshold}}
@@ -438,6 +457,13 @@ def markdown(out: dict[str, Any]) -> str:
         lines += [f"### (c) English multi-symptom complaints — SYNTHETIC check ({e['n_test']} complaints from 2–3 HPO "
                   f"layperson synonyms removed from the index)", "", "| system | P | R | **F1** |", "|---|---|---|---|"]
         lines += [f"| {n} | {r['precision']} | {r['recall']} | **{r['f1']}** |" for n, r in e["systems"].items()]
+        if "calibration_terms_in_index" in e:
+            lines += ["", f"Calibration: {e['n_calibration']} complaints from 400 other terms, {e['calibration_terms_in_index']} "
+                      "of which keep their layperson synonyms in the index the calibration searches (phrases the service "
+                      "finds word for word), the rest removed (phrases it has never seen). \"Phrases in the index\" rows "
+                      "search the same test complaints against every HPO name and synonym, theirs included, as the "
+                      "service does. \"The run's own calibration\": `sets-hpo.json`, fitted by `medrank train` on its "
+                      "validation terms the same way (`medrank.pipelines.symptom.synthetic`)."]
         lines.append("")
     if "speed" in out:
         lines += ["### (d) One complaint end to end, 1 thread", "", "| detector | p50 ms | p95 ms | load average |", "|---|---|---|---|"]

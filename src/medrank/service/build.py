@@ -119,7 +119,7 @@ class Builder:
         self._threads_before_aside: int | None = None
         self._cores_lock = threading.Lock()
         #: knowledge bases served by a trained run (by id): the run's detector and folder, for its set detector
-        self.trained_runs: dict[int, tuple[Any, Path]] = {}
+        self.trained_runs: dict[int, tuple[Any, Path, str]] = {}
         #: language → which encoder serves it, on which backend, and why (shown by /models)
         self.backends: dict[str, dict[str, str]] = {}
         self.state = Path(settings.state_dir)
@@ -273,8 +273,8 @@ class Builder:
         raise ValueError(f"--store must be 'embedded:DIR' or a postgresql:// DSN, got {spec!r}")
 
     def knowledge_base(self, name: str) -> KnowledgeBase:
-        if name == "chip-cdn":
-            trained = self.trained_symptom_kb()
+        if name in TRAINED_SYMPTOM_KBS:
+            trained = self.trained_symptom_kb(name)
             if trained is not None:
                 return trained
         info, load_concepts = self.kb_source(name)
@@ -325,24 +325,31 @@ class Builder:
             Path(spec[len("embedded:"):]).parent.mkdir(parents=True, exist_ok=True)
         return open_store(spec, dim=encoder.dim, language=language)
 
-    def trained_symptom_kb(self) -> KnowledgeBase | None:
-        """CHIP-CDN served by a trained Bi-HardNCE run (its ``index-vocab``) when one is found."""
-        run = self.settings.model_path("symptoms-zh")
+    def trained_symptom_kb(self, name: str = "chip-cdn") -> KnowledgeBase | None:
+        """Knowledge base ``name`` served by a trained Bi-HardNCE run when one is found: CHIP-CDN by the Chinese
+        run's ``index-vocab``, HPO by the English layperson run's ``index-hpo`` (every HPO name and synonym)."""
+        pipeline, candidates, search = TRAINED_SYMPTOM_KBS[name]
+        run = self.settings.model_path(pipeline)
         if run is None or self._kind(run) != "symptom-detector":
             return None
-        # queries on the fastest backend that agrees with torch, and HNSW search over the vocabulary's vectors
-        detector = self._timed(f"trained symptom model {run} loaded",
-                               lambda: load_artefact(run, candidates="vocab", backend=self.settings.backend, search="hnsw"))
+        source, _ = self.kb_source(name)
+        try:
+            # queries on the fastest backend that agrees with torch; HNSW only where it keeps the exact top terms
+            detector = self._timed(f"trained symptom model {run} loaded",
+                                   lambda: load_artefact(run, candidates=candidates, backend=self.settings.backend,
+                                                         search=search))
+        except ValueError as exc:  # a run trained before it held this index: serve the zero-shot form
+            self.say(f"  {name}: {run} cannot serve it ({exc}); serving the zero-shot form")
+            return None
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)
         beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
-        info = KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
-                      "no licence stated (see the dataset README)", method="dense",
+        info = KBInfo(name, source.language, source.source, source.version, source.licence, method="dense",
                       model=f"Bi-HardNCE (trained run {run.name}{beta}"
                       f"{'; ' + detector.retriever.serving if getattr(detector.retriever, 'serving', '') else ''})",
                       trained=True)
         kb = KnowledgeBase(info, list(detector.retriever.concepts.values()), DetectorBackend(detector))
-        self.trained_runs[id(kb)] = (detector, run)
+        self.trained_runs[id(kb)] = (detector, run, candidates)
         return kb
 
     def set_detector(self, kb: KnowledgeBase) -> Any:
@@ -353,7 +360,7 @@ class Builder:
 
         trained = self.trained_runs.get(id(kb))
         if trained is not None:
-            detector = set_detector_for_run(trained[0], trained[1], "vocab", kb.info.language, self.settings.data_root)
+            detector = set_detector_for_run(trained[0], trained[1], trained[2], kb.info.language, self.settings.data_root)
         else:
             detector = set_detector_for_knowledge_base(kb, self.settings.data_root)
         if detector is None:
@@ -760,6 +767,9 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
 
 #: knowledge base → its language (known before it is built, so a request can be told it is on its way)
 KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
+#: knowledge bases a trained symptom run serves: name → (its pipeline in ``--model``, the run's index, search).
+#: English stays exact: HNSW over HPO's vectors loses some of the exact top terms.
+TRAINED_SYMPTOM_KBS = {"chip-cdn": ("symptoms-zh", "vocab", "hnsw"), "hpo": ("symptoms-en", "hpo", "exact")}
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
 #: indexes and the passages: BM25 only), so every pipeline answers within a minute or two and the large encodes follow
 STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "passages", "differential", "normalize",

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                                                         "embedded store in --state).")] = None,
         state: Annotated[Path | None, typer.Option(help="Where built indexes live (default $MEDRANK_CACHE/service).")] = None,
         models: Annotated[Path | None, typer.Option(help="Where trained runs are looked up (default $MEDRANK_MODELS or ./runs).")] = None,
-        model: Annotated[list[str], typer.Option(help="NAME=PATH of a trained run (repeatable); NAME: symptoms-zh, similar-zh, "
+        model: Annotated[list[str], typer.Option(help="NAME=PATH of a trained run (repeatable); NAME: symptoms-zh, symptoms-en, similar-zh, "
                                                       "similar-en, passages, normalize, next-questions.")] = [],  # noqa: B006
         data: Annotated[Path | None, typer.Option(help="Dataset root (default: the global --data, $MEDRANK_DATA or ../shared/data).")] = None,
         kb: Annotated[str, typer.Option(help="Comma-separated knowledge bases, each NAME or NAME:METHOD (bm25|dense|hybrid); "

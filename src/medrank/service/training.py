@@ -34,6 +34,8 @@ class RecipeStep:
 SERVICE_RECIPES: tuple[RecipeStep, ...] = (
     RecipeStep("symptoms", "configs/symptom/cpu/chip-cdn-bi-hardnce.yaml", "symptom/cpu/chip-cdn-bi-hardnce",
                "Chinese symptoms: Bi-HardNCE over CHIP-CDN (symptoms-zh)"),
+    RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml", "symptom/cpu/hpo-layperson-bi-hardnce",
+               "English symptoms: Bi-HardNCE on HPO layperson synonyms (symptoms-en)"),
     RecipeStep("normalize", "configs/procedures/mtcg.yaml", "procedures/mtcg", "procedures: MTCG candidate generator"),
     RecipeStep("normalize", "configs/procedures/kar.yaml", "procedures/kar", "procedures: KAR re-ranker over MTCG"),
     RecipeStep("normalize", "configs/procedures/fusion.yaml", "procedures/fusion", "procedures: learned fusion over KAR"),

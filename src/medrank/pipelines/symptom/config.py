@@ -74,8 +74,9 @@ class SymptomConfig(TrainingArgs):
     # -- run ---------------------------------------------------------------------------------
     device: str = "cpu"
     save_model: bool = True
-    #: Chinese runs: fit the set-level decision (``sets-<candidates>.json``, what ``/symptoms`` serves) on the
-    #: validation split after training
+    #: fit the set-level decision after training (what ``/symptoms`` serves): Chinese runs on the validation split
+    #: (``sets-<candidates>.json``); ``hpo-layperson`` runs on synthetic complaints from their validation terms, over
+    #: every HPO name and synonym (``index-hpo`` + ``sets-hpo.json``, :mod:`.synthetic`)
     fit_sets: bool = True
     keep_checkpoints: int = 1
     data_root: str | None = None

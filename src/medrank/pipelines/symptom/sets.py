@@ -324,7 +324,9 @@ class SetDetector:
             calibration = Path(run_dir) / f"sets-{candidates}.json"
         if calibration is not None and not isinstance(calibration, SetCalibration):
             calibration = SetCalibration.load(calibration)
-        kwargs.setdefault("language", "zh")
+        # the run's own vocabulary says which language its complaints are in (CHIP-CDN: zh, HPO: en)
+        names = [c.name for c in list(retriever.concepts.values())[:200]]
+        kwargs.setdefault("language", "zh" if is_chinese("".join(names)) else "en")
         kwargs.setdefault("name", f"{Path(run_dir).name}:{candidates}")
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
             kwargs["lexicon"] = _default_lexicon()

@@ -113,6 +113,13 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
             if cfg.fit_sets:
                 res["sets"] = fit_set_decision(retriever, eval_set, output_dir / f"sets-{cand}.json", cfg.data_root)
         log.info("%s / %s: %s", cfg.name, cand, res["metrics"])
+    layperson = None
+    if cfg.dataset == "hpo-layperson" and cfg.save_model and cfg.fit_sets and cfg.loss != "cross-encoder":
+        # what the service serves for English complaints: every HPO name and synonym, with its set decision
+        from medrank.pipelines.symptom.synthetic import fit_layperson_sets
+
+        valid_terms = [t for q in eval_set.queries for t in eval_set.qrels.relevant(q.id)]
+        layperson = fit_layperson_sets(task.model.as_encoder(cfg.name), valid_terms, output_dir, seed=cfg.seed)
     history = trainer.state.history
     try:
         plot_history({cfg.name: history}, cfg.select_metric, output_dir / "curve.png", title=f"{cfg.name}: validation {cfg.select_metric}")
@@ -126,6 +133,7 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
         "best_epoch": best,
         "select_metric": cfg.select_metric,
         "results": final,
+        **({"sets_hpo": layperson} if layperson else {}),
         "history": history,
         "efn": efn_log,
         "mining": list(task.epoch_stats.values()),
@@ -142,7 +150,7 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
             output_dir / DETECTOR_MARKER,
             {
                 "name": cfg.name,
-                "candidates": {c: f"index-{c}" for c in cfg.eval_candidates},
+                "candidates": {c: f"index-{c}" for c in cfg.eval_candidates} | ({"hpo": "index-hpo"} if layperson else {}),
                 "beta": {c: final[c]["detect_beta"] for c in cfg.eval_candidates},
                 "alpha": alpha,
                 "k": 5,

@@ -1,0 +1,99 @@
+"""Synthetic English multi-symptom complaints from HPO layperson synonyms, and the set decision fitted on them.
+
+No labelled English complaint corpus exists offline, so English set detection is checked and calibrated on
+complaints composed from 2–3 layperson synonyms of HPO terms ("I have a runny nose and a sore throat"), never
+two terms on one is-a path. A composed complaint is a synthetic check, not patient text.
+
+:func:`fit_layperson_sets` fits the set decision a trained English run serves (``RUN/sets-hpo.json`` over
+``RUN/index-hpo``, every HPO name and synonym). A served complaint may use a phrase the index holds word for
+word or one it has never seen, so the calibration complaints hold both: they are composed from the run's
+validation terms (never trained on), and half of those terms have their layperson synonyms left out of the
+index the calibration searches. A calibration fitted only on unseen phrases never sees an exact match and
+gives one a low probability.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medrank.records import Concept
+
+log = logging.getLogger(__name__)
+
+TEMPLATES = (
+    "I have {a} and {b}", "{a}, {b} and {c}", "my son has {a} with {b}", "I've had {a} for two days, also {b}",
+    "{a} and {b}", "I have been having {a}, {b} and {c}", "she has {a} and {b}",
+)
+#: complaints the served calibration is fitted on
+CALIBRATION_COMPLAINTS = 600
+
+
+def compose_complaints(terms: Sequence[Concept], hierarchy: Any, rng: random.Random,
+                       n: int) -> tuple[list[str], list[set[str]]]:
+    """``n`` complaints, each 2–3 layperson synonyms (``meta["layperson"]``) of distinct ``terms`` in a template,
+    and each one's gold term ids; a draw holding two terms related by is-a (``hierarchy.related``) is skipped."""
+    if len(terms) < 3:
+        raise ValueError(f"composing complaints needs at least 3 terms with layperson synonyms, got {len(terms)}")
+    texts: list[str] = []
+    gold: list[set[str]] = []
+    while len(texts) < n:
+        template = rng.choice(TEMPLATES)
+        pick = rng.sample(list(terms), 3 if "{c}" in template else 2)
+        ids = [c.id for c in pick]
+        if hierarchy is not None and any(hierarchy.related(x, y) for i, x in enumerate(ids) for y in ids[i + 1:]):
+            continue
+        words = {}
+        for key, c in zip("abc", pick, strict=False):
+            synonym = rng.choice(c.meta["layperson"])
+            # lower-case the first letter as in running text, but keep an acronym ("ADHD") as written
+            words[key] = synonym if synonym[:2].isupper() else synonym[0].lower() + synonym[1:]
+        texts.append(template.format(**words))
+        gold.append(set(ids))
+    return texts, gold
+
+
+def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Path, seed: int = 13,
+                       n_complaints: int = CALIBRATION_COMPLAINTS, concepts: Sequence[Concept] | None = None,
+                       held_out: Sequence[Concept] | None = None, hierarchy: Any = None) -> dict[str, Any]:
+    """Write ``run_dir/index-hpo`` (every name and synonym of ``concepts``, default HPO's, dense, through ``encoder``)
+    and fit its set decision (``run_dir/sets-hpo.json``) on complaints composed from ``valid_term_ids`` (see the
+    module docstring); returns what was fitted. ``held_out`` (default: the check terms of
+    :func:`medrank.data.hpo.layperson_split`) never reach the calibration, and their layperson synonyms never its
+    index; ``hierarchy`` defaults to HPO's is-a."""
+    from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
+    from medrank.encoders import CachedEncoder
+    from medrank.pipelines.symptom.sets import HpoHierarchy, SetDetector
+    from medrank.retrieval.concept import ConceptRetriever
+
+    t0 = time.perf_counter()
+    concepts = list(concepts) if concepts is not None else load_hpo()
+    check = list(held_out) if held_out is not None else layperson_split(concepts)[0]
+    check_ids = {c.id for c in check}
+    by_id = {c.id: c for c in concepts}
+    terms = [by_id[i] for i in dict.fromkeys(valid_term_ids) if i in by_id and i not in check_ids
+             and by_id[i].meta.get("layperson")]
+    rng = random.Random(seed)
+    unseen = rng.sample(terms, len(terms) // 2)
+    hierarchy = hierarchy if hierarchy is not None else HpoHierarchy()
+    with tempfile.TemporaryDirectory(prefix="medrank-hpo-sets-") as tmp:
+        # the calibration index is the served one less some synonyms: each entry is encoded once
+        cached = CachedEncoder(encoder, Path(tmp))
+        served = ConceptRetriever.build(concepts, method="dense", encoder=cached, language="en")
+        served.save(run_dir / "index-hpo")
+        calibration_index = ConceptRetriever.build(without_layperson_of(concepts, check + unseen), method="dense",
+                                                   encoder=cached, language="en")
+        texts, gold = compose_complaints(terms, hierarchy, rng, n_complaints)
+        detector = SetDetector.from_retriever(calibration_index, language="en", hierarchy=hierarchy, name="hpo")
+        calibration = detector.fit(texts, gold, span_rule=True)
+    calibration.save(run_dir / "sets-hpo.json")
+    info = {"file": "sets-hpo.json", "index": "index-hpo", "f1": calibration.info["fit_f1"],
+            "complaints": len(texts), "terms": len(terms), "terms_unseen_by_index": len(unseen),
+            "seconds": round(time.perf_counter() - t0, 1)}
+    log.info("English set decision fitted on %d synthetic complaints: F1 %.4f", len(texts), info["f1"])
+    return info
