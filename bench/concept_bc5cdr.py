@@ -113,7 +113,7 @@ def score(vectors: Vectors, vocabulary: tuple, dataset: Any, weights: list[float
     return weight_sweep(vectors.encoder, vectors(texts), sparse, np.array(items, dtype=object), dataset, weights)
 
 
-def encoders(zero_shot: bool = True) -> dict[str, Vectors]:
+def encoders(zero_shot: bool = True, runs: dict[str, Path] | None = None) -> dict[str, Vectors]:
     """Zero-shot MiniLM (MEDIC through the frozen-bottom cache the training runs share) and the trained run."""
     from medrank.config import dataset_dir
     from medrank.data import load_medic
@@ -132,7 +132,7 @@ def encoders(zero_shot: bool = True) -> dict[str, Vectors]:
         bi.load_cache(_cache_dir())
         zero = bi.encode(texts, "passage", batch_size=256, show_progress=False)
         out[ZERO_SHOT] = Vectors(bi.as_encoder(), dict(zip(texts, zero, strict=True)))
-    for name, run in TRAINED_RUNS.items():
+    for name, run in (TRAINED_RUNS if runs is None else runs).items():
         if not (run / "index").exists():
             continue
         from medrank.retrieval.concept import ConceptRetriever

@@ -260,7 +260,7 @@ def part_dxy(out: dict[str, Any]) -> None:
 
 
 # -- (c) English synthetic -------------------------------------------------------------------------------
-def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
+def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
     from medrank.pipelines.symptom.sets import HpoHierarchy
     from medrank.pipelines.symptom.synthetic import compose_complaints
@@ -303,20 +303,22 @@ def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
         preds = [{t.id for t in s.terms} for s in served.detect_many(test_texts)]
         systems[f"phrases in the index (served case): set detector, MiniLM hybrid, calibrated on {label}"] = pct(
             set_prf(preds, test_gold))
-    if en_run is not None:  # the same detector over the encoder trained on the other terms' layperson synonyms
+    for en_run in en_runs or []:  # the same detector over a trained encoder (the layperson run: on other terms' synonyms)
         model = str(en_run / "model")
+        dataset = json.loads((en_run / "config.json").read_text(encoding="utf-8")).get("dataset", "")
+        trained_on = {"hpo-layperson": "layperson synonyms", "ncbi-disease": "NCBI-disease mentions (BioSyn)"}.get(dataset, dataset)
         digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
         for method in ("hybrid", "dense"):
             trained = retriever(f"hpo-heldout-{method}-{en_run.name}-{digest[:12]}", reduced, method, model, "en")
             det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
-            systems[f"whole-text top-1, MiniLM trained on layperson synonyms ({en_run.name}), {method}"] = pct(
+            systems[f"whole-text top-1, MiniLM trained on {trained_on} ({en_run.name}), {method}"] = pct(
                 set_prf(top1(det_t.search, test_texts, 1), test_gold))
             det_c = SetDetector.from_retriever(
                 retriever(f"hpo-calibration-{method}-{en_run.name}-{digest[:12]}", cal_concepts, method, model, "en"),
                 language="en", hierarchy=hier, name="hpo")
             det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True)
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-            systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}), {method} + spans + "
+            systems[f"set detector, MiniLM trained on {trained_on} ({en_run.name}), {method} + spans + "
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
         own = en_run / "sets-hpo.json"
         if own.exists():  # what the service serves: the run's own calibration (fitted on its validation terms)
@@ -325,7 +327,7 @@ def part_en(out: dict[str, Any], en_run: Path | None = None) -> None:
                                                language="en", hierarchy=hier, name="hpo")
             det_t.calibration = SetCalibration.load(own)
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-            systems[f"set detector, MiniLM trained on layperson synonyms ({en_run.name}), dense, the run's own "
+            systems[f"set detector, MiniLM trained on {trained_on} ({en_run.name}), dense, the run's own "
                     "calibration (sets-hpo.json, as served)"] = pct(set_prf(preds, test_gold))
             det_t = SetDetector.from_retriever(retriever(f"hpo-full-dense-{en_run.name}-{digest[:12]}", concepts,
                                                          "dense", model, "en"),
@@ -486,8 +488,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parts", default="dxy,en,cdn,speed")
     ap.add_argument("--run", type=Path, default=None, help="a trained CHIP-CDN run (runs/symptom/cpu/...)")
-    ap.add_argument("--en-run", type=Path, default=None,
-                    help="a trained HPO layperson run (configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml) for --parts en")
+    ap.add_argument("--en-run", type=Path, action="append", default=None,
+                    help="a trained English run for --parts en (repeatable): the HPO layperson run "
+                         "(configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml) or another run with a model/ folder")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--candidates", default="vocab,gold", help="CHIP-CDN candidate sets for --parts cdn")
     args = ap.parse_args()

@@ -128,3 +128,30 @@ def test_swollen_knee_that_hurts_decides_pain_and_swelling() -> None:
     decided, _ = _offered("my knee is swollen and hurts when I walk")
     assert "knee pain" in decided
     assert any("swelling" in n or "swollen" in n or "effusion" in n for n in decided)
+
+
+def test_phrases_the_index_holds_are_decided() -> None:
+    # "Runny Nose" and "Sore throat" are HPO synonyms: a calibration that saw only unseen phrases left them at 0.07
+    decided, _ = _offered("I have a runny nose and a sore throat")
+    assert {"rhinorrhea", "pharyngalgia"} <= decided
+
+
+@cache
+def _english_run():
+    from medrank.pipelines.symptom.sets import SetDetector
+
+    run = Path(os.environ.get("MEDRANK_SYMPTOM_EN_RUN", "runs/symptom/cpu/hpo-layperson-bi-hardnce"))
+    if not (run / "sets-hpo.json").exists():
+        pytest.skip(f"{run} has no served HPO set decision (medrank train configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml)")
+    return SetDetector.from_run(run, "hpo")
+
+
+def test_the_trained_english_run_decides_each_symptom_with_its_words() -> None:
+    for text, wanted in (("I have a runny nose and a sore throat", {"Rhinorrhea": "runny nose", "Pharyngalgia": "sore throat"}),
+                         ("headache and fever for two days", {"Headache": "headache", "Fever": "fever"})):
+        got = _english_run().detect(text)
+        by_name = {t.name: t for t in got.terms}
+        assert set(wanted) <= set(by_name), (text, list(by_name))
+        for name, words in wanted.items():
+            start, end = by_name[name].span
+            assert words in text[start:end], (name, text[start:end])

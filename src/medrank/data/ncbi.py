@@ -146,6 +146,7 @@ def mention_vocabulary(docs: Iterable[PubTatorDocument], entity_type: str | None
     its individual mentions when it lists one per id (the seventh column, in id order); otherwise it is
     left out, since its string names none of them alone. Mentions without an id (``-1``) are skipped. A
     form annotated with several ids names the one it is annotated with most often (ties: the smallest id).
+    Concepts come in order of how often the corpus annotates them.
     """
     counts: dict[str, dict[str, Counter[str]]] = {}
     for doc in docs:
@@ -172,7 +173,8 @@ def mention_vocabulary(docs: Iterable[PubTatorDocument], entity_type: str | None
             if form not in owner or n > owner[form][0]:
                 owner[form] = (n, cid)
     concepts = []
-    for cid in sorted(counts):
+    # concepts by how often the corpus annotates them (then by id): augment_vocabulary keeps this order
+    for cid in sorted(counts, key=lambda i: (-sum(sum(c.values()) for c in counts[i].values()), i)):
         own = [c for form, c in counts[cid].items() if owner[form][1] == cid]
         if not own:
             continue
@@ -186,7 +188,14 @@ def mention_vocabulary(docs: Iterable[PubTatorDocument], entity_type: str | None
 def augment_vocabulary(vocabulary: Sequence[Concept], extra: Iterable[Concept]) -> tuple[Concept, ...]:
     """``vocabulary`` with the names of ``extra`` added as synonyms of the concepts their ids resolve to
     (through ids and alt ids); names already present (case-insensitively) and ids the vocabulary lacks are
-    skipped. BioSyn's evaluation dictionaries are augmented in the same way with the training mentions."""
+    skipped. BioSyn's evaluation dictionaries are augmented in the same way with the training mentions.
+
+    The concepts ``extra`` names come first, in ``extra``'s order (:func:`mention_vocabulary`: the most often
+    annotated first), the rest after in their own order. Retrievers break exact ties by entry position, and MEDIC
+    often lists one name under two concepts (``DM`` under the MeSH Myotonic Dystrophy and the OMIM Dystrophia
+    myotonica 1; ``Aniridia`` under a MeSH and an OMIM id): such a tie then goes to the concept the annotated
+    corpus uses most, the prior of the corpus's annotation convention, instead of to whichever concept MEDIC
+    happens to list first."""
     id_map = concept_id_map(vocabulary)
     added: dict[str, list[str]] = {}
     for c in extra:
@@ -200,7 +209,9 @@ def augment_vocabulary(vocabulary: Sequence[Concept], extra: Iterable[Concept]) 
         known = {n.lower() for n in c.names}
         new = [n for n in added[c.id] if not (n.lower() in known or known.add(n.lower()))]
         out.append(Concept(c.id, c.name, (*c.synonyms, *new), c.alt_ids, c.meta) if new else c)
-    return tuple(out)
+    first = {cid: i for i, cid in enumerate(added)}  # insertion order: extra's order
+    return tuple(sorted((c for c in out if c.id in added), key=lambda c: first[c.id])) + tuple(
+        c for c in out if c.id not in added)
 
 
 def pubtator_to_dataset(

@@ -136,6 +136,10 @@ class ConceptRetriever:
     def load(cls, path: str | os.PathLike[str], **kwargs: Any) -> ConceptRetriever:
         """A retriever saved by :meth:`save`; ``kwargs`` (e.g. ``encoder=``) go to :func:`load_index`."""
         path = Path(path)
+        if "encoder" not in kwargs:
+            moved = _moved_run_encoder(path)
+            if moved is not None:
+                kwargs["encoder"] = moved
         index = load_index(path / "index", **kwargs)
         concepts = []
         with open(path / CONCEPTS_FILE, encoding="utf-8") as fh:
@@ -190,6 +194,23 @@ def prepare_for_serving(retriever: ConceptRetriever, backend: str = "auto", sear
             part.to_hnsw(ef_construction=100)
             notes.append("HNSW search")
     return ", ".join(notes)
+
+
+def _moved_run_encoder(path: Path) -> Any | None:
+    """The encoder of a run's saved index (``RUN/index``) read from ``RUN/model`` when the absolute folder the index
+    recorded no longer exists: a run moved or copied elsewhere keeps its trained encoder. ``None`` when nothing moved."""
+    model = path.parent / "model"
+    if not model.is_dir():
+        return None
+    for manifest in (path / "index" / "manifest.json", path / "index" / "dense" / "manifest.json"):
+        if not manifest.is_file():
+            continue
+        spec = json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder")
+        if isinstance(spec, dict) and spec.get("path") and not Path(spec["path"]).exists():
+            from medrank.encoders import load_encoder
+
+            return load_encoder({**spec, "path": str(model)})
+    return None
 
 
 def evaluate_retriever(

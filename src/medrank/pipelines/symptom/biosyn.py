@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 TASK = "biosyn"
 REPORT_METRICS = ("acc@1", "acc@5", "mrr")
 #: settings that only shape the final index and figures, not the training: a finished run may be finished again
-FINISH_ONLY = ("dictionary_mentions",)
+FINISH_ONLY = ("dictionary_mentions", "exact_names_first")
 #: ncbi-disease: train (minus the carve-out) / devel; bc5cdr-disease: the training part of the BC5CDR carve-out
 #: (minus the carve-out) / its held-out documents, both against MEDIC
 DATASETS = ("ncbi-disease", "bc5cdr-disease")
@@ -72,6 +73,11 @@ class BioSynConfig(TrainingArgs):
     # (the carve-out is scored against MEDIC + the names of the other training documents); only the final
     # index and figures use it, so it may change between a run and its resumption
     dictionary_mentions: bool = False
+    # with abbreviations and dictionary_mentions: a mention whose form as written is a name the training corpus
+    # annotates is looked up as written, not expanded (the exact match against the training annotations runs
+    # before abbreviation expansion in sieve-based normalisers, D'Souza & Ng, ACL 2015). MEDIC's own short
+    # forms are not such evidence: "DM" is an OMIM synonym, and the corpus means the MeSH concept by it.
+    exact_names_first: bool = True
     tune_fraction: float = 0.1
     batch_size: int = 16
     lr: float = 2e-5
@@ -443,6 +449,7 @@ def finish_run(task: BioSynTask, trainer: Trainer, cfg: BioSynConfig, output_dir
         "tune_mentions": len(task.data.tune.queries),
         "devel_mentions": len(task.data.devel.queries),
         "dictionary": "MEDIC + training mentions" if cfg.dictionary_mentions else "MEDIC",
+        "exact_names_first": bool(cfg.abbreviations and cfg.exact_names_first and cfg.dictionary_mentions),
         "entries": len(final.texts),
         "seconds": round(time.perf_counter() - started, 1),
         "config": cfg.to_dict(),
@@ -477,9 +484,26 @@ class Dictionary:
     vectors: np.ndarray | None
     sparse: Any
     vocabulary: tuple[Concept, ...]
+    #: the names the training corpus annotates (BioSyn's dictionary only): a mention written as one is not expanded
+    annotated_names: tuple[str, ...] = ()
 
     def scores(self, task: BioSynTask, dataset: ConceptDataset, weights: list[float]) -> dict[float, dict[str, float]]:
+        if task.cfg.abbreviations and task.cfg.exact_names_first and self.annotated_names:
+            dataset = exact_names_as_written(dataset, self.annotated_names)
         return weight_sweep(task.bi.as_encoder(), self.vectors, self.sparse, self.items, dataset, weights)
+
+
+def exact_names_as_written(dataset: ConceptDataset, names: Sequence[str]) -> ConceptDataset:
+    """``dataset`` with every expanded mention whose form as written (``meta["unexpanded"]``, see
+    :func:`medrank.data.abbreviations.expand_dataset`) is one of ``names`` (case-insensitively) put back as written."""
+    from dataclasses import replace
+
+    from medrank.records import Query
+
+    known = {n.lower() for n in names}
+    queries = tuple(Query(q.id, q.meta["unexpanded"], {k: v for k, v in q.meta.items() if k != "unexpanded"})
+                    if str(q.meta.get("unexpanded", "")).lower() in known else q for q in dataset.queries)
+    return replace(dataset, queries=queries)
 
 
 def mention_dictionaries(task: BioSynTask, cfg: BioSynConfig) -> tuple[Dictionary, Dictionary]:
@@ -497,14 +521,16 @@ def mention_dictionaries(task: BioSynTask, cfg: BioSynConfig) -> tuple[Dictionar
     assert task.entry_vectors is not None
     out = []
     for part in ([d for d in docs if d.pmid not in held], docs):
-        vocabulary = augment_vocabulary(task.data.vocabulary, mention_vocabulary(part))
+        mentions = mention_vocabulary(part)
+        vocabulary = augment_vocabulary(task.data.vocabulary, mentions)
         ids, texts, items = concept_entries(vocabulary)
         new = sorted({t for t in texts if t not in known})
         new_vectors = task.bi.encode(new, "passage", batch_size=256) if new else np.zeros((0, task.entry_vectors.shape[1]), np.float32)
         extra = dict(zip(new, new_vectors, strict=True))
         vectors = np.stack([task.entry_vectors[known[t]] if t in known else extra[t] for t in texts]).astype(np.float32)
         sparse = CharTfidfIndex().build(ids, texts, items)
-        out.append(Dictionary(ids, texts, np.array(items, dtype=object), vectors, sparse, vocabulary))
+        out.append(Dictionary(ids, texts, np.array(items, dtype=object), vectors, sparse, vocabulary,
+                              tuple(n for c in mentions for n in c.names)))
     return out[0], out[1]
 
 
