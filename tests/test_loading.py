@@ -100,9 +100,13 @@ def test_a_moved_symptom_run_keeps_its_own_trained_encoder(tmp_path, tiny_encode
     assert detector.retriever.index.encoder.model_path == str(moved / "model")
     texts = ["chest pain", "fever"]
     assert (detector.retriever.index.encoder.encode(texts) == trained.encode(texts)).all()
-    # loaded without the run's folder, the recorded spec no longer resolves: an error, not the packaged weights
+    # the index read on its own inside the run finds the run's model/ too
+    alone = ConceptRetriever.load(moved / "index-gold")
+    assert alone.index.encoder.model_path == str(moved / "model")
+    # an index copied out of its run: the recorded spec no longer resolves: an error, not the packaged weights
+    shutil.copytree(moved / "index-gold", tmp_path / "copied" / "index-gold")
     with pytest.raises(FileNotFoundError, match="no longer exists"):
-        ConceptRetriever.load(moved / "index-gold")
+        ConceptRetriever.load(tmp_path / "copied" / "index-gold")
 
 
 def test_a_packaged_model_recorded_in_another_venv_is_found_again():
