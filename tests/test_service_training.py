@@ -39,6 +39,16 @@ def test_finished_steps_are_skipped_and_the_rest_would_run(tmp_path, monkeypatch
                                            "configs/procedures/fusion.yaml"]
 
 
+def test_an_english_run_finished_without_its_served_index_is_finished_again(tmp_path):
+    step = next(s for s in SERVICE_RECIPES if s.needs)
+    run = tmp_path / "runs" / step.output
+    run.mkdir(parents=True)
+    (run / "detector.json").write_text(json.dumps({"candidates": {"vocab": "index-vocab"}}), encoding="utf-8")
+    assert not finished(step, tmp_path / "runs")  # trained before runs wrote index-hpo + sets-hpo.json
+    (run / step.needs).write_text("{}", encoding="utf-8")
+    assert finished(step, tmp_path / "runs")
+
+
 def test_a_failed_step_stops_with_the_way_to_resume(tmp_path, monkeypatch):
     import medrank.service.training as training
 

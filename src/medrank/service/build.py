@@ -339,7 +339,8 @@ class Builder:
                                    lambda: load_artefact(run, candidates=candidates, backend=self.settings.backend,
                                                          search=search))
         except ValueError as exc:  # a run trained before it held this index: serve the zero-shot form
-            self.say(f"  {name}: {run} cannot serve it ({exc}); serving the zero-shot form")
+            self.say(f"  {name}: {run} cannot serve it ({exc}); serving the zero-shot form (finish the run again "
+                     "with `medrank train` on its config, or `make models`, to write that index)")
             return None
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)

@@ -28,6 +28,8 @@ class RecipeStep:
     config: str
     output: str
     note: str
+    #: a file the finished run must also hold (one a newer medrank writes when it finishes the run)
+    needs: str = ""
 
 
 #: the CPU recipes, in the order they must run (KAR reads MTCG's run, the fusion KAR's)
@@ -35,7 +37,7 @@ SERVICE_RECIPES: tuple[RecipeStep, ...] = (
     RecipeStep("symptoms", "configs/symptom/cpu/chip-cdn-bi-hardnce.yaml", "symptom/cpu/chip-cdn-bi-hardnce",
                "Chinese symptoms: Bi-HardNCE over CHIP-CDN (symptoms-zh)"),
     RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml", "symptom/cpu/hpo-layperson-bi-hardnce",
-               "English symptoms: Bi-HardNCE on HPO layperson synonyms (symptoms-en)"),
+               "English symptoms: Bi-HardNCE on HPO layperson synonyms (symptoms-en)", needs="sets-hpo.json"),
     RecipeStep("normalize", "configs/procedures/mtcg.yaml", "procedures/mtcg", "procedures: MTCG candidate generator"),
     RecipeStep("normalize", "configs/procedures/kar.yaml", "procedures/kar", "procedures: KAR re-ranker over MTCG"),
     RecipeStep("normalize", "configs/procedures/fusion.yaml", "procedures/fusion", "procedures: learned fusion over KAR"),
@@ -63,14 +65,16 @@ def train_command(pipeline: str) -> str | None:
 
 
 def finished(step: RecipeStep, runs: Path = RUNS) -> bool:
-    """True when the step's folder holds an artefact ``medrank.load`` opens (its training finished)."""
+    """True when the step's folder holds an artefact ``medrank.load`` opens (its training finished) and the file the
+    step needs. A run finished by an older medrank without that file is finished again: ``medrank train`` resumes
+    after its last epoch and only writes what finishing writes."""
     from medrank.loading import artefact_kind
 
     try:
         artefact_kind(runs / step.output)
     except (OSError, ValueError):
         return False
-    return True
+    return not step.needs or (runs / step.output / step.needs).is_file()
 
 
 def _medrank() -> list[str]:
