@@ -11,6 +11,9 @@
 * :mod:`~medrank.pipelines.symptom.evaluation` — the detection threshold β;
 * :mod:`~medrank.pipelines.symptom.baselines` — the cross-encoder re-ranking baseline;
 * :mod:`~medrank.pipelines.symptom.inference` — query → top-5 terms, optionally thresholded with β;
+* :mod:`~medrank.pipelines.symptom.sets` — the set of terms a complaint names, with spans and probabilities;
+* :mod:`~medrank.pipelines.symptom.synthetic` — synthetic English complaints from HPO layperson synonyms, and
+  the set decision an English run serves fitted on them;
 * :mod:`~medrank.pipelines.symptom.biosyn` — English concept normalisation with BioSyn (sparse + dense
   scores, synonym marginalisation, candidates re-mined every epoch), ``medrank train`` task ``biosyn``.
 """
