@@ -322,20 +322,17 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
         own = en_run / "sets-hpo.json"
         if own.exists():  # what the service serves: the run's own calibration (fitted on its validation terms)
-            det_t = SetDetector.from_retriever(retriever(f"hpo-heldout-dense-{en_run.name}-{digest[:12]}", reduced,
-                                                         "dense", model, "en"),
-                                               language="en", hierarchy=hier, name="hpo")
-            det_t.calibration = SetCalibration.load(own)
-            preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-            systems[f"set detector, MiniLM trained on {trained_on} ({en_run.name}), dense, the run's own "
-                    "calibration (sets-hpo.json, as served)"] = pct(set_prf(preds, test_gold))
-            det_t = SetDetector.from_retriever(retriever(f"hpo-full-dense-{en_run.name}-{digest[:12]}", concepts,
-                                                         "dense", model, "en"),
-                                               language="en", hierarchy=hier, name="hpo")
-            det_t.calibration = SetCalibration.load(own)
-            preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-            systems[f"phrases in the index (served case): set detector, {en_run.name}, dense, the run's own "
-                    "calibration"] = pct(set_prf(preds, test_gold))
+            for index, index_concepts, label in (
+                    ("heldout", reduced, f"set detector, MiniLM trained on {trained_on} ({en_run.name}), dense, the "
+                                         "run's own calibration (sets-hpo.json, as served)"),
+                    ("full", concepts, f"phrases in the index (served case): set detector, {en_run.name}, dense, the "
+                                       "run's own calibration")):
+                det_t = SetDetector.from_retriever(retriever(f"hpo-{index}-dense-{en_run.name}-{digest[:12]}",
+                                                             index_concepts, "dense", model, "en"),
+                                                   language="en", hierarchy=hier, name="hpo")
+                det_t.calibration = SetCalibration.load(own)
+                preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
+                systems[label] = pct(set_prf(preds, test_gold))
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
                  "calibration_terms_in_index": len(in_index),
                  "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],

@@ -196,21 +196,27 @@ def prepare_for_serving(retriever: ConceptRetriever, backend: str = "auto", sear
     return ", ".join(notes)
 
 
+def saved_encoder_spec(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The encoder spec a saved retriever's index recorded (a dense index's, or the dense half of a sparse + dense
+    one), or ``None`` for an index without an encoder."""
+    for manifest in (Path(path) / "index" / "manifest.json", Path(path) / "index" / "dense" / "manifest.json"):
+        if manifest.is_file():
+            spec = json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder")
+            if isinstance(spec, dict) and spec:
+                return dict(spec)
+    return None
+
+
 def _moved_run_encoder(path: Path) -> Any | None:
     """The encoder of a run's saved index (``RUN/index``) read from ``RUN/model`` when the absolute folder the index
     recorded no longer exists: a run moved or copied elsewhere keeps its trained encoder. ``None`` when nothing moved."""
     model = path.parent / "model"
-    if not model.is_dir():
+    spec = saved_encoder_spec(path) if model.is_dir() else None
+    if spec is None or not spec.get("path") or Path(spec["path"]).exists():
         return None
-    for manifest in (path / "index" / "manifest.json", path / "index" / "dense" / "manifest.json"):
-        if not manifest.is_file():
-            continue
-        spec = json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder")
-        if isinstance(spec, dict) and spec.get("path") and not Path(spec["path"]).exists():
-            from medrank.encoders import load_encoder
+    from medrank.encoders import load_encoder
 
-            return load_encoder({**spec, "path": str(model)})
-    return None
+    return load_encoder({**spec, "path": str(model)})
 
 
 def evaluate_retriever(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,9 @@ def open_run_index(run: Path, index_dir: Path, backend: str = "torch", search: s
 
 def _open_run_index(run: Path, index_dir: Path) -> Any:
     from medrank.encoders import load_encoder
-    from medrank.retrieval.concept import ConceptRetriever
+    from medrank.retrieval.concept import ConceptRetriever, saved_encoder_spec
 
-    manifest = index_dir / "index" / "manifest.json"
-    spec: dict[str, Any] = {}
-    if (run / "model").is_dir() and manifest.exists():
-        spec = dict(json.loads(manifest.read_text(encoding="utf-8")).get("config", {}).get("encoder") or {})
+    spec = saved_encoder_spec(index_dir) if (run / "model").is_dir() else None
     if not spec:
         return ConceptRetriever.load(index_dir)
-    spec["path"] = str(run / "model")
-    return ConceptRetriever.load(index_dir, encoder=load_encoder(spec))
+    return ConceptRetriever.load(index_dir, encoder=load_encoder({**spec, "path": str(run / "model")}))
