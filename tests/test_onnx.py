@@ -263,3 +263,33 @@ def test_prepare_for_serving_swaps_the_query_encoder_and_the_search(tmp_path, mo
     assert prepare_for_serving(retriever, backend="torch", search="exact") == ""
     with pytest.raises(ValueError, match="search must be"):
         prepare_for_serving(retriever, search="ivf")
+
+
+def test_a_frozen_bottom_runs_on_onnx_like_torch_and_keeps_its_own_cache(tmp_path: Path, cache: Path) -> None:
+    from medrank.encoders import TransformerEncoder
+    from medrank.encoders.onnx import OnnxBackendError
+    from medrank.models import BiEncoder
+
+    model, tok = make_tiny_bert(seed=3, layers=3)
+    torch_bi = BiEncoder(TransformerEncoder(model, tok, pooling="mean", name="tiny"), train_layers=1)
+    onnx_bi = BiEncoder(TransformerEncoder(model, tok, pooling="mean", name="tiny"), train_layers=1)
+    torch_key = onnx_bi.cache_key()
+    onnx_bi.set_bottom_backend("onnx")
+    assert onnx_bi.bottom_backend == "onnx" and onnx_bi.cache_key() != torch_key  # never reads torch's states
+    features = torch_bi.encoder.tokenize(TEXTS, None)
+    want, got = torch_bi.frozen_states(features), onnx_bi.frozen_states(features)
+    assert got.shape == want.shape and got.dtype == torch.float32
+    real = features["attention_mask"].bool()
+    assert torch.allclose(got[real], want[real], atol=1e-4)
+    # the whole cached path (bottom on onnx, top block on torch) gives torch's vectors
+    assert _cos(torch_bi.encode(TEXTS, None), onnx_bi.encode(TEXTS, None)).min() >= 0.9999
+    int8 = BiEncoder(TransformerEncoder(model, tok, pooling="mean", name="tiny"), train_layers=1)
+    int8.set_bottom_backend("onnx-int8")
+    assert _cos(torch_bi.encode(TEXTS, None), int8.encode(TEXTS, None)).min() >= 0.9
+    # back to torch: the states of the export are dropped, the torch key comes back
+    onnx_bi.set_bottom_backend("torch")
+    assert onnx_bi.cache_key() == torch_key and onnx_bi.cache_size() == 0
+    with pytest.raises(OnnxBackendError, match="torch, onnx or onnx-int8"):
+        onnx_bi.set_bottom_backend("torch-bf16")
+    with pytest.raises(OnnxBackendError, match="no frozen bottom"):
+        BiEncoder(TransformerEncoder(model, tok, pooling="mean", name="tiny"), train_layers=None, cache=False).set_bottom_backend("onnx")

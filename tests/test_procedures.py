@@ -576,6 +576,20 @@ def test_mtcg_kar_train_normalize_evaluate(data_dir: Path, tmp_path: Path, monke
     report = evaluate_procedures(None, "val", tmp_path / "kar", {"data": str(data_dir), "baselines": "1"})
     assert {"tf-idf", "edit-distance"} <= set(report["systems"]) and report["n"] == len(VAL)
     assert report["systems"]["edit-distance"]["multi"] == 0.0  # one name per mention → every multi-term mention is wrong
+    # the frozen bottom on ONNX Runtime: the same answers as torch, on both paths, and the evaluator takes the backend
+    served = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir), backend="onnx")
+    assert served.backend == "onnx" and served.mtcg.bi.cache_key() != norm.mtcg.bi.cache_key()
+    torch_answers = ProcedureNormalizer.load(tmp_path / "kar", data_root=str(data_dir)).predict([t for t, _ in VAL])
+    onnx_answers = served.predict([t for t, _ in VAL])
+    assert [p.terms for p in onnx_answers] == [p.terms for p in torch_answers]
+    assert np.allclose([p.final for p in onnx_answers], [p.final for p in torch_answers], atol=1e-3)
+    assert served.normalize_one(VAL[0][0]).terms == onnx_answers[0].terms
+    onnx_report = evaluate_procedures(None, "val", tmp_path / "kar", {"data": str(data_dir), "backend": "onnx"})
+    (name,) = onnx_report["systems"]
+    assert "backend=onnx" in name and onnx_report["systems"][name]["total"] == next(
+        v["total"] for k, v in report["systems"].items() if k.startswith("mtcg+kar"))
+    with pytest.raises(ValueError, match="backend must be one of"):
+        evaluate_procedures(None, "val", tmp_path / "kar", {"data": str(data_dir), "backend": "tpu"})
 
     # the online strategy mines with the current model and never returns gold
     mentions = load_mentions("train", data_dir)

@@ -181,7 +181,10 @@ def evaluate(
 
     check_report(report)
     if dataset not in DATASETS:
-        _evaluate_task(dataset, test, split, model, parse_options(option), report)
+        options = parse_options(option)
+        if backend != "torch":  # a pipeline that runs encoders itself takes it as its task option (others say they do not)
+            options.setdefault("backend", backend)
+        _evaluate_task(dataset, test, split, model, options, report)
         return
     if dataset == "chip-cdn" and model is not None and "chip-cdn-sets" in EVALUATORS:
         # a trained symptom run decides sets: CBLUE set P/R/F1 next to NDCG@5 (zero-shot: --dataset chip-cdn-sets)

@@ -18,6 +18,7 @@ Training stays on torch: an :class:`OnnxEncoder` is a frozen copy of the weights
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import json
@@ -516,6 +517,81 @@ class OnnxPairScorer:
                 feed["token_type_ids"] = np.zeros((len(idx), longest), dtype=np.int64)
             out[idx] = session.run(None, feed)[0]
         return out
+
+
+class BottomGraph(torch.nn.Module):
+    """Token ids → hidden states after the embeddings and the first ``n_blocks`` blocks of a BERT-style model.
+
+    The model's own forward over a copy that holds only those blocks (the copy shares every weight),
+    so the exported graph is the standard one that onnxruntime's fusions recognise.
+    """
+
+    def __init__(self, model: torch.nn.Module, n_blocks: int, with_token_types: bool) -> None:
+        super().__init__()
+        from medrank.encoders.blocks import encoder_blocks
+
+        blocks = encoder_blocks(model)
+        if not 1 <= n_blocks <= len(blocks):
+            raise OnnxBackendError(f"a frozen bottom has 1..{len(blocks)} blocks, got {n_blocks}")
+        trunk = copy.copy(model)
+        trunk._modules = dict(model._modules)
+        encoder = copy.copy(model.encoder)
+        encoder._modules = dict(model.encoder._modules)
+        encoder.layer = torch.nn.ModuleList(list(blocks[:n_blocks]))
+        trunk._modules["encoder"] = encoder
+        if "pooler" in trunk._modules:  # BERT's pooler reads the last block's [CLS]: not part of a bottom
+            trunk._modules["pooler"] = None
+        self.trunk, self.with_token_types = trunk, with_token_types
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        extra = {"token_type_ids": rest[0]} if self.with_token_types else {}
+        return self.trunk(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+
+
+class OnnxFrozenBottom:
+    """The frozen bottom of a partially trained bi-encoder (embeddings + first ``n_blocks`` blocks) run by
+    ONNX Runtime: :meth:`__call__` maps tokenised features to ``(n, L, d)`` float32 hidden states, as
+    :func:`medrank.encoders.blocks.frozen_bottom` does in torch.
+
+    The export is cached like an encoder's, keyed by the whole model's weights and ``n_blocks``.
+    """
+
+    def __init__(
+        self, encoder: TransformerEncoder, n_blocks: int, *, quantized: bool = False, threads: int | None = None,
+        cache_root: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(encoder, TransformerEncoder):
+            raise OnnxBackendError(f"an ONNX frozen bottom needs a TransformerEncoder, got {type(encoder).__name__}")
+        if encoder.device.type != "cpu":
+            raise OnnxBackendError(f"the ONNX backends run on the CPU; this encoder is on {encoder.device}")
+        model, with_types = encoder.model, _takes_token_types(encoder.model)
+        BottomGraph(model, n_blocks, with_types)  # a clear error for a depth the model does not have, before any digest
+
+        def graph() -> ExportGraph:
+            module = BottomGraph(model, n_blocks, with_types)
+            first = encoder.tokenizer.cls_token_id or 0
+            ids = torch.tensor([[first, 5, 6, 7], [first, 5, 6, 0]])
+            mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+            inputs: tuple[torch.Tensor, ...] = (ids, mask) + ((torch.zeros_like(ids),) if with_types else ())
+            names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+            axes = {name: {0: "batch", 1: "tokens"} for name in names}
+            axes["output"] = {0: "batch", 1: "tokens"}
+            return ExportGraph(module, inputs, names, axes, module.trunk, {"token_type_ids": with_types, "blocks": n_blocks})
+
+        self.n_blocks = n_blocks
+        self.backend = "onnx-int8" if quantized else "onnx"
+        source = ExportSource(model, encoder.tokenizer, f"bottom-{n_blocks}", encoder.name, graph)
+        self.folder = ensure_export(source, "int8" if quantized else "fp32", cache_root)
+        self._runner = SessionRunner(self.folder / MODEL_FILE, threads)
+
+    def __call__(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        session, inputs = self._runner.session()
+        ids = features["input_ids"].detach().cpu().numpy().astype(np.int64, copy=False)
+        feed = {"input_ids": ids, "attention_mask": features["attention_mask"].detach().cpu().numpy().astype(np.int64, copy=False)}
+        if "token_type_ids" in inputs:
+            types = features.get("token_type_ids")
+            feed["token_type_ids"] = np.zeros_like(ids) if types is None else types.detach().cpu().numpy().astype(np.int64, copy=False)
+        return torch.from_numpy(session.run(None, feed)[0])
 
 
 def with_backend(encoder: TransformerEncoder, backend: str, threads: int | None = None,

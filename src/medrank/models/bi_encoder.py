@@ -164,6 +164,31 @@ class BiEncoder(nn.Module):
         else:
             parts["top_layers"] = nn.ModuleList(encoder_blocks(hf)[self.n_frozen :])
         self.trainable = nn.ModuleDict(parts)
+        #: what computes the frozen bottom: ``"torch"``, or an ONNX Runtime export (:meth:`set_bottom_backend`)
+        self.bottom_backend = "torch"
+        self._bottom_runner: Any = None
+
+    def set_bottom_backend(self, backend: str, threads: int | None = None, cache_root: str | os.PathLike[str] | None = None) -> None:
+        """Compute the frozen bottom with ``backend``: ``"torch"``, ``"onnx"`` (fp32) or ``"onnx-int8"`` (inference only).
+
+        The bottom never trains, so its states may come from an exported copy of its blocks
+        (:class:`~medrank.encoders.onnx.OnnxFrozenBottom`); the top blocks stay torch. States of
+        another backend are other numbers: the backend joins :meth:`cache_key`, so a cache written
+        by one is never read by another.
+        """
+        from medrank.encoders.onnx import OnnxBackendError, OnnxFrozenBottom, check_backend
+
+        check_backend(backend)
+        if backend not in ("torch", "onnx", "onnx-int8"):
+            raise OnnxBackendError(f"a frozen bottom runs on torch, onnx or onnx-int8, got {backend!r}")
+        if backend != "torch" and self.n_frozen == 0:
+            raise OnnxBackendError("this model trains every block: it has no frozen bottom to export")
+        if backend != self.bottom_backend:  # states and vectors of the old backend
+            self.caches, self._memo, self._memo_version = {}, {}, None
+        self._bottom_runner = None if backend == "torch" else OnnxFrozenBottom(
+            self.encoder, self.n_frozen, quantized=backend == "onnx-int8", threads=threads, cache_root=cache_root
+        )
+        self.bottom_backend = backend
 
     # -- plumbing ------------------------------------------------------------------------------
     @property
@@ -191,9 +216,15 @@ class BiEncoder(nn.Module):
         """Hidden states after the frozen blocks (no gradient), always in float32: they are cached on disk
         and shared by every later run, so a training run's ``autocast: bf16`` must not reach them."""
         self._check_vocabulary()
+        if self._bottom_runner is not None:
+            return self._bottom_runner(features).to(self.device)
         device = features["input_ids"].device.type
         with torch.autocast(device_type=device, enabled=False):
             return frozen_bottom(self.encoder.model, self.n_frozen, features)
+
+    def frozen_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Hidden states after the frozen blocks for tokenised ``features`` (nothing cached), by :attr:`bottom_backend`."""
+        return self._bottom(features)
 
     def _top(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hf = self.encoder.model
@@ -259,6 +290,8 @@ class BiEncoder(nn.Module):
             "dtype": str(self.cache_dtype),
             "version": 3,
         }
+        if self.bottom_backend != "torch":
+            spec["backend"] = self.bottom_backend
         return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def save_cache(self, directory: str | Path, kinds: Sequence[str] | None = None) -> None:

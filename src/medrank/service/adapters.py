@@ -219,7 +219,8 @@ class TrainedNormalizeService:
             raise ValueError("normalizer must have normalize_one(text) -> Prediction")
         self.normalizer = normalizer
         self.codes = codes
-        self._info = PipelineInfo(model, version, True, {"standard_names": len(codes)})
+        # what computes the frozen bottom MTCG and KAR share (the trained blocks and heads run on torch)
+        self._info = PipelineInfo(model, version, True, {"standard_names": len(codes), "backend": getattr(normalizer, "backend", "torch")})
         # the normaliser toggles eval mode and fills caches per call: one request at a time
         self._lock = threading.Lock()
 

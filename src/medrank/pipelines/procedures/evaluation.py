@@ -77,7 +77,7 @@ def evaluate_mtcg_on(task: Any, mentions: list[Mention]) -> dict[str, Any]:
 
 
 #: the ``--set`` options the evaluator takes
-OPTIONS = ("fusion", "recall", "theta", "baselines", "data")
+OPTIONS = ("fusion", "recall", "theta", "baselines", "data", "backend")
 
 
 def evaluate_procedures(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
@@ -111,11 +111,12 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
             kwargs[key] = str(options[key])
     if "theta" in options:
         kwargs["theta"] = check_theta(task_option(options, "theta", None, float))
-    norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, **kwargs)
+    backend = str(options.get("backend", "torch"))
+    norm = ProcedureNormalizer.load(model or default_run(), terms=terms, data_root=root, backend=backend, **kwargs)
     if "theta" in kwargs and norm.learned is not None:
         norm.learned = norm.learned.with_theta(kwargs["theta"])
     theta = norm.learned.theta if norm.fusion == "learned" and norm.learned is not None else norm.theta
-    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta})"
+    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta}" + (f", backend={backend})" if backend != "torch" else ")")
     systems[name] = set_accuracy(mentions, norm.predict(texts))
     if str(options.get("baselines", "0")).lower() in ("1", "true", "yes"):
         systems["tf-idf"] = set_accuracy(mentions, [set(p) for p in tfidf_top(texts, terms)])

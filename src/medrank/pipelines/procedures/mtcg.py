@@ -30,7 +30,6 @@ from medrank.encoders.blocks import (
     block_forward,
     encoder_blocks,
     eval_mode,
-    frozen_bottom,
     model_attention_mask,
 )
 from medrank.encoders.transformer import TransformerEncoder, pool
@@ -71,7 +70,7 @@ def bottom_states(bi: BiEncoder, texts: Sequence[str], kind: TextKind | None, us
         return bi._cache_for(kind).gather(list(texts), bi.device)
     enc = bi.encoder
     features = enc.tokenize(list(texts), kind)
-    return frozen_bottom(enc.model, bi.n_frozen, features), features["attention_mask"]
+    return bi.frozen_states(features), features["attention_mask"]
 
 
 class MTCG(nn.Module):

@@ -170,11 +170,17 @@ class ProcedureNormalizer:
 
     # -- loading -------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, directory: str | Path, terms: TermBase | None = None, data_root: str | None = None, **kwargs: Any) -> ProcedureNormalizer:
+    def load(
+        cls, directory: str | Path, terms: TermBase | None = None, data_root: str | None = None, backend: str = "torch",
+        **kwargs: Any,
+    ) -> ProcedureNormalizer:
         """From a KAR or fusion run directory (``normalizer.json`` names the MTCG model and the tuned θ).
 
         A fusion run (``configs/procedures/fusion.yaml``) also holds the learned fusion and the
         mention memory and defaults to ``fusion="learned"``; pass ``fusion="fb"`` for the paper's FB.
+        ``backend``: what computes the frozen bottom shared by MTCG and KAR (``"torch"``, ``"onnx"``,
+        ``"onnx-int8"``; see :meth:`~medrank.models.BiEncoder.set_bottom_backend`); the trained top
+        blocks, the count head and KAR's joint blocks stay torch.
         """
         from medrank.pipelines.procedures.data import load_keywords, load_term_base
 
@@ -206,8 +212,24 @@ class ProcedureNormalizer:
         kwargs.setdefault("fusion", manifest.get("fusion", "fb"))
         kwargs.setdefault("recall", manifest.get("recall", "mtcg"))
         norm = cls(mtcg, kar, terms or load_term_base(data_root), **kwargs)
+        norm.set_backend(backend)
         norm.load_cache(manifest.get("cache_dir"))
         return norm
+
+    def set_backend(self, backend: str) -> None:
+        """Compute every frozen bottom (MTCG's, and KAR's when it reads another) with ``backend``.
+
+        The names' cached states and vectors belong to the backend that computed them: after a
+        change they are read from (or computed into) that backend's own cache entries.
+        """
+        for bottom in self.frozen_bottoms():
+            bottom.set_bottom_backend(backend)
+        self._term_emb, self._term_emb_version, self._index = None, None, None
+
+    @property
+    def backend(self) -> str:
+        """What computes the frozen bottom (``"torch"``, ``"onnx"`` or ``"onnx-int8"``)."""
+        return self.mtcg.bi.bottom_backend
 
     def load_cache(self, cache_dir: str | None) -> None:
         """Read the frozen-bottom states of standard names cached by training (no-op for ``None``)."""
