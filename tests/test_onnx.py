@@ -82,7 +82,15 @@ def test_an_export_is_reused_and_a_damaged_one_is_rebuilt(tmp_path: Path, cache:
     written = model_file.stat().st_mtime_ns
     assert OnnxEncoder(torch_enc).folder == first.folder and model_file.stat().st_mtime_ns == written  # reused
     info = json.loads((first.folder / INFO_FILE).read_text())
-    assert info["source"]["variant"] == "fp32" and info["details"]["fused"].get("Attention") == 2
+    assert info["source"]["variant"] == "fp32" and info["details"] == {"token_type_ids": True}
+    # the graph stays unfused and the session keeps it so: plain LayerNormalization and MatMul, no fused contrib ops
+    import onnx
+
+    from medrank.encoders.onnx import SLOW_FUSIONS
+
+    ops = {node.op_type for node in onnx.load(str(model_file)).graph.node}
+    assert {"LayerNormalization", "MatMul", "Softmax"} <= ops and not ops & {"Attention", "SkipLayerNormalization", "BiasGelu"}
+    assert "SkipLayerNormFusion" in SLOW_FUSIONS and "AttentionFusion" in SLOW_FUSIONS
 
     def damage(how: str) -> None:
         data = bytearray(model_file.read_bytes())

@@ -2,9 +2,11 @@
 
 The torch model (any BERT-style ``transformers`` model, including trained weights and characters
 added with :meth:`TransformerEncoder.add_characters`) is exported once with ``torch.onnx.export``
-(pooling included in the graph), its attention, embedding and layer-norm subgraphs fused by
-``onnxruntime.transformers.optimizer``, and for ``int8`` its matrix products quantised dynamically
-(per output channel) with ``onnxruntime.quantization.quantize_dynamic``. Tokenisation, prompts,
+(pooling included in the graph) and for ``int8`` its weight matrix products quantised dynamically
+(per output channel) with ``onnxruntime.quantization.quantize_dynamic``. The graph is left unfused, and the
+sessions switch off onnxruntime's transformer fusions (:data:`SLOW_FUSIONS`): on x86 their CPU kernels
+(SkipLayerNormalization, BiasGelu, the fused Attention over many short rows) run slower than the plain
+LayerNormalization, Gelu and batched MatMul they replace, most at batch 32. Tokenisation, prompts,
 length sorting, truncation and normalisation are the torch encoder's own, so the vectors agree.
 
 Exports are cached under ``$MEDRANK_CACHE/onnx/<key>/`` where the key is a digest of the model's
@@ -45,10 +47,15 @@ BACKENDS: tuple[str, ...] = ("torch", "torch-bf16", "onnx", "onnx-int8")
 Variant = Literal["fp32", "int8"]
 
 #: bumped whenever the export recipe changes what a cached file holds
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 4
 OPSET = 17
 #: what the int8 export quantises (part of its cache key: an export made by another recipe is made again)
-INT8_RECIPE = "dynamic: MatMul and Attention but the feed-forward output projections, per-channel int8 weights"
+INT8_RECIPE = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
+#: onnxruntime's session-level fusions that replace fast plain kernels with slower fused ones on x86 CPUs
+SLOW_FUSIONS = (
+    "AttentionFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion", "BiasGeluFusion", "EmbedLayerNormFusion",
+    "FastGeluFusion", "BiasSoftmaxFusion",
+)
 MODEL_FILE = "model.onnx"
 INFO_FILE = "export.json"
 
@@ -224,7 +231,7 @@ def _pooled_graph(source: ExportSource) -> ExportGraph:
 
 
 def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
-    """Export ``source``'s model with its head to ``out`` (fused where onnxruntime knows the architecture)."""
+    """Export ``source``'s model with its head to ``out`` (the traced graph as it is: no fusions, see the module docstring)."""
     spec = source.graph() if source.graph is not None else _pooled_graph(source)
     model = spec.transformer
     config = model.config
@@ -232,7 +239,7 @@ def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
     previous = getattr(config, "_attn_implementation", None)
     was_training = spec.module.training
     spec.module.eval()
-    # eager attention traces into the MatMul/Softmax pattern onnxruntime fuses into one Attention op
+    # eager attention traces into plain MatMul/Softmax nodes (SDPA would trace into a pattern of its own)
     switch = previous not in (None, "eager") and hasattr(model, "set_attn_implementation")
     try:
         if switch:
@@ -253,19 +260,8 @@ def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
             model.set_attn_implementation(previous)
         if was_training:
             spec.module.train()
-    fused: dict[str, int] = {}
-    heads, hidden = getattr(config, "num_attention_heads", 0), getattr(config, "hidden_size", 0)
-    if getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta", "distilbert", "electra") and heads and hidden:
-        from onnxruntime.transformers.optimizer import optimize_model
-
-        # hardware-independent fusions only (opt_level 0): the session applies its own at load time
-        optimized = optimize_model(str(raw), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=0)
-        fused = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
-        optimized.save_model_to_file(str(out))
-    else:
-        os.replace(raw, out)
-    raw.unlink(missing_ok=True)
-    return {**spec.details, "fused": fused}
+    os.replace(raw, out)
+    return dict(spec.details)
 
 
 class _QuietAdvice(logging.Filter):
@@ -281,8 +277,8 @@ def _quantize(fp32: Path, out: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # the feed-forward output projections stay fp32: their input is the GELU output, whose long tail
-    # makes a per-tensor 8-bit activation scale coarse (quantised too, they cost the zero-shot concept
-    # tasks more than noise, where the other products cost them nothing measurable)
+    # makes a per-tensor 8-bit activation scale coarse (quantised too, they cost the zero-shot CHIP-CDN
+    # task well over half a point, where the other products cost it nothing measurable)
     feed_forward_out = [
         node.name for node in onnx.load(str(fp32), load_external_data=False).graph.node
         if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
@@ -292,10 +288,11 @@ def _quantize(fp32: Path, out: Path) -> None:
     try:
         quantize_dynamic(
             str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
-            # the matrix products carry the time; embedding tables (Gather) stay fp32 for agreement
-            op_types_to_quantize=["MatMul", "Attention"],
+            # the products with a weight matrix carry the time; attention's products of two activations
+            # (MatMulConstBOnly) and the embedding tables (Gather) stay fp32
+            op_types_to_quantize=["MatMul"],
             nodes_to_exclude=feed_forward_out,
-            # the fused contrib ops defeat onnx's shape inference: their outputs are float32
+            # a tensor whose type shape inference cannot tell is float32
             extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT},
         )
     finally:
@@ -371,7 +368,9 @@ class SessionRunner:
                 options.inter_op_num_threads = 1
                 options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                 options.log_severity_level = 3
-                self._session = ort.InferenceSession(str(self.model_file), options, providers=["CPUExecutionProvider"])
+                self._session = ort.InferenceSession(
+                    str(self.model_file), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(SLOW_FUSIONS)
+                )
                 self._inputs = frozenset(i.name for i in self._session.get_inputs())
                 self.threads = threads
             return self._session, self._inputs
@@ -467,8 +466,8 @@ class OnnxEncoder(Encoder):
         # the backend joins the key: int8 vectors differ from torch's, and fp32 ones in the last digits; so does
         # the quantisation recipe (vectors cached from another int8 export are not these)
         out = {**self._fingerprint, "backend": self.backend}
-        if self.variant == "int8":
-            out["quantised"] = INT8_RECIPE
+        if self.variant == "int8":  # so does the graph it quantises (fp32 vectors agree across exports to 1e-6)
+            out["quantised"], out["export_format"] = INT8_RECIPE, EXPORT_FORMAT
         return out
 
 
