@@ -215,19 +215,31 @@ def _takes_token_types(model: Any) -> bool:
         return False
 
 
-def _pooled_graph(source: ExportSource) -> ExportGraph:
-    """The graph of an encoder (pooled vectors) or a pair classifier (one logit per text)."""
-    model = source.model
-    with_types = _takes_token_types(model)
+def _example_inputs(tokenizer: Any, with_types: bool) -> tuple[tuple[torch.Tensor, ...], list[str], dict[str, dict[int, str]]]:
+    """Example token inputs to trace, their names, and their variable axes (batch and tokens)."""
     # an example with a padded row, so no branch that skips masking for all-ones masks is traced
-    first = source.tokenizer.cls_token_id or 0
+    first = tokenizer.cls_token_id or 0
     ids = torch.tensor([[first, 5, 6, 7], [first, 5, 6, 0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
     inputs: tuple[torch.Tensor, ...] = (ids, mask) + ((torch.zeros_like(ids),) if with_types else ())
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
-    axes = {name: {0: "batch", 1: "tokens"} for name in names}
+    return inputs, names, {name: {0: "batch", 1: "tokens"} for name in names}
+
+
+def _pooled_graph(source: ExportSource) -> ExportGraph:
+    """The graph of an encoder (pooled vectors) or a pair classifier (one logit per text)."""
+    model = source.model
+    with_types = _takes_token_types(model)
+    inputs, names, axes = _example_inputs(source.tokenizer, with_types)
     axes["output"] = {0: "batch"}
     return ExportGraph(PooledGraph(model, source.head, with_types), inputs, names, axes, model, {"token_type_ids": with_types})
+
+
+def _check_cpu_encoder(encoder: Any, what: str) -> None:
+    if not isinstance(encoder, TransformerEncoder):
+        raise OnnxBackendError(f"{what} needs a TransformerEncoder, got {type(encoder).__name__}")
+    if encoder.device.type != "cpu":
+        raise OnnxBackendError(f"the ONNX backends run on the CPU; this encoder is on {encoder.device}")
 
 
 def _export_fp32(source: ExportSource, out: Path, work: Path) -> dict[str, Any]:
@@ -396,10 +408,7 @@ class OnnxEncoder(Encoder):
         threads: int | None = None,
         cache_root: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not isinstance(encoder, TransformerEncoder):
-            raise OnnxBackendError(f"an ONNX backend serves a TransformerEncoder, got {type(encoder).__name__}")
-        if encoder.device.type != "cpu":
-            raise OnnxBackendError(f"the ONNX backends run on the CPU; this encoder is on {encoder.device}")
+        _check_cpu_encoder(encoder, "an ONNX backend")
         if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
             raise ValueError(f"threads must be a whole number >= 1 or None, got {threads!r}")
         self.backend = "onnx-int8" if quantized else "onnx"
@@ -522,7 +531,7 @@ class BottomGraph(torch.nn.Module):
     """Token ids → hidden states after the embeddings and the first ``n_blocks`` blocks of a BERT-style model.
 
     The model's own forward over a copy that holds only those blocks (the copy shares every weight),
-    so the exported graph is the standard one that onnxruntime's fusions recognise.
+    so the export traces the same embeddings, mask and blocks as the full model's.
     """
 
     def __init__(self, model: torch.nn.Module, n_blocks: int, with_token_types: bool) -> None:
@@ -559,21 +568,13 @@ class OnnxFrozenBottom:
         self, encoder: TransformerEncoder, n_blocks: int, *, quantized: bool = False, threads: int | None = None,
         cache_root: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not isinstance(encoder, TransformerEncoder):
-            raise OnnxBackendError(f"an ONNX frozen bottom needs a TransformerEncoder, got {type(encoder).__name__}")
-        if encoder.device.type != "cpu":
-            raise OnnxBackendError(f"the ONNX backends run on the CPU; this encoder is on {encoder.device}")
+        _check_cpu_encoder(encoder, "an ONNX frozen bottom")
         model, with_types = encoder.model, _takes_token_types(encoder.model)
         BottomGraph(model, n_blocks, with_types)  # a clear error for a depth the model does not have, before any digest
 
         def graph() -> ExportGraph:
             module = BottomGraph(model, n_blocks, with_types)
-            first = encoder.tokenizer.cls_token_id or 0
-            ids = torch.tensor([[first, 5, 6, 7], [first, 5, 6, 0]])
-            mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
-            inputs: tuple[torch.Tensor, ...] = (ids, mask) + ((torch.zeros_like(ids),) if with_types else ())
-            names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
-            axes = {name: {0: "batch", 1: "tokens"} for name in names}
+            inputs, names, axes = _example_inputs(encoder.tokenizer, with_types)
             axes["output"] = {0: "batch", 1: "tokens"}
             return ExportGraph(module, inputs, names, axes, module.trunk, {"token_type_ids": with_types, "blocks": n_blocks})
 

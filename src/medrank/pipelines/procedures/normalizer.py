@@ -225,6 +225,8 @@ class ProcedureNormalizer:
         for bottom in self.frozen_bottoms():
             bottom.set_bottom_backend(backend)
         self._term_emb, self._term_emb_version, self._index = None, None, None
+        if self.cache_dir:  # changed after loading: read the new backend's cached names, if any
+            self.load_cache(self.cache_dir)
 
     @property
     def backend(self) -> str:
