@@ -416,7 +416,7 @@ def test_frozen_bottom_states_stay_float32_under_autocast(tiny_encoder):
         bi.fill_cache(["fever", "cough at night"], "query")
     prompt = tiny_encoder._prompt("query")
     with torch.no_grad():
-        reference = bi._bottom(dict(tiny_encoder.tokenizer([prompt + "fever"], return_tensors="pt")))
+        reference = bi.frozen_states(dict(tiny_encoder.tokenizer([prompt + "fever"], return_tensors="pt")))
     cached, _ = bi._cache_for("query").gather(["fever"], torch.device("cpu"))
     assert cached.dtype == torch.float32
     # float32 up to the last bit batch padding moves (~1e-7); a bfloat16 bottom is off by ~1e-4 here

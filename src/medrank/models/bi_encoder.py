@@ -212,8 +212,9 @@ class BiEncoder(nn.Module):
                 "its cached states would mix two tokenisations; add characters first, then build the model"
             )
 
-    def _bottom(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Hidden states after the frozen blocks (no gradient), always in float32: they are cached on disk
+    def frozen_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Hidden states after the frozen blocks for tokenised ``features`` (nothing cached, no gradient), by
+        :attr:`bottom_backend`; always float32: they are cached on disk
         and shared by every later run, so a training run's ``autocast: bf16`` must not reach them."""
         self._check_vocabulary()
         if self._bottom_runner is not None:
@@ -221,10 +222,6 @@ class BiEncoder(nn.Module):
         device = features["input_ids"].device.type
         with torch.autocast(device_type=device, enabled=False):
             return frozen_bottom(self.encoder.model, self.n_frozen, features)
-
-    def frozen_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Hidden states after the frozen blocks for tokenised ``features`` (nothing cached), by :attr:`bottom_backend`."""
-        return self._bottom(features)
 
     def _top(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hf = self.encoder.model
@@ -258,7 +255,7 @@ class BiEncoder(nn.Module):
             for r, i in enumerate(idx):
                 ids[r, : len(ids_all[i])] = torch.as_tensor(ids_all[i])
                 mask[r, : len(ids_all[i])] = 1
-            hidden = self._bottom({"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}).cpu()
+            hidden = self.frozen_states({"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}).cpu()
             for r, i in enumerate(idx):
                 cache.add(todo[i], hidden[r, : len(ids_all[i])])
 
@@ -406,7 +403,7 @@ class BiEncoder(nn.Module):
                 features = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
                 if self.train_layers is None:
                     return self.encoder.forward(features)
-                return self._top(self._bottom(features), features["attention_mask"])
+                return self._top(self.frozen_states(features), features["attention_mask"])
 
         if len(texts) <= self.bucket_size:
             return run(np.arange(len(texts)))

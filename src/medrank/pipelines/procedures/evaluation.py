@@ -116,7 +116,8 @@ def evaluate_procedures(test: Path | None, split: str | None, model: Path | None
     if "theta" in kwargs and norm.learned is not None:
         norm.learned = norm.learned.with_theta(kwargs["theta"])
     theta = norm.learned.theta if norm.fusion == "learned" and norm.learned is not None else norm.theta
-    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta}" + (f", backend={backend})" if backend != "torch" else ")")
+    served_by = f", backend={backend}" if backend != "torch" else ""
+    name = f"mtcg+kar (recall={norm.recall}, fusion={norm.fusion}, theta={theta}{served_by})"
     systems[name] = set_accuracy(mentions, norm.predict(texts))
     if str(options.get("baselines", "0")).lower() in ("1", "true", "yes"):
         systems["tf-idf"] = set_accuracy(mentions, [set(p) for p in tfidf_top(texts, terms)])
