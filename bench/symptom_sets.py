@@ -7,7 +7,10 @@
     fitted on the other, and the figures pool both halves. Candidates: the 37,645-name ICD-10
     Beijing vocabulary and the gold names. Systems: the whole-text top-1 (a retriever's answer
     without a set decision) and the set detector, zero-shot (e5-small hybrid, as the service
-    serves CHIP-CDN) and over a trained CPU run. NDCG@5 of the retriever on the whole text beside.
+    serves CHIP-CDN) and over a trained CPU run: on the retrieval features alone, with the run's
+    training memory (:mod:`medrank.pipelines.symptom.memory`, built from the training side of the
+    split; what the service serves) and with boosted trees over the same features (not served).
+    NDCG@5 of the retriever on the whole text beside.
 (b) **DXY self-reports → explicit symptoms** (41 normalised names): 25 % of the visible dialogues
     (seed 29) are scored; the surface lexicon, the calibration and the trained self-report model
     (:mod:`medrank.pipelines.symptom.self_report`, with its ablations) come from the other 75 %.
@@ -39,6 +42,7 @@ from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
 from medrank.pipelines.symptom.self_report import DEFAULT_PARTS, LEXICON_SETTINGS, NgramModel, SelfReportModel
+from medrank.pipelines.symptom.set_eval import cross_fit
 from medrank.pipelines.symptom.sets import (
     CALIBRATIONS,
     SetCalibration,
@@ -73,25 +77,6 @@ def pct(d: dict[str, float]) -> dict[str, float]:
     return {k: round(100 * v, 2) for k, v in d.items()}
 
 
-def halves(n: int, seed: int = SEED) -> tuple[list[int], list[int]]:
-    idx = list(range(n))
-    random.Random(seed).shuffle(idx)
-    return sorted(idx[: n // 2]), sorted(idx[n // 2:])
-
-
-def cross_fit(det: SetDetector, texts: list[str], gold: list[set[str]]) -> tuple[list[set[str]], list[dict[str, Any]]]:
-    """Each half decided by a calibration fitted on the other half."""
-    a, b = halves(len(texts))
-    preds: list[set[str] | None] = [None] * len(texts)
-    infos = []
-    for fit_idx, test_idx in ((a, b), (b, a)):
-        cal = det.fit([texts[i] for i in fit_idx], [gold[i] for i in fit_idx])
-        infos.append({**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms})
-        for i, s in zip(test_idx, det.detect_many([texts[i] for i in test_idx]), strict=True):
-            preds[i] = {t.id for t in s.terms}
-    return [p or set() for p in preds], infos
-
-
 def top1(det_search: Any, texts: list[str], k: int = 1) -> list[set[str]]:
     return [{cid for cid, _ in row[:k]} for row in det_search(texts, k)]
 
@@ -108,32 +93,38 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
     out["cdn"]["n_texts"] = len(texts)
     out["cdn"]["gold_names"] = sum(len(g) for g in gold)
     out["cdn"]["anchors"] = ANCHORS
-    systems: list[tuple[str, Any]] = []
+    train = load_eval_set("chip-cdn", "train") if run is not None else None
     for cand in candidate_sets:
         concepts = load_candidates("chip-cdn", cand, eval_set=valid)
         if run is None:
-            systems.append((f"zero-shot e5-small hybrid [{cand}]",
-                            lambda concepts=concepts, cand=cand: retriever(f"cdn-{cand}-hybrid-e5", concepts, "hybrid", "e5-small", "zh")))
+            r = retriever(f"cdn-{cand}-hybrid-e5", concepts, "hybrid", "e5-small", "zh")
+            variants = [(f"zero-shot e5-small hybrid [{cand}]", "logistic")]
         else:
             from medrank.pipelines.symptom.inference import SymptomDetector
 
-            systems.append((f"trained {run.name} [{cand}]", lambda cand=cand: SymptomDetector.load(run, cand).retriever))
-    for name, make in systems:
-        r = make()
-        det = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all(), name=name)
+            r = SymptomDetector.load(run, cand).retriever
+            variants = [(f"trained {run.name} [{cand}]", "logistic"),
+                        (f"trained {run.name} + training memory (as served) [{cand}]", "logistic+memory"),
+                        (f"trained {run.name} + training memory, boosted trees (not served) [{cand}]", "boosted")]
         t0 = time.perf_counter()
         rankings = r.search(list(valid.queries), k=10)  # the queries carry the ids the qrels use
         ndcg = evaluate(valid.qrels, {x.query_id: x for x in rankings}, ["ndcg@5", "recall@5"])
         base = set_prf([{x.ids[0]} if x.ids else set() for x in rankings], gold)
-        preds, infos = cross_fit(det, texts, gold)
-        res = set_prf(preds, gold)
-        rows[name] = {"whole-text top-1": pct(base), "set detector": pct(res),
-                      "ndcg@5": round(100 * ndcg["ndcg@5"], 2), "recall@5": round(100 * ndcg["recall@5"], 2),
-                      "calibration_folds": infos, "seconds": round(time.perf_counter() - t0, 1)}
-        print(name, rows[name]["whole-text top-1"], rows[name]["set detector"], flush=True)
-        cand = "vocab" if "[vocab]" in name else "gold"
-        if run is not None:  # the run carries the calibration fitted on the whole validation split
-            det.fit(texts, gold).save(run / f"sets-{cand}.json")
+        for name, model in variants:
+            det = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all(), name=name)
+            if model != "logistic":
+                assert train is not None  # the texts the run was trained on: the other side of the same split
+                det.memorise([q.text for q in train.queries], [set(train.qrels.relevant(q.id)) for q in train.queries])
+            preds, infos = cross_fit(det, texts, gold, model="boosted" if model == "boosted" else "logistic")
+            res = set_prf(preds, gold)
+            rows[name] = {"whole-text top-1": pct(base), "set detector": pct(res),
+                          "ndcg@5": round(100 * ndcg["ndcg@5"], 2), "recall@5": round(100 * ndcg["recall@5"], 2),
+                          "decision": model, "calibration_folds": infos, "seconds": round(time.perf_counter() - t0, 1)}
+            print(name, rows[name]["whole-text top-1"], rows[name]["set detector"], flush=True)
+        if run is not None:  # the run carries what medrank train fits: the whole validation split, its memory
+            from medrank.pipelines.symptom.training import fit_set_decision
+
+            fit_set_decision(r, valid, run / f"sets-{cand}.json", train_set=train)
         elif cand == "vocab":  # the zero-shot service knowledge base's calibration ships with the package
             det.fit(texts, gold).save(CALIBRATIONS / "chip-cdn-hybrid.json")
 
@@ -411,10 +402,11 @@ def _plain_query_encoder(r: Any) -> None:
 
 
 def _flat_calibration() -> Any:
-    from medrank.pipelines.symptom.sets import FEATURES, SetCalibration
+    from medrank.pipelines.symptom.sets import BASE_FEATURES, SetCalibration
 
     # timing only: the decision costs the same whatever the numbers are
-    return SetCalibration([0.0] * len(FEATURES), [1.0] * len(FEATURES), [0.1] * len(FEATURES), 0.0)
+    n = len(BASE_FEATURES)
+    return SetCalibration([0.0] * n, [1.0] * n, [0.1] * n, 0.0)
 
 
 # -- report ----------------------------------------------------------------------------------------------

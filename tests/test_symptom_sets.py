@@ -16,6 +16,7 @@ from medrank.pipelines.symptom.lexicon import (
     read_dxy_folder,
 )
 from medrank.pipelines.symptom.sets import (
+    BASE_FEATURES,
     FEATURES,
     CodePrefixHierarchy,
     SetCalibration,
@@ -140,10 +141,10 @@ def _search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
 def _detector(**kw) -> SetDetector:
     lex = SurfaceLexicon({"发烧": "发烧", "发热": "发烧", "咳嗽": "咳嗽", "流鼻涕": "流涕"})
     hier = CodePrefixHierarchy({k: (k,) for k in NAMES})
-    cal = SetCalibration([0.0] * len(FEATURES), [1.0] * len(FEATURES), [0.0] * len(FEATURES), 0.0, threshold=0.5)
-    weights = dict.fromkeys(FEATURES, 0.0)
+    n = len(BASE_FEATURES)
+    weights = dict.fromkeys(BASE_FEATURES, 0.0)
     weights.update(exact=4.0, span_top1=2.0)
-    cal.coef = [weights[f] for f in FEATURES]
+    cal = SetCalibration([0.0] * n, [1.0] * n, [weights[f] for f in BASE_FEATURES], 0.0, threshold=0.5)
     cal.intercept = -3.0
     return SetDetector(_search, NAMES, language="zh", lexicon=lex, hierarchy=hier, calibration=cal, **kw)
 

@@ -129,6 +129,13 @@ def test_bi_hardnce_run_end_to_end(tiny_root, monkeypatch):
     assert ndcg == pytest.approx(summary["results"]["gold"]["metrics"]["ndcg@5"], abs=1e-3)
     # training fitted the set decision on the validation texts: medrank detect decides sets by default
     assert (out / "sets-vocab.json").exists() and summary["results"]["vocab"]["sets"]["file"] == "sets-vocab.json"
+    # ... reading the memory of the training side (never of the validation texts it is fitted on)
+    from medrank.pipelines.symptom.sets import MEMORY_FEATURES, SetCalibration, SetDetector
+
+    memory = json.loads((out / "sets-memory.json").read_text())
+    assert memory["n_texts"] == summary["train_queries"]
+    assert set(MEMORY_FEATURES) <= set(SetCalibration.load(out / "sets-vocab.json").features)
+    assert SetDetector.from_run(out, "vocab").memory is not None
     res = runner.invoke(app, ["detect", "--model", str(out), "--json", "头痛", "高血压"])
     assert res.exit_code == 0, res.output
     assert [set(row) for row in json.loads(res.stdout)] == [{"query", "terms", "alternatives"}] * 2

@@ -21,6 +21,7 @@ from medrank.pipelines.symptom.sets import (
     SetCalibration,
     SetDetector,
     SymptomSet,
+    run_memory,
     shipped_calibration,
 )
 from medrank.records import Query, Ranking
@@ -119,7 +120,8 @@ def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[s
     if not path.exists():
         return None
     return SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
-                                      lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}")
+                                      lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}",
+                                      memory=run_memory(run_dir))
 
 
 def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:

@@ -37,13 +37,14 @@ def halves(n: int, seed: int = SPLIT_SEED) -> tuple[list[int], list[int]]:
     return sorted(idx[: n // 2]), sorted(idx[n // 2:])
 
 
-def cross_fit(detector: SetDetector, texts: Sequence[str], gold: Sequence[set[str]]) -> tuple[list[set[str]], list[dict[str, Any]]]:
+def cross_fit(detector: SetDetector, texts: Sequence[str], gold: Sequence[set[str]], model: str = "logistic"
+              ) -> tuple[list[set[str]], list[dict[str, Any]]]:
     """Predicted sets where each half of ``texts`` is decided by a calibration fitted on the other half."""
     a, b = halves(len(texts))
     preds: list[set[str]] = [set() for _ in texts]
     infos = []
     for fit_idx, test_idx in ((a, b), (b, a)):
-        cal = detector.fit([texts[i] for i in fit_idx], [gold[i] for i in fit_idx])
+        cal = detector.fit([texts[i] for i in fit_idx], [gold[i] for i in fit_idx], model=model)
         infos.append({**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms})
         for i, s in zip(test_idx, detector.detect_many([texts[i] for i in test_idx]), strict=True):
             preds[i] = {t.id for t in s.terms}
@@ -65,7 +66,8 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
     """CBLUE set P/R/F1 (micro, over name sets), NDCG@5 / Recall@5 of the whole-text ranking, and the
     whole-text top-1 as the no-decision baseline, for a CHIP-CDN ``dataset`` (a ``ConceptDataset``).
 
-    ``cross_fitted`` defaults to "the evaluated texts are the visible validation split"."""
+    ``cross_fitted`` defaults to "the evaluated texts are the visible validation split". A run that holds a
+    training memory (``RUN/sets-memory.json``) is decided with it, as it is served."""
     from medrank.metrics import evaluate
     from medrank.pipelines.symptom.lexicon import dxy_lexicon
     from medrank.retrieval.concept_data import load_candidates, load_eval_set
@@ -82,9 +84,12 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
         lexicon = dxy_lexicon(root)
     except (OSError, ValueError):
         lexicon = None
+    memory = None
     if model is not None:
         from medrank.pipelines.symptom.inference import SymptomDetector
+        from medrank.pipelines.symptom.sets import run_memory
 
+        memory = run_memory(model)
         if candidates in ("vocab", "gold"):
             retriever = SymptomDetector.load(model, candidates).retriever
         else:
@@ -102,7 +107,7 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
         concepts = load_candidates("chip-cdn", candidates, eval_set=dataset, root=root)
         retriever = _zero_shot_retriever(concepts, "zh", "e5-small")
         name = "zero-shot e5-small hybrid"
-    det = SetDetector.from_retriever(retriever, language="zh", lexicon=lexicon, name=name)
+    det = SetDetector.from_retriever(retriever, language="zh", lexicon=lexicon, name=name, memory=memory)
     rankings = retriever.search(list(dataset.queries), k=10)  # the queries carry the ids the qrels use
     ranking_metrics = evaluate(dataset.qrels, {r.query_id: r for r in rankings}, ["ndcg@5", "recall@5"])
     top1 = set_prf([{r.ids[0]} if r.ids else set() for r in rankings], gold)

@@ -35,6 +35,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from medrank.pipelines.symptom.boosted import BoostedTrees
+from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
 from medrank.pipelines.symptom.spans import Span, find_spans, is_chinese
 from medrank.utils.io import atomic_write_json
 
@@ -42,12 +44,19 @@ PathLike = str | os.PathLike[str]
 SearchFn = Callable[[Sequence[str], int], list[list[tuple[str, float]]]]
 
 MAX_TEXT_CHARS = 2000
-FEATURES = (
+#: what the retrieval and the text say of a candidate
+BASE_FEATURES = (
     "span_score", "span_rank", "span_top_gap", "text_score", "text_rank", "expansion_score", "votes",
     "exact", "name_covered", "span_covered", "lexicon_span", "form_precision", "n_spans", "name_chars",
     "longest_common", "span_top1", "text_top1",
 )
+#: what the training texts say of it (:class:`~medrank.pipelines.symptom.memory.TrainingMemory`; 0 / unseen without one)
+MEMORY_FEATURES = ("train_prior", "span_memory", "text_memory")
+FEATURES = BASE_FEATURES + MEMORY_FEATURES
+MODELS = ("logistic", "boosted")
 CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
+#: a trained run's training memory, beside its ``sets-<candidates>.json``
+MEMORY_FILE = "sets-memory.json"
 
 
 class SymptomTextError(ValueError):
@@ -142,7 +151,9 @@ class HpoHierarchy:
 # -- calibration -------------------------------------------------------------------------------------
 @dataclass
 class SetCalibration:
-    """Logistic model over :data:`FEATURES` plus the set decision (threshold, minimum count)."""
+    """A probability model over some of :data:`FEATURES` (``features``) plus the set decision (threshold, minimum
+    count). ``model`` is ``"logistic"`` (``mean`` / ``scale`` / ``coef`` / ``intercept``) or ``"boosted"``
+    (``trees``: :class:`~medrank.pipelines.symptom.boosted.BoostedTrees`)."""
 
     mean: list[float]
     scale: list[float]
@@ -150,19 +161,43 @@ class SetCalibration:
     intercept: float
     threshold: float = 0.5
     min_terms: int = 1
-    features: tuple[str, ...] = FEATURES
+    features: tuple[str, ...] = BASE_FEATURES
     #: a span no decided term covers gets its best term when that reaches this probability (None: off)
     span_threshold: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    model: str = "logistic"
+    trees: BoostedTrees | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.features if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"calibration features {unknown} are not among this version's {list(FEATURES)}")
+        if self.model not in MODELS:
+            raise ValueError(f"calibration model must be one of {MODELS}, got {self.model!r}")
+        if self.model == "boosted" and (self.trees is None or self.trees.n_features != len(self.features)):
+            raise ValueError("a boosted calibration needs trees over exactly its features")
+        if self.model == "logistic" and not len(self.mean) == len(self.scale) == len(self.coef) == len(self.features):
+            raise ValueError("a logistic calibration needs one mean, scale and coefficient per feature")
+        self._columns = [FEATURES.index(f) for f in self.features]
+
+    @property
+    def uses_memory(self) -> bool:
+        return any(f in MEMORY_FEATURES for f in self.features)
 
     def probability(self, x: np.ndarray) -> np.ndarray:
-        z = (np.asarray(x, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
+        """Probabilities of candidate rows ``x`` over every one of :data:`FEATURES` (the detector's rows)."""
+        x = np.asarray(x, dtype=np.float64).reshape(-1, len(FEATURES))[:, self._columns]
+        if self.trees is not None:
+            return self.trees.probability(x)
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.intercept)))
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": CALIBRATION_FORMAT, "version": 1, "features": list(self.features), "mean": self.mean,
-                "scale": self.scale, "coef": self.coef, "intercept": self.intercept, "threshold": self.threshold,
-                "min_terms": self.min_terms, "span_threshold": self.span_threshold, "info": self.info}
+        return {"format": CALIBRATION_FORMAT, "version": 2, "model": self.model, "features": list(self.features),
+                "mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept,
+                **({"trees": self.trees.to_json()} if self.trees is not None else {}),
+                "threshold": self.threshold, "min_terms": self.min_terms, "span_threshold": self.span_threshold,
+                "info": self.info}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -171,31 +206,46 @@ class SetCalibration:
     def from_json(cls, d: Mapping[str, Any]) -> SetCalibration:
         if d.get("format") != CALIBRATION_FORMAT:
             raise ValueError("not a symptom-set calibration (format field missing or different)")
-        if tuple(d["features"]) != FEATURES:
-            raise ValueError(f"calibration features {d['features']} differ from this version's {list(FEATURES)}")
+        model = str(d.get("model", "logistic"))  # version 1 files are logistic
+        trees = BoostedTrees.from_json(d["trees"]) if model == "boosted" else None
         return cls([float(v) for v in d["mean"]], [float(v) for v in d["scale"]], [float(v) for v in d["coef"]],
-                   float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), FEATURES,
-                   None if d.get("span_threshold") is None else float(d["span_threshold"]), dict(d.get("info", {})))
+                   float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), tuple(d["features"]),
+                   None if d.get("span_threshold") is None else float(d["span_threshold"]), dict(d.get("info", {})),
+                   model, trees)
 
     @classmethod
     def load(cls, path: PathLike) -> SetCalibration:
         return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> SetCalibration:
-    """Standardise ``x`` and fit an L2 logistic regression (scikit-learn); returns the numbers only."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, features: Sequence[str] = BASE_FEATURES) -> SetCalibration:
+    """Standardise the ``features`` columns of ``x`` (rows over :data:`FEATURES`) and fit an L2 logistic
+    regression (scikit-learn); returns the numbers only."""
     from sklearn.linear_model import LogisticRegression
 
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y).astype(int)
-    if len(np.unique(y)) < 2:
-        raise ValueError("calibration needs both correct and wrong candidates; give more labelled complaints")
+    x, y = _columns(x, y, features)
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
     model = LogisticRegression(C=c, max_iter=2000)
     model.fit((x - mean) / scale, y)
-    return SetCalibration(mean.tolist(), scale.tolist(), model.coef_[0].tolist(), float(model.intercept_[0]))
+    return SetCalibration(mean.tolist(), scale.tolist(), model.coef_[0].tolist(), float(model.intercept_[0]),
+                          features=tuple(features))
+
+
+def fit_boosted(x: np.ndarray, y: np.ndarray, features: Sequence[str] = FEATURES, seed: int = 0) -> SetCalibration:
+    """Gradient-boosted trees (:mod:`.boosted`) over the ``features`` columns of ``x`` (rows over :data:`FEATURES`)."""
+    x, y = _columns(x, y, features)
+    return SetCalibration([], [], [], 0.0, features=tuple(features), model="boosted",
+                          trees=BoostedTrees.fit(x, y, seed=seed))
+
+
+def _columns(x: np.ndarray, y: np.ndarray, features: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=np.float64).reshape(-1, len(FEATURES))[:, [FEATURES.index(f) for f in features]]
+    y = np.asarray(y).astype(int)
+    if len(np.unique(y)) < 2:
+        raise ValueError("calibration needs both correct and wrong candidates; give more labelled complaints")
+    return x, y
 
 
 # -- text overlap ------------------------------------------------------------------------------------
@@ -250,12 +300,15 @@ class SetDetector:
     ``search(texts, k)`` returns, per text, ``[(term id, score), …]`` best first; ``names`` maps term ids to
     their display names; ``hierarchy`` (optional) drives diversification; ``lexicon`` (optional, e.g. the
     DXY :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`) finds Chinese symptom words and expands
-    them. Without a ``calibration`` the detector can produce candidates (for :meth:`fit`) but not decide.
+    them; ``memory`` (optional, a :class:`~medrank.pipelines.symptom.memory.TrainingMemory` built with
+    :meth:`memorise` on the retriever's training texts) gives the :data:`MEMORY_FEATURES`. Without a
+    ``calibration`` the detector can produce candidates (for :meth:`fit`) but not decide.
     """
 
     def __init__(self, search: SearchFn, names: Mapping[str, str], language: str | None = None,
                  lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
-                 k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "") -> None:
+                 k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
+                 memory: TrainingMemory | None = None) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
@@ -273,7 +326,9 @@ class SetDetector:
         self.expansion_forms = expansion_forms
         self.max_alternatives = max_alternatives
         self.name = name
-        self._name_set = {v: k for k, v in names.items()}
+        self.memory = memory
+        if calibration is not None and calibration.uses_memory and memory is None:
+            raise ValueError("this calibration reads a training memory (sets-memory.json beside it); give memory=")
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -308,8 +363,9 @@ class SetDetector:
     def from_run(cls, run_dir: PathLike, candidates: str = "vocab", calibration: SetCalibration | PathLike | None = None,
                  backend: str = "torch", search: str = "exact", **kwargs: Any) -> SetDetector:
         """Over a trained run (the retriever :class:`~medrank.pipelines.symptom.inference.SymptomDetector` loads);
-        the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there; ``backend`` /
-        ``search`` as :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving`."""
+        the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there, the training
+        memory to ``RUN/sets-memory.json``; ``backend`` / ``search`` as
+        :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving`."""
         # read here, not through the inference module: that module serves this one (no import circle)
         from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
 
@@ -328,14 +384,25 @@ class SetDetector:
         names = [c.name for c in list(retriever.concepts.values())[:200]]
         kwargs.setdefault("language", "zh" if is_chinese("".join(names)) else "en")
         kwargs.setdefault("name", f"{Path(run_dir).name}:{candidates}")
+        kwargs.setdefault("memory", run_memory(run_dir))
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
             kwargs["lexicon"] = _default_lexicon()
         return cls.from_retriever(retriever, calibration=calibration, **kwargs)
 
     # -- candidates --------------------------------------------------------------------------------
+    def _spans(self, text: str) -> list[Span]:
+        zh = self._zh(text)
+        return find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
+
+    def memorise(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]]) -> TrainingMemory:
+        """Build (and use) the :class:`~medrank.pipelines.symptom.memory.TrainingMemory` of labelled training
+        ``texts``, cut into clauses the way this detector cuts complaints."""
+        self.memory = TrainingMemory.build(texts, gold, lambda t: [s.text for s in self._spans(t)])
+        return self.memory
+
     def _queries(self, text: str) -> tuple[list[Span], list[str], list[tuple[str, int]]]:
         zh = self._zh(text)
-        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
+        spans = self._spans(text)
         queries = [s.text for s in spans]
         kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
         queries.append(text)
@@ -425,6 +492,7 @@ class SetDetector:
         tfloor = min([c.text_score for c in keep if math.isfinite(c.text_score)] + [0.0])
         efloor = min([c.expansion_score for c in keep if math.isfinite(c.expansion_score)] + [floor])
         rows = []
+        clauses = [s.text for s in spans] + [text]
         for c in keep:
             name = self.names.get(c.id, c.id)
             if c.span_idx < 0 and spans:
@@ -449,9 +517,16 @@ class SetDetector:
                 _longest_common(name, text) / max(1, len(name)),
                 float(c.span_rank == 0),
                 float(c.text_rank == 0),
+                *self._memory_features(c.id, span_text, clauses),
             ])
         x = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
         return spans, keep, x
+
+    def _memory_features(self, cid: str, span_text: str, clauses: list[str]) -> tuple[float, float, float]:
+        if self.memory is None:
+            return 0.0, UNSEEN, UNSEEN
+        return (self.memory.prior(cid), self.memory.share(span_text, cid),
+                max(self.memory.share(q, cid) for q in clauses))
 
     def _form_precision(self, span: Span) -> float:
         if span.normalised is None or self.lexicon is None:
@@ -461,7 +536,7 @@ class SetDetector:
     # -- decision ----------------------------------------------------------------------------------
     def _decide(self, text: str, spans: list[Span], cands: list[_Candidate], x: np.ndarray,
                 ranking: tuple[tuple[str, float], ...] = (), threshold: float | None = None, min_terms: int | None = None,
-                span_threshold: float | None | str = "calibration") -> SymptomSet:
+                span_threshold: float | None | str = "calibration", p: np.ndarray | None = None) -> SymptomSet:
         if self.calibration is None:
             raise ValueError("this SetDetector has no calibration: fit() it on labelled complaints or load one")
         cal = self.calibration
@@ -470,7 +545,7 @@ class SetDetector:
         span_cut = cal.span_threshold if span_threshold == "calibration" else span_threshold
         if not cands:
             return SymptomSet([], [], ranking)
-        p = cal.probability(x)
+        p = cal.probability(x) if p is None else p
         order = sorted(range(len(cands)), key=lambda j: (-p[j], cands[j].id))
         chosen: list[int] = []
         rest: list[int] = []
@@ -535,19 +610,49 @@ class SetDetector:
 
     # -- fitting -----------------------------------------------------------------------------------
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
-            batch: int = 64, span_rule: bool = False) -> SetCalibration:
+            batch: int = 64, span_rule: bool = False, model: str = "logistic",
+            features: Sequence[str] | None = None, folds: int = 5, seed: int = 0) -> SetCalibration:
         """Fit the probability model on labelled complaints, then the threshold / minimum count (and, with
         ``span_rule``, the per-span threshold) that maximise micro set F1 on them; sets and returns
-        :attr:`calibration`."""
+        :attr:`calibration`.
+
+        ``model``: ``"logistic"`` (the threshold is chosen on its own fitted probabilities) or ``"boosted"``
+        (gradient-boosted trees, which fit their own rows too closely for that: the threshold is chosen on
+        out-of-fold probabilities, ``folds`` folds of complaints, ``seed``). ``features`` default to every feature
+        when the detector has a :attr:`memory`, else :data:`BASE_FEATURES`."""
         if len(texts) != len(gold) or not texts:
             raise ValueError(f"{len(texts)} texts and {len(gold)} gold sets: give the same, non-zero number")
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        features = tuple(features) if features is not None else (FEATURES if self.memory is not None else BASE_FEATURES)
+        if any(f in MEMORY_FEATURES for f in features) and self.memory is None:
+            raise ValueError("memory features need a training memory: call memorise() on the training texts first")
         t0 = time.perf_counter()
         prepared = []
         for start in range(0, len(texts), batch):
             prepared += self._candidates_many(list(texts[start:start + batch]))
-        xs = [x for _, _, x, _ in prepared if len(x)]
-        ys = [np.array([cd.id in set(g) for cd in cands], dtype=int) for (_, cands, x, _), g in zip(prepared, gold, strict=True) if len(x)]
-        cal = fit_logistic(np.concatenate(xs), np.concatenate(ys), c)
+        gold_sets = [set(g) for g in gold]
+        labels = [np.array([cd.id in g for cd in cands], dtype=int) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True)]
+
+        def fit_on(idx: Sequence[int]) -> SetCalibration:
+            xs = [prepared[i][2] for i in idx if len(prepared[i][2])]
+            ys = [labels[i] for i in idx if len(prepared[i][2])]
+            if not xs:
+                raise ValueError("calibration needs both correct and wrong candidates; give more labelled complaints")
+            x, y = np.concatenate(xs), np.concatenate(ys)
+            return fit_logistic(x, y, c, features) if model == "logistic" else fit_boosted(x, y, features, seed)
+
+        cal = fit_on(range(len(texts)))
+        if model == "logistic":
+            probs = [cal.probability(x) for _, _, x, _ in prepared]
+        else:
+            probs = [np.zeros(0)] * len(texts)
+            order = np.random.default_rng(seed).permutation(len(texts))
+            for fold in range(folds):
+                held = set(order[fold::folds].tolist())
+                fold_cal = fit_on([i for i in range(len(texts)) if i not in held])
+                for i in held:
+                    probs[i] = fold_cal.probability(prepared[i][2])
         self.calibration = cal
         best: tuple[float, float, int, float | None] = (-1.0, cal.threshold, cal.min_terms, None)
         span_cuts: list[float | None] = [None, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2] if span_rule else [None]
@@ -555,16 +660,18 @@ class SetDetector:
             for min_terms in (0, 1):
                 for threshold in np.round(np.arange(0.1, 0.91, 0.025), 3):
                     preds = [{t.id for t in self._decide(text, *cand, threshold=float(threshold), min_terms=min_terms,
-                                                         span_threshold=span_cut).terms}
-                             for text, cand in zip(texts, prepared, strict=True)]
-                    f1 = set_prf(preds, [set(g) for g in gold])["f1"]
+                                                         span_threshold=span_cut, p=p).terms}
+                             for text, cand, p in zip(texts, prepared, probs, strict=True)]
+                    f1 = set_prf(preds, gold_sets)["f1"]
                     if f1 > best[0] + 1e-9:
                         best = (f1, float(threshold), min_terms, span_cut)
         cal.threshold, cal.min_terms, cal.span_threshold = best[1], best[2], best[3]
-        reachable = sum(len(set(g) & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold, strict=True))
-        cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for x in xs)),
-                    "gold_terms": int(sum(len(set(g)) for g in gold)), "gold_among_candidates": int(reachable),
-                    "fit_f1": round(best[0], 4), "k": self.k, "detector": self.name,
+        reachable = sum(len(g & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True))
+        cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for _, _, x, _ in prepared)),
+                    "gold_terms": int(sum(len(g) for g in gold_sets)), "gold_among_candidates": int(reachable),
+                    "fit_f1": round(best[0], 4), "k": self.k, "detector": self.name, "model": model,
+                    **({"threshold_from": f"{folds}-fold out-of-fold probabilities"} if model == "boosted" else {}),
+                    **({"memory_texts": self.memory.n_texts} if cal.uses_memory and self.memory is not None else {}),
                     "seconds": round(time.perf_counter() - t0, 1)}
         return cal
 
@@ -581,6 +688,12 @@ def set_prf(predicted: Sequence[set[str]], gold: Sequence[set[str]]) -> dict[str
     recall = tp / n_gold if n_gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def run_memory(run_dir: PathLike) -> TrainingMemory | None:
+    """The training memory a trained run holds (``RUN/sets-memory.json``), or ``None``."""
+    path = Path(run_dir) / MEMORY_FILE
+    return TrainingMemory.load(path) if path.exists() else None
 
 
 def default_hierarchy(concepts: Any) -> Hierarchy | None:

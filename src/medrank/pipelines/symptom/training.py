@@ -60,12 +60,18 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
     )
 
 
-def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str | None = None) -> dict[str, Any] | None:
+def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str | None = None,
+                     train_set: Any = None) -> dict[str, Any] | None:
     """Fit the set-level decision of a Chinese run (:meth:`.sets.SetDetector.fit`: which terms, how many) on the
     validation texts and their gold sets, and save it to ``path``; its set F1 on those texts, or ``None`` for an
-    English dataset or when the texts cannot calibrate it (too few, or every candidate right or wrong)."""
+    English dataset or when the texts cannot calibrate it (too few, or every candidate right or wrong).
+
+    With ``train_set`` (the texts the run was trained on) the decision also reads their training memory
+    (:class:`.memory.TrainingMemory`, saved beside ``path`` as ``sets-memory.json``). The model stays logistic:
+    boosted trees decide CHIP-CDN's own texts better but do not carry over to colloquial complaints (发烧 → 发热
+    falls below their threshold), which are what the service reads."""
     from medrank.pipelines.symptom.lexicon import dxy_lexicon
-    from medrank.pipelines.symptom.sets import SetDetector
+    from medrank.pipelines.symptom.sets import MEMORY_FILE, SetDetector
     from medrank.pipelines.symptom.spans import is_chinese
 
     texts = [q.text for q in eval_set.queries]
@@ -78,6 +84,11 @@ def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str |
         lexicon = None
     detector = SetDetector.from_retriever(retriever, language="zh", lexicon=lexicon)
     t0 = time.perf_counter()
+    if train_set is not None and len(train_set.queries):
+        memory_path = path.parent / MEMORY_FILE
+        detector.memorise([q.text for q in train_set.queries], [set(train_set.qrels.relevant(q.id)) for q in train_set.queries])
+        assert detector.memory is not None
+        detector.memory.save(memory_path)
     try:
         calibration = detector.fit(texts, gold)
     except ValueError as exc:
@@ -85,7 +96,8 @@ def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str |
         return None
     calibration.save(path)
     # the fit already decided every text with the chosen threshold: its F1 is the decided sets' on these texts
-    return {"file": path.name, "f1": calibration.info["fit_f1"], "seconds": round(time.perf_counter() - t0, 1)}
+    return {"file": path.name, "features": list(calibration.features), "f1": calibration.info["fit_f1"],
+            "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path, started: float) -> dict[str, Any]:
@@ -111,7 +123,8 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
         if cfg.save_model and cfg.loss != "cross-encoder":
             retriever.save(output_dir / f"index-{cand}")
             if cfg.fit_sets:
-                res["sets"] = fit_set_decision(retriever, eval_set, output_dir / f"sets-{cand}.json", cfg.data_root)
+                res["sets"] = fit_set_decision(retriever, eval_set, output_dir / f"sets-{cand}.json", cfg.data_root,
+                                               train_set=task.data.train)
         log.info("%s / %s: %s", cfg.name, cand, res["metrics"])
     layperson = None
     if cfg.dataset == "hpo-layperson" and cfg.save_model and cfg.fit_sets and cfg.loss != "cross-encoder":
