@@ -26,9 +26,10 @@ def test_every_recipe_config_exists_and_writes_where_serve_looks():
 def test_finished_steps_are_skipped_and_the_rest_would_run(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     runs = tmp_path / "runs"
-    done = runs / "symptom/cpu/chip-cdn-bi-hardnce"
+    done = runs / "symptom/cpu/chip-cdn-bi-hardnce-best-2l"
     done.mkdir(parents=True)
     (done / "detector.json").write_text(json.dumps({"candidates": {}}), encoding="utf-8")
+    (done / "sets-memory.json").write_text("{}", encoding="utf-8")
     assert finished(SERVICE_RECIPES[0], runs) and not finished(SERVICE_RECIPES[1], runs)
     lines: list[str] = []
     report = train_service(runs, say=lines.append, dry_run=True)
@@ -39,14 +40,16 @@ def test_finished_steps_are_skipped_and_the_rest_would_run(tmp_path, monkeypatch
                                            "configs/procedures/fusion.yaml"]
 
 
-def test_an_english_run_finished_without_its_served_index_is_finished_again(tmp_path):
-    step = next(s for s in SERVICE_RECIPES if s.needs)
-    run = tmp_path / "runs" / step.output
-    run.mkdir(parents=True)
-    (run / "detector.json").write_text(json.dumps({"candidates": {"vocab": "index-vocab"}}), encoding="utf-8")
-    assert not finished(step, tmp_path / "runs")  # trained before runs wrote index-hpo + sets-hpo.json
-    (run / step.needs).write_text("{}", encoding="utf-8")
-    assert finished(step, tmp_path / "runs")
+def test_a_run_finished_without_what_newer_runs_write_is_finished_again(tmp_path):
+    steps = [s for s in SERVICE_RECIPES if s.needs]
+    assert {s.needs for s in steps} == {"sets-hpo.json", "sets-memory.json"}
+    for step in steps:
+        run = tmp_path / "runs" / step.output
+        run.mkdir(parents=True)
+        (run / "detector.json").write_text(json.dumps({"candidates": {"vocab": "index-vocab"}}), encoding="utf-8")
+        assert not finished(step, tmp_path / "runs")  # trained before runs wrote sets-hpo.json / sets-memory.json
+        (run / step.needs).write_text("{}", encoding="utf-8")
+        assert finished(step, tmp_path / "runs")
 
 
 def test_a_failed_step_stops_with_the_way_to_resume(tmp_path, monkeypatch):

@@ -159,10 +159,16 @@ class SymptomService:
             any(b.info.trained for b in self.kbs.values()),
             {"knowledge_bases": {n: b.describe() for n, b in self.kbs.items()}, "defaults": self.defaults,
              "building": {n: step.detail() for n, (_, step) in self.pending.items()},
-             "set_detection": {n: ("decides the set of terms (calibrated probabilities, spans, alternatives)"
-                                   if n in self.set_detectors else "ranking only (no set calibration for it)")
-                               for n in self.kbs}},
+             "set_detection": {n: _set_detection(self.set_detectors.get(n)) for n in self.kbs}},
         )
+
+
+def _set_detection(detector: Any) -> str:
+    if detector is None:
+        return "ranking only (no set calibration for it)"
+    memory = getattr(detector, "memory", None)
+    return ("decides the set of terms (calibrated probabilities, spans, alternatives)"
+            + (f"; reads the training memory of {memory.n_texts} annotated texts" if memory is not None else ""))
 
 
 def _term(term: Any) -> dict[str, Any]:

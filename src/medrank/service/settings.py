@@ -11,7 +11,7 @@ default ``./runs``, where ``medrank train`` writes) at these paths, unless
 =================  ============================================================
 pipeline           default path under ``models_dir``
 =================  ============================================================
-``symptoms-zh``    ``symptom/cpu/chip-cdn-bi-hardnce`` (a Bi-HardNCE run: ``detector.json``)
+``symptoms-zh``    ``symptom/cpu/chip-cdn-bi-hardnce-best-2l`` or ``symptom/cpu/chip-cdn-bi-hardnce`` (a Bi-HardNCE run: ``detector.json``)
 ``symptoms-en``    ``symptom/cpu/hpo-layperson-bi-hardnce`` (an ``hpo-layperson`` run: its ``index-hpo``)
 ``similar-zh``     ``similar/chip-sts/stmt`` (an STMT run: ``matcher/``)
 ``similar-en``     ``similar/medical-question-pairs/stmt``
@@ -32,7 +32,7 @@ from pathlib import Path
 from medrank.config import cache_dir
 
 DEFAULT_MODEL_PATHS: dict[str, tuple[str, ...]] = {
-    "symptoms-zh": ("symptom/cpu/chip-cdn-bi-hardnce",),
+    "symptoms-zh": ("symptom/cpu/chip-cdn-bi-hardnce-best-2l", "symptom/cpu/chip-cdn-bi-hardnce"),
     "symptoms-en": ("symptom/cpu/hpo-layperson-bi-hardnce",),
     "similar-zh": ("similar/chip-sts/stmt",),
     "similar-en": ("similar/medical-question-pairs/stmt",),

@@ -34,8 +34,8 @@ class RecipeStep:
 
 #: the CPU recipes, in the order they must run (KAR reads MTCG's run, the fusion KAR's)
 SERVICE_RECIPES: tuple[RecipeStep, ...] = (
-    RecipeStep("symptoms", "configs/symptom/cpu/chip-cdn-bi-hardnce.yaml", "symptom/cpu/chip-cdn-bi-hardnce",
-               "Chinese symptoms: Bi-HardNCE over CHIP-CDN (symptoms-zh)"),
+    RecipeStep("symptoms", "configs/symptom/cpu/chip-cdn-bi-hardnce-best-2l.yaml", "symptom/cpu/chip-cdn-bi-hardnce-best-2l",
+               "Chinese symptoms: Bi-HardNCE over CHIP-CDN, the best CPU recipe (symptoms-zh)", needs="sets-memory.json"),
     RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml", "symptom/cpu/hpo-layperson-bi-hardnce",
                "English symptoms: Bi-HardNCE on HPO layperson synonyms (symptoms-en)", needs="sets-hpo.json"),
     RecipeStep("normalize", "configs/procedures/mtcg.yaml", "procedures/mtcg", "procedures: MTCG candidate generator"),
