@@ -117,3 +117,25 @@ def test_calibrations_name_their_model_and_features() -> None:
         SetCalibration([], [], [], 0.0, features=(), model="forest")
     with pytest.raises(ValueError, match="trees"):
         SetCalibration([], [], [], 0.0, features=("span_score",), model="boosted")
+
+
+def test_a_run_whose_memory_is_missing_or_damaged_is_served_as_a_ranking(tmp_path, caplog) -> None:
+    from types import SimpleNamespace
+
+    from medrank.pipelines.symptom.inference import set_detector_for_run
+    from medrank.pipelines.symptom.sets import MEMORY_FILE, fit_logistic
+    from medrank.records import Concept
+    from medrank.retrieval.concept import ConceptRetriever
+
+    retriever = ConceptRetriever.build([Concept(k, v) for k, v in NAMES.items()], method="bm25", language="zh")
+    run = SimpleNamespace(retriever=retriever)
+    x = np.random.default_rng(3).normal(size=(200, len(FEATURES)))
+    fit_logistic(x, (x[:, -1] > 0).astype(int), features=FEATURES).save(tmp_path / "sets-vocab.json")
+    with caplog.at_level("WARNING"):
+        assert set_detector_for_run(run, tmp_path, "vocab", "zh") is None
+    assert "served as a ranking" in caplog.text and "咳嗽" not in caplog.text  # says why, logs no text
+    TrainingMemory.build(["咳嗽"], [{"R05"}], lambda t: [t]).save(tmp_path / MEMORY_FILE)
+    detector = set_detector_for_run(run, tmp_path, "vocab", "zh")
+    assert detector is not None and detector.memory is not None
+    (tmp_path / MEMORY_FILE).write_text("{not json", encoding="utf-8")
+    assert set_detector_for_run(run, tmp_path, "vocab", "zh") is None

@@ -9,6 +9,7 @@ predictions reach precision ``α`` (calibrated at the end of training, stored in
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from medrank.pipelines.symptom.sets import (
 from medrank.records import Query, Ranking
 
 DEFAULT_K = 5
+log = logging.getLogger(__name__)
 
 #: the set-level detection the service serves beside each knowledge base's ranking
 __all__ = ["DEFAULT_K", "DetectedTerm", "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet",
@@ -115,13 +117,19 @@ def _lexicon(language: str | None, data_root: str | os.PathLike[str] | None) -> 
 def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[str], candidates: str = "vocab",
                          language: str = "zh", data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
     """A :class:`SetDetector` over an already loaded trained run (its retriever, no second copy of the index), with
-    the set calibration the run holds (``RUN/sets-<candidates>.json``); ``None`` when it holds none."""
+    the set calibration the run holds (``RUN/sets-<candidates>.json``, and ``RUN/sets-memory.json`` when the
+    calibration reads one); ``None`` when it holds none, or when either cannot be read (logged: the run is then
+    served as a ranking)."""
     path = Path(run_dir) / f"sets-{candidates}.json"
     if not path.exists():
         return None
-    return SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
-                                      lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}",
-                                      memory=run_memory(run_dir))
+    try:
+        return SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
+                                          lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}",
+                                          memory=run_memory(run_dir))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("%s: its set decision cannot be read (%s); served as a ranking", Path(run_dir).name, exc)
+        return None
 
 
 def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
