@@ -18,9 +18,11 @@
     layperson synonyms of unrelated terms; every layperson synonym used is removed from the index
     (MiniLM hybrid over HPO, as the service serves it); calibration complaints and test complaints
     use disjoint terms.
+(c') **ICD-10-CM**, the same synthetic check over the service's ICD-10-CM symptom codes, with HPO's layperson
+    phrases carried over to the one code an HPO term names exactly; it writes the calibration that ships for it.
 (d) **Speed**: one complaint end to end (spans, one batched retrieval, merging, decision), 1 thread.
 
-    python bench/symptom_sets.py [--parts dxy,en,cdn,speed] [--run runs/symptom/cpu/chip-cdn-bi-hardnce]
+    python bench/symptom_sets.py [--parts dxy,en,icd,cdn,speed] [--run runs/symptom/cpu/chip-cdn-bi-hardnce]
 
 Each part updates ``bench/results/symptom_sets.json`` in place, so parts can be run separately.
 """
@@ -332,6 +334,40 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     print(json.dumps(systems, indent=1), flush=True)
 
 
+def part_icd(out: dict[str, Any]) -> None:
+    """(c') the same synthetic check over the ICD-10-CM knowledge base as served (its symptom codes, MiniLM hybrid):
+    HPO layperson phrases carried over to the one code an HPO term names exactly (``layperson_terms_by_code``);
+    the calibration (shipped for the service's zero-shot ICD-10-CM knowledge base) and the test use disjoint codes."""
+    from medrank.data.hpo import load_hpo
+    from medrank.data.icd10cm import load_icd10cm
+    from medrank.pipelines.symptom.sets import default_hierarchy
+    from medrank.pipelines.symptom.synthetic import compose_complaints, layperson_terms_by_code
+    from medrank.service.build import is_symptom_code
+
+    codes = [c for c in load_icd10cm() if is_symptom_code(c.id)]
+    terms = layperson_terms_by_code(load_hpo(), codes)
+    rng = random.Random(SEED)
+    rng.shuffle(terms)
+    cal_terms, test_terms = terms[: len(terms) // 2], terms[len(terms) // 2:]
+    hier = default_hierarchy(codes)
+    det = SetDetector.from_retriever(retriever("icd10cm-symptoms-hybrid-minilm", codes, "hybrid", "minilm", "en"),
+                                     language="en", name="icd10cm")
+    cal_texts, cal_gold = compose_complaints(cal_terms, hier, rng, 400)
+    test_texts, test_gold = compose_complaints(test_terms, hier, rng, 300)
+    systems = {f"whole-text top-{k}": pct(set_prf(top1(det.search, test_texts, k), test_gold)) for k in (1, 2, 3)}
+    cal = det.fit(cal_texts, cal_gold, span_rule=True)
+    cal.save(CALIBRATIONS / "icd10cm-hybrid.json")  # the zero-shot service knowledge base's calibration
+    preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
+    systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
+    out["icd10cm"] = {"synthetic": True, "codes": len(codes), "codes_with_phrases": len(terms),
+                      "hpo_terms": sum(len(t.meta["hpo"]) for t in terms), "calibration_codes": len(cal_terms),
+                      "test_codes": len(test_terms), "n_calibration": len(cal_texts), "n_test": len(test_texts),
+                      "examples": test_texts[:5], "systems": systems,
+                      "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
+                                      "span_threshold": cal.span_threshold}}
+    print(json.dumps(systems, indent=1), flush=True)
+
+
 # -- (d) speed -------------------------------------------------------------------------------------------
 def part_speed(run: Path | None, out: dict[str, Any]) -> None:
     import os
@@ -456,6 +492,17 @@ def markdown(out: dict[str, Any]) -> str:
                       "service does. \"The run's own calibration\": `sets-hpo.json`, fitted by `medrank train` on its "
                       "validation terms the same way (`medrank.pipelines.symptom.synthetic`)."]
         lines.append("")
+    if "icd10cm" in out:
+        e = out["icd10cm"]
+        lines += [f"### (c') ICD-10-CM signs and symptoms — SYNTHETIC check ({e['n_test']} complaints over {e['test_codes']} "
+                  f"codes; calibration: {e['n_calibration']} complaints over {e['calibration_codes']} other codes)", "",
+                  "| system | P | R | **F1** |", "|---|---|---|---|"]
+        lines += [f"| {n} | {r['precision']} | {r['recall']} | **{r['f1']}** |" for n, r in e["systems"].items()]
+        lines += ["", f"The knowledge base as served: {e['codes']} ICD-10-CM symptom codes, MiniLM hybrid. ICD-10-CM has no "
+                  f"layperson phrases: {e['codes_with_phrases']} codes take those of the {e['hpo_terms']} HPO terms that "
+                  "name exactly one of them (`medrank.pipelines.symptom.synthetic.layperson_terms_by_code`); the "
+                  "calibration fitted here ships for the service's ICD-10-CM knowledge base "
+                  "(`pipelines/symptom/calibrations/icd10cm-hybrid.json`).", ""]
     if "speed" in out:
         lines += ["### (d) One complaint end to end, 1 thread", "", "| detector | p50 ms | p95 ms | load average |", "|---|---|---|---|"]
         lines += [f"| {n} | {r['p50_ms']} | {r['p95_ms']} | {r['load_average_1_5_15']} |" for n, r in out["speed"]["systems"].items()]
@@ -475,7 +522,7 @@ def markdown(out: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--parts", default="dxy,en,cdn,speed")
+    ap.add_argument("--parts", default="dxy,en,icd,cdn,speed")
     ap.add_argument("--run", type=Path, default=None, help="a trained CHIP-CDN run (runs/symptom/cpu/...)")
     ap.add_argument("--en-run", type=Path, action="append", default=None,
                     help="a trained English run for --parts en (repeatable): the HPO layperson run "
@@ -493,6 +540,8 @@ def main() -> None:
             part_dxy(out)
         elif part == "en":
             part_en(out, args.en_run)
+        elif part == "icd":
+            part_icd(out)
         elif part == "cdn":
             part_cdn(args.run, out, tuple(args.candidates.split(",")))
         elif part == "ranking":
@@ -505,7 +554,7 @@ def main() -> None:
         out.setdefault("part_load_average", {})[part] = [round(x, 2) for x in __import__("os").getloadavg()]
     # other parts may have been written by a concurrent run meanwhile: merge into the file as it is now
     now = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    produced = {{"ranking": "cdn"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average"}
+    produced = {{"ranking": "cdn", "icd": "icd10cm"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average"}
     for key, value in out.items():
         if key not in produced:
             continue

@@ -139,3 +139,30 @@ def test_a_run_whose_memory_is_missing_or_damaged_is_served_as_a_ranking(tmp_pat
     assert detector is not None and detector.memory is not None
     (tmp_path / MEMORY_FILE).write_text("{not json", encoding="utf-8")
     assert set_detector_for_run(run, tmp_path, "vocab", "zh") is None
+
+
+def test_hpo_layperson_phrases_carry_over_to_the_one_code_an_hpo_term_names() -> None:
+    from medrank.pipelines.symptom.synthetic import layperson_terms_by_code
+    from medrank.records import Concept
+
+    hpo = [Concept("HP:1", "Epistaxis", synonyms=("Nosebleed",), meta={"layperson": ("nose bleed", "bloody nose")}),
+           Concept("HP:2", "Headache", meta={"layperson": ("head hurts",)}),
+           Concept("HP:3", "Pain", meta={"layperson": ("it hurts",)}),  # names two codes: left out
+           Concept("HP:4", "Tremor", meta={})]  # no layperson phrase
+    codes = [Concept("R04.0", "Epistaxis"), Concept("R51.9", "Headache, unspecified"), Concept("R52", "Pain, unspecified"),
+             Concept("G89", "Pain NEC"), Concept("R25.1", "Tremor, unspecified")]
+    got = {c.id: c for c in layperson_terms_by_code(hpo, codes)}
+    assert set(got) == {"R04.0", "R51.9"}
+    assert got["R04.0"].meta["layperson"] == ("nose bleed", "bloody nose") and got["R04.0"].meta["hpo"] == ("HP:1",)
+    assert got["R51.9"].name == "Headache, unspecified" and got["R51.9"].meta["codes"] == ("R51.9",)
+
+
+def test_the_shipped_calibrations_load_and_name_what_they_were_fitted_on() -> None:
+    from medrank.pipelines.symptom.sets import shipped_calibration
+
+    for kb in ("hpo", "icd10cm", "chip-cdn"):
+        cal = shipped_calibration(kb, "hybrid")
+        assert cal is not None and not cal.uses_memory and 0.0 < cal.threshold < 1.0, kb
+        assert cal.info["complaints"] >= 400 and (kb == "chip-cdn" or cal.info["detector"] == kb), kb
+    assert shipped_calibration("icd10cm", "bm25") is None  # fitted for the hybrid form only
+    assert shipped_calibration("hpo", "hybrid", trained=True) is None  # a trained run carries its own

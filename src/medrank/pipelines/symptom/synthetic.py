@@ -10,12 +10,18 @@ word or one it has never seen, so the calibration complaints hold both: they are
 validation terms (never trained on), and half of those terms have their layperson synonyms left out of the
 index the calibration searches. A calibration fitted only on unseen phrases never sees an exact match and
 gives one a low probability.
+
+ICD-10-CM has no layperson phrases. :func:`layperson_terms_by_code` carries HPO's over: an HPO term whose name or a
+synonym is, word for word, the description or a synonym of exactly one ICD-10-CM code ("Epistaxis" and R04.0
+"Epistaxis"; ", unspecified" and "NEC" set aside) lends that code its layperson synonyms ("nose bleed"), so the
+same composition checks and calibrates set detection over ICD-10-CM.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -97,3 +103,34 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
             "seconds": round(time.perf_counter() - t0, 1)}
     log.info("English set decision fitted on %d synthetic complaints: F1 %.4f", len(texts), info["f1"])
     return info
+
+
+_UNSPECIFIED = re.compile(r",?\s*\b(?:unspecified|not elsewhere classified|nec|nos)\b")
+
+
+def _name_key(name: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9 ]", " ", _UNSPECIFIED.sub("", name.lower())).split())
+
+
+def layperson_terms_by_code(hpo: Sequence[Concept], codes: Sequence[Concept]) -> list[Concept]:
+    """One concept per code of ``codes`` (e.g. ICD-10-CM's symptom codes) that an HPO term with layperson synonyms
+    names exactly (see the module docstring), carrying the code's id and name and, in ``meta["layperson"]``, the
+    layperson synonyms of every HPO term that names only that code (``meta["hpo"]``: those terms)."""
+    by_key: dict[str, set[str]] = {}
+    for c in codes:
+        for name in (c.name, *c.synonyms):
+            by_key.setdefault(_name_key(name), set()).add(c.id)
+    names = {c.id: c for c in codes}
+    phrases: dict[str, list[str]] = {}
+    sources: dict[str, list[str]] = {}
+    for term in hpo:
+        if not term.meta.get("layperson"):
+            continue
+        matched = set().union(*(by_key.get(_name_key(n), set()) for n in (term.name, *term.synonyms)))
+        if len(matched) != 1:  # none, or a name shared by several codes: no single right answer
+            continue
+        code = matched.pop()
+        phrases.setdefault(code, []).extend(p for p in term.meta["layperson"] if p not in phrases.get(code, []))
+        sources.setdefault(code, []).append(term.id)
+    return [Concept(code, names[code].name, meta={"layperson": tuple(phrases[code]), "hpo": tuple(sources[code]),
+                                                 "codes": (code,)}) for code in sorted(phrases)]
