@@ -95,7 +95,10 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
     out["cdn"]["n_texts"] = len(texts)
     out["cdn"]["gold_names"] = sum(len(g) for g in gold)
     out["cdn"]["anchors"] = ANCHORS
+    from medrank.pipelines.symptom.training import write_training_memory
+
     train = load_eval_set("chip-cdn", "train") if run is not None else None
+    memory = None
     for cand in candidate_sets:
         concepts = load_candidates("chip-cdn", cand, eval_set=valid)
         if run is None:
@@ -115,8 +118,9 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
         for name, model in variants:
             det = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all(), name=name)
             if model != "logistic":
-                assert train is not None  # the texts the run was trained on: the other side of the same split
-                det.memorise([q.text for q in train.queries], [set(train.qrels.relevant(q.id)) for q in train.queries])
+                # the texts the run was trained on (the other side of the same split), saved in the run as it serves
+                memory = memory or write_training_memory(train, run)
+                det.memory = memory
             preds, infos = cross_fit(det, texts, gold, model="boosted" if model == "boosted" else "logistic")
             res = set_prf(preds, gold)
             rows[name] = {"whole-text top-1": pct(base), "set detector": pct(res),
@@ -126,7 +130,7 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
         if run is not None:  # the run carries what medrank train fits: the whole validation split, its memory
             from medrank.pipelines.symptom.training import fit_set_decision
 
-            fit_set_decision(r, valid, run / f"sets-{cand}.json", train_set=train)
+            fit_set_decision(r, valid, run / f"sets-{cand}.json", memory=memory)
         elif cand == "vocab":  # the zero-shot service knowledge base's calibration ships with the package
             det.fit(texts, gold).save(CALIBRATIONS / "chip-cdn-hybrid.json")
 

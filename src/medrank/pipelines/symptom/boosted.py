@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,19 +31,6 @@ class Tree:
     feature: np.ndarray  # feature column tested at the node (-2 at a leaf)
     threshold: np.ndarray  # go left when x[feature] <= threshold
     value: np.ndarray  # the node's output (used at leaves)
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        """The output of the leaf each row of ``x`` reaches."""
-        node = np.zeros(len(x), dtype=np.int64)
-        rows = np.arange(len(x))
-        while True:
-            inner = self.left[node] >= 0
-            if not inner.any():
-                return self.value[node]
-            i = rows[inner]
-            n = node[inner]
-            go_left = x[i, self.feature[n]] <= self.threshold[n]
-            node[i] = np.where(go_left, self.left[n], self.right[n])
 
     def to_json(self) -> dict[str, list[Any]]:
         return {"left": self.left.tolist(), "right": self.right.tolist(), "feature": self.feature.tolist(),
@@ -84,14 +72,15 @@ class BoostedTrees:
                            t.tree_.feature.astype(np.int64), t.tree_.threshold.astype(np.float64),
                            t.tree_.value[:, 0, 0].astype(np.float64)) for t in model.estimators_[:, 0])
         # the prior log-odds scikit-learn starts from (its DummyClassifier init): decision_function minus the trees
-        init = float(model.decision_function(x[:1])[0] - model.learning_rate * sum(t.apply(x[:1])[0] for t in trees))
+        without_init = cls(0.0, float(model.learning_rate), trees, x.shape[1])
+        init = float(model.decision_function(x[:1])[0] - without_init.raw(x[:1])[0])
         return cls(init, float(model.learning_rate), trees, x.shape[1])
 
     def raw(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64).reshape(-1, self.n_features)
         if not self.trees:
             return np.full(len(x), self.init)
-        left, right, feature, threshold, value, roots = self._packed()
+        left, right, feature, threshold, value, roots = self._packed
         # every (row, tree) pair walks at once: a few small gathers per level instead of a Python loop per tree
         node = np.broadcast_to(roots, (len(x), len(roots))).copy()
         rows = np.arange(len(x))[:, None]
@@ -103,18 +92,16 @@ class BoostedTrees:
             node = np.where(inner, np.where(go_left, left[node], right[node]), node)
         return self.init + self.learning_rate * value[node].sum(axis=1)
 
+    @cached_property
     def _packed(self) -> tuple[np.ndarray, ...]:
-        """Every tree's arrays end to end, child indexes shifted to the packed positions (built once)."""
-        packed = self.__dict__.get("_packed_arrays")
-        if packed is None:
-            sizes = np.array([len(t.left) for t in self.trees])
-            roots = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-            left = np.concatenate([np.where(t.left >= 0, t.left + r, -1) for t, r in zip(self.trees, roots, strict=True)])
-            right = np.concatenate([np.where(t.right >= 0, t.right + r, -1) for t, r in zip(self.trees, roots, strict=True)])
-            packed = (left, right, np.concatenate([t.feature for t in self.trees]),
-                      np.concatenate([t.threshold for t in self.trees]), np.concatenate([t.value for t in self.trees]), roots)
-            object.__setattr__(self, "_packed_arrays", packed)  # a cache on a frozen dataclass
-        return packed
+        """Every tree's arrays end to end, child indexes shifted to the packed positions."""
+        sizes = np.array([len(t.left) for t in self.trees])
+        roots = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        shifted = [(np.where(t.left >= 0, t.left + r, -1), np.where(t.right >= 0, t.right + r, -1))
+                   for t, r in zip(self.trees, roots, strict=True)]
+        return (np.concatenate([lr[0] for lr in shifted]), np.concatenate([lr[1] for lr in shifted]),
+                np.concatenate([t.feature for t in self.trees]), np.concatenate([t.threshold for t in self.trees]),
+                np.concatenate([t.value for t in self.trees]), roots)
 
     def probability(self, x: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-self.raw(x)))

@@ -223,7 +223,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, features: Sequenc
     regression (scikit-learn); returns the numbers only."""
     from sklearn.linear_model import LogisticRegression
 
-    x, y = _columns(x, y, features)
+    x, y = _feature_columns(x, y, features)
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
@@ -235,12 +235,12 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, features: Sequenc
 
 def fit_boosted(x: np.ndarray, y: np.ndarray, features: Sequence[str] = FEATURES, seed: int = 0) -> SetCalibration:
     """Gradient-boosted trees (:mod:`.boosted`) over the ``features`` columns of ``x`` (rows over :data:`FEATURES`)."""
-    x, y = _columns(x, y, features)
+    x, y = _feature_columns(x, y, features)
     return SetCalibration([], [], [], 0.0, features=tuple(features), model="boosted",
                           trees=BoostedTrees.fit(x, y, seed=seed))
 
 
-def _columns(x: np.ndarray, y: np.ndarray, features: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def _feature_columns(x: np.ndarray, y: np.ndarray, features: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64).reshape(-1, len(FEATURES))[:, [FEATURES.index(f) for f in features]]
     y = np.asarray(y).astype(int)
     if len(np.unique(y)) < 2:
@@ -321,14 +321,23 @@ class SetDetector:
         self._lexicon_hits: dict[str, list[tuple[str, float]]] | None = None
         self._lexicon_hits_k = k
         self.hierarchy = hierarchy
+        self.memory = memory
         self.calibration = calibration
         self.k = k
         self.expansion_forms = expansion_forms
         self.max_alternatives = max_alternatives
         self.name = name
-        self.memory = memory
-        if calibration is not None and calibration.uses_memory and memory is None:
+
+    @property
+    def calibration(self) -> SetCalibration | None:
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, calibration: SetCalibration | None) -> None:
+        # however it arrives (constructor, fit, assignment), a calibration that reads memory features gets a memory
+        if calibration is not None and calibration.uses_memory and self.memory is None:
             raise ValueError("this calibration reads a training memory (sets-memory.json beside it); give memory=")
+        self._calibration = calibration
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod

@@ -121,7 +121,7 @@ def layperson_terms_by_code(hpo: Sequence[Concept], codes: Sequence[Concept]) ->
         for name in (c.name, *c.synonyms):
             by_key.setdefault(_name_key(name), set()).add(c.id)
     names = {c.id: c for c in codes}
-    phrases: dict[str, list[str]] = {}
+    phrases: dict[str, dict[str, None]] = {}  # ordered sets
     sources: dict[str, list[str]] = {}
     for term in hpo:
         if not term.meta.get("layperson"):
@@ -130,7 +130,7 @@ def layperson_terms_by_code(hpo: Sequence[Concept], codes: Sequence[Concept]) ->
         if len(matched) != 1:  # none, or a name shared by several codes: no single right answer
             continue
         code = matched.pop()
-        phrases.setdefault(code, []).extend(p for p in term.meta["layperson"] if p not in phrases.get(code, []))
+        phrases.setdefault(code, {}).update(dict.fromkeys(term.meta["layperson"]))
         sources.setdefault(code, []).append(term.id)
     return [Concept(code, names[code].name, meta={"layperson": tuple(phrases[code]), "hpo": tuple(sources[code]),
                                                  "codes": (code,)}) for code in sorted(phrases)]

@@ -60,35 +60,49 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
     )
 
 
+def _chinese_lexicon(data_root: str | None) -> Any:
+    from medrank.pipelines.symptom.lexicon import dxy_lexicon
+
+    try:
+        return dxy_lexicon(data_root)
+    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
+        return None
+
+
+def write_training_memory(train_set: Any, run_dir: Path, data_root: str | None = None) -> Any:
+    """The :class:`.memory.TrainingMemory` of the texts a Chinese run was trained on, cut into clauses as the set
+    detector cuts complaints, saved as ``run_dir/sets-memory.json``; ``None`` for an English dataset or no texts."""
+    from medrank.pipelines.symptom.sets import MEMORY_FILE, SetDetector
+    from medrank.pipelines.symptom.spans import is_chinese
+
+    texts = [q.text for q in train_set.queries]
+    if not texts or not is_chinese("".join(texts[:50])):
+        return None
+    cutter = SetDetector(lambda queries, k: [], {}, language="zh", lexicon=_chinese_lexicon(data_root))  # never searches
+    memory = cutter.memorise(texts, [set(train_set.qrels.relevant(q.id)) for q in train_set.queries])
+    memory.save(run_dir / MEMORY_FILE)
+    return memory
+
+
 def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str | None = None,
-                     train_set: Any = None) -> dict[str, Any] | None:
+                     memory: Any = None) -> dict[str, Any] | None:
     """Fit the set-level decision of a Chinese run (:meth:`.sets.SetDetector.fit`: which terms, how many) on the
     validation texts and their gold sets, and save it to ``path``; its set F1 on those texts, or ``None`` for an
     English dataset or when the texts cannot calibrate it (too few, or every candidate right or wrong).
 
-    With ``train_set`` (the texts the run was trained on) the decision also reads their training memory
-    (:class:`.memory.TrainingMemory`, saved beside ``path`` as ``sets-memory.json``). The model stays logistic:
-    boosted trees decide CHIP-CDN's own texts better but do not carry over to colloquial complaints (发烧 → 发热
-    falls below their threshold), which are what the service reads."""
-    from medrank.pipelines.symptom.lexicon import dxy_lexicon
-    from medrank.pipelines.symptom.sets import MEMORY_FILE, SetDetector
+    With ``memory`` (:func:`write_training_memory` of the texts the run was trained on) the decision also reads it.
+    The model stays logistic: boosted trees decide CHIP-CDN's own texts better but do not carry over to colloquial
+    complaints (发烧 → 发热 falls below their threshold), which are what the service reads."""
     from medrank.pipelines.symptom.spans import is_chinese
 
     texts = [q.text for q in eval_set.queries]
     if not texts or not is_chinese("".join(texts[:50])):
         return None
     gold = [set(eval_set.qrels.relevant(q.id)) for q in eval_set.queries]
-    try:
-        lexicon = dxy_lexicon(data_root)
-    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
-        lexicon = None
-    detector = SetDetector.from_retriever(retriever, language="zh", lexicon=lexicon)
+    from medrank.pipelines.symptom.sets import SetDetector
+
+    detector = SetDetector.from_retriever(retriever, language="zh", lexicon=_chinese_lexicon(data_root), memory=memory)
     t0 = time.perf_counter()
-    if train_set is not None and len(train_set.queries):
-        memory_path = path.parent / MEMORY_FILE
-        detector.memorise([q.text for q in train_set.queries], [set(train_set.qrels.relevant(q.id)) for q in train_set.queries])
-        assert detector.memory is not None
-        detector.memory.save(memory_path)
     try:
         calibration = detector.fit(texts, gold)
     except ValueError as exc:
@@ -110,6 +124,7 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
     final: dict[str, Any] = {}
     alpha = AlphaSchedule(cfg.alpha_start, cfg.alpha_step, cfg.alpha_max)((best or 0) + 1)
     eval_set = task.eval_set()
+    memory = None  # the training texts' memory, built once for every candidate set's decision
     for cand in cfg.eval_candidates:
         t0 = time.perf_counter()
         retriever = task.retriever(cand)
@@ -123,8 +138,9 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
         if cfg.save_model and cfg.loss != "cross-encoder":
             retriever.save(output_dir / f"index-{cand}")
             if cfg.fit_sets:
+                memory = memory or write_training_memory(task.data.train, output_dir, cfg.data_root)
                 res["sets"] = fit_set_decision(retriever, eval_set, output_dir / f"sets-{cand}.json", cfg.data_root,
-                                               train_set=task.data.train)
+                                               memory=memory)
         log.info("%s / %s: %s", cfg.name, cand, res["metrics"])
     layperson = None
     if cfg.dataset == "hpo-layperson" and cfg.save_model and cfg.fit_sets and cfg.loss != "cross-encoder":
