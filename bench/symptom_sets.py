@@ -66,11 +66,13 @@ def encoder(name: str) -> Any:
     return _ENCODERS[name]
 
 
-def retriever(key: str, concepts: Any, method: str, enc: str | None, language: str) -> ConceptRetriever:
-    path = CACHE / key
+def retriever(key: str, concepts: Any, method: str, enc: str | None, language: str,
+              use_definitions: bool = False) -> ConceptRetriever:
+    path = CACHE / (f"{key}-def" if use_definitions else key)
     if (path / "concepts.jsonl").exists():
         return ConceptRetriever.load(path, **({"encoder": encoder(enc)} if enc else {}))
-    r = ConceptRetriever.build(list(concepts), method=method, encoder=encoder(enc) if enc else None, language=language)
+    r = ConceptRetriever.build(list(concepts), method=method, encoder=encoder(enc) if enc else None, language=language,
+                               use_definitions=use_definitions)
     r.save(path)
     return r
 
@@ -291,6 +293,15 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
+    # each term's definition as one more index entry (calibration and test indexes alike)
+    det_d = SetDetector.from_retriever(retriever("hpo-heldout-hybrid-minilm", reduced, "hybrid", "minilm", "en", True),
+                                       language="en", hierarchy=hier, name="hpo")
+    det_d.calibration = SetDetector.from_retriever(
+        retriever("hpo-calibration-hybrid-minilm", cal_concepts, "hybrid", "minilm", "en", True),
+        language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True)
+    preds = [{t.id for t in s.terms} for s in det_d.detect_many(test_texts)]
+    systems["set detector (MiniLM hybrid + definitions in the index + spans + calibration + per-span rule)"] = pct(
+        set_prf(preds, test_gold))
     # the same test complaints against every HPO name and synonym (theirs included), as the service searches:
     # a calibration fitted on unseen phrases only (the earlier design) never saw an exact match
     served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
@@ -302,30 +313,36 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
             set_prf(preds, test_gold))
     for en_run in en_runs or []:  # the same detector over a trained encoder (the layperson run: on other terms' synonyms)
         model = str(en_run / "model")
-        dataset = json.loads((en_run / "config.json").read_text(encoding="utf-8")).get("dataset", "")
+        run_config = json.loads((en_run / "config.json").read_text(encoding="utf-8"))
+        dataset = run_config.get("dataset", "")
+        defs = bool(run_config.get("use_definitions", False))  # the run trained with (and serves) definitions
         trained_on = {"hpo-layperson": "layperson synonyms", "ncbi-disease": "NCBI-disease mentions (BioSyn)"}.get(dataset, dataset)
         digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
-        for method in ("hybrid", "dense"):
-            trained = retriever(f"hpo-heldout-{method}-{en_run.name}-{digest[:12]}", reduced, method, model, "en")
+        tag = " + definitions" if defs else ""
+        # a run trained without definitions is also read with them in its index (dense only): what the index alone adds
+        variants = [(m, defs, tag) for m in ("hybrid", "dense")] + ([] if defs else [("dense", True, " + definitions in the index")])
+        for method, with_defs, label in variants:
+            trained = retriever(f"hpo-heldout-{method}-{en_run.name}-{digest[:12]}", reduced, method, model, "en", with_defs)
             det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
-            systems[f"whole-text top-1, MiniLM trained on {trained_on} ({en_run.name}), {method}"] = pct(
+            systems[f"whole-text top-1, MiniLM trained on {trained_on} ({en_run.name}), {method}{label}"] = pct(
                 set_prf(top1(det_t.search, test_texts, 1), test_gold))
             det_c = SetDetector.from_retriever(
-                retriever(f"hpo-calibration-{method}-{en_run.name}-{digest[:12]}", cal_concepts, method, model, "en"),
+                retriever(f"hpo-calibration-{method}-{en_run.name}-{digest[:12]}", cal_concepts, method, model, "en",
+                          with_defs),
                 language="en", hierarchy=hier, name="hpo")
             det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True)
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-            systems[f"set detector, MiniLM trained on {trained_on} ({en_run.name}), {method} + spans + "
+            systems[f"set detector, MiniLM trained on {trained_on} ({en_run.name}), {method}{label} + spans + "
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
         own = en_run / "sets-hpo.json"
         if own.exists():  # what the service serves: the run's own calibration (fitted on its validation terms)
             for index, index_concepts, label in (
-                    ("heldout", reduced, f"set detector, MiniLM trained on {trained_on} ({en_run.name}), dense, the "
+                    ("heldout", reduced, f"set detector, MiniLM trained on {trained_on} ({en_run.name}), dense{tag}, the "
                                          "run's own calibration (sets-hpo.json, as served)"),
-                    ("full", concepts, f"phrases in the index (served case): set detector, {en_run.name}, dense, the "
-                                       "run's own calibration")):
+                    ("full", concepts, f"phrases in the index (served case): set detector, {en_run.name}, dense{tag}, "
+                                       "the run's own calibration")):
                 det_t = SetDetector.from_retriever(retriever(f"hpo-{index}-dense-{en_run.name}-{digest[:12]}",
-                                                             index_concepts, "dense", model, "en"),
+                                                             index_concepts, "dense", model, "en", defs),
                                                    language="en", hierarchy=hier, name="hpo")
                 det_t.calibration = SetCalibration.load(own)
                 preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]

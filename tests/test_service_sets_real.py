@@ -90,8 +90,9 @@ def test_english_complaints(ask):
     assert {"Headache", "Fever"} <= set(by_name), list(by_name)
     assert _covered(q, by_name["Fever"]) == "fever" and _covered(q, by_name["Headache"]) == "headache"
     # the synthetic calibration is cautious: these are offered to tick, if not decided
-    for q, wanted in (("I keep waking up at night short of breath", "dyspnea"), ("my knee is swollen and hurts when I walk",
-                                                                                  "knee pain")):
+    # "Night gasping" is HPO's "Waking up at night gasping for breath"
+    for q, wanted in (("I keep waking up at night short of breath", {"dyspnea", "night gasping", "paroxysmal nocturnal dyspnea"}),
+                      ("my knee is swollen and hurts when I walk", {"knee pain"})):
         body = _set(ask, q, kb="hpo")
         names = [t["name"].lower() for t in body["terms"] + body["alternatives"]]
-        assert wanted in names, (q, names)
+        assert wanted & set(names), (q, names)

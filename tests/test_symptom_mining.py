@@ -66,6 +66,17 @@ def test_build_pair_data_synonyms_are_gold_entries():
         build_pair_data(ds, vocab, positives="some")
 
 
+def test_build_pair_data_definitions_are_one_more_gold_entry():
+    vocab = (Concept("HP:1", "Rhinorrhea", meta={"definition": "Discharge of mucus from the nose. It may be clear."}),
+             Concept("HP:2", "Fever"))
+    ds = ConceptDataset("hpo/toy", (Query("m", "runny nose"),), Qrels({"m": {"HP:1": 1}}), vocab)
+    assert build_pair_data(ds, vocab).term_texts == ["Rhinorrhea", "Fever"]  # off by default
+    data = build_pair_data(ds, vocab, use_definitions=True)
+    assert data.term_texts == ["Rhinorrhea", "Discharge of mucus from the nose", "Fever"]
+    assert list(data.gold[0]) == [0, 1]  # never a negative of its own term's query
+    assert data.pairs.tolist() == [[0, 0]]  # the positive stays the preferred name
+
+
 def test_no_duplicate_batches_have_disjoint_gold_sets():
     rng = np.random.default_rng(0)
     n_terms = 30

@@ -56,6 +56,20 @@ def test_english_clauses_and_bare_predicates() -> None:
     assert [other[a:b] for a, b in clauses(other, "en")] == ["cough", "fever", "chills"]
 
 
+def test_english_spans_leave_out_who_and_when() -> None:
+    def spans(text: str) -> list[tuple[str, bool]]:
+        return [(s.text, s.negated) for s in find_spans(text, language="en")]
+
+    assert spans("headache and fever for two days") == [("headache", False), ("fever", False)]
+    assert spans("I have a headache and fever since yesterday") == [("headache", False), ("fever", False)]
+    assert spans("I've had a runny nose for 3 weeks, also a sore throat") == [("runny nose", False), ("sore throat", False)]
+    assert spans("my son has a rash with itchy eyes") == [("rash", False), ("itchy eyes", False)]
+    assert spans("I'm dizzy") == [("dizzy", False)]
+    assert spans("coughing at night") == [("coughing at night", False)]  # "at night" qualifies the finding
+    assert spans("I don't have a fever") == [("fever", True)]
+    assert spans("I do not have a cough but my head hurts") == [("cough", True), ("my head hurts", False)]
+
+
 # -- lexicon -----------------------------------------------------------------------------------------
 def _records() -> list[DxyRecord]:
     return [

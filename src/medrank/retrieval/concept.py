@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,10 +30,24 @@ CONCEPTS_FILE = "concepts.jsonl"
 DEFAULT_METRICS = ("ndcg@5", "recall@5", "acc@1", "acc@5", "mrr")
 
 
+def definition_entry(concept: Concept) -> str | None:
+    """The first sentence of ``concept.meta["definition"]`` (HPO's definitions), or None.
+
+    A definition says in plain words what a clinical name means ("Rhinorrhea": "Discharge of mucus from the
+    nose"), so a patient's phrase the vocabulary has no synonym for can still land on it. Only the first sentence:
+    the rest qualifies it ("... It may be ...") and dilutes one embedding."""
+    definition = concept.meta.get("definition") if isinstance(concept.meta, dict) else None
+    if not isinstance(definition, str) or not definition.strip():
+        return None
+    first = re.split(r"(?<=[a-z0-9)\]])\.\s+(?=[A-Z])", definition.strip(), maxsplit=1)[0]
+    return first.rstrip(" .") or None
+
+
 def concept_entries(
-    concepts: Sequence[Concept], use_synonyms: bool = True
+    concepts: Sequence[Concept], use_synonyms: bool = True, use_definitions: bool = False
 ) -> tuple[list[str], list[str], list[str]]:
-    """(entry ids, entry texts, item ids): one entry per name (and synonym) of each concept."""
+    """(entry ids, entry texts, item ids): one entry per name (and synonym) of each concept, plus one for its
+    definition's first sentence with ``use_definitions`` (id ``<concept id>#def``, see :func:`definition_entry`)."""
     ids, texts, items = [], [], []
     for i, c in enumerate(concepts):
         if not isinstance(c, Concept):
@@ -41,6 +56,11 @@ def concept_entries(
         for j, name in enumerate(names):
             ids.append(f"{c.id}#{j}")
             texts.append(name)
+            items.append(c.id)
+        definition = definition_entry(c) if use_definitions else None
+        if definition is not None and definition not in names:
+            ids.append(f"{c.id}#def")
+            texts.append(definition)
             items.append(c.id)
     return ids, texts, items
 
@@ -86,14 +106,16 @@ class ConceptRetriever:
         use_synonyms: bool = True,
         language: str = "auto",
         zh_mode: str = "char",
+        use_definitions: bool = False,
         **index_kwargs: Any,
     ) -> ConceptRetriever:
-        """Index ``concepts`` (their names, and synonyms with ``use_synonyms``) with a ``bm25`` / ``dense`` /
-        ``hybrid`` index; ``encoder`` is needed by the dense and hybrid methods."""
+        """Index ``concepts`` (their names, synonyms with ``use_synonyms``, definitions with ``use_definitions``:
+        see :func:`concept_entries`) with a ``bm25`` / ``dense`` / ``hybrid`` index; ``encoder`` is needed by the
+        dense and hybrid methods."""
         if not concepts:
             raise ValueError("the vocabulary is empty")
         index = make_index(method, encoder, language=language, zh_mode=zh_mode, **index_kwargs)
-        ids, texts, items = concept_entries(concepts, use_synonyms)
+        ids, texts, items = concept_entries(concepts, use_synonyms, use_definitions)
         index.build(ids, texts, items)
         return cls(index, concepts)
 

@@ -36,8 +36,10 @@ class RecipeStep:
 SERVICE_RECIPES: tuple[RecipeStep, ...] = (
     RecipeStep("symptoms", "configs/symptom/cpu/chip-cdn-bi-hardnce-best-2l.yaml", "symptom/cpu/chip-cdn-bi-hardnce-best-2l",
                "Chinese symptoms: Bi-HardNCE over CHIP-CDN, the best CPU recipe (symptoms-zh)", needs="sets-memory.json"),
-    RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce.yaml", "symptom/cpu/hpo-layperson-bi-hardnce",
-               "English symptoms: Bi-HardNCE on HPO layperson synonyms (symptoms-en)", needs="sets-hpo.json"),
+    RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def.yaml",
+               "symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def",
+               "English symptoms: Bi-HardNCE on HPO layperson synonyms, with HPO's definitions (symptoms-en)",
+               needs="sets-hpo.json"),
     RecipeStep("normalize", "configs/procedures/mtcg.yaml", "procedures/mtcg", "procedures: MTCG candidate generator"),
     RecipeStep("normalize", "configs/procedures/kar.yaml", "procedures/kar", "procedures: KAR re-ranker over MTCG"),
     RecipeStep("normalize", "configs/procedures/fusion.yaml", "procedures/fusion", "procedures: learned fusion over KAR"),

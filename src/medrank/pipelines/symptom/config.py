@@ -59,6 +59,9 @@ class SymptomConfig(TrainingArgs):
     eval_candidates: list[str] = field(default_factory=lambda: ["gold", "vocab"])
     positives: str = "name"
     use_synonyms: bool = True
+    #: index each concept's definition (first sentence) as one more entry, in training and in every index the run
+    #: builds (HPO has definitions; a vocabulary without them is unchanged)
+    use_definitions: bool = False
     drop_labels: list[str] = field(default_factory=lambda: ["O"])
     # -- optimisation ------------------------------------------------------------------------
     batch_size: int = 32

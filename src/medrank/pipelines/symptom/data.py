@@ -76,6 +76,7 @@ def build_pair_data(
     use_synonyms: bool = True,
     positives: str = "name",
     drop_labels: Iterable[str] = ("O",),
+    use_definitions: bool = False,
 ) -> PairData:
     """Positive pairs of ``dataset`` over the entries of ``concepts`` (plus any gold concept missing from it).
 
@@ -87,7 +88,11 @@ def build_pair_data(
             ``"all"`` — one pair per entry (name and synonyms) of each gold concept.
         drop_labels: gold ids that are not concepts (CHIP-CDN's ``O`` placeholder); they never
             form a pair. Queries left with no gold concept are skipped.
+        use_definitions: a concept's definition (first sentence) is one more of its terms, after its names
+            (:func:`medrank.retrieval.concept.definition_entry`), as in an index built with ``use_definitions``.
     """
+    from medrank.retrieval.concept import definition_entry
+
     if positives not in ("name", "all"):
         raise ValueError(f"positives must be 'name' or 'all', got {positives!r}")
     drop = set(drop_labels)
@@ -103,6 +108,9 @@ def build_pair_data(
     def add_concept(c: Concept) -> list[int]:
         if c.id not in entries_of:
             names = c.names if use_synonyms else (c.name,)
+            definition = definition_entry(c) if use_definitions else None
+            if definition is not None and definition not in names:
+                names = (*names, definition)
             entries_of[c.id] = list(range(len(term_texts), len(term_texts) + len(names)))
             term_texts.extend(names)
             term_items.extend([c.id] * len(names))

@@ -28,9 +28,11 @@ _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "
                   "bleed", "throbs", "stings", "is", "are", "feels", "feel", "gets", "get"}
 # an English clause's lead-in ("I have", "my child has been") says who, not what
 _EN_LEAD = re.compile(
-    r"^(?:(?:i|we|he|she|they|it)\s+)?"
+    r"^(?:(?:i|we|he|she|they|it|(?:my|our)\s+(?:son|daughter|child|baby|kid|wife|husband|mother|father|mum|mom|dad))"
+    r"(?:'ve|'m|'s|'d)?\s+)?"
     r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
-    r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s)\s+)+",
+    r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s|do|does|did|not|don't|"
+    r"doesn't|didn't|haven't|hasn't)\s+)*",
     re.I,
 )
 
@@ -96,6 +98,28 @@ def _negated_en(clause: str, offset: int) -> bool:
     return any(w in _EN_NEG or w.endswith("n't") for w in words)
 
 
+_EN_NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|few|several|couple\s+of|a\s+couple\s+of|\d+)"
+_EN_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?)"
+# a clause's trailing time ("for two days", "over the past week", "since yesterday", "last night") says when, not what:
+# left in, it pulls the clause towards terms about timing ("Quotidian fever" for "fever for two days")
+_EN_TIME = re.compile(
+    rf"(?:\s+(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
+    rf"|\s+(?:{_EN_NUMBER}\s+{_EN_UNIT}\s+(?:ago|now))"
+    rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
+    rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
+    rf"|now|lately|recently))+\s*$",
+    re.I,
+)
+
+
+def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
+    """``(a, b)`` without its trailing time; ``(a, a)`` when the clause is nothing but a time ("since yesterday")."""
+    m = _EN_TIME.search(" " + text[a:b])
+    if m is None:
+        return a, b
+    return a, a + max(0, m.start() - 1)
+
+
 def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
     m = _EN_LEAD.match(text[a:b])
     if m and m.end() < b - a:
@@ -126,7 +150,9 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             if pos < len(clause):
                 spans.append(Span(a + pos, b, clause[pos:], None, _negated_zh(clause, pos)))
         else:
-            c, d = _strip_lead(text, a, b)
+            c, d = _strip_time(text, *_strip_lead(text, a, b))
+            if d <= c:
+                continue
             neg = _negated_en(text[a:b], c - a + 1) if c > a else False
             # the lead-in can hold the negation ("I have no fever"); a negation word inside the rest counts too
             inner = text[c:d]

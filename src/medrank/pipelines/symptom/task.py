@@ -125,6 +125,7 @@ class SymptomTask:
             use_synonyms=cfg.use_synonyms,
             positives=cfg.positives,
             drop_labels=cfg.drop_labels,
+            use_definitions=cfg.use_definitions,
         )
         self.queries_of_term = self.pairs.queries_of_term()
         self.valid_queries = list(dict.fromkeys(q.text for q in self.data.valid.queries))
@@ -321,7 +322,8 @@ class SymptomTask:
         from medrank.retrieval.concept import ConceptRetriever
 
         return ConceptRetriever.build(
-            self.eval_concepts(candidates), method="dense", encoder=self.model.as_encoder(self.cfg.name)
+            self.eval_concepts(candidates), method="dense", encoder=self.model.as_encoder(self.cfg.name),
+            use_definitions=self.cfg.use_definitions,
         )
 
     def evaluate(self, epoch: int) -> dict[str, float]:

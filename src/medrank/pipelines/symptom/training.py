@@ -148,7 +148,8 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
         from medrank.pipelines.symptom.synthetic import fit_layperson_sets
 
         valid_terms = [t for q in eval_set.queries for t in eval_set.qrels.relevant(q.id)]
-        layperson = fit_layperson_sets(task.model.as_encoder(cfg.name), valid_terms, output_dir, seed=cfg.seed)
+        layperson = fit_layperson_sets(task.model.as_encoder(cfg.name), valid_terms, output_dir, seed=cfg.seed,
+                                       use_definitions=cfg.use_definitions)
     history = trainer.state.history
     try:
         plot_history({cfg.name: history}, cfg.select_metric, output_dir / "curve.png", title=f"{cfg.name}: validation {cfg.select_metric}")
