@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from medrank.records import Concept, ConceptDataset
+from medrank.retrieval.concept import definition_entry
 
 
 @dataclass
@@ -91,8 +92,6 @@ def build_pair_data(
         use_definitions: a concept's definition (first sentence) is one more of its terms, after its names
             (:func:`medrank.retrieval.concept.definition_entry`), as in an index built with ``use_definitions``.
     """
-    from medrank.retrieval.concept import definition_entry
-
     if positives not in ("name", "all"):
         raise ValueError(f"positives must be 'name' or 'all', got {positives!r}")
     drop = set(drop_labels)

@@ -8,6 +8,8 @@ others. Clauses are cut at punctuation, at conjunctions (和 / 及 / 并 / 伴 /
 (:mod:`~medrank.pipelines.symptom.lexicon`) found in a clause become spans of their own and
 what lies between them becomes the remaining spans. A span preceded by a negation cue in its
 clause (不 / 没 / 无 / 未 / 否认; "no" / "not" / "without" / "denies") is marked negated.
+An English clause loses its lead-in, which says who ("I have", "my son has been"), and its trailing time, which says
+when ("for two days", "since yesterday"); a clause that is only a time is no span.
 """
 
 from __future__ import annotations
