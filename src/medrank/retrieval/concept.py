@@ -43,24 +43,28 @@ def definition_entry(concept: Concept) -> str | None:
     return first.rstrip(" .") or None
 
 
+def concept_texts(concept: Concept, use_synonyms: bool = True, use_definitions: bool = False) -> tuple[str, ...]:
+    """The texts a concept is indexed and trained under: its name, its synonyms with ``use_synonyms``, and last the
+    first sentence of its definition with ``use_definitions`` (:func:`definition_entry`; unless a name already says
+    it)."""
+    names = concept.names if use_synonyms else (concept.name,)
+    definition = definition_entry(concept) if use_definitions else None
+    return names if definition is None or definition in names else (*names, definition)
+
+
 def concept_entries(
     concepts: Sequence[Concept], use_synonyms: bool = True, use_definitions: bool = False
 ) -> tuple[list[str], list[str], list[str]]:
-    """(entry ids, entry texts, item ids): one entry per name (and synonym) of each concept, plus one for its
-    definition's first sentence with ``use_definitions`` (id ``<concept id>#def``, see :func:`definition_entry`)."""
+    """(entry ids, entry texts, item ids): one entry per text of each concept (:func:`concept_texts`); a name or
+    synonym has id ``<concept id>#<j>``, a definition ``<concept id>#def``."""
     ids, texts, items = [], [], []
     for i, c in enumerate(concepts):
         if not isinstance(c, Concept):
             raise TypeError(f"concept {i} must be a medrank.records.Concept, got {type(c).__name__}")
-        names = c.names if use_synonyms else (c.name,)
-        for j, name in enumerate(names):
-            ids.append(f"{c.id}#{j}")
-            texts.append(name)
-            items.append(c.id)
-        definition = definition_entry(c) if use_definitions else None
-        if definition is not None and definition not in names:
-            ids.append(f"{c.id}#def")
-            texts.append(definition)
+        n_names = len(c.names) if use_synonyms else 1
+        for j, text in enumerate(concept_texts(c, use_synonyms, use_definitions)):
+            ids.append(f"{c.id}#{j}" if j < n_names else f"{c.id}#def")
+            texts.append(text)
             items.append(c.id)
     return ids, texts, items
 

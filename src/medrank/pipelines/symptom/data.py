@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from medrank.records import Concept, ConceptDataset
-from medrank.retrieval.concept import definition_entry
+from medrank.retrieval.concept import concept_texts
 
 
 @dataclass
@@ -90,7 +90,7 @@ def build_pair_data(
         drop_labels: gold ids that are not concepts (CHIP-CDN's ``O`` placeholder); they never
             form a pair. Queries left with no gold concept are skipped.
         use_definitions: a concept's definition (first sentence) is one more of its terms, after its names
-            (:func:`medrank.retrieval.concept.definition_entry`), as in an index built with ``use_definitions``.
+            (:func:`medrank.retrieval.concept.concept_texts`), as in an index built with ``use_definitions``.
     """
     if positives not in ("name", "all"):
         raise ValueError(f"positives must be 'name' or 'all', got {positives!r}")
@@ -106,10 +106,7 @@ def build_pair_data(
 
     def add_concept(c: Concept) -> list[int]:
         if c.id not in entries_of:
-            names = c.names if use_synonyms else (c.name,)
-            definition = definition_entry(c) if use_definitions else None
-            if definition is not None and definition not in names:
-                names = (*names, definition)
+            names = concept_texts(c, use_synonyms, use_definitions)
             entries_of[c.id] = list(range(len(term_texts), len(term_texts) + len(names)))
             term_texts.extend(names)
             term_items.extend([c.id] * len(names))
