@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from medrank.encoders import TransformerEncoder
 from medrank.pipelines.symptom.config import SymptomConfig
-from medrank.pipelines.symptom.task import MiningCallback, SymptomTask
+from medrank.pipelines.symptom.task import MiningCallback, SymptomTask, with_knowledge_base_queries
 from medrank.pipelines.symptom.training import make_trainer, train_symptom
 from medrank.training import Callback
 from tests.conftest import make_tiny_bert
@@ -99,6 +99,27 @@ def test_config_validation():
     assert not cfg.uses_term_negatives and not cfg.uses_query_negatives
     cfg = SymptomConfig.from_dict({"loss": "nce-backward", "miner": "topk", "efn": False})
     assert cfg.uses_query_negatives and not cfg.uses_term_negatives
+    with pytest.raises(ValueError, match="extra_queries must be among"):
+        SymptomConfig.from_dict({"dataset": "hpo-layperson", "extra_queries": ["names"]})
+    with pytest.raises(ValueError, match="only applies to dataset 'hpo-layperson'"):
+        SymptomConfig.from_dict({"dataset": "chip-cdn", "extra_queries": ["synonyms"]})
+
+
+def test_knowledge_base_queries_are_only_of_training_terms():
+    from medrank.records import Concept, ConceptDataset, Qrels, Query
+
+    vocabulary = (
+        Concept("HP:1", "Epistaxis", ("Nose bleed", "Nosebleed"), (), {"definition": "Bleeding from the nose. More."}),
+        Concept("HP:2", "Bradycardia", ("Slow heart rate",), (), {"definition": "A slow heart rate."}),
+    )
+    train = ConceptDataset("t", (Query("q1", "nosebleed", {"term": "HP:1"}),), Qrels({"q1": {"HP:1": 1}}), vocabulary)
+    out = with_knowledge_base_queries(train, vocabulary, ["synonyms", "definitions"])
+    added = [(q.text, sorted(out.qrels.relevant(q.id))) for q in out.queries[1:]]
+    # "Nosebleed" repeats the training query (case aside); HP:2 has no training query, so none of its texts
+    assert added == [("Nose bleed", ["HP:1"]), ("Bleeding from the nose", ["HP:1"])]
+    assert out.qrels.relevant("q1") == {"HP:1"} and out.vocabulary == vocabulary
+    only_synonyms = with_knowledge_base_queries(train, vocabulary, ["synonyms"])
+    assert [q.text for q in only_synonyms.queries] == ["nosebleed", "Nose bleed"]
 
 
 def test_bi_hardnce_run_end_to_end(tiny_root, monkeypatch):

@@ -28,6 +28,8 @@ NCE_LOSSES = ("nce-forward", "nce-backward", "bi-nce", "bi-hardnce")
 #: losses over labelled (query, term, 0/1) pairs: one positive and n negatives per query
 PAIR_LOSSES = ("contrastive", "sentbert", "cross-encoder")
 DATASETS = ("chip-cdn", "ncbi-disease", "bc5cdr", "hpo-layperson")
+#: knowledge-base texts an ``hpo-layperson`` run may also train on (``extra_queries``)
+EXTRA_QUERIES = ("synonyms", "definitions")
 
 
 @dataclass
@@ -62,6 +64,11 @@ class SymptomConfig(TrainingArgs):
     #: index each concept's definition (first sentence) as one more entry, in training and in every index the run
     #: builds (HPO has definitions; a vocabulary without them is unchanged)
     use_definitions: bool = False
+    #: ``hpo-layperson`` only: more training queries from the knowledge base itself, for the training terms (never a
+    #: validation or check term): ``"synonyms"`` (each clinical synonym → its term) and ``"definitions"`` (the first
+    #: sentence of the definition → its term). A layperson phrase often describes rather than names ("Fewer teeth
+    #: than normal"), which is how a definition reads.
+    extra_queries: list[str] = field(default_factory=list)
     drop_labels: list[str] = field(default_factory=lambda: ["O"])
     # -- optimisation ------------------------------------------------------------------------
     batch_size: int = 32
@@ -109,6 +116,10 @@ class SymptomConfig(TrainingArgs):
         need(self.train_layers is None or self.train_layers >= 1, "train_layers must be >= 1 or null (all)")
         need(bool(self.eval_candidates), "eval_candidates must name at least one candidate set")
         need(self.positives in ("name", "all"), f"positives must be 'name' or 'all', got {self.positives!r}")
+        unknown = sorted(set(self.extra_queries) - set(EXTRA_QUERIES))
+        need(not unknown, f"extra_queries must be among {EXTRA_QUERIES}, got {unknown}")
+        need(not self.extra_queries or self.dataset == "hpo-layperson",
+             f"extra_queries only applies to dataset 'hpo-layperson', not {self.dataset!r}")
         if self.loss == "bi-hardnce":
             need(self.miner not in ("none",), "bi-hardnce needs a miner (hd-sampling in the paper)")
             need(self.n_hard_terms >= 1 and self.n_hard_queries >= 1, "bi-hardnce needs n_hard_terms, n_hard_queries >= 1")

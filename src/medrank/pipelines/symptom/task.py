@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,12 +81,44 @@ def load_task_data(cfg: SymptomConfig) -> TaskData:
         # layperson synonyms of the terms outside the check set; a fixed tenth of those terms validates
         full = load_hpo_layperson()
         train, valid = data.split_queries(full, valid_fraction=0.1, seed=HPO_LAYPERSON_SPLIT_SEED, group_by="term")
+        if cfg.extra_queries:
+            train = with_knowledge_base_queries(train, full.vocabulary, cfg.extra_queries)
         mining = full.vocabulary
     else:
         full = data.load_bc5cdr(root)
         train, valid = data.split_queries(full, valid_fraction=0.2, seed=BC5CDR_SPLIT_SEED, group_by="pmid")
         mining = full.vocabulary
     return TaskData(train, valid, tuple(mining), list(cfg.eval_candidates), root)
+
+
+def with_knowledge_base_queries(train: ConceptDataset, vocabulary: Sequence[Concept],
+                                kinds: Sequence[str]) -> ConceptDataset:
+    """``train`` plus, for each term it has a query of, the term's own knowledge-base texts as more queries of it:
+    its synonyms (``"synonyms"``) and the first sentence of its definition (``"definitions"``). Only ``train``'s
+    terms, so a validation or check term's texts never become a training query; a text that is also a training
+    query is not repeated."""
+    from medrank.records import Qrels, Query
+    from medrank.retrieval.concept import definition_entry
+
+    by_id = {c.id: c for c in vocabulary}
+    terms = list(dict.fromkeys(t for q in train.queries for t in sorted(train.qrels.relevant(q.id))))
+    seen = {q.text.lower() for q in train.queries}
+    queries, qrels = list(train.queries), Qrels(train.qrels.to_dict())
+    for term in terms:
+        concept = by_id.get(term)
+        if concept is None:
+            continue
+        texts = list(concept.synonyms) if "synonyms" in kinds else []
+        definition = definition_entry(concept) if "definitions" in kinds else None
+        texts += [definition] if definition else []
+        for i, text in enumerate(texts):
+            if text.lower() in seen or text == concept.name:
+                continue
+            seen.add(text.lower())
+            qid = f"{term}#kb{i}"
+            queries.append(Query(qid, text, {"term": term, "source": "knowledge base"}))
+            qrels.add(qid, term)
+    return ConceptDataset(train.name, tuple(queries), qrels, train.vocabulary, train.unmapped)
 
 
 # -- the task --------------------------------------------------------------------------------------
