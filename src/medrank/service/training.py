@@ -36,9 +36,9 @@ class RecipeStep:
 SERVICE_RECIPES: tuple[RecipeStep, ...] = (
     RecipeStep("symptoms", "configs/symptom/cpu/chip-cdn-bi-hardnce-best-2l.yaml", "symptom/cpu/chip-cdn-bi-hardnce-best-2l",
                "Chinese symptoms: Bi-HardNCE over CHIP-CDN, the best CPU recipe (symptoms-zh)", needs="sets-memory.json"),
-    RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def.yaml",
-               "symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def",
-               "English symptoms: Bi-HardNCE on HPO layperson synonyms, with HPO's definitions (symptoms-en)",
+    RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def.yaml",
+               "symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def",
+               "English symptoms: Bi-HardNCE on HPO layperson synonyms, with HPO's definitions, top 4 blocks (symptoms-en)",
                needs="sets-hpo.json"),
     RecipeStep("normalize", "configs/procedures/mtcg.yaml", "procedures/mtcg", "procedures: MTCG candidate generator"),
     RecipeStep("normalize", "configs/procedures/kar.yaml", "procedures/kar", "procedures: KAR re-ranker over MTCG"),
