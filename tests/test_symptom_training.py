@@ -99,6 +99,8 @@ def test_config_validation():
     assert not cfg.uses_term_negatives and not cfg.uses_query_negatives
     cfg = SymptomConfig.from_dict({"loss": "nce-backward", "miner": "topk", "efn": False})
     assert cfg.uses_query_negatives and not cfg.uses_term_negatives
+    with pytest.raises(ValueError, match="extra_queries must be a list"):
+        SymptomConfig.from_dict({"dataset": "hpo-layperson", "extra_queries": "synonyms"})
     with pytest.raises(ValueError, match="extra_queries must be among"):
         SymptomConfig.from_dict({"dataset": "hpo-layperson", "extra_queries": ["names"]})
     with pytest.raises(ValueError, match="only applies to dataset 'hpo-layperson'"):

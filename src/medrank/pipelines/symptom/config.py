@@ -116,6 +116,7 @@ class SymptomConfig(TrainingArgs):
         need(self.train_layers is None or self.train_layers >= 1, "train_layers must be >= 1 or null (all)")
         need(bool(self.eval_candidates), "eval_candidates must name at least one candidate set")
         need(self.positives in ("name", "all"), f"positives must be 'name' or 'all', got {self.positives!r}")
+        need(isinstance(self.extra_queries, list), f"extra_queries must be a list, got {self.extra_queries!r}")
         unknown = sorted(set(self.extra_queries) - set(EXTRA_QUERIES))
         need(not unknown, f"extra_queries must be among {EXTRA_QUERIES}, got {unknown}")
         need(not self.extra_queries or self.dataset == "hpo-layperson",
