@@ -98,7 +98,7 @@ def with_knowledge_base_queries(train: ConceptDataset, vocabulary: Sequence[Conc
     terms, so a validation or check term's texts never become a training query; a text that is also a training
     query is not repeated."""
     from medrank.records import Qrels, Query
-    from medrank.retrieval.concept import definition_entry
+    from medrank.retrieval.concept import concept_texts
 
     by_id = {c.id: c for c in vocabulary}
     terms = list(dict.fromkeys(t for q in train.queries for t in sorted(train.qrels.relevant(q.id))))
@@ -108,11 +108,10 @@ def with_knowledge_base_queries(train: ConceptDataset, vocabulary: Sequence[Conc
         concept = by_id.get(term)
         if concept is None:
             continue
-        texts = list(concept.synonyms) if "synonyms" in kinds else []
-        definition = definition_entry(concept) if "definitions" in kinds else None
-        texts += [definition] if definition else []
+        # the concept's own texts (concept_texts) without its name, which is already what the query must reach
+        texts = concept_texts(concept, "synonyms" in kinds, "definitions" in kinds)[1:]
         for i, text in enumerate(texts):
-            if text.lower() in seen or text == concept.name:
+            if text.lower() in seen:
                 continue
             seen.add(text.lower())
             qid = f"{term}#kb{i}"
