@@ -74,11 +74,10 @@ def test_a_runny_nose_and_a_fever_are_no_burn(ask):
     assert any("咳嗽" in n for n in names) and any("发热" in n for n in names), names
 
 
-@pytest.mark.xfail(strict=True, reason="observed: 肚子疼拉肚子 → 腹痛 decided, but no 腹泻 among the decided terms or the "
-                                        "alternatives of the CHIP-CDN trained run (拉肚子's mined form does not reach it)")
 def test_diarrhoea_is_offered_for_la_duzi(ask):
     body = _set(ask, "肚子疼拉肚子")
-    names = [t["name"] for t in body["terms"] + body["alternatives"]]
+    # ICD-10 Beijing has no plain 腹泻: a name holding it is decided or offered first for the user to tick
+    names = [t["name"] for t in body["terms"] + body["alternatives"][:1]]
     assert any("腹泻" in n for n in names), names
     assert not any("中毒" in t["name"] for t in body["terms"]), body["terms"]  # no poisoning decided
 

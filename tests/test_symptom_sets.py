@@ -220,3 +220,24 @@ def test_lexicon_forms_are_searched_once_and_complaints_every_time() -> None:
     det.detect("咳嗽，昨晚发烧")
     assert not forms & set(asked)  # lexicon words come from the kept hits
     assert asked.count("咳嗽，昨晚发烧") == 1  # the complaint itself is searched (and never kept)
+
+
+def test_an_uncovered_word_offers_first_a_term_whose_name_holds_one_of_its_forms() -> None:
+    # a vocabulary with no plain 腹泻 (as ICD-10 Beijing): 拉肚子's best hit is 腹胀, its form 腹泻 sits in 功能性腹泻
+    names = {"R10": "腹痛", "R14": "腹胀", "K59": "功能性腹泻"}
+    table = {"肚子疼": ["R10"], "腹痛": ["R10"], "拉肚子": ["R14", "K59"], "稀便": ["R14"], "腹泻": ["K59", "R14"]}
+
+    def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        return [[(cid, 1.0 - 0.1 * r) for r, cid in enumerate((table.get(t) or ["R10", "R14"])[:k])] for t in texts]
+
+    lex = SurfaceLexicon({"肚子疼": "腹痛", "腹痛": "腹痛", "拉肚子": "稀便", "稀便": "稀便", "腹泻": "稀便", "稀": "稀便"})
+    base = _detector()
+    det = SetDetector(search, names, language="zh", lexicon=lex, calibration=base.calibration)
+    got = det.detect("肚子疼拉肚子")
+    assert [t.name for t in got.terms] == ["腹痛"]
+    assert got.alternatives[0].name == "功能性腹泻"  # not 腹胀, the span's most probable term
+    # no name holds a form: the most probable term placed on the word comes first, as before
+    det = SetDetector(search, {"R10": "腹痛", "R14": "腹胀"}, language="zh", lexicon=lex, calibration=base.calibration)
+    table["拉肚子"], table["腹泻"] = ["R14"], ["R14"]
+    assert det.detect("肚子疼拉肚子").alternatives[0].name == "腹胀"
+    assert det._surface_forms(find_spans("拉肚子", lex)[0]) == ["拉肚子", "稀便", "腹泻"]  # one-character forms left out

@@ -580,19 +580,32 @@ class SetDetector:
             span = (spans[c.span_idx].start, spans[c.span_idx].end) if c.span_idx >= 0 else (0, len(text))
             return DetectedTerm(c.id, self.names.get(c.id, c.id), round(float(p[j]), 4), span)
 
-        # a lexicon word that no chosen term covers (拉肚子 when the vocabulary has no plain 腹泻) offers its best
-        # term first among the alternatives, so the user can tick it
+        # a lexicon word that no chosen term covers (拉肚子 when the vocabulary has no plain 腹泻) offers a term first
+        # among the alternatives, so the user can tick it: the most probable one whose name holds one of the word's
+        # surface forms (拉肚子 → 腹泻 → 功能性腹泻), else the most probable one placed on its span
         covered = {cands[j].span_idx for j in chosen}
         uncovered = []
         for i, sp in enumerate(spans):
             if sp.normalised is None or sp.negated or i in covered:
                 continue
-            best = next((j for j in rest if cands[j].span_idx == i), None)
+            forms = self._surface_forms(sp)
+            best = next((j for j in rest if j not in uncovered and any(f in self.names.get(cands[j].id, "") for f in forms)),
+                        None)
+            if best is None:
+                best = next((j for j in rest if cands[j].span_idx == i), None)
             if best is not None and best not in uncovered:
                 uncovered.append(best)
         alternatives = uncovered + [j for j in rest if j not in uncovered]
         return SymptomSet([term(j) for j in chosen],
                           [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]], ranking)
+
+    def _surface_forms(self, span: Span) -> list[str]:
+        """The written word of a lexicon span and its name's other surface forms, two characters or more (a
+        single character such as 吐 sits inside too many names to say which one the word means)."""
+        forms = [span.text]
+        if self.lexicon is not None and span.normalised is not None:
+            forms += self.lexicon.cluster(span.normalised, limit=len(self.lexicon))
+        return [f for f in dict.fromkeys(forms) if len(f) >= 2]
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate]) -> bool:
         if self.hierarchy is None:
