@@ -24,7 +24,8 @@
 
     python bench/symptom_sets.py [--parts dxy,en,icd,cdn,speed] [--run runs/symptom/cpu/chip-cdn-bi-hardnce]
 
-Each part updates ``bench/results/symptom_sets.json`` in place, so parts can be run separately.
+Each part updates ``bench/results/symptom_sets.json`` in place, so parts can be run separately; in (a) and (c) the
+rows of runs not given this time (``--run``, ``--en-run``) are kept as the file holds them.
 """
 
 from __future__ import annotations
@@ -317,6 +318,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
         dataset = run_config.get("dataset", "")
         defs = bool(run_config.get("use_definitions", False))  # the run trained with (and serves) definitions
         trained_on = {"hpo-layperson": "layperson synonyms", "ncbi-disease": "NCBI-disease mentions (BioSyn)"}.get(dataset, dataset)
+        encoder_label = {"minilm": "MiniLM", "e5-small": "e5-small"}.get(run_config.get("encoder", "minilm"), run_config.get("encoder"))
         digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
         tag = " + definitions" if defs else ""
         # a run trained without definitions is also read with them in its index (dense only): what the index alone adds
@@ -324,7 +326,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
         for method, with_defs, label in variants:
             trained = retriever(f"hpo-heldout-{method}-{en_run.name}-{digest[:12]}", reduced, method, model, "en", with_defs)
             det_t = SetDetector.from_retriever(trained, language="en", hierarchy=hier, name="hpo")
-            systems[f"whole-text top-1, MiniLM trained on {trained_on} ({en_run.name}), {method}{label}"] = pct(
+            systems[f"whole-text top-1, {encoder_label} trained on {trained_on} ({en_run.name}), {method}{label}"] = pct(
                 set_prf(top1(det_t.search, test_texts, 1), test_gold))
             det_c = SetDetector.from_retriever(
                 retriever(f"hpo-calibration-{method}-{en_run.name}-{digest[:12]}", cal_concepts, method, model, "en",
@@ -332,12 +334,12 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                 language="en", hierarchy=hier, name="hpo")
             det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True)
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-            systems[f"set detector, MiniLM trained on {trained_on} ({en_run.name}), {method}{label} + spans + "
+            systems[f"set detector, {encoder_label} trained on {trained_on} ({en_run.name}), {method}{label} + spans + "
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
         own = en_run / "sets-hpo.json"
         if own.exists():  # what the service serves: the run's own calibration (fitted on its validation terms)
             for index, index_concepts, label in (
-                    ("heldout", reduced, f"set detector, MiniLM trained on {trained_on} ({en_run.name}), dense{tag}, the "
+                    ("heldout", reduced, f"set detector, {encoder_label} trained on {trained_on} ({en_run.name}), dense{tag}, the "
                                          "run's own calibration (sets-hpo.json, as served)"),
                     ("full", concepts, f"phrases in the index (served case): set detector, {en_run.name}, dense{tag}, "
                                        "the run's own calibration")):
@@ -579,11 +581,12 @@ def main() -> None:
     for key, value in out.items():
         if key not in produced:
             continue
-        if key == "cdn" and "cdn" in now:
-            systems = dict(now["cdn"].get("systems", {}))
+        if key in ("cdn", "en") and key in now:
+            # rows of runs not given this time (--run / --en-run) are kept as the file holds them
+            systems = dict(now[key].get("systems", {}))
             for name, row in value.get("systems", {}).items():
                 systems[name] = {**systems.get(name, {}), **row}
-            now["cdn"] = {**now["cdn"], **{k: v for k, v in value.items() if k != "systems"}, "systems": systems}
+            now[key] = {**now[key], **{k: v for k, v in value.items() if k != "systems"}, "systems": systems}
         elif key in ("part_seconds", "part_load_average"):
             now[key] = {**now.get(key, {}), **value}
         else:
