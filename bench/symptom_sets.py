@@ -471,6 +471,8 @@ def _flat_calibration() -> Any:
 # -- report ----------------------------------------------------------------------------------------------
 def markdown(out: dict[str, Any]) -> str:
     lines = []
+    if out.get("part_machine"):
+        lines += ["Where each part last ran: " + "; ".join(f"{k}: {v}" for k, v in sorted(out["part_machine"].items())), ""]
     if "cdn" in out:
         lines += ["### (a) CHIP-CDN set P/R/F1 (CBLUE metric, %), visible validation split "
                   f"({out['cdn']['n_texts']} texts, cross-fitted calibration)", "",
@@ -575,9 +577,12 @@ def main() -> None:
             raise SystemExit(f"unknown part {part!r}")
         out.setdefault("part_seconds", {})[part] = round(time.perf_counter() - t0, 1)
         out.setdefault("part_load_average", {})[part] = [round(x, 2) for x in __import__("os").getloadavg()]
+        # the file's header names the machine of its last write; each part keeps the machine it last ran on
+        env = common.environment(threads=args.threads)
+        out.setdefault("part_machine", {})[part] = f"{env['cpu']}, {env['date']}, threads {args.threads}"
     # other parts may have been written by a concurrent run meanwhile: merge into the file as it is now
     now = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    produced = {{"ranking": "cdn", "icd": "icd10cm"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average"}
+    produced = {{"ranking": "cdn", "icd": "icd10cm"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average", "part_machine"}
     for key, value in out.items():
         if key not in produced:
             continue
@@ -587,7 +592,7 @@ def main() -> None:
             for name, row in value.get("systems", {}).items():
                 systems[name] = {**systems.get(name, {}), **row}
             now[key] = {**now[key], **{k: v for k, v in value.items() if k != "systems"}, "systems": systems}
-        elif key in ("part_seconds", "part_load_average"):
+        elif key in ("part_seconds", "part_load_average", "part_machine"):
             now[key] = {**now.get(key, {}), **value}
         else:
             now[key] = value
