@@ -578,8 +578,7 @@ def main() -> None:
         out.setdefault("part_seconds", {})[part] = round(time.perf_counter() - t0, 1)
         out.setdefault("part_load_average", {})[part] = [round(x, 2) for x in __import__("os").getloadavg()]
         # the file's header names the machine of its last write; each part keeps the machine it last ran on
-        env = common.environment(threads=args.threads)
-        out.setdefault("part_machine", {})[part] = f"{env['cpu']}, {env['date']}, threads {args.threads}"
+        out.setdefault("part_machine", {})[part] = f"{common.cpu_model()}, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, threads {args.threads}"
     # other parts may have been written by a concurrent run meanwhile: merge into the file as it is now
     now = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     produced = {{"ranking": "cdn", "icd": "icd10cm"}.get(p, p) for p in args.parts.split(",")} | {"part_seconds", "part_load_average", "part_machine"}
