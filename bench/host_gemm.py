@@ -5,11 +5,14 @@ and whether a training config's ``autocast: bf16`` pays off depends on it: this 
 dtypes on two shapes — a large square product (the peak) and an encoder-sized one
 ((512 x 384) @ (384 x 1536), a batch of tokens through e5-small's feed-forward layer).
 
-    python bench/host_gemm.py
+    python bench/host_gemm.py [--name host_gemm_amd_epyc]
+
+``--name`` writes another result file, so one host's record does not replace another's.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import common
@@ -30,6 +33,9 @@ def gflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 1.0) -> 
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--name", default="host_gemm", help="result file stem under bench/results/")
+    args = ap.parse_args()
     rows = []
     for threads in (1, 2):
         torch.set_num_threads(threads)
@@ -45,7 +51,7 @@ def main() -> None:
            for r in rows]
     md += ["", f"oneDNN reports bf16 support: {bf16_units}. A training config's `autocast: bf16` runs the forward "
                "passes in bfloat16; it pays off where the last column is well above 1."]
-    common.write("host_gemm", payload, "\n".join(md))
+    common.write(args.name, payload, "\n".join(md))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 The torch model (any BERT-style ``transformers`` model, including trained weights and characters
 added with :meth:`TransformerEncoder.add_characters`) is exported once with ``torch.onnx.export``
 (pooling included in the graph) and for ``int8`` its weight matrix products quantised dynamically
-(per output channel) with ``onnxruntime.quantization.quantize_dynamic``. The graph is left unfused, and the
+(per output channel) with ``onnxruntime.quantization.quantize_dynamic``, an encoder's feed-forward outlier
+channels first split off and kept fp32 (:mod:`medrank.encoders.onnx_outliers`). The graph is left unfused, and the
 sessions switch off onnxruntime's transformer fusions (:data:`SLOW_FUSIONS`): on x86 their CPU kernels
 (SkipLayerNormalization, BiasGelu, the fused Attention over many short rows) run slower than the plain
 LayerNormalization, Gelu and batched MatMul they replace, most at batch 32. Tokenisation, prompts,
@@ -49,8 +50,13 @@ Variant = Literal["fp32", "int8"]
 #: bumped whenever the export recipe changes what a cached file holds
 EXPORT_FORMAT = 4
 OPSET = 17
-#: what the int8 export quantises (part of its cache key: an export made by another recipe is made again)
-INT8_RECIPE = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
+#: what an encoder's int8 export quantises (part of its cache key: an export made by another recipe is made again)
+INT8_RECIPE = (
+    "dynamic: MatMul with a weight operand, per-channel int8 weights; the feed-forward blocks' outlier channels "
+    "(1/96, by magnitude on the packaged calibration sentences) apart in fp32; unfused graph"
+)
+#: what the int8 export of a cross-encoder, re-ranker or frozen bottom quantises
+INT8_RECIPE_UNSPLIT = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
 #: onnxruntime's session-level fusions that replace fast plain kernels with slower fused ones on x86 CPUs
 SLOW_FUSIONS = (
     "AttentionFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion", "BiasGeluFusion", "EmbedLayerNormFusion",
@@ -175,7 +181,9 @@ def export_key(source: TransformerEncoder | ExportSource, variant: Variant, dige
         "onnxruntime": ort_version(),
     }
     if variant == "int8":
-        described["quantised"] = INT8_RECIPE
+        described["quantised"] = int8_recipe(source)
+        if _splits_outliers(source):
+            described["calibration"] = _calibration_digest()
     key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     return key, described
 
@@ -283,32 +291,58 @@ class _QuietAdvice(logging.Filter):
         return "pre-processing before quantization" not in str(record.msg)
 
 
-def _quantize(fp32: Path, out: Path) -> None:
+def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
     import onnx
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # the feed-forward output projections stay fp32: their input is the GELU output, whose long tail
-    # makes a per-tensor 8-bit activation scale coarse (quantised too, they cost the zero-shot CHIP-CDN
-    # task well over half a point, where the other products cost it nothing measurable)
-    feed_forward_out = [
-        node.name for node in onnx.load(str(fp32), load_external_data=False).graph.node
-        if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
-    ]
+    model = onnx.load(str(fp32))
+    if _splits_outliers(source):
+        from medrank.encoders import onnx_outliers
+
+        maxima = onnx_outliers.feed_forward_maxima(source.model, source.tokenizer, onnx_outliers.calibration_sentences())
+        keep_fp32 = onnx_outliers.split_outlier_channels(model, maxima, onnx_outliers.OUTLIER_SHARE)
+    else:
+        # the feed-forward output projections stay fp32: their input is the GELU output, whose outlier
+        # channels make a per-tensor 8-bit activation scale coarse (see medrank.encoders.onnx_outliers)
+        keep_fp32 = [
+            node.name for node in model.graph.node
+            if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
+        ]
+    split = out.with_name("split.onnx")
+    onnx.save(model, str(split))
     quiet = _QuietAdvice()
     logging.getLogger().addFilter(quiet)
     try:
         quantize_dynamic(
-            str(fp32), str(out), per_channel=True, weight_type=QuantType.QInt8,
+            str(split), str(out), per_channel=True, weight_type=QuantType.QInt8,
             # the products with a weight matrix carry the time; attention's products of two activations
             # (MatMulConstBOnly) and the embedding tables (Gather) stay fp32
             op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=feed_forward_out,
+            nodes_to_exclude=keep_fp32,
             # a tensor whose type shape inference cannot tell is float32
             extra_options={"MatMulConstBOnly": True, "DefaultTensorType": TensorProto.FLOAT},
         )
     finally:
         logging.getLogger().removeFilter(quiet)
+        split.unlink(missing_ok=True)
+
+
+def _splits_outliers(source: ExportSource) -> bool:
+    """Whether ``source``'s int8 export computes the feed-forward outlier channels apart (pooled encoders);
+    the other heads (cross-encoders, re-rankers, frozen bottoms) keep the whole output projections fp32."""
+    return source.head in ("mean", "cls")
+
+
+def _calibration_digest() -> str:
+    from medrank.encoders.onnx_outliers import calibration_sentences
+
+    return hashlib.sha256("\n".join(calibration_sentences()).encode("utf-8")).hexdigest()[:16]
+
+
+def int8_recipe(source: TransformerEncoder | ExportSource) -> str:
+    """The int8 recipe of ``source``'s export (part of its cache key and of its vectors' fingerprint)."""
+    return INT8_RECIPE if _splits_outliers(ExportSource.of(source)) else INT8_RECIPE_UNSPLIT
 
 
 def ensure_export(
@@ -338,7 +372,7 @@ def ensure_export(
         if source is None:
             details = _export_fp32(encoder, tmp / MODEL_FILE, tmp)
         else:
-            _quantize(source / MODEL_FILE, tmp / MODEL_FILE)
+            _quantize(source / MODEL_FILE, tmp / MODEL_FILE, encoder)
             details = json.loads((source / INFO_FILE).read_text(encoding="utf-8"))["details"]
         for leftover in tmp.iterdir():  # the quantiser's and optimiser's scratch files
             if leftover.name not in (MODEL_FILE,) and not leftover.name.startswith("."):
@@ -477,6 +511,7 @@ class OnnxEncoder(Encoder):
         out = {**self._fingerprint, "backend": self.backend}
         if self.variant == "int8":  # so does the graph it quantises (fp32 vectors agree across exports to 1e-6)
             out["quantised"], out["export_format"] = INT8_RECIPE, EXPORT_FORMAT
+            out["calibration"] = _calibration_digest()
         return out
 
 
