@@ -21,18 +21,20 @@ def _tiny(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("flags", "native"), [
-    ("fpu vme avx512f avx512_bf16 amx_tile", True),
-    ("fpu vme avx512f amx_bf16 amx_tile amx_int8", True),
-    ("fpu vme avx512f avx512_vnni", False),
+@pytest.mark.parametrize(("flags", "native", "amx"), [
+    ("fpu vme avx512f avx512_bf16 amx_tile", True, False),
+    ("fpu vme avx512f amx_bf16 amx_tile amx_int8", True, True),
+    ("fpu vme avx512f avx512_vnni", False, False),
 ])
-def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, flags: str, native: bool) -> None:
-    from medrank.utils.cpu import native_bf16
+def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, flags: str, native: bool, amx: bool) -> None:
+    from medrank.utils.cpu import amx_bf16, native_bf16
 
     info = tmp_path / "cpuinfo"
     info.write_text(f"processor\t: 0\nmodel name\t: x\nflags\t\t: {flags}\n", encoding="utf-8")
     assert native_bf16.__wrapped__(str(info)) is native
+    assert amx_bf16.__wrapped__(str(info)) is amx
     assert native_bf16.__wrapped__(str(tmp_path / "missing")) is False
+    assert amx_bf16.__wrapped__(str(tmp_path / "missing")) is False
 
 
 def test_bf16_vectors_agree_with_float32_and_key_their_own_cache(tmp_path: Path) -> None:

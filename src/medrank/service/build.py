@@ -163,17 +163,19 @@ class Builder:
     def bulk_encoder(self, language: str) -> Encoder:
         """What encodes ``language``'s knowledge-base entries and passage sentences.
 
-        With ``--backend auto`` on a CPU that multiplies bfloat16 natively (AMX), torch under bf16 autocast
-        when its vectors agree with float32 torch's: on batches of 128 it outruns the int8 export, which
-        is the faster one on the single short queries it keeps serving. Otherwise the query encoder itself.
+        With ``--backend auto`` on a CPU with AMX bf16 tiles, torch under bf16 autocast when its vectors agree
+        with float32 torch's: there, on batches of 128, it outran the int8 export, which is the faster one on
+        the single short queries it keeps serving. Otherwise the query encoder itself: where bf16 products
+        run on AVX512-BF16 alone (AMD EPYC), the int8 export with its feed-forward split encodes batches
+        faster than bf16 does (``bench/results/service_startup.md`` against ``service_startup_amd_epyc.md``).
         """
         if language not in self._bulk:
             from medrank.encoders import choose_backend
-            from medrank.utils.cpu import native_bf16
+            from medrank.utils.cpu import amx_bf16
 
             enc = self.raw_encoder(language)
             torch_encoder = self._torch.get(language)
-            if torch_encoder is not None and native_bf16():
+            if torch_encoder is not None and amx_bf16():
                 choice = choose_backend(torch_encoder, AGREEMENT_SENTENCES[language], prefer=("torch-bf16",))
                 if choice.backend == "torch-bf16":
                     enc = choice.encoder
