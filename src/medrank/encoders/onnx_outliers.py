@@ -17,6 +17,7 @@ exported, so the graph stays static and the side branch costs ``k / d_ff`` of th
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -36,8 +37,13 @@ _OUT_PROJECTION = re.compile(r"layer\.(\d+)/output/dense/MatMul$")
 def calibration_sentences() -> list[str]:
     """The packaged calibration sentences (English and Chinese complaints, notes, terms and questions,
     written for this purpose: no dataset's text)."""
+    return list(_packaged_sentences())
+
+
+@functools.cache
+def _packaged_sentences() -> tuple[str, ...]:
     text = resources.files("medrank.encoders").joinpath("calibration_sentences.txt").read_text(encoding="utf-8")
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
 
 
 def feed_forward_maxima(
