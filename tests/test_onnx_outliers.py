@@ -92,6 +92,27 @@ def test_an_encoders_int8_export_keeps_only_the_outlier_branches_fp32(tmp_path: 
     assert any(n.name.startswith("/outliers/") for n in cls_graph.node)
 
 
+def test_a_block_it_cannot_read_keeps_its_whole_output_projection_fp32(tmp_path: Path) -> None:
+    import onnx
+    from transformers import BertConfig, BertModel
+
+    from medrank.encoders import TransformerEncoder
+    from medrank.encoders.onnx import MODEL_FILE, ensure_export
+    from medrank.encoders.onnx_outliers import feed_forward_maxima, split_outlier_channels
+
+    _, tok = make_tiny_bert()
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, hidden_act="relu")  # Relu: not a traced GELU
+    encoder = TransformerEncoder(BertModel(config).eval(), tok, pooling="mean", name="tiny-relu")
+    model = onnx.load(str(ensure_export(encoder, "fp32", tmp_path / "onnx") / MODEL_FILE))
+    keep = split_outlier_channels(model, feed_forward_maxima(encoder.model, tok, TEXTS))
+    assert sorted(keep) == sorted(
+        n.name for n in model.graph.node if n.op_type == "MatMul" and n.name.endswith("/output/dense/MatMul") and "/attention/" not in n.name
+    ) and len(keep) == 2
+    assert not any(n.name.startswith("/outliers/") for n in model.graph.node)
+
+
 def test_other_calibration_sentences_make_another_export(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import medrank.encoders.onnx_outliers as outliers
     from medrank.encoders.onnx import export_key

@@ -109,8 +109,11 @@ def feed_forward_blocks(graph: Any) -> tuple[list[FeedForward], list[Any]]:
         if node.op_type != "MatMul" or match is None or "/attention/" in node.name or node.input[1] not in weights:
             continue
         block = None if unnamed else _trace_back(node, producer, weights, int(match.group(1)))
+        # each weight, the product x W1 and the activation's output must belong to this block alone
         shared = block is None or any(
-            uses.get(name, 0) != 1 for name in (block.in_product.input[1], _bias_name(block.in_bias, weights), node.input[1])
+            uses.get(name, 0) != 1
+            for name in (block.in_product.input[1], _bias_name(block.in_bias, weights), node.input[1],
+                         block.in_product.output[0], node.input[0])
         )
         (unsplit if shared else found).append(node if shared else block)
     return found, unsplit
