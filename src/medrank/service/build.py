@@ -164,7 +164,8 @@ class Builder:
         """What encodes ``language``'s knowledge-base entries and passage sentences.
 
         With ``--backend auto`` on a CPU with AMX bf16 tiles, torch under bf16 autocast when its vectors agree
-        with float32 torch's: there, on batches of 128, it outran the int8 export, which is the faster one on
+        with float32 torch's: there, on batches of 128, it outran the int8 export (before that export's
+        feed-forward split; not re-measured on AMX since), which is the faster one on
         the single short queries it keeps serving. Otherwise the query encoder itself: where bf16 products
         run on AVX512-BF16 alone (AMD EPYC), the int8 export with its feed-forward split encodes batches
         faster than bf16 does (``bench/results/service_startup.md`` against ``service_startup_amd_epyc.md``).
