@@ -296,26 +296,27 @@ def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = onnx.load(str(fp32))
+    source_file = fp32
     if _splits_outliers(source):
         from medrank.encoders import onnx_outliers
 
+        model = onnx.load(str(fp32))
         maxima = onnx_outliers.feed_forward_maxima(source.model, source.tokenizer, onnx_outliers.calibration_sentences())
         keep_fp32 = onnx_outliers.split_outlier_channels(model, maxima, onnx_outliers.OUTLIER_SHARE)
+        source_file = out.with_name("split.onnx")  # in the export's scratch folder, removed with it
+        onnx.save(model, str(source_file))
     else:
         # the feed-forward output projections stay fp32: their input is the GELU output, whose outlier
         # channels make a per-tensor 8-bit activation scale coarse (see medrank.encoders.onnx_outliers)
         keep_fp32 = [
-            node.name for node in model.graph.node
+            node.name for node in onnx.load(str(fp32), load_external_data=False).graph.node
             if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
         ]
-    split = out.with_name("split.onnx")
-    onnx.save(model, str(split))
     quiet = _QuietAdvice()
     logging.getLogger().addFilter(quiet)
     try:
         quantize_dynamic(
-            str(split), str(out), per_channel=True, weight_type=QuantType.QInt8,
+            str(source_file), str(out), per_channel=True, weight_type=QuantType.QInt8,
             # the products with a weight matrix carry the time; attention's products of two activations
             # (MatMulConstBOnly) and the embedding tables (Gather) stay fp32
             op_types_to_quantize=["MatMul"],
@@ -325,7 +326,8 @@ def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
         )
     finally:
         logging.getLogger().removeFilter(quiet)
-        split.unlink(missing_ok=True)
+        if source_file != fp32:
+            source_file.unlink(missing_ok=True)
 
 
 def _splits_outliers(source: ExportSource) -> bool:

@@ -162,11 +162,12 @@ def split_outlier_channels(model: Any, maxima: dict[int, np.ndarray], share: flo
     blocks, unsplit = feed_forward_blocks(graph)
     keep = [node.name for node in unsplit]
     weights = {init.name: init for init in graph.initializer}
+    weight_names = set(weights)
     position = {node.name: i for i, node in enumerate(graph.node)}
     inserted: dict[int, list[Any]] = {}
     for block in blocks:
         peak = maxima.get(block.layer)
-        w1_name, b1_name, w2_name = block.in_product.input[1], _bias_name(block.in_bias, set(weights)), block.out_product.input[1]
+        w1_name, b1_name, w2_name = block.in_product.input[1], _bias_name(block.in_bias, weight_names), block.out_product.input[1]
         w1, b1, w2 = (numpy_helper.to_array(weights[n]) for n in (w1_name, b1_name, w2_name))
         if peak is None or peak.shape[0] != w1.shape[1]:
             keep.append(block.out_product.name)

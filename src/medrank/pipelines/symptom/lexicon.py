@@ -108,6 +108,12 @@ class SurfaceLexicon:
 
     def __post_init__(self) -> None:
         self._lengths = sorted({len(f) for f in self.forms}, reverse=True)
+        # each name's other forms, most frequent first: cluster() is asked for every word of every complaint
+        others: dict[str, list[str]] = {}
+        for form, name in self.forms.items():
+            if form != name:
+                others.setdefault(name, []).append(form)
+        self._others = {n: sorted(fs, key=lambda f: (-self.counts.get(f, 0), f)) for n, fs in others.items()}
 
     def __len__(self) -> int:
         return len(self.forms)
@@ -120,9 +126,7 @@ class SurfaceLexicon:
 
     def cluster(self, name: str, limit: int = 8) -> list[str]:
         """Surface forms of ``name`` (the name first, then the most frequent forms)."""
-        others = sorted((f for f, n in self.forms.items() if n == name and f != name),
-                        key=lambda f: (-self.counts.get(f, 0), f))
-        return [name, *others][:limit]
+        return [name, *self._others.get(name, ())][:limit]
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """Non-overlapping ``(start, end, name)`` matches, longest form first, left to right."""
