@@ -289,6 +289,8 @@ class BiEncoder(nn.Module):
         }
         if self.bottom_backend != "torch":
             spec["backend"] = self.bottom_backend
+            # the export's own key names its recipe (int8: which products are quantised, the calibration)
+            spec["export"] = self._bottom_runner.folder.name if self._bottom_runner is not None else None
         return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def save_cache(self, directory: str | Path, kinds: Sequence[str] | None = None) -> None:
