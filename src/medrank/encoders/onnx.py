@@ -3,8 +3,8 @@
 The torch model (any BERT-style ``transformers`` model, including trained weights and characters
 added with :meth:`TransformerEncoder.add_characters`) is exported once with ``torch.onnx.export``
 (pooling included in the graph) and for ``int8`` its weight matrix products quantised dynamically
-(per output channel) with ``onnxruntime.quantization.quantize_dynamic``, the feed-forward outlier channels of an
-encoder or a frozen bottom first split off and kept fp32 (:mod:`medrank.encoders.onnx_outliers`). The graph is left unfused, and the
+(per output channel) with ``onnxruntime.quantization.quantize_dynamic``, an encoder's feed-forward outlier
+channels first split off and kept fp32 (:mod:`medrank.encoders.onnx_outliers`). The graph is left unfused, and the
 sessions switch off onnxruntime's transformer fusions (:data:`SLOW_FUSIONS`): on x86 their CPU kernels
 (SkipLayerNormalization, BiasGelu, the fused Attention over many short rows) run slower than the plain
 LayerNormalization, Gelu and batched MatMul they replace, most at batch 32. Tokenisation, prompts,
@@ -55,7 +55,7 @@ INT8_RECIPE = (
     "dynamic: MatMul with a weight operand, per-channel int8 weights; the feed-forward blocks' outlier channels "
     "(1/96, by magnitude on the packaged calibration sentences) apart in fp32; unfused graph"
 )
-#: what the int8 export of a cross-encoder or re-ranker quantises
+#: what the int8 export of a cross-encoder, re-ranker or frozen bottom quantises
 INT8_RECIPE_UNSPLIT = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
 #: onnxruntime's session-level fusions that replace fast plain kernels with slower fused ones on x86 CPUs
 SLOW_FUSIONS = (
@@ -331,10 +331,11 @@ def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
 
 
 def _splits_outliers(source: ExportSource) -> bool:
-    """Whether ``source``'s int8 export computes the feed-forward outlier channels apart: pooled encoders and
-    frozen bottoms (heads ``bottom-N``: an encoder's first blocks, whose hidden states feed trained top blocks);
-    the scoring heads (cross-encoders, re-rankers) keep the whole output projections fp32."""
-    return source.head in ("mean", "cls") or source.head.startswith("bottom-")
+    """Whether ``source``'s int8 export computes the feed-forward outlier channels apart (pooled encoders); the
+    other heads keep the whole output projections fp32: cross-encoders and re-rankers, and frozen bottoms, whose
+    hidden states feed trained top blocks (the procedures' shared e5-small bottom lost more accuracy with the split,
+    ``bench/procedures_backends.py``)."""
+    return source.head in ("mean", "cls")
 
 
 def _calibration_digest() -> str:
