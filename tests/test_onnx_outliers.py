@@ -133,9 +133,12 @@ def test_the_packaged_calibration_sentences_hold_both_languages() -> None:
     assert 20 <= len(chinese) <= len(sentences) - 20
 
 
-def test_a_frozen_bottoms_int8_export_keeps_the_unsplit_recipe_and_its_states_name_the_export(cache: Path) -> None:
+def test_a_frozen_bottoms_int8_export_keeps_the_unsplit_recipe_and_its_states_name_the_export(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import onnx
 
+    import medrank.encoders.onnx as onnx_module
     from medrank.encoders import TransformerEncoder
     from medrank.encoders.onnx import INFO_FILE, INT8_RECIPE_UNSPLIT, MODEL_FILE
     from medrank.models import BiEncoder
@@ -151,5 +154,8 @@ def test_a_frozen_bottoms_int8_export_keeps_the_unsplit_recipe_and_its_states_na
     # the two frozen blocks' whole feed-forward output projections, no outlier branches, nothing of the top block
     assert len(fp32_products) == 2 and all(name.endswith("/output/dense/MatMul") for name in fp32_products)
     key = bi.cache_key()
-    bi.set_bottom_backend("onnx")
-    assert bi.cache_key() != key  # fp32 states are other numbers, under another key
+    # another int8 recipe writes another export, and its states live under another key
+    monkeypatch.setattr(onnx_module, "INT8_RECIPE_UNSPLIT", INT8_RECIPE_UNSPLIT + " (another)")
+    bi.set_bottom_backend("torch")
+    bi.set_bottom_backend("onnx-int8")
+    assert bi._bottom_runner.folder != folder and bi.cache_key() != key
