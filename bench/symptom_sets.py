@@ -44,7 +44,13 @@ import numpy as np
 from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
-from medrank.pipelines.symptom.self_report import DEFAULT_PARTS, LEXICON_SETTINGS, NgramModel, SelfReportModel
+from medrank.pipelines.symptom.self_report import (
+    DEFAULT_PARTS,
+    LEXICON_SETTINGS,
+    NgramModel,
+    SelfReportModel,
+    folds,
+)
 from medrank.pipelines.symptom.set_eval import cross_fit
 from medrank.pipelines.symptom.sets import (
     CALIBRATIONS,
@@ -238,6 +244,21 @@ def part_dxy(out: dict[str, Any]) -> None:
         models[label] = {**model.info, "parts": list(used), "fit_seconds": round(time.perf_counter() - t1, 1)}
         systems[f"self-report model: {label}"] = pct(set_prf(model.predict(texts), gold))
         print(label, systems[f"self-report model: {label}"], models[label], flush=True)
+    # the default model over 5 folds of every visible report (seed 29): how far the one carve-out's figure is from the
+    # model's level on the rest of the data (each fold fitted on the other four, as above)
+    cv_pred: list[set[str]] = []
+    cv_gold: list[set[str]] = []
+    fold_f1 = []
+    for fold in folds(len(records), 5, SEED):
+        held = set(fold)
+        model = SelfReportModel.fit([r for i, r in enumerate(records) if i not in held], names)
+        pred, fold_gold = model.predict([records[i].report for i in fold]), [set(records[i].explicit) for i in fold]
+        fold_f1.append(round(100 * set_prf(pred, fold_gold)["f1"], 2))
+        cv_pred += pred
+        cv_gold += fold_gold
+    cross_validation = {"folds": 5, "seed": SEED, "reports": len(records), "pooled": pct(set_prf(cv_pred, cv_gold)),
+                        "fold_f1": fold_f1}
+    print("cross-validation", cross_validation, flush=True)
     # what the annotations let a text model reach, on the training reports only: written words the annotators list
     # that are not in the self-report, and how often a found (not negated) lexicon word is annotated, by position
     origin_words = [(o, x.report) for x in train for o in dict.fromkeys(x.origin) if o]
@@ -255,7 +276,7 @@ def part_dxy(out: dict[str, Any]) -> None:
               "found_words": {k: len(v) for k, v in by_position.items()}}
     out["dxy"] = {"n_test": len(test), "annotation_checks": checks, "n_train": len(train), "symptoms": len(names), "lexicon_forms": len(lex),
                   "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms},
-                  "self_report_models": models, "seconds": seconds}
+                  "self_report_models": models, "cross_validation": cross_validation, "seconds": seconds}
     print(json.dumps(systems, ensure_ascii=False, indent=1), flush=True)
 
 
@@ -504,6 +525,13 @@ def markdown(out: dict[str, Any]) -> str:
             lines += [f"| {n} | {100 * m['out_of_fold_f1']:.2f} | {m['threshold']} | {m['lexicon_forms']} | {m['fit_seconds']} |"
                       for n, m in d["self_report_models"].items()]
             lines.append("")
+        if d.get("cross_validation"):
+            cv = d["cross_validation"]
+            pooled = cv["pooled"]
+            lines += [f"The default self-report model over {cv['folds']} folds of all {cv['reports']} visible reports (seed "
+                      f"{cv['seed']}; each fold scored by a model fitted on the other four): pooled P / R / F1 "
+                      f"{pooled['precision']} / {pooled['recall']} / **{pooled['f1']}**; F1 by fold "
+                      f"{', '.join(str(f) for f in cv['fold_f1'])}.", ""]
     if "en" in out:
         e = out["en"]
         lines += [f"### (c) English multi-symptom complaints — SYNTHETIC check ({e['n_test']} complaints from 2–3 HPO "
