@@ -13,7 +13,8 @@
     NDCG@5 of the retriever on the whole text beside.
 (b) **DXY self-reports → explicit symptoms** (41 normalised names): 25 % of the visible dialogues
     (seed 29) are scored; the surface lexicon, the calibration and the trained self-report model
-    (:mod:`medrank.pipelines.symptom.self_report`, with its ablations) come from the other 75 %.
+    (:mod:`medrank.pipelines.symptom.self_report`, with its ablations) come from the other 75 %. The default
+    self-report model is also cross-validated over every visible report (5 folds, seed 29).
 (c) **English multi-symptom complaints, a synthetic check**: complaints composed from 2–3 HPO
     layperson synonyms of unrelated terms; every layperson synonym used is removed from the index
     (MiniLM hybrid over HPO, as the service serves it); calibration complaints and test complaints
