@@ -461,6 +461,12 @@ class OnnxEncoder(Encoder):
         self._dim = encoder.dim
         self._spec = encoder.spec()
         self._fingerprint = encoder.fingerprint()
+        # what an int8 export's vectors depend on beyond the weights: the recipe (and the calibration of a split one)
+        self._recipe: dict[str, Any] = {}
+        if self.variant == "int8":
+            self._recipe = {"quantised": int8_recipe(encoder), "export_format": EXPORT_FORMAT}
+            if _splits_outliers(ExportSource.of(encoder)):
+                self._recipe["calibration"] = _calibration_digest()
         self.folder = ensure_export(encoder, self.variant, cache_root)
         self.model_file = self.folder / MODEL_FILE
         self._runner = SessionRunner(self.model_file, threads)
@@ -512,11 +518,8 @@ class OnnxEncoder(Encoder):
     def fingerprint(self) -> dict[str, Any]:
         # the backend joins the key: int8 vectors differ from torch's, and fp32 ones in the last digits; so does
         # the quantisation recipe (vectors cached from another int8 export are not these)
-        out = {**self._fingerprint, "backend": self.backend}
-        if self.variant == "int8":  # so does the graph it quantises (fp32 vectors agree across exports to 1e-6)
-            out["quantised"], out["export_format"] = INT8_RECIPE, EXPORT_FORMAT
-            out["calibration"] = _calibration_digest()
-        return out
+        # (fp32 vectors agree across exports to 1e-6, so only int8 names its recipe)
+        return {**self._fingerprint, "backend": self.backend, **self._recipe}
 
 
 class OnnxPairScorer:
