@@ -150,13 +150,18 @@ def test_text_in_no_served_language_is_404_unless_forced(services):
     assert r.status_code == 404 and "English and Chinese" in r.json()["detail"] and "Russian" in r.json()["detail"]
     french = c.post("/symptoms", json={"query": "J'ai mal à la tête et je me sens malade"})
     assert french.status_code == 404 and "reads as French" in french.json()["detail"]
+    # typed, so a page can say it in its own words; other 404s keep the status's type
+    assert french.json()["errors"][0]["type"] == "unsupported_language"
+    assert french.json()["errors"][0]["ctx"] == {"read_as": "French"}
+    assert c.post("/symptoms", json={"query": "headache", "kb": "nope"}).json()["errors"][0]["type"] == "not_found"
     for path, body in [("/similar-questions", {"question": "J'ai de la fièvre depuis trois jours"}),
                        ("/next-questions", {"dialogue": [{"speaker": "patient", "text": "j'ai de la fièvre depuis trois jours"}]})]:
         r = c.post(path, json=body)
         assert r.status_code == 404 and "French" in r.json()["detail"], path
     japanese = c.post("/symptoms", json={"query": "頭がひどく痛くて吐き気がします"})  # Han characters, but Japanese
     assert japanese.status_code == 404 and "Japanese" in japanese.json()["detail"]
-    assert c.post("/similar-questions", json={"question": "😀😀"}).status_code == 404
+    no_letters = c.post("/similar-questions", json={"question": "😀😀"})
+    assert no_letters.status_code == 404 and no_letters.json()["errors"][0]["ctx"] == {"read_as": ""}
     assert c.post("/next-questions", json={"dialogue": [{"speaker": "patient", "text": "38.5"}]}).status_code == 404
     assert c.post("/symptoms", json={"query": "У меня болит голова", "language": "en"}).status_code == 200
 

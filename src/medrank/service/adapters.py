@@ -35,13 +35,24 @@ def resolve_language(text: str, language: str) -> str:
     found = identify(text)
     if found.language == "other":
         reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
-        raise UnavailableError(f"the text {reads}: medrank serves English and Chinese only (pass language='en' or "
-                               "'zh' to search anyway)")
+        raise UnsupportedLanguageError(
+            f"the text {reads}: medrank serves English and Chinese only (pass language='en' or 'zh' to search anyway)",
+            "" if found.code == "none" else found.name,
+        )
     return found.language
 
 
 class UnavailableError(LookupError):
     """The requested knowledge base / language is not served by this deployment (→ 404 / 503)."""
+
+
+class UnsupportedLanguageError(UnavailableError):
+    """The text is in neither served language (→ 404 whose error entry is typed ``unsupported_language``);
+    ``read_as`` is the language it reads as (``""``: no letters), so a page can say so in its own words."""
+
+    def __init__(self, message: str, read_as: str) -> None:
+        super().__init__(message)
+        self.read_as = read_as
 
 
 class StillBuildingError(LookupError):

@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from medrank.service import schemas as S
-from medrank.service.adapters import PIPELINES, Services, StillBuildingError, UnavailableError
+from medrank.service.adapters import PIPELINES, Services, StillBuildingError, UnavailableError, UnsupportedLanguageError
 from medrank.service.settings import ServiceSettings
 
 access_log = logging.getLogger("medrank.service.access")
@@ -99,9 +99,22 @@ class BodyLimitMiddleware:
         await response(scope, receive, send)
 
 
-def error_body(message: str, kind: str, loc: list[Any] | None = None, errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The one shape of every 4xx body: ``{"detail": message, "errors": [{"loc", "msg", "type"}]}``."""
-    return {"detail": message, "errors": errors if errors is not None else [{"loc": loc or [], "msg": message, "type": kind}]}
+def error_body(
+    message: str, kind: str, loc: list[Any] | None = None, errors: list[dict[str, Any]] | None = None,
+    ctx: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one shape of every 4xx body: ``{"detail": message, "errors": [{"loc", "msg", "type"[, "ctx"]}]}``."""
+    if errors is None:
+        errors = [{"loc": loc or [], "msg": message, "type": kind, **({"ctx": ctx} if ctx else {})}]
+    return {"detail": message, "errors": errors}
+
+
+class TypedHTTPException(HTTPException):
+    """An HTTP error whose body names its own error type (and context) instead of the status's."""
+
+    def __init__(self, status_code: int, detail: str, kind: str, ctx: dict[str, Any] | None = None) -> None:
+        super().__init__(status_code, detail)
+        self.kind, self.ctx = kind, ctx
 
 
 #: the one message for a body that could not be read as JSON at all (invalid UTF-8, nesting too deep …)
@@ -254,7 +267,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         # 400 "There was an error parsing the body": it gets the same shape and a message that says what to fix
         if exc.status_code == 400:  # answered as any other unreadable body (FastAPI's json_invalid is a 422)
             return JSONResponse(error_body(UNREADABLE_BODY, "json_invalid", ["body"]), status_code=422)
-        return JSONResponse(error_body(str(exc.detail), _ERROR_TYPES.get(exc.status_code, "error")),
+        kind = getattr(exc, "kind", None) or _ERROR_TYPES.get(exc.status_code, "error")
+        return JSONResponse(error_body(str(exc.detail), kind, ctx=getattr(exc, "ctx", None)),
                             status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     def check_limits(texts: list[str], lists: dict[str, int], k: int | None = None) -> None:
@@ -291,6 +305,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
             raise HTTPException(504, f"request took longer than {settings.request_timeout_s:g}s") from None
         except StillBuildingError as exc:
             raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
+        except UnsupportedLanguageError as exc:
+            raise TypedHTTPException(404, str(exc), "unsupported_language", {"read_as": exc.read_as}) from None
         except UnavailableError as exc:
             raise HTTPException(404, str(exc)) from None
         except ValueError as exc:

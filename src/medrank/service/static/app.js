@@ -31,6 +31,17 @@ function showError(panel, message) {
   box.hidden = !message;
 }
 
+function sentence(text) {
+  const t = String(text);
+  return t.charAt(0).toUpperCase() + t.slice(1);
+}
+
+// the patient's words, not the API's: the page cannot pass a language, so it does not suggest one
+function languageMessage(ctx) {
+  const reads = ctx.read_as ? `This text reads as ${ctx.read_as}.` : "This text has no words medrank can read.";
+  return `${reads} medrank understands English and Chinese (中文) only: please describe it in English or Chinese.`;
+}
+
 async function api(path, body) {
   const headers = { "Content-Type": "application/json" };
   const token = $("token").value.trim();
@@ -44,8 +55,11 @@ async function api(path, body) {
   let data = null;
   try { data = await res.json(); } catch (e) { /* not JSON: handled below */ }
   if (!res.ok) {
-    const detail = data && data.detail;
-    throw new Error(`${res.status}: ${detail || res.statusText || "request failed"}`);
+    const detail = (data && data.detail) || res.statusText || "request failed";
+    const first = data && Array.isArray(data.errors) ? data.errors[0] : null;
+    if (first && first.type === "unsupported_language") throw new Error(languageMessage(first.ctx || {}));
+    // a refused request says what to change; a server failure also gives its status for whoever runs it
+    throw new Error(res.status < 500 ? sentence(detail) : `${sentence(detail)} (server status ${res.status})`);
   }
   if (data === null || typeof data !== "object") throw new Error("The server sent an answer this page cannot read.");
   return data;
