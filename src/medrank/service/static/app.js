@@ -58,8 +58,8 @@ async function api(path, body) {
     const detail = (data && data.detail) || res.statusText || "request failed";
     const first = data && Array.isArray(data.errors) ? data.errors[0] : null;
     if (first && first.type === "unsupported_language") throw new Error(languageMessage(first.ctx || {}));
-    // a refused request says what to change; a server failure also gives its status for whoever runs it
-    throw new Error(res.status < 500 ? sentence(detail) : `${sentence(detail)} (server status ${res.status})`);
+    // a refused request (or one waiting for a build) says what to do; a failure also gives its status for whoever runs it
+    throw new Error(res.status < 500 || res.status === 503 ? sentence(detail) : `${sentence(detail)} (server status ${res.status})`);
   }
   if (data === null || typeof data !== "object") throw new Error("The server sent an answer this page cannot read.");
   return data;
