@@ -39,7 +39,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from medrank.service import schemas as S
-from medrank.service.adapters import PIPELINES, Services, StillBuildingError, UnavailableError, UnsupportedLanguageError
+from medrank.service.adapters import (
+    PIPELINES,
+    Services,
+    StillBuildingError,
+    UnavailableError,
+    UnsupportedLanguageError,
+)
 from medrank.service.settings import ServiceSettings
 
 access_log = logging.getLogger("medrank.service.access")
