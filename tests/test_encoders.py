@@ -338,3 +338,24 @@ def test_hub_probe_has_one_deadline(monkeypatch):
     start = time.perf_counter()
     assert hub_unreachable("hub.invalid", 443, timeout=0.3) == "no connection within 0.3 s"
     assert time.perf_counter() - start < 2
+
+
+def test_batch_order_runs_each_token_sequence_once_longest_first():
+    from medrank.encoders.base import batch_order
+
+    order, source = batch_order([[1, 5], [1, 6, 7], [1, 5], [2], [1, 6, 7]])
+    assert order.tolist() == [1, 0, 3]  # distinct rows, longest first, ties in input order
+    assert source.tolist() == [0, 1, 0, 3, 1]
+
+
+def test_texts_that_tokenise_alike_get_one_vector_in_torch_and_int8(tiny_encoder, tmp_path, monkeypatch):
+    from medrank.encoders import OnnxEncoder
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    # uncased: "Fever", "fever" and "FEVER" are the same tokens; as many tokens as "cough" and "rash", so
+    # batches of 2 in length order would run them beside different texts
+    texts = ["Fever", "cough", "rash", "fever", "chest pain and cough", "FEVER  "]
+    for encoder in (tiny_encoder, OnnxEncoder(tiny_encoder, quantized=True)):
+        vecs = encoder.encode(texts, batch_size=2)
+        assert np.array_equal(vecs[0], vecs[3])
+        assert np.array_equal(vecs[0], vecs[5]) and not np.array_equal(vecs[0], vecs[1])

@@ -69,6 +69,44 @@ def test_the_largest_channel_is_found_and_the_split_graph_computes_the_same(tmp_
     assert np.allclose(_run(original, feed), _run(split, feed), atol=1e-5)
 
 
+def test_smoothing_finds_the_residual_streams_outlier_and_computes_the_same_in_fp32(tmp_path: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    from medrank.encoders import TransformerEncoder
+    from medrank.encoders.onnx import MODEL_FILE, ensure_export
+    from medrank.encoders.onnx_outliers import (
+        calibration_feeds,
+        product_input_maxima,
+        product_inputs,
+        smooth_product_inputs,
+    )
+
+    model, tok = make_tiny_bert()
+    with torch.no_grad():
+        model.embeddings.LayerNorm.bias[3] = 30.0  # the first block's queries, keys and values read a large channel 3
+    encoder = TransformerEncoder(model, tok, pooling="mean", name="tiny-stream")
+    file = ensure_export(encoder, "fp32", tmp_path / "onnx") / MODEL_FILE
+    original, smoothed = onnx.load(str(file)), onnx.load(str(file))
+    groups = product_inputs(smoothed.graph, set())
+    query = next(n for n in smoothed.graph.node if n.name.endswith("layer.0/attention/self/query/MatMul"))
+    stream = query.input[0]
+    assert {n.name.rsplit("/", 2)[-2] for n in groups[stream]} == {"query", "key", "value"}  # one input, three products
+    assert not any(n.name.endswith("layer.0/output/dense/MatMul") for products in groups.values() for n in products)
+    maxima = product_input_maxima(str(file), list(groups), calibration_feeds(tok, TEXTS))
+    assert int(np.argmax(maxima[stream])) == 3 and maxima[stream][3] > 25
+
+    before = numpy_helper.to_array(next(i for i in smoothed.graph.initializer if i.name == query.input[1]))
+    assert smooth_product_inputs(smoothed, maxima, alpha=0.5) == len(groups)
+    after = {i.name: numpy_helper.to_array(i) for i in smoothed.graph.initializer}
+    scale = after[query.input[1]][3] / before[3]
+    assert np.allclose(scale, scale[0]) and scale[0] > 1  # row 3 of the weight takes a share of the channel's range
+    assert query.input[0].startswith("/smoothed/") and np.isclose(after[f"{query.input[0]}/inverse_scale"][3], 1 / scale[0])
+    onnx.checker.check_model(smoothed)
+    feed = _feed(tok, TEXTS)
+    assert np.allclose(_run(original, feed), _run(smoothed, feed), atol=1e-4)
+
+
 def test_an_encoders_int8_export_keeps_only_the_outlier_branches_fp32(tmp_path: Path, cache: Path) -> None:
     import onnx
 
@@ -81,6 +119,7 @@ def test_an_encoders_int8_export_keeps_only_the_outlier_branches_fp32(tmp_path: 
     weights = {i.name for i in graph.initializer}
     fp32_products = [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     assert fp32_products and all(name.startswith("/outliers/") for name in fp32_products)
+    assert any(n.op_type == "Mul" and n.name.startswith("/smoothed/") for n in graph.node)
     assert int8.fingerprint()["quantised"] == INT8_RECIPE and "calibration" in int8.fingerprint()
     cos = np.sum(encoder.encode(TEXTS) * int8.encode(TEXTS), axis=1)
     assert cos.min() >= 0.95

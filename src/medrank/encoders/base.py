@@ -27,6 +27,20 @@ def validate_texts(texts: Sequence[str] | str, what: str = "texts") -> list[str]
     return out
 
 
+def batch_order(token_ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``token_ids`` to run, longest first, and for every row the one whose vector it takes.
+
+    Texts that tokenise alike (another case or spacing that the tokenizer drops) are run once, so they get
+    one vector: an int8 export's activation scale is set per batch, and equal token sequences run in two
+    batches would get slightly different vectors and no longer tie as they do in fp32.
+    """
+    first: dict[tuple[int, ...], int] = {}
+    source = np.fromiter((first.setdefault(tuple(ids), i) for i, ids in enumerate(token_ids)), dtype=np.int64, count=len(token_ids))
+    distinct = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+    order = distinct[np.argsort([-len(token_ids[i]) for i in distinct], kind="stable")]
+    return order, source
+
+
 class Encoder(ABC):
     """Text → vector. Subclasses implement :meth:`_encode`."""
 

@@ -4,7 +4,8 @@ The torch model (any BERT-style ``transformers`` model, including trained weight
 added with :meth:`TransformerEncoder.add_characters`) is exported once with ``torch.onnx.export``
 (pooling included in the graph) and for ``int8`` its weight matrix products quantised dynamically
 (per output channel) with ``onnxruntime.quantization.quantize_dynamic``, an encoder's feed-forward outlier
-channels first split off and kept fp32 (:mod:`medrank.encoders.onnx_outliers`). The graph is left unfused, and the
+channels first split off and kept fp32 and its other products' inputs smoothed (:mod:`medrank.encoders.onnx_outliers`).
+The graph is left unfused, and the
 sessions switch off onnxruntime's transformer fusions (:data:`SLOW_FUSIONS`): on x86 their CPU kernels
 (SkipLayerNormalization, BiasGelu, the fused Attention over many short rows) run slower than the plain
 LayerNormalization, Gelu and batched MatMul they replace, most at batch 32. Tokenisation, prompts,
@@ -37,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from medrank.encoders.base import Encoder, TextKind, validate_texts
+from medrank.encoders.base import Encoder, TextKind, batch_order, validate_texts
 from medrank.encoders.transformer import TransformerEncoder
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,8 @@ OPSET = 17
 #: what an encoder's int8 export quantises (part of its cache key: an export made by another recipe is made again)
 INT8_RECIPE = (
     "dynamic: MatMul with a weight operand, per-channel int8 weights; the feed-forward blocks' outlier channels "
-    "(1/96, by magnitude on the packaged calibration sentences) apart in fp32; unfused graph"
+    "(1/96, by magnitude on the packaged calibration sentences) apart in fp32; every other weight "
+    "product's input smoothed (SmoothQuant, alpha 0.6, same calibration); unfused graph"
 )
 #: what the int8 export of a cross-encoder, re-ranker or frozen bottom quantises
 INT8_RECIPE_UNSPLIT = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
@@ -305,6 +307,12 @@ def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
         keep_fp32 = onnx_outliers.split_outlier_channels(model, maxima, onnx_outliers.OUTLIER_SHARE)
         source_file = out.with_name("split.onnx")  # in the export's scratch folder, removed with it
         onnx.save(model, str(source_file))
+        # then every other product's input (the residual stream's outlier dimensions), calibrated on the split graph
+        tensors = list(onnx_outliers.product_inputs(model.graph, set(keep_fp32)))
+        feeds = onnx_outliers.calibration_feeds(source.tokenizer, onnx_outliers.calibration_sentences())
+        inputs_maxima = onnx_outliers.product_input_maxima(str(source_file), tensors, feeds)
+        onnx_outliers.smooth_product_inputs(model, inputs_maxima, onnx_outliers.SMOOTHING_ALPHA, set(keep_fp32))
+        onnx.save(model, str(source_file))
     else:
         # the feed-forward output projections stay fp32: their input is the GELU output, whose outlier
         # channels make a per-tensor 8-bit activation scale coarse (see medrank.encoders.onnx_outliers)
@@ -489,11 +497,11 @@ class OnnxEncoder(Encoder):
             [prompt + t for t in texts], truncation=True, max_length=self.max_length, padding=False,
             return_attention_mask=False, return_token_type_ids=False,
         )["input_ids"]
-        order = np.argsort([-len(ids) for ids in enc], kind="stable")
+        order, source = batch_order(enc)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in tqdm(
-            range(0, len(texts), batch_size), desc=f"encode[{self.name}:{self.backend}]",
+            range(0, len(order), batch_size), desc=f"encode[{self.name}:{self.backend}]",
             disable=not show_progress, unit="batch",
         ):
             idx = order[start : start + batch_size]
@@ -510,7 +518,7 @@ class OnnxEncoder(Encoder):
             if self.normalize:
                 pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             out[idx] = pooled
-        return out
+        return out[source]
 
     def spec(self) -> dict[str, Any]:
         return {**self._spec, "backend": self.backend}

@@ -13,11 +13,17 @@ where ``T`` are the ``k`` channels with the largest magnitude on calibration sen
 split is exact in fp32; the quantiser then quantises the first term and leaves the small second one in fp32.
 Unlike LLM.int8(), which finds the outliers of each batch at run time, ``T`` is fixed when the graph is
 exported, so the graph stays static and the side branch costs ``k / d_ff`` of the block's products.
+
+The other weight products (queries, keys, values, attention output, the feed-forward input projection) read
+the residual stream, whose few large dimensions are also a property of the weights. There SmoothQuant's
+migration (:func:`smooth_product_inputs`) divides each input channel by a scale that the weight's row takes
+on: one elementwise ``Mul`` per input tensor instead of a side branch per product.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -213,3 +219,109 @@ def split_outlier_channels(model: Any, maxima: dict[int, np.ndarray], share: flo
     del graph.node[:]
     graph.node.extend(nodes)
     return keep
+
+
+#: SmoothQuant's migration strength: how much of an input channel's range moves into the weight's row
+SMOOTHING_ALPHA = 0.6
+
+
+def product_inputs(graph: Any, skip: set[str]) -> dict[str, list[Any]]:
+    """The products with a 2-D weight matrix of their own whose input is smoothed, by input tensor: every
+    ``MatMul`` but those named in ``skip`` and the feed-forward output projections (split by
+    :func:`split_outlier_channels`, or kept fp32)."""
+    weights = {init.name: init for init in graph.initializer}
+    uses: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
+    found: dict[str, list[Any]] = {}
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.name in skip or node.input[1] not in weights or uses[node.input[1]] != 1:
+            continue
+        if _OUT_PROJECTION.search(node.name) and "/attention/" not in node.name:
+            continue
+        if len(weights[node.input[1]].dims) != 2:
+            continue
+        found.setdefault(node.input[0], []).append(node)
+    return found
+
+
+def product_input_maxima(model_file: str, tensors: list[str], feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per tensor of ``tensors`` (inputs of products in the model at ``model_file``), the largest magnitude of
+    each last-axis channel over runs on ``feeds`` (one unpadded text each), read from a copy of the graph that
+    returns those tensors."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(model_file)
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in tensors)
+    probe = model_file + ".probe"
+    onnx.save(model, probe)
+    del model
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3
+        session = ort.InferenceSession(probe, options, providers=["CPUExecutionProvider"])
+        names = {i.name for i in session.get_inputs()}
+        maxima: dict[str, np.ndarray] = {}
+        for feed in feeds:
+            for name, value in zip(tensors, session.run(tensors, {k: v for k, v in feed.items() if k in names}), strict=True):
+                peak = np.abs(value.reshape(-1, value.shape[-1])).max(0)
+                maxima[name] = peak if name not in maxima else np.maximum(maxima[name], peak)
+        return maxima
+    finally:
+        os.remove(probe)
+
+
+def calibration_feeds(tokenizer: Any, texts: list[str], max_length: int = 128) -> list[dict[str, np.ndarray]]:
+    """One unpadded int64 feed per text (``input_ids``, ``attention_mask``, ``token_type_ids``)."""
+    feeds = []
+    for text in texts:
+        enc = tokenizer([text], truncation=True, max_length=max_length, return_tensors="np")
+        ids = enc["input_ids"].astype(np.int64)
+        feeds.append({"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64),
+                      "token_type_ids": np.zeros_like(ids)})
+    return feeds
+
+
+def smooth_product_inputs(model: Any, maxima: dict[str, np.ndarray], alpha: float = SMOOTHING_ALPHA,
+                          skip: set[str] | None = None) -> int:
+    """Moves the outlier channels of each weight product's input into its weight (SmoothQuant: Xiao et al.,
+    2023, "SmoothQuant: Accurate and Efficient Post-Training Quantization for Large Language Models"):
+
+        x W = (x diag(s)^-1) (diag(s) W),    s_j = max|x_j|^alpha / max|W_j|^(1 - alpha)
+
+    ``max|x_j|`` is channel ``j``'s calibration maximum (``maxima``, per input tensor) and ``max|W_j|`` the
+    largest entry of row ``j`` over every product that reads the tensor (the queries, keys and values share
+    one ``s``). The residual stream's few large dimensions no longer set the input's per-tensor 8-bit scale,
+    and the per-column weight scales take a share of them. Exact in fp32; ``model`` (an
+    ``onnx.ModelProto``) is changed in place: one ``Mul`` per input tensor, the weights' rows rescaled.
+    Returns how many input tensors were smoothed."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer}
+    before: dict[str, Any] = {}
+    for n_input, (tensor, products) in enumerate(product_inputs(graph, skip or set()).items()):
+        peak = maxima.get(tensor)
+        matrices = [numpy_helper.to_array(weights[p.input[1]]) for p in products]
+        if peak is None or any(w.shape[0] != peak.shape[0] for w in matrices):
+            continue
+        row_peak = np.max([np.abs(w).max(1) for w in matrices], axis=0)
+        scale = (np.maximum(peak, 1e-5) ** alpha / np.maximum(row_peak, 1e-5) ** (1 - alpha)).astype(np.float32)
+        name = f"/smoothed/{n_input}"
+        graph.initializer.append(numpy_helper.from_array((1.0 / scale).astype(np.float32), f"{name}/inverse_scale"))
+        before[products[0].name] = helper.make_node("Mul", [tensor, f"{name}/inverse_scale"], [name], name=f"{name}/Mul")
+        for product, w in zip(products, matrices, strict=True):
+            weights[product.input[1]].CopyFrom(numpy_helper.from_array(np.ascontiguousarray(w * scale[:, None]), product.input[1]))
+            product.input[0] = name
+    nodes = []
+    for node in list(graph.node):
+        if node.name in before:
+            nodes.append(before[node.name])
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return len(before)

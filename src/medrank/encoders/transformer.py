@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from medrank.encoders.base import Encoder, TextKind
+from medrank.encoders.base import Encoder, TextKind, batch_order
 from medrank.utils.hf import quiet_weight_loading
 
 Pooling = Literal["mean", "cls"]
@@ -213,14 +213,14 @@ class TransformerEncoder(Encoder):
             return_attention_mask=False,
             return_token_type_ids=False,
         )["input_ids"]
-        order = np.argsort([-len(ids) for ids in enc], kind="stable")
+        order, source = batch_order(enc)
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         was_training = self.model.training
         self.model.eval()
         with torch.inference_mode():
             for start in tqdm(
-                range(0, len(texts), batch_size),
+                range(0, len(order), batch_size),
                 desc=f"encode[{self.name}]",
                 disable=not show_progress,
                 unit="batch",
@@ -241,7 +241,7 @@ class TransformerEncoder(Encoder):
                 out[idx] = emb.float().cpu().numpy()
         if was_training:
             self.model.train()
-        return out
+        return out[source]
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save weights (safetensors), tokenizer and pooling/prompt settings atomically."""
