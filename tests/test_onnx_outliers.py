@@ -172,7 +172,7 @@ def test_the_packaged_calibration_sentences_hold_both_languages() -> None:
     assert 20 <= len(chinese) <= len(sentences) - 20
 
 
-def test_a_frozen_bottoms_int8_export_keeps_the_unsplit_recipe_and_its_states_name_the_export(
+def test_a_frozen_bottoms_int8_export_is_smoothed_not_split_and_its_states_name_the_export(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import onnx
@@ -192,6 +192,9 @@ def test_a_frozen_bottoms_int8_export_keeps_the_unsplit_recipe_and_its_states_na
     fp32_products = [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     # the two frozen blocks' whole feed-forward output projections, no outlier branches, nothing of the top block
     assert len(fp32_products) == 2 and all(name.endswith("/output/dense/MatMul") for name in fp32_products)
+    # the other products' inputs are smoothed: per block one Mul before the queries, keys and values, one before the
+    # attention output, one before the feed-forward input
+    assert sum(n.op_type == "Mul" and n.name.startswith("/smoothed/") for n in graph.node) == 6
     key = bi.cache_key()
     # another int8 recipe writes another export, and its states live under another key
     monkeypatch.setattr(onnx_module, "INT8_RECIPE_UNSPLIT", INT8_RECIPE_UNSPLIT + " (another)")

@@ -59,6 +59,8 @@ INT8_RECIPE = (
 )
 #: what the int8 export of a cross-encoder, re-ranker or frozen bottom quantises
 INT8_RECIPE_UNSPLIT = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
+#: what a frozen bottom's int8 export adds to :data:`INT8_RECIPE_UNSPLIT`
+INT8_SMOOTHING = "; every other weight product's input smoothed (SmoothQuant, alpha 0.6, the packaged calibration sentences)"
 #: onnxruntime's session-level fusions that replace fast plain kernels with slower fused ones on x86 CPUs
 SLOW_FUSIONS = (
     "AttentionFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion", "BiasGeluFusion", "EmbedLayerNormFusion",
@@ -184,7 +186,7 @@ def export_key(source: TransformerEncoder | ExportSource, variant: Variant, dige
     }
     if variant == "int8":
         described["quantised"] = int8_recipe(source)
-        if _splits_outliers(source):
+        if _splits_outliers(source) or _smooths_inputs(source):
             described["calibration"] = _calibration_digest()
     key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     return key, described
@@ -298,28 +300,31 @@ def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    source_file = fp32
-    if _splits_outliers(source):
-        from medrank.encoders import onnx_outliers
+    from medrank.encoders import onnx_outliers
 
-        model = onnx.load(str(fp32))
+    source_file = fp32
+    model = onnx.load(str(fp32))
+    if _splits_outliers(source):
         maxima = onnx_outliers.feed_forward_maxima(source.model, source.tokenizer, onnx_outliers.calibration_sentences())
         keep_fp32 = onnx_outliers.split_outlier_channels(model, maxima, onnx_outliers.OUTLIER_SHARE)
-        source_file = out.with_name("split.onnx")  # in the export's scratch folder, removed with it
+    else:
+        # the feed-forward output projections stay fp32: their input is the GELU output, whose outlier
+        # channels make a per-tensor 8-bit activation scale coarse (see medrank.encoders.onnx_outliers)
+        keep_fp32 = [
+            node.name for node in model.graph.node
+            if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
+        ]
+    if _splits_outliers(source) or _smooths_inputs(source):
+        source_file = out.with_name("prepared.onnx")  # in the export's scratch folder, removed with it
         onnx.save(model, str(source_file))
-        # then every other product's input (the residual stream's outlier dimensions), calibrated on the split graph
+    if _smooths_inputs(source):
+        # every other product's input (the residual stream's outlier dimensions), calibrated on the graph as split
         tensors = list(onnx_outliers.product_inputs(model.graph, set(keep_fp32)))
         feeds = onnx_outliers.calibration_feeds(source.tokenizer, onnx_outliers.calibration_sentences())
         inputs_maxima = onnx_outliers.product_input_maxima(str(source_file), tensors, feeds)
         onnx_outliers.smooth_product_inputs(model, inputs_maxima, onnx_outliers.SMOOTHING_ALPHA, set(keep_fp32))
         onnx.save(model, str(source_file))
-    else:
-        # the feed-forward output projections stay fp32: their input is the GELU output, whose outlier
-        # channels make a per-tensor 8-bit activation scale coarse (see medrank.encoders.onnx_outliers)
-        keep_fp32 = [
-            node.name for node in onnx.load(str(fp32), load_external_data=False).graph.node
-            if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
-        ]
+    del model
     quiet = _QuietAdvice()
     logging.getLogger().addFilter(quiet)
     try:
@@ -346,6 +351,12 @@ def _splits_outliers(source: ExportSource) -> bool:
     return source.head in ("mean", "cls")
 
 
+def _smooths_inputs(source: ExportSource) -> bool:
+    """Whether ``source``'s int8 export smooths its products' inputs (encoders and frozen bottoms; cross-encoders
+    and re-rankers keep the earlier recipe until they are measured with it)."""
+    return source.head in ("mean", "cls") or source.head.startswith("bottom-")
+
+
 def _calibration_digest() -> str:
     from medrank.encoders.onnx_outliers import calibration_sentences
 
@@ -354,7 +365,10 @@ def _calibration_digest() -> str:
 
 def int8_recipe(source: TransformerEncoder | ExportSource) -> str:
     """The int8 recipe of ``source``'s export (part of its cache key and of its vectors' fingerprint)."""
-    return INT8_RECIPE if _splits_outliers(ExportSource.of(source)) else INT8_RECIPE_UNSPLIT
+    source = ExportSource.of(source)
+    if _splits_outliers(source):
+        return INT8_RECIPE
+    return INT8_RECIPE_UNSPLIT + (INT8_SMOOTHING if _smooths_inputs(source) else "")
 
 
 def ensure_export(
@@ -473,7 +487,7 @@ class OnnxEncoder(Encoder):
         self._recipe: dict[str, Any] = {}
         if self.variant == "int8":
             self._recipe = {"quantised": int8_recipe(encoder), "export_format": EXPORT_FORMAT}
-            if _splits_outliers(ExportSource.of(encoder)):
+            if _splits_outliers(ExportSource.of(encoder)) or _smooths_inputs(ExportSource.of(encoder)):
                 self._recipe["calibration"] = _calibration_digest()
         self.folder = ensure_export(encoder, self.variant, cache_root)
         self.model_file = self.folder / MODEL_FILE
