@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from medrank.encoders.base import Encoder, TextKind, batch_order, validate_texts
+from medrank.encoders.onnx_outliers import OUTLIER_SHARE, SMOOTHING_ALPHA
 from medrank.encoders.transformer import TransformerEncoder
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,13 @@ OPSET = 17
 #: what an encoder's int8 export quantises (part of its cache key: an export made by another recipe is made again)
 INT8_RECIPE = (
     "dynamic: MatMul with a weight operand, per-channel int8 weights; the feed-forward blocks' outlier channels "
-    "(1/96, by magnitude on the packaged calibration sentences) apart in fp32; every other weight "
-    "product's input smoothed (SmoothQuant, alpha 0.6, same calibration); unfused graph"
+    f"(1/{round(1 / OUTLIER_SHARE)}, by magnitude on the packaged calibration sentences) apart in fp32; every other weight "
+    f"product's input smoothed (SmoothQuant, alpha {SMOOTHING_ALPHA:g}, same calibration); unfused graph"
 )
 #: what the int8 export of a cross-encoder, re-ranker or frozen bottom quantises
 INT8_RECIPE_UNSPLIT = "dynamic: MatMul with a weight operand but the feed-forward output projections, per-channel int8 weights, unfused graph"
 #: what a frozen bottom's int8 export adds to :data:`INT8_RECIPE_UNSPLIT`
-INT8_SMOOTHING = "; every other weight product's input smoothed (SmoothQuant, alpha 0.6, the packaged calibration sentences)"
+INT8_SMOOTHING = f"; every other weight product's input smoothed (SmoothQuant, alpha {SMOOTHING_ALPHA:g}, the packaged calibration sentences)"
 #: onnxruntime's session-level fusions that replace fast plain kernels with slower fused ones on x86 CPUs
 SLOW_FUSIONS = (
     "AttentionFusion", "SkipLayerNormFusion", "BiasSkipLayerNormFusion", "BiasGeluFusion", "EmbedLayerNormFusion",
@@ -486,8 +487,9 @@ class OnnxEncoder(Encoder):
         # what an int8 export's vectors depend on beyond the weights: the recipe (and the calibration of a split one)
         self._recipe: dict[str, Any] = {}
         if self.variant == "int8":
-            self._recipe = {"quantised": int8_recipe(encoder), "export_format": EXPORT_FORMAT}
-            if _splits_outliers(ExportSource.of(encoder)) or _smooths_inputs(ExportSource.of(encoder)):
+            source = ExportSource.of(encoder)
+            self._recipe = {"quantised": int8_recipe(source), "export_format": EXPORT_FORMAT}
+            if _splits_outliers(source) or _smooths_inputs(source):
                 self._recipe["calibration"] = _calibration_digest()
         self.folder = ensure_export(encoder, self.variant, cache_root)
         self.model_file = self.folder / MODEL_FILE
