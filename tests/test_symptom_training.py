@@ -162,6 +162,16 @@ def test_bi_hardnce_run_end_to_end(tiny_root, monkeypatch):
     res = runner.invoke(app, ["detect", "--model", str(out), "--json", "头痛", "高血压"])
     assert res.exit_code == 0, res.output
     assert [set(row) for row in json.loads(res.stdout)] == [{"query", "terms", "alternatives"}] * 2
+    # text in another language than the run's is reported, not detected (exit 1), unless --language says to
+    res = runner.invoke(app, ["detect", "--model", str(out), "--json", "J'ai mal à la tête depuis deux jours", "头痛",
+                              "headache and fever"])
+    assert res.exit_code == 1, res.output
+    rows = json.loads(res.stdout)
+    assert "reads as French" in rows[0]["error"] and "terms" in rows[1] and "this run reads Chinese" in rows[2]["error"]
+    res = runner.invoke(app, ["detect", "--model", str(out), "--ranking", "J'ai mal à la tête depuis deux jours"])
+    assert res.exit_code == 1 and "not detected" in res.output
+    res = runner.invoke(app, ["detect", "--model", str(out), "--language", "zh", "--json", "headache and fever"])
+    assert res.exit_code == 0 and "terms" in json.loads(res.stdout)[0]
     # --ranking: top-5 terms, and thresholding with beta
     res = runner.invoke(app, ["detect", "--model", str(out), "--ranking", "--json", "头痛", "高血压"])
     assert res.exit_code == 0, res.output

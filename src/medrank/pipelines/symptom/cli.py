@@ -63,15 +63,45 @@ def evaluate_cdn_sets(test: Path | None, split: str | None, model: Path | None, 
                                  calibration=options.get("calibration"))
 
 
-def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_json: bool) -> None:
-    """The decided set of each query: term, calibrated probability, the words it covers; then the alternatives."""
+def language_refusal(query: str, expected: str | None) -> str | None:
+    """Why ``query`` is not detected when its language is identified (``--language auto``): it reads as neither
+    served language, or as the one the run does not read (``expected``: ``en`` / ``zh``, ``None`` when unknown).
+    A nearest term in the wrong language would be a confident wrong answer."""
+    from medrank.text import LANGUAGE_NAMES, identify
+
+    found = identify(query)
+    if found.language == "other":
+        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
+        return f"not detected: the text {reads}; medrank reads English and Chinese only (pass --language en or zh to detect anyway)"
+    if expected is not None and found.language != expected:
+        return (f"not detected: the text reads as {found.name} and this run reads {LANGUAGE_NAMES[expected]} "
+                f"(pass --language {expected} to detect anyway)")
+    return None
+
+
+def _print_refusal(query: str, why: str) -> None:
+    from rich.markup import escape
+
+    from medrank.console import console
+
+    console.print(f"[bold]{escape(query)}[/bold]", soft_wrap=True)
+    console.print(f"  [yellow]{escape(why)}[/yellow]", soft_wrap=True)
+
+
+def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_json: bool, language: str) -> int:
+    """The decided set of each query: term, calibrated probability, the words it covers; then the alternatives.
+    Returns how many queries were refused for their language."""
     from rich.markup import escape
 
     from medrank.console import console, fail
     from medrank.pipelines.symptom.sets import SetDetector
 
     try:
-        found = SetDetector.from_run(model, candidates).detect_many(queries)
+        detector = SetDetector.from_run(model, candidates)
+        refused = {i: why for i, q in enumerate(queries)
+                   if language == "auto" and (why := language_refusal(q, detector.language)) is not None}
+        kept = [q for i, q in enumerate(queries) if i not in refused]
+        decided = iter(detector.detect_many(kept) if kept else [])
     except (ValueError, OSError) as exc:
         fail(exc)
 
@@ -80,12 +110,20 @@ def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_jso
         return {"id": term.id, "name": term.name, "probability": round(term.probability, 4), "span": term.span,
                 "words": words}
 
-    results = [{"query": q, "terms": [row(q, t) for t in f.terms], "alternatives": [row(q, t) for t in f.alternatives[:k]]}
-               for q, f in zip(queries, found, strict=True)]
+    results: list[dict[str, Any]] = []
+    for i, q in enumerate(queries):
+        if i in refused:
+            results.append({"query": q, "error": refused[i]})
+            continue
+        f = next(decided)
+        results.append({"query": q, "terms": [row(q, t) for t in f.terms], "alternatives": [row(q, t) for t in f.alternatives[:k]]})
     if as_json:
         console.print_json(json.dumps(results, ensure_ascii=False))
-        return
+        return len(refused)
     for res in results:
+        if "error" in res:
+            _print_refusal(res["query"], res["error"])
+            continue
         console.print(f"[bold]{escape(res['query'])}[/bold]", soft_wrap=True)
         if not res["terms"]:
             console.print("  no term decided; alternatives below")
@@ -96,6 +134,7 @@ def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_jso
         if res["alternatives"]:
             console.print("  alternatives: " + "; ".join(f"{escape(a['name'])} {a['probability']:.0%}"
                                                            for a in res["alternatives"]), soft_wrap=True)
+    return len(refused)
 
 
 def register(app: typer.Typer) -> None:
@@ -118,6 +157,11 @@ def register(app: typer.Typer) -> None:
                                                   "probabilities; needs RUN/sets-<candidates>.json) or list the "
                                                   "top-k ranking. Default: the set when the run has a calibration."),
         ] = None,
+        language: Annotated[
+            str,
+            typer.Option(help="The queries' language: auto (identify each; text in another language than the run's is "
+                              "reported, not detected, and the exit status is 1), en or zh (detect every query)."),
+        ] = "auto",
     ) -> None:
         """Detect symptoms / diagnosis terms: query -> the set of standard terms it names (or the top-k ranking)."""
         from medrank.console import console, err, fail, print_results
@@ -125,6 +169,8 @@ def register(app: typer.Typer) -> None:
 
         if k < 1:
             fail("-k must be >= 1")
+        if language not in ("auto", "en", "zh"):
+            fail(f"--language must be auto, en or zh, got {language!r}")
         has_calibration = (model / f"sets-{candidates}.json").exists()
         if sets is None:
             sets = has_calibration and not (threshold or beta is not None or alpha is not None)
@@ -132,7 +178,8 @@ def register(app: typer.Typer) -> None:
             if not has_calibration:
                 fail(f"{model} has no set calibration sets-{candidates}.json; fit one (README: set detection) "
                      "or pass --ranking")
-            _print_sets(model, candidates, queries, k, as_json)
+            if _print_sets(model, candidates, queries, k, as_json, language):
+                raise typer.Exit(1)
             return
         try:
             detector = SymptomDetector.load(model, candidates)
@@ -144,14 +191,23 @@ def register(app: typer.Typer) -> None:
                     fail(f"no threshold reaches top-{k} precision {alpha} on the validation split")
                 threshold = True
             cut: bool | float = beta if beta is not None else threshold
-            rankings = detector.detect(queries, k=k, threshold=cut)
+            refused = {i: why for i, q in enumerate(queries)
+                       if language == "auto" and (why := language_refusal(q, None)) is not None}
+            kept = [q for i, q in enumerate(queries) if i not in refused]
+            rankings = iter(detector.detect(kept, k=k, threshold=cut) if kept else [])
         except (ValueError, OSError) as exc:  # IndexFormatError is a ValueError
             fail(exc)
         if beta is not None or threshold:
             err.print(f"threshold beta = {beta if beta is not None else detector.beta:.4f}")
-        results = [{"query": q, "results": detector.describe(r)} for q, r in zip(queries, rankings, strict=True)]
+        results = [{"query": q, "error": refused[i]} if i in refused else {"query": q, "results": detector.describe(next(rankings))}
+                   for i, q in enumerate(queries)]
         if as_json:
             console.print_json(json.dumps(results, ensure_ascii=False))
-            return
-        for res in results:
-            print_results(res["query"], res["results"])
+        else:
+            for res in results:
+                if "error" in res:
+                    _print_refusal(res["query"], res["error"])
+                else:
+                    print_results(res["query"], res["results"])
+        if refused:
+            raise typer.Exit(1)
