@@ -250,6 +250,16 @@ def test_cli_train_evaluate_similar_make_pairs(data_root, tmp_path):
 
     res = runner.invoke(app, ["similar", "糖尿病怎么治疗", "--model", str(run), "--dataset", "chip-sts", "-k", "1"])
     assert res.exit_code == 0, res.output
+    # a question in another language than the matcher's is reported, not searched (exit 1), unless --language says to
+    french, english = "J'ai de la fièvre depuis trois jours", "how is diabetes treated"
+    res = runner.invoke(app, ["similar", french, "糖尿病怎么治疗", english, "--model", str(run), "--corpus", str(corpus), "--json"])
+    assert res.exit_code == 1, res.output
+    rows = json.loads(res.output)
+    assert "reads as French" in rows[0]["error"] and rows[1]["results"] and "this model reads Chinese" in rows[2]["error"]
+    res = runner.invoke(app, ["similar", french, "--model", str(run), "--corpus", str(corpus)])
+    assert res.exit_code == 1 and "not searched" in res.output
+    res = runner.invoke(app, ["similar", english, "--model", str(run), "--corpus", str(corpus), "--language", "zh", "--json"])
+    assert res.exit_code == 0 and "results" in json.loads(res.output)[0]
 
     out = tmp_path / "gen.jsonl"
     res = runner.invoke(app, ["make-pairs", str(corpus), "--out", str(out), "--positive-min", "0.6", "--negative-max", "0.3"])

@@ -167,7 +167,7 @@ def test_bi_hardnce_run_end_to_end(tiny_root, monkeypatch):
                               "headache and fever"])
     assert res.exit_code == 1, res.output
     rows = json.loads(res.stdout)
-    assert "reads as French" in rows[0]["error"] and "terms" in rows[1] and "this run reads Chinese" in rows[2]["error"]
+    assert "reads as French" in rows[0]["error"] and "terms" in rows[1] and "this model reads Chinese" in rows[2]["error"]
     res = runner.invoke(app, ["detect", "--model", str(out), "--ranking", "J'ai mal à la tête depuis deux jours"])
     assert res.exit_code == 1 and "not detected" in res.output
     res = runner.invoke(app, ["detect", "--model", str(out), "--language", "zh", "--json", "headache and fever"])

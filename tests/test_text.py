@@ -44,3 +44,13 @@ def test_mojibake_is_repaired_or_flagged():
     assert repair_mojibake("cafÃ©") == "café"
     assert repair_mojibake("Ménière disease") is None and repair_mojibake("Sjögren") is None
     assert looks_like_mojibake("其他ð§¿¹囊肿切除术") and looks_like_mojibake("头痛é") and not looks_like_mojibake("Ménière")
+
+
+def test_language_refusal_says_why_text_is_not_searched():
+    from medrank.text import language_refusal
+
+    assert "reads as French" in language_refusal("J'ai mal à la tête depuis deux jours")
+    assert "has no letters" in language_refusal("38.5 !")
+    assert language_refusal("headache and fever for two days") is None
+    assert language_refusal("头痛发烧两天", "zh") is None
+    assert language_refusal("headache and fever for two days", "zh").endswith("this model reads Chinese")

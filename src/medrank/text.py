@@ -100,6 +100,19 @@ def identify(text: str) -> LanguageGuess:
     return LanguageGuess(code if code in SERVED else "other", code, round(float(prob), 4))
 
 
+def language_refusal(text: str, expected: str | None = None) -> str | None:
+    """Why ``text`` should not be searched when nobody said its language: it reads as neither served language, or
+    as the other one than ``expected`` (``en`` / ``zh``: what a model or run reads; ``None``: either). ``None`` when
+    it may be searched. A nearest neighbour in the wrong language would be a confident wrong answer."""
+    found = identify(text)
+    if found.language == "other":
+        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
+        return f"the text {reads}; medrank reads English and Chinese only"
+    if expected is not None and found.language != expected:
+        return f"the text reads as {found.name} and this model reads {LANGUAGE_NAMES[expected]}"
+    return None
+
+
 def detect_language(text: str) -> str:
     """``en`` | ``zh`` | ``other`` (:func:`identify`'s decision)."""
     return identify(text).language

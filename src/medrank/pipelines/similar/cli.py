@@ -80,9 +80,24 @@ def register(app: typer.Typer) -> None:
 
         if k < 1 or recall_k < 1:
             fail("-k and --recall-k must be >= 1")
+        from medrank.text import language_refusal
+
         try:
             matcher = load_matcher(model) if model is not None else None
             lang = language or (getattr(getattr(matcher, "spec", None), "language", None))
+            # a question in neither language (or not the matcher's) is reported, not searched, unless --language says
+            refused = {} if language is not None else {
+                q: f"not searched: {why} (pass --language {lang or 'en or zh'} to search anyway)"
+                for q in questions if (why := language_refusal(q, lang)) is not None
+            }
+            asked = questions
+            questions = [q for q in questions if q not in refused]
+            if not questions:
+                if as_json:
+                    console.print_json(json.dumps([{"question": q, "error": refused[q]} for q in asked], ensure_ascii=False))
+                for q in asked if not as_json else []:
+                    console.print(f"[bold]{escape(q)}[/bold]\n  [yellow]{escape(refused[q])}[/yellow]", soft_wrap=True)
+                raise typer.Exit(1)
             enc = None
             if recall != "bm25":
                 from medrank.encoders import load_encoder
@@ -116,12 +131,19 @@ def register(app: typer.Typer) -> None:
             per_query_ms = (time.perf_counter() - t1) * 1000 / len(questions)
         except (ValueError, OSError) as exc:
             fail(exc)
-        payload = [{"question": q, "results": [r.to_dict() for r in res]} for q, res in zip(questions, results, strict=True)]
+        found = dict(zip(questions, results, strict=True))
+        payload = [{"question": q, "error": refused[q]} if q in refused else {"question": q, "results": [r.to_dict() for r in found[q]]}
+                   for q in asked]
         if as_json:
             console.print_json(json.dumps(payload, ensure_ascii=False))
+            if refused:
+                raise typer.Exit(1)
             return
         console.print(f"{len(searcher):,} questions indexed (ready in {ready:.1f}s); {per_query_ms:.1f} ms per question")
         for item in payload:
+            if "error" in item:
+                console.print(f"[bold]{escape(item['question'])}[/bold]\n  [yellow]{escape(item['error'])}[/yellow]", soft_wrap=True)
+                continue
             table = Table(title=escape(item["question"]), title_justify="left")  # user text, not markup
             table.add_column("#", justify="right")
             table.add_column("similar question")
@@ -131,6 +153,8 @@ def register(app: typer.Typer) -> None:
                 match = "-" if row["match_score"] is None else f"{row['match_score']:.3f}"
                 table.add_row(str(rank), escape(row["text"]), match, f"{row['recall_score']:.2f}")
             console.print(table)
+        if refused:
+            raise typer.Exit(1)
 
     @app.command("make-pairs")
     def make_pairs(

@@ -64,19 +64,13 @@ def evaluate_cdn_sets(test: Path | None, split: str | None, model: Path | None, 
 
 
 def language_refusal(query: str, expected: str | None) -> str | None:
-    """Why ``query`` is not detected when its language is identified (``--language auto``): it reads as neither
-    served language, or as the one the run does not read (``expected``: ``en`` / ``zh``, ``None`` when unknown).
-    A nearest term in the wrong language would be a confident wrong answer."""
-    from medrank.text import LANGUAGE_NAMES, identify
+    """Why ``query`` is not detected when its language is identified (``--language auto``), with the way round it."""
+    from medrank.text import language_refusal as why_not
 
-    found = identify(query)
-    if found.language == "other":
-        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
-        return f"not detected: the text {reads}; medrank reads English and Chinese only (pass --language en or zh to detect anyway)"
-    if expected is not None and found.language != expected:
-        return (f"not detected: the text reads as {found.name} and this run reads {LANGUAGE_NAMES[expected]} "
-                f"(pass --language {expected} to detect anyway)")
-    return None
+    why = why_not(query, expected)
+    if why is None:
+        return None
+    return f"not detected: {why} (pass --language {expected or 'en or zh'} to detect anyway)"
 
 
 def _print_refusal(query: str, why: str) -> None:
