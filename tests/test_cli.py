@@ -85,6 +85,9 @@ def test_clear_errors(data_dir, tmp_path):
     # an empty procedure mention is refused before any model loads, naming the argument
     res = runner.invoke(app, ["normalize", "--model", str(tmp_path / "no-run"), "右甲状腺叶切除术", "  "])
     assert res.exit_code == 2 and "mention 1 must be a non-empty string" in res.output
+    # a mention without a Chinese character is reported, not normalised (no model is loaded for it)
+    res = runner.invoke(app, ["normalize", "--model", str(tmp_path / "no-run"), "--json", "laparoscopic cholecystectomy"])
+    assert res.exit_code == 1 and "holds no Chinese character" in json.loads(res.output)[0]["error"]
 
 
 @pytest.mark.parametrize("task, bad, message", [

@@ -69,25 +69,39 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
+        from rich.markup import escape
+
         from medrank.console import console, fail, print_results
         from medrank.pipelines.procedures.fusion import check_theta
         from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions
+        from medrank.text import has_han
 
         try:
             check_mentions(mentions)  # before loading the models: say which argument is empty
             if theta is not None:
                 check_theta(theta)
-            norm = ProcedureNormalizer.load(model or default_run(), **({"theta": theta} if theta is not None else {}))
-            if theta is not None and norm.learned is not None:
+            # the normalisers read Chinese procedure names: a mention without a Han character is reported, not
+            # normalised (its nearest Chinese name would be a confident wrong code)
+            refused = {m: "not normalised: the mention holds no Chinese character; the procedure normaliser reads "
+                          "Chinese procedure names only" for m in mentions if not has_han(m)}
+            kept = [m for m in mentions if m not in refused]
+            norm = ProcedureNormalizer.load(model or default_run(), **({"theta": theta} if theta is not None else {})) if kept else None
+            if norm is not None and theta is not None and norm.learned is not None:
                 norm.learned = norm.learned.with_theta(theta)
-            preds = [norm.normalize_one(m) for m in mentions]
+            normalised = {m: norm.normalize_one(m) for m in kept} if norm is not None else {}
         except (ValueError, OSError) as exc:
             fail(exc)
-        results = [{"mention": p.mention, **p.to_dict()} for p in preds]
         if as_json:
-            console.print_json(json.dumps(results, ensure_ascii=False))
+            console.print_json(json.dumps([{"mention": m, "error": refused[m]} if m in refused else
+                                           {"mention": m, **normalised[m].to_dict()} for m in mentions], ensure_ascii=False))
+            if refused:
+                raise typer.Exit(1)
             return
-        for p in preds:
+        for m in mentions:
+            if m in refused:
+                console.print(f"[bold]{escape(m)}[/bold]\n  [yellow]{escape(refused[m])}[/yellow]", soft_wrap=True)
+                continue
+            p = normalised[m]
             rows = [
                 {"name": t, "id": c[0], "codes": list(c), "score": p.final[p.candidates.index(t)]}
                 for t, c in zip(p.terms, p.codes, strict=True)
@@ -98,3 +112,5 @@ def register(app: typer.Typer) -> None:
                               "is this a procedure?")
             if candidates:
                 console.print(json.dumps(p.to_dict()["candidates"], ensure_ascii=False, indent=1))
+        if refused:
+            raise typer.Exit(1)
