@@ -65,6 +65,12 @@ def test_index_then_search_roundtrip(data_dir, tmp_path):
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)[0]["results"]
     assert rows[0]["name"] == "高血压" and rows[0]["codes"] == ["I10"]
+    # a query in neither English nor Chinese is reported, not searched, unless --language says to
+    res = runner.invoke(app, ["search", "--index", str(out), "--json", "hypertension artérielle sévère", "高血压病"])
+    assert res.exit_code == 1 and "reads as French" in json.loads(res.output)[0]["error"]
+    assert json.loads(res.output)[1]["results"]
+    res = runner.invoke(app, ["search", "--index", str(out), "--language", "zh", "hypertension artérielle sévère"])
+    assert res.exit_code == 0, res.output
 
 
 def test_clear_errors(data_dir, tmp_path):

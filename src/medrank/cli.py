@@ -120,13 +120,20 @@ def search(
     index_dir: Annotated[Path, typer.Option("--index", "-i", help="An index written by `medrank index`.")],
     k: Annotated[int, typer.Option("-k", help="How many concepts to return.")] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    language: Annotated[str, typer.Option(help="auto: a query in neither English nor Chinese is reported, not searched "
+                                               "(exit status 1); en or zh: search every query.")] = "auto",
 ) -> None:
     """Search a saved concept index."""
+    from rich.markup import escape
+
     from medrank.index import IndexFormatError
     from medrank.retrieval.concept import ConceptRetriever
+    from medrank.text import language_refusal
 
     if k < 1:
         fail("-k must be >= 1")
+    if language not in ("auto", "en", "zh"):
+        fail(f"--language must be auto, en or zh, got {language!r}")
     check_queries(queries)
     if not index_dir.exists():
         fail(f"{index_dir} does not exist; build an index with `medrank index --out DIR`")
@@ -134,13 +141,24 @@ def search(
         retriever = ConceptRetriever.load(index_dir)
     except (IndexFormatError, OSError) as exc:
         fail(exc)
-    rankings = retriever.search(queries, k=k)
-    results = [{"query": q, "results": retriever.describe(r)} for q, r in zip(queries, rankings, strict=True)]
+    refused = {} if language != "auto" else {
+        q: f"not searched: {why} (pass --language en or zh to search anyway)"
+        for q in queries if (why := language_refusal(q)) is not None
+    }
+    kept = [q for q in queries if q not in refused]
+    found = dict(zip(kept, retriever.search(kept, k=k), strict=True)) if kept else {}
+    results = [{"query": q, "error": refused[q]} if q in refused else {"query": q, "results": retriever.describe(found[q])}
+               for q in queries]
     if as_json:
         console.print_json(json.dumps(results, ensure_ascii=False))
-        return
-    for res in results:
-        print_results(res["query"], res["results"])
+    else:
+        for res in results:
+            if "error" in res:
+                console.print(f"[bold]{escape(res['query'])}[/bold]\n  [yellow]{escape(res['error'])}[/yellow]", soft_wrap=True)
+            else:
+                print_results(res["query"], res["results"])
+    if refused:
+        raise typer.Exit(1)
 
 
 #: the datasets whose evaluators the pipelines register
