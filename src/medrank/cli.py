@@ -33,6 +33,7 @@ from medrank.console import (
     parse_options,
     print_error,
     print_metrics,
+    print_ranked,
     print_results,
 )
 from medrank.registry import EVALUATORS, load_plugins
@@ -124,8 +125,6 @@ def search(
                                                "(exit status 1); en or zh: search every query.")] = "auto",
 ) -> None:
     """Search a saved concept index."""
-    from rich.markup import escape
-
     from medrank.index import IndexFormatError
     from medrank.retrieval.concept import ConceptRetriever
     from medrank.text import language_refusal
@@ -149,16 +148,7 @@ def search(
     found = dict(zip(kept, retriever.search(kept, k=k), strict=True)) if kept else {}
     results = [{"query": q, "error": refused[q]} if q in refused else {"query": q, "results": retriever.describe(found[q])}
                for q in queries]
-    if as_json:
-        console.print_json(json.dumps(results, ensure_ascii=False))
-    else:
-        for res in results:
-            if "error" in res:
-                console.print(f"[bold]{escape(res['query'])}[/bold]\n  [yellow]{escape(res['error'])}[/yellow]", soft_wrap=True)
-            else:
-                print_results(res["query"], res["results"])
-    if refused:
-        raise typer.Exit(1)
+    print_ranked(results, as_json)
 
 
 #: the datasets whose evaluators the pipelines register

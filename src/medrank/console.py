@@ -128,6 +128,26 @@ def print_results(query: str, rows: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def print_refusal(text: str, why: str) -> None:
+    """A query the command did not answer, and why (both printed as text, not markup)."""
+    console.print(f"[bold]{escape(text)}[/bold]\n  [yellow]{escape(why)}[/yellow]", soft_wrap=True)
+
+
+def print_ranked(results: list[dict[str, Any]], as_json: bool) -> None:
+    """Each query's ranked concepts (``{"query", "results"}``) or why it was not answered (``{"query", "error"}``),
+    as JSON or as tables; the exit status is 1 when a query was not answered."""
+    if as_json:
+        console.print_json(json.dumps(results, ensure_ascii=False))
+    else:
+        for res in results:
+            if "error" in res:
+                print_refusal(res["query"], res["error"])
+            else:
+                print_results(res["query"], res["results"])
+    if any("error" in res for res in results):
+        raise typer.Exit(1)
+
+
 def print_metrics(name: str, metrics: dict[str, float]) -> None:
     """``name: metric=value …`` on one line."""
     console.print(f"[bold]{escape(name)}[/]: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items()))

@@ -69,9 +69,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
-        from rich.markup import escape
 
-        from medrank.console import console, fail, print_results
+        from medrank.console import console, fail, print_refusal, print_results
         from medrank.pipelines.procedures.fusion import check_theta
         from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions
         from medrank.text import has_han
@@ -99,7 +98,7 @@ def register(app: typer.Typer) -> None:
             return
         for m in mentions:
             if m in refused:
-                console.print(f"[bold]{escape(m)}[/bold]\n  [yellow]{escape(refused[m])}[/yellow]", soft_wrap=True)
+                print_refusal(m, refused[m])
                 continue
             p = normalised[m]
             rows = [

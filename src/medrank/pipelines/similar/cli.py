@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         """
         from rich.table import Table
 
-        from medrank.console import console, fail
+        from medrank.console import console, fail, print_refusal
         from medrank.pipelines.similar.corpus import guess_language, language_corpus, read_question_file
         from medrank.pipelines.similar.matchers import load_matcher
         from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher, cached_searcher
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
                 if as_json:
                     console.print_json(json.dumps([{"question": q, "error": refused[q]} for q in asked], ensure_ascii=False))
                 for q in asked if not as_json else []:
-                    console.print(f"[bold]{escape(q)}[/bold]\n  [yellow]{escape(refused[q])}[/yellow]", soft_wrap=True)
+                    print_refusal(q, refused[q])
                 raise typer.Exit(1)
             enc = None
             if recall != "bm25":
@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"{len(searcher):,} questions indexed (ready in {ready:.1f}s); {per_query_ms:.1f} ms per question")
         for item in payload:
             if "error" in item:
-                console.print(f"[bold]{escape(item['question'])}[/bold]\n  [yellow]{escape(item['error'])}[/yellow]", soft_wrap=True)
+                print_refusal(item["question"], item["error"])
                 continue
             table = Table(title=escape(item["question"]), title_justify="left")  # user text, not markup
             table.add_column("#", justify="right")

@@ -73,21 +73,12 @@ def language_refusal(query: str, expected: str | None) -> str | None:
     return f"not detected: {why} (pass --language {expected or 'en or zh'} to detect anyway)"
 
 
-def _print_refusal(query: str, why: str) -> None:
-    from rich.markup import escape
-
-    from medrank.console import console
-
-    console.print(f"[bold]{escape(query)}[/bold]", soft_wrap=True)
-    console.print(f"  [yellow]{escape(why)}[/yellow]", soft_wrap=True)
-
-
 def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_json: bool, language: str) -> int:
     """The decided set of each query: term, calibrated probability, the words it covers; then the alternatives.
     Returns how many queries were refused for their language."""
     from rich.markup import escape
 
-    from medrank.console import console, fail
+    from medrank.console import console, fail, print_refusal
     from medrank.pipelines.symptom.sets import SetDetector
 
     try:
@@ -116,7 +107,7 @@ def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_jso
         return len(refused)
     for res in results:
         if "error" in res:
-            _print_refusal(res["query"], res["error"])
+            print_refusal(res["query"], res["error"])
             continue
         console.print(f"[bold]{escape(res['query'])}[/bold]", soft_wrap=True)
         if not res["terms"]:
@@ -158,7 +149,7 @@ def register(app: typer.Typer) -> None:
         ] = "auto",
     ) -> None:
         """Detect symptoms / diagnosis terms: query -> the set of standard terms it names (or the top-k ranking)."""
-        from medrank.console import console, err, fail, print_results
+        from medrank.console import err, fail, print_ranked
         from medrank.pipelines.symptom.inference import SymptomDetector
 
         if k < 1:
@@ -195,13 +186,4 @@ def register(app: typer.Typer) -> None:
             err.print(f"threshold beta = {beta if beta is not None else detector.beta:.4f}")
         results = [{"query": q, "error": refused[i]} if i in refused else {"query": q, "results": detector.describe(next(rankings))}
                    for i, q in enumerate(queries)]
-        if as_json:
-            console.print_json(json.dumps(results, ensure_ascii=False))
-        else:
-            for res in results:
-                if "error" in res:
-                    _print_refusal(res["query"], res["error"])
-                else:
-                    print_results(res["query"], res["results"])
-        if refused:
-            raise typer.Exit(1)
+        print_ranked(results, as_json)
