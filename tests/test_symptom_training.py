@@ -251,3 +251,18 @@ def test_cross_encoder_baseline_runs(tiny_root):
     summary = train_symptom(cfg, tiny_root / "ce", resume=False)
     assert "ndcg@5" in summary["results"]["gold"]["metrics"]
     assert summary["results"]["gold"]["first_stage"]["metrics"]["recall@5"] >= 0
+
+
+def test_detect_answers_from_the_runs_own_index_when_none_is_named(tmp_path):
+    from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, default_candidates
+
+    def run(indexes):
+        folder = tmp_path / "-".join(indexes or ["none"])
+        folder.mkdir()
+        (folder / DETECTOR_MARKER).write_text(json.dumps({"candidates": {n: f"index-{n}" for n in indexes}}))
+        return folder
+
+    assert default_candidates(run(["gold", "vocab"])) == "gold"
+    assert default_candidates(run(["hpo", "vocab"])) == "hpo"  # an HPO run has no gold index
+    assert default_candidates(run(["vocab"])) == "vocab"
+    assert default_candidates(tmp_path / "not-a-run") == "gold"  # loading it then says what it is

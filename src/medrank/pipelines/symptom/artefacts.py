@@ -7,10 +7,25 @@ from typing import Any
 
 from medrank.retrieval.concept import AGREEMENT_SAMPLE, prepare_for_serving
 
-__all__ = ["AGREEMENT_SAMPLE", "DETECTOR_MARKER", "open_run_index", "prepare_for_serving"]
+__all__ = ["AGREEMENT_SAMPLE", "DETECTOR_MARKER", "default_candidates", "open_run_index", "prepare_for_serving"]
 
 #: written at the end of ``medrank train`` (candidate indexes, calibrated β, k)
 DETECTOR_MARKER = "detector.json"
+
+
+def default_candidates(run: Path) -> str:
+    """The index a run answers from when none is named: ``gold`` (CHIP-CDN's gold names), else the run's own term
+    set (``hpo``), else ``vocab``. A folder that is no symptom run gives ``gold``, and loading it says what it is."""
+    import json
+
+    try:
+        indexes = json.loads((run / DETECTOR_MARKER).read_text(encoding="utf-8"))["candidates"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "gold"
+    if "gold" in indexes or not indexes:
+        return "gold"
+    own = sorted(name for name in indexes if name != "vocab")
+    return own[0] if own else "vocab"
 
 
 def open_run_index(run: Path, index_dir: Path, backend: str = "torch", search: str = "exact") -> Any:

@@ -127,7 +127,11 @@ def register(app: typer.Typer) -> None:
     def detect(
         queries: Annotated[list[str], typer.Argument(help="Patient queries / diagnosis strings.")],
         model: Annotated[Path, typer.Option("--model", "-m", help="A run directory written by `medrank train`.")],
-        candidates: Annotated[str, typer.Option(help="Which saved index: 'gold' (~4k terms) or 'vocab' (40k).")] = "gold",
+        candidates: Annotated[
+            str | None,
+            typer.Option(help="Which saved index: 'gold' (~4k terms), 'vocab' (40k) or the run's own ('hpo'). "
+                              "Default: gold, else the run's own, else vocab."),
+        ] = None,
         k: Annotated[int, typer.Option("-k", help="Terms per query (the paper's deployment shows 5).")] = 5,
         threshold: Annotated[bool, typer.Option("--threshold/--no-threshold", help="Keep only terms scoring >= the calibrated beta.")] = False,
         beta: Annotated[float | None, typer.Option(help="Use this threshold instead of the calibrated one.")] = None,
@@ -156,6 +160,10 @@ def register(app: typer.Typer) -> None:
             fail("-k must be >= 1")
         if language not in ("auto", "en", "zh"):
             fail(f"--language must be auto, en or zh, got {language!r}")
+        if candidates is None:
+            from medrank.pipelines.symptom.artefacts import default_candidates
+
+            candidates = default_candidates(model)
         has_calibration = (model / f"sets-{candidates}.json").exists()
         if sets is None:
             sets = has_calibration and not (threshold or beta is not None or alpha is not None)
