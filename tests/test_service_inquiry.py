@@ -122,6 +122,7 @@ def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquir
     assert first.status_code == 200, first.text
     first = first.json()
     assert first["engine"] == "dxy-kb" and "not a diagnosis" in first["note"]
+    assert "It weighs the 3 conditions of its case collection only" in first["note"]  # the fixture's three
     assert {x["name"] for x in first["results"][:2]} == {"肺炎", "上呼吸道感染"}  # fever and cough: not diarrhoea
     assert abs(sum(x["probability"] for x in first["results"]) - 1) < 1e-3
     second = c.post("/differential", json={"dialogue": dialogue, "language": "zh",

@@ -472,6 +472,13 @@ NOT_A_DIAGNOSIS = ("This is not a diagnosis: it is how likely each condition is 
                    "statistics of public case collections. Only a clinician who examines you can diagnose you.")
 
 
+def coverage_note(engine: Any) -> str:
+    """What a differential can name: the engine's conditions and nothing else (a complaint outside them, a swollen
+    knee for DDXPlus, still gets its nearest conditions ranked)."""
+    return (f"It weighs the {len(engine.model.conditions)} conditions of its case collection only: a condition "
+            "outside them is never listed.")
+
+
 def engine_model(engine: Any) -> str:
     """What an inquiry engine is, for the ``model`` of a response."""
     fitted = f"{engine.name} (naive Bayes over the {'DDXPlus' if engine.language == 'en' else 'DXY'} training carve-out"
@@ -649,7 +656,7 @@ class DifferentialService:
         ranked = engine.differential(established, k=k, dialogue=turns)
         answered = sum(f.source.startswith("question:") for f in established)
         return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": language,
-                "engine": engine.name, "note": NOT_A_DIAGNOSIS,
+                "engine": engine.name, "note": f"{NOT_A_DIAGNOSIS} {coverage_note(engine)}",
                 "results": [{"name": c.name, "label": engine.condition_label(c.name),
                              "probability": round(float(c.probability), 6), "supporting": list(c.supporting),
                              "supporting_labels": [engine.finding_description(n) for n in c.supporting]}
