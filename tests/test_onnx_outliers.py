@@ -93,7 +93,7 @@ def test_smoothing_finds_the_residual_streams_outlier_and_computes_the_same_in_f
     stream = query.input[0]
     assert {n.name.rsplit("/", 2)[-2] for n in groups[stream]} == {"query", "key", "value"}  # one input, three products
     assert not any(n.name.endswith("layer.0/output/dense/MatMul") for products in groups.values() for n in products)
-    maxima = product_input_maxima(str(file), list(groups), calibration_feeds(tok, TEXTS))
+    maxima = product_input_maxima(original, list(groups), calibration_feeds(tok, TEXTS), tmp_path / "probe.onnx")
     assert int(np.argmax(maxima[stream])) == 3 and maxima[stream][3] > 25
 
     before = numpy_helper.to_array(next(i for i in smoothed.graph.initializer if i.name == query.input[1]))

@@ -66,6 +66,11 @@ class LanguageGuess:
     def name(self) -> str:
         return LANGUAGE_NAMES.get(self.code, self.code)
 
+    @property
+    def reads(self) -> str:
+        """How the text reads, for a message: "reads as French", or "has no letters"."""
+        return "has no letters" if self.code == "none" else f"reads as {self.name}"
+
 
 _IDENTIFIER: Any = None
 _LOCK = threading.Lock()
@@ -106,8 +111,7 @@ def language_refusal(text: str, expected: str | None = None) -> str | None:
     it may be searched. A nearest neighbour in the wrong language would be a confident wrong answer."""
     found = identify(text)
     if found.language == "other":
-        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
-        return f"the text {reads}; medrank reads English and Chinese only"
+        return f"the text {found.reads}; medrank reads English and Chinese only"
     if expected is not None and found.language != expected:
         return f"the text reads as {found.name} and this model reads {LANGUAGE_NAMES[expected]}"
     return None

@@ -187,7 +187,7 @@ def export_key(source: TransformerEncoder | ExportSource, variant: Variant, dige
     }
     if variant == "int8":
         described["quantised"] = int8_recipe(source)
-        if _splits_outliers(source) or _smooths_inputs(source):
+        if _calibrated(source):
             described["calibration"] = _calibration_digest()
     key = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
     return key, described
@@ -315,15 +315,14 @@ def _quantize(fp32: Path, out: Path, source: ExportSource) -> None:
             node.name for node in model.graph.node
             if node.op_type == "MatMul" and "/output/dense/" in node.name and "/attention/" not in node.name
         ]
-    if _splits_outliers(source) or _smooths_inputs(source):
-        source_file = out.with_name("prepared.onnx")  # in the export's scratch folder, removed with it
-        onnx.save(model, str(source_file))
     if _smooths_inputs(source):
         # every other product's input (the residual stream's outlier dimensions), calibrated on the graph as split
         tensors = list(onnx_outliers.product_inputs(model.graph, set(keep_fp32)))
         feeds = onnx_outliers.calibration_feeds(source.tokenizer, onnx_outliers.calibration_sentences())
-        inputs_maxima = onnx_outliers.product_input_maxima(str(source_file), tensors, feeds)
+        inputs_maxima = onnx_outliers.product_input_maxima(model, tensors, feeds, out.with_name("probe.onnx"))
         onnx_outliers.smooth_product_inputs(model, inputs_maxima, onnx_outliers.SMOOTHING_ALPHA, set(keep_fp32))
+    if _calibrated(source):
+        source_file = out.with_name("prepared.onnx")  # in the export's scratch folder, removed with it
         onnx.save(model, str(source_file))
     del model
     quiet = _QuietAdvice()
@@ -356,6 +355,11 @@ def _smooths_inputs(source: ExportSource) -> bool:
     """Whether ``source``'s int8 export smooths its products' inputs (encoders and frozen bottoms; cross-encoders
     and re-rankers keep the earlier recipe until they are measured with it)."""
     return source.head in ("mean", "cls") or source.head.startswith("bottom-")
+
+
+def _calibrated(source: ExportSource) -> bool:
+    """Whether ``source``'s int8 export depends on the calibration sentences (split or smoothed)."""
+    return _splits_outliers(source) or _smooths_inputs(source)
 
 
 def _calibration_digest() -> str:
@@ -489,7 +493,7 @@ class OnnxEncoder(Encoder):
         if self.variant == "int8":
             source = ExportSource.of(encoder)
             self._recipe = {"quantised": int8_recipe(source), "export_format": EXPORT_FORMAT}
-            if _splits_outliers(source) or _smooths_inputs(source):
+            if _calibrated(source):
                 self._recipe["calibration"] = _calibration_digest()
         self.folder = ensure_export(encoder, self.variant, cache_root)
         self.model_file = self.folder / MODEL_FILE

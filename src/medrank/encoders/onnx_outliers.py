@@ -23,10 +23,10 @@ on: one elementwise ``Mul`` per input tensor instead of a side branch per produc
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -246,24 +246,24 @@ def product_inputs(graph: Any, skip: set[str]) -> dict[str, list[Any]]:
     return found
 
 
-def product_input_maxima(model_file: str, tensors: list[str], feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Per tensor of ``tensors`` (inputs of products in the model at ``model_file``), the largest magnitude of
-    each last-axis channel over runs on ``feeds`` (one unpadded text each), read from a copy of the graph that
-    returns those tensors."""
+def product_input_maxima(model: Any, tensors: list[str], feeds: list[dict[str, np.ndarray]], probe: Path) -> dict[str, np.ndarray]:
+    """Per tensor of ``tensors`` (inputs of products in ``model``, an ``onnx.ModelProto`` left as it is), the largest
+    magnitude of each last-axis channel over runs on ``feeds`` (one unpadded text each), read from a copy of the
+    graph that returns those tensors, written to ``probe`` for the run and removed after it."""
     import onnx
     import onnxruntime as ort
 
-    model = onnx.load(model_file)
-    del model.graph.output[:]
-    model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in tensors)
-    probe = model_file + ".probe"
-    onnx.save(model, probe)
-    del model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.output[:]
+    copy.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in tensors)
+    onnx.save(copy, str(probe))
+    del copy
     try:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.log_severity_level = 3
-        session = ort.InferenceSession(probe, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(probe), options, providers=["CPUExecutionProvider"])
         names = {i.name for i in session.get_inputs()}
         maxima: dict[str, np.ndarray] = {}
         for feed in feeds:
@@ -272,7 +272,7 @@ def product_input_maxima(model_file: str, tensors: list[str], feeds: list[dict[s
                 maxima[name] = peak if name not in maxima else np.maximum(maxima[name], peak)
         return maxima
     finally:
-        os.remove(probe)
+        probe.unlink(missing_ok=True)
 
 
 def calibration_feeds(tokenizer: Any, texts: list[str], max_length: int = 128) -> list[dict[str, np.ndarray]]:

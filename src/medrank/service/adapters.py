@@ -34,9 +34,8 @@ def resolve_language(text: str, language: str) -> str:
         return language
     found = identify(text)
     if found.language == "other":
-        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
         raise UnsupportedLanguageError(
-            f"the text {reads}: medrank serves English and Chinese only (pass language='en' or 'zh' to search anyway)",
+            f"the text {found.reads}: medrank serves English and Chinese only (pass language='en' or 'zh' to search anyway)",
             "" if found.code == "none" else found.name,
         )
     return found.language
@@ -192,8 +191,7 @@ def require_chinese(mention: str) -> None:
     """The procedure normalisers read Chinese procedure names: text without a Han character is refused (→ 404)."""
     if not has_han(mention):
         found = identify(mention)
-        reads = "has no letters" if found.code == "none" else f"reads as {found.name}"
-        raise UnavailableError(f"the text {reads} and holds no Chinese character: the procedure normaliser reads "
+        raise UnavailableError(f"the text {found.reads} and holds no Chinese character: the procedure normaliser reads "
                                "Chinese procedure names only")
 
 

@@ -69,7 +69,6 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
-
         from medrank.console import console, fail, print_refusal, print_results
         from medrank.pipelines.procedures.fusion import check_theta
         from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions

@@ -77,10 +77,33 @@ def register(app: typer.Typer) -> None:
         from medrank.pipelines.similar.corpus import guess_language, language_corpus, read_question_file
         from medrank.pipelines.similar.matchers import load_matcher
         from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher, cached_searcher
+        from medrank.text import language_refusal
 
         if k < 1 or recall_k < 1:
             fail("-k and --recall-k must be >= 1")
-        from medrank.text import language_refusal
+
+        def report(payload: list[dict[str, Any]], status: str | None) -> None:
+            """Each question's similar questions (a table), or why it was not searched; exit status 1 if one was not."""
+            if as_json:
+                console.print_json(json.dumps(payload, ensure_ascii=False))
+            else:
+                if status:
+                    console.print(status)
+                for item in payload:
+                    if "error" in item:
+                        print_refusal(item["question"], item["error"])
+                        continue
+                    table = Table(title=escape(item["question"]), title_justify="left")  # user text, not markup
+                    table.add_column("#", justify="right")
+                    table.add_column("similar question")
+                    table.add_column("match", justify="right")
+                    table.add_column("bm25", justify="right")
+                    for rank, row in enumerate(item["results"], 1):
+                        match = "-" if row["match_score"] is None else f"{row['match_score']:.3f}"
+                        table.add_row(str(rank), escape(row["text"]), match, f"{row['recall_score']:.2f}")
+                    console.print(table)
+            if any("error" in item for item in payload):
+                raise typer.Exit(1)
 
         try:
             matcher = load_matcher(model) if model is not None else None
@@ -93,11 +116,7 @@ def register(app: typer.Typer) -> None:
             asked = questions
             questions = [q for q in questions if q not in refused]
             if not questions:
-                if as_json:
-                    console.print_json(json.dumps([{"question": q, "error": refused[q]} for q in asked], ensure_ascii=False))
-                for q in asked if not as_json else []:
-                    print_refusal(q, refused[q])
-                raise typer.Exit(1)
+                report([{"question": q, "error": refused[q]} for q in asked], None)
             enc = None
             if recall != "bm25":
                 from medrank.encoders import load_encoder
@@ -132,29 +151,9 @@ def register(app: typer.Typer) -> None:
         except (ValueError, OSError) as exc:
             fail(exc)
         found = dict(zip(questions, results, strict=True))
-        payload = [{"question": q, "error": refused[q]} if q in refused else {"question": q, "results": [r.to_dict() for r in found[q]]}
-                   for q in asked]
-        if as_json:
-            console.print_json(json.dumps(payload, ensure_ascii=False))
-            if refused:
-                raise typer.Exit(1)
-            return
-        console.print(f"{len(searcher):,} questions indexed (ready in {ready:.1f}s); {per_query_ms:.1f} ms per question")
-        for item in payload:
-            if "error" in item:
-                print_refusal(item["question"], item["error"])
-                continue
-            table = Table(title=escape(item["question"]), title_justify="left")  # user text, not markup
-            table.add_column("#", justify="right")
-            table.add_column("similar question")
-            table.add_column("match", justify="right")
-            table.add_column("bm25", justify="right")
-            for rank, row in enumerate(item["results"], 1):
-                match = "-" if row["match_score"] is None else f"{row['match_score']:.3f}"
-                table.add_row(str(rank), escape(row["text"]), match, f"{row['recall_score']:.2f}")
-            console.print(table)
-        if refused:
-            raise typer.Exit(1)
+        report([{"question": q, "error": refused[q]} if q in refused else {"question": q, "results": [r.to_dict() for r in found[q]]}
+                for q in asked],
+               f"{len(searcher):,} questions indexed (ready in {ready:.1f}s); {per_query_ms:.1f} ms per question")
 
     @app.command("make-pairs")
     def make_pairs(
