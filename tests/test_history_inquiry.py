@@ -132,6 +132,24 @@ def test_differential_stop_and_support():
     assert eng.differential_set([Finding("A", "present")]) == ["c0", "c1"]  # 0.1 >= cut-off 0.05
 
 
+def test_differential_names_the_findings_a_condition_never_shows():
+    model = _toy_model()
+    # c1's training cases never showed A, c0's never showed the value y of M; B and K: unknown (no table)
+    model.variables["A"].seen = np.array([True, False])
+    model.variables["M"].seen = np.array([[False, True, False], [False, True, True]])
+    assert model.shown("A", "present").tolist() == [True, False]
+    assert model.shown("A", "absent").tolist() == [True, True]  # an absent answer needs no explaining
+    assert model.shown("M", ("x", "y")).tolist() == [False, True]
+    assert model.shown("M", "present").tolist() == [True, True]  # some value: each showed x
+    assert model.shown("B", "present").tolist() == [True, True]
+    eng = InquiryEngine("en", model, {n: f"Do you have {n}?" for n in model.variables}, {"c0": "Zero", "c1": "One"},
+                        Calibration(threshold=0.85, budget=3, cutoff=0.05))
+    diff = eng.differential([Finding("A", "present"), Finding("M", "y"), Finding("B", "absent")], k=2)
+    assert {d.name: d.unexplained for d in diff} == {"c0": (("M", "y"),), "c1": (("A", "present"),)}
+    # the ranking itself is the naive Bayes' as before
+    assert [d.name for d in diff] == ["c0", "c1"] and diff[0].probability == pytest.approx(0.9)
+
+
 @pytest.mark.parametrize(
     "dialogue, findings, match",
     [
@@ -329,3 +347,8 @@ def test_pain_reader_takes_locations_from_the_evidence_labels():
     assert reader.detect(["back pain"]) == [("E_53", "present")]  # "back of the neck" is not the back
     assert reader.detect(["no pain"]) == [("E_53", "absent")]
     assert reader.detect(["a fever"]) == []
+    # a bare "hurts" takes the body part of the clause before it, not of one further back or a negated one
+    knee = [("E_53", "present"), ("E_55", "V_3"), ("E_55", "V_4")]
+    assert reader.detect(["my knee is swollen", "hurts when I walk"]) == knee
+    assert reader.detect(["my knee is swollen", "a fever", "hurts when I walk"]) == [("E_53", "present")]
+    assert reader.detect(["no swelling of the knee", "hurts when I walk"]) == [("E_53", "present")]

@@ -133,6 +133,14 @@ def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquir
     assert top["probability"] > p["肺炎"]
     en = c.post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_201"}], "language": "en"}).json()
     assert en["results"][0]["label"] == "Influenza (flu)" and en["results"][0]["supporting_labels"] == ["a fever", "a cough"]
+    assert en["results"][0]["unexplained"] == [] and "unexplained" not in en["note"]
+    # a fever with forehead pain: no influenza case had forehead pain, no migraine case a fever
+    mixed = c.post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_53"},
+                                                       {"name": "E_55", "value": "V_89"}], "language": "en"}).json()
+    unexplained = {x["name"]: (x["unexplained"], x["unexplained_labels"]) for x in mixed["results"]}
+    assert unexplained["Influenza"] == (["E_55=V_89"], ["Where is the pain: forehead"])
+    assert unexplained["Migraine"] == (["E_91"], ["a fever"])
+    assert "Each condition listed leaves something reported unexplained" in mixed["note"]
     assert isinstance(en["should_stop"], bool)
 
 

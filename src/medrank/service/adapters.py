@@ -477,6 +477,31 @@ def coverage_note(engine: Any) -> str:
             "outside them is never listed.")
 
 
+def finding_key(name: str, value: str) -> str:
+    """A finding as one string: its name, with ``=value`` for a value of a multiple-choice finding."""
+    return name if value == "present" else f"{name}={value}"
+
+
+def finding_text(engine: Any, name: str, value: str) -> str:
+    """A present finding in a few words ("pain somewhere…: knee(R)" for a value of a multiple-choice one)."""
+    text = engine.finding_description(name)
+    return text if value == "present" else f"{text}: {engine.value_label(name, value)}"
+
+
+def unexplained_note(engine: Any, ranked: Sequence[Any]) -> str:
+    """When no listed condition accounts for every established finding, the differential says which findings
+    none of them accounts for (those its case collection never shows with any of them), or that each leaves one."""
+    if not ranked or not all(c.unexplained for c in ranked):
+        return ""
+    common = set(ranked[0].unexplained).intersection(*(set(c.unexplained) for c in ranked[1:]))
+    if common:
+        words = ", ".join(finding_text(engine, n, v) for n, v in ranked[0].unexplained if (n, v) in common)
+        return (f"None of the conditions listed accounts for: {words}. The complaint may lie outside the conditions "
+                "of its case collection.")
+    return ("Each condition listed leaves something reported unexplained: the complaint may lie outside the "
+            "conditions of its case collection.")
+
+
 def engine_model(engine: Any) -> str:
     """What an inquiry engine is, for the ``model`` of a response."""
     fitted = f"{engine.name} (naive Bayes over the {'DDXPlus' if engine.language == 'en' else 'DXY'} training carve-out"
@@ -654,10 +679,13 @@ class DifferentialService:
         ranked = engine.differential(established, k=k, dialogue=turns)
         answered = sum(f.source.startswith("question:") for f in established)
         return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": language,
-                "engine": engine.name, "note": f"{NOT_A_DIAGNOSIS} {coverage_note(engine)}",
+                "engine": engine.name, "note": " ".join(filter(None, (NOT_A_DIAGNOSIS, coverage_note(engine),
+                                                                     unexplained_note(engine, ranked)))),
                 "results": [{"name": c.name, "label": engine.condition_label(c.name),
                              "probability": round(float(c.probability), 6), "supporting": list(c.supporting),
-                             "supporting_labels": [engine.finding_description(n) for n in c.supporting]}
+                             "supporting_labels": [engine.finding_description(n) for n in c.supporting],
+                             "unexplained": [finding_key(n, v) for n, v in c.unexplained],
+                             "unexplained_labels": [finding_text(engine, n, v) for n, v in c.unexplained]}
                             for c in ranked],
                 "findings": [inquiry.describe(engine, f) for f in established],
                 "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}

@@ -245,6 +245,9 @@ class RankedConditionOut(BaseModel):
     probability: float
     supporting: list[str] = Field(description="The findings that raise it (names).")
     supporting_labels: list[str] = Field([], description="The same findings in a few words.")
+    unexplained: list[str] = Field([], description="Findings established present that no training case of the "
+                                   "condition shows (names; 'name=value' for a value of a multiple-choice finding).")
+    unexplained_labels: list[str] = Field([], description="The same findings in a few words.")
 
 
 class DifferentialResponse(_Response):

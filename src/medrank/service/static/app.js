@@ -287,7 +287,8 @@ async function showDifferential(sent, findings, language) {
   $("differential").replaceChildren(...data.results.map((c) => el("li", {},
     el("span", { class: "condition", lang: language, text: c.label }), " ",
     el("span", { class: "probability", text: percent(c.probability) }),
-    ...(c.supporting_labels.length ? [el("span", { class: "score", lang: language, text: `fits: ${c.supporting_labels.join(", ")}` })] : []))));
+    ...(c.supporting_labels.length ? [el("span", { class: "score", lang: language, text: `fits: ${c.supporting_labels.join(", ")}` })] : []),
+    ...(c.unexplained_labels.length ? [el("span", { class: "score", lang: language, text: `does not explain: ${c.unexplained_labels.join(", ")}` })] : []))));
   $("differential-note").textContent = data.note;
   $("differential-meta").textContent = `${data.engine} · ${modelLine(data)}`;
   $("differential-block").hidden = false;

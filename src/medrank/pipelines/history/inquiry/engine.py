@@ -12,7 +12,7 @@ from the likelihood estimates (never on the validation carve-out the reports use
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,8 @@ class RankedCondition:
     name: str
     probability: float
     supporting: tuple[str, ...]  # finding names that raise it
+    #: (finding name, value) pairs established present that no training case of the condition shows
+    unexplained: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -280,8 +282,22 @@ class InquiryEngine:
                 # the finding raises this condition when it is likelier under it than on average
                 if ll[ci] > float(np.log(np.exp(ll) @ prior)):
                     support.append(name)
-            out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), tuple(support)))
+            out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), tuple(support),
+                                       self.unexplained(observed, int(ci))))
         return out
+
+    def unexplained(self, observed: Mapping[str, Any], condition: int) -> tuple[tuple[str, str], ...]:
+        """The present findings (one pair per value of a multi-choice one) that no training case of the condition
+        shows: the naive Bayes only lowers such a condition by a floor probability, so it can top a differential
+        that leaves the very complaint unexplained (a knee complaint among chest conditions)."""
+        out = []
+        for name, value in observed.items():
+            if name in ("age", "sex") or value in (UNSURE, ABSENT):
+                continue
+            for v in (value,) if isinstance(value, str) else sorted(value):
+                if not self.model.shown(name, v)[condition]:
+                    out.append((name, v))
+        return tuple(out)
 
     def membership(self, observed: dict[str, Any]) -> np.ndarray | None:
         """P(condition belongs in the differential), when the engine has a differential model."""

@@ -11,7 +11,8 @@
   pain word ("pain", "hurts", "sore", "-ache" as in "headache") makes the pain evidence present, and
   each location whose English label names the body part the clause names ("head" → "forehead",
   "top of the head"; a part followed by "of", as "back" in "back of head", does not count) is
-  reported as a value of the location evidence.
+  reported as a value of the location evidence; a pain clause that names no body part takes the parts of the
+  clause before it ("my knee is swollen and hurts").
 * Chinese: the 41 DXY symptoms and their surface forms learned from the training self-reports:
   every word of a record's ``origin_inform_slots`` is aligned to the explicit symptom it co-occurs
   with most often (ties and weak links resolved by shared characters), so "鼻涕" maps to "流涕".
@@ -148,16 +149,20 @@ class PainReader:
 
     def detect(self, clauses: Sequence[str]) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
+        before: list[str] = []  # the locations the clause before names (a swollen knee "and hurts")
         for clause in clauses:
             match = EN_PAIN.search(clause)
+            words = re.findall(r"[a-z]+", clause.lower())
             if match is None:
+                before = [] if EN_NEGATION.search(clause) else sorted({c for w in words for c in self.locations(w)})
                 continue
             if EN_NEGATION.search(clause):
                 found.append((self.pain, ABSENT))
+                before = []
                 continue
-            words = re.findall(r"[a-z]+", clause.lower())
             parts = [match.group(1).lower()] if match.group(1) else words
-            codes = sorted({c for part in parts for c in self.locations(part)})
+            codes = sorted({c for part in parts for c in self.locations(part)}) or before
+            before = []
             found.append((self.pain, PRESENT))
             found += [(self.location, c) for c in codes if (self.location, c) not in found]
         if any(v == PRESENT for n, v in found if n == self.pain):

@@ -47,6 +47,9 @@ class Variable:
     values: tuple[str, ...] = ()  # C / M
     default: str = ""
     probs: np.ndarray | None = None  # C: (C, V) rows sum to 1; M: (C, V) Bernoulli per value
+    #: whether a training case of each condition showed the finding present (B: (C,)) or each value (C / M: (C, V));
+    #: None: not known (every condition counts as having shown it)
+    seen: np.ndarray | None = None
 
     def value_index(self, value: str) -> int:
         try:
@@ -130,6 +133,24 @@ class NaiveBayes:
             var.value_index(v)
         return (_safe_log(p[:, picked]).sum(axis=1) + _safe_log(1.0 - p[:, ~picked]).sum(axis=1))
 
+    def shown(self, name: str, value: Any) -> np.ndarray:
+        """Per condition, whether its training cases show this present finding (every value of a multi-choice
+        one): a condition that never does leaves it unexplained, however the smoothed tables rank it. Absent and
+        not-sure answers, age and sex are shown by every condition."""
+        n = len(self.conditions)
+        var = self.variables.get(name)
+        if var is None or var.seen is None or value in (ABSENT, UNSURE):
+            return np.ones(n, dtype=bool)
+        if var.kind == "B":
+            return var.seen.copy() if value == PRESENT else np.ones(n, dtype=bool)
+        chosen = [v for v in ((value,) if isinstance(value, str) else tuple(value)) if v != var.default]
+        if PRESENT in chosen:  # some value, which one unknown: any value the condition showed
+            return var.seen[:, [i for i, v in enumerate(var.values) if v != var.default]].any(axis=1)
+        out = np.ones(n, dtype=bool)
+        for v in chosen:
+            out &= var.seen[:, var.value_index(v)]
+        return out
+
     def log_posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
         """Normalised log posterior; ``base`` replaces the log prior (e.g. a prior from the self-report)."""
         logp = (self.log_prior if base is None else np.asarray(base, dtype=np.float64)).copy()
@@ -172,7 +193,7 @@ def fit_ddxplus(patients: Sequence[Patient], evidences: Mapping[str, Evidence], 
         if ev.kind == "B":
             counts = np.array([sum(bool(p.record.get(name)) for p in grp) for grp in by_cond], dtype=np.float64)
             yes = np.where(sup, (counts + smoothing) / (n_c + 2 * smoothing), floor)
-            variables[name] = Variable(name, "B", ev.group, yes=yes, no=1.0 - yes)
+            variables[name] = Variable(name, "B", ev.group, yes=yes, no=1.0 - yes, seen=counts > 0)
             continue
         values = ev.values
         vi = {v: i for i, v in enumerate(values)}
@@ -194,7 +215,8 @@ def fit_ddxplus(patients: Sequence[Patient], evidences: Mapping[str, Evidence], 
             probs = (counts + alpha) / (n_c[:, None] + smoothing + alpha)
             probs = np.where(sup[:, None], probs, floor)
             probs[:, vi[ev.default]] = 0.0  # the default is "none of them", not a value of its own
-        variables[name] = Variable(name, ev.kind, ev.group, values=values, default=ev.default, probs=probs)
+        variables[name] = Variable(name, ev.kind, ev.group, values=values, default=ev.default, probs=probs,
+                                   seen=counts > 0)
     bands = np.ones((len(conditions), len(AGE_BANDS)))
     sexes = np.ones((len(conditions), 2))
     for p in patients:
@@ -227,5 +249,5 @@ def fit_dxy(patients: Sequence[Patient], symptoms: Sequence[str], diseases: Sequ
             (t if v else f)[ci, si[s]] += 1
     denom = n_c[:, None] + 3 * smoothing
     yes, no = (t + smoothing) / denom, (f + smoothing) / denom
-    variables = {s: Variable(s, "B", s, yes=yes[:, i], no=no[:, i]) for s, i in si.items()}
+    variables = {s: Variable(s, "B", s, yes=yes[:, i], no=no[:, i], seen=t[:, i] > 0) for s, i in si.items()}
     return NaiveBayes(conditions, _prior(patients, conditions), variables)
