@@ -142,6 +142,8 @@ def test_differential_names_the_findings_a_condition_never_shows():
     assert model.shown("M", ("x", "y")).tolist() == [False, True]
     assert model.shown("M", "present").tolist() == [True, True]  # some value: each showed x
     assert model.shown("B", "present").tolist() == [True, True]
+    model.variables["K"].seen = np.array([[True, False], [False, True]])
+    assert model.shown("K", "1").tolist() == [True, True]  # a categorical finding's values are grades, not findings
     eng = InquiryEngine("en", model, {n: f"Do you have {n}?" for n in model.variables}, {"c0": "Zero", "c1": "One"},
                         Calibration(threshold=0.85, budget=3, cutoff=0.05))
     diff = eng.differential([Finding("A", "present"), Finding("M", "y"), Finding("B", "absent")], k=2)

@@ -47,8 +47,8 @@ class Variable:
     values: tuple[str, ...] = ()  # C / M
     default: str = ""
     probs: np.ndarray | None = None  # C: (C, V) rows sum to 1; M: (C, V) Bernoulli per value
-    #: whether a training case of each condition showed the finding present (B: (C,)) or each value (C / M: (C, V));
-    #: None: not known (every condition counts as having shown it)
+    #: whether a training case of each condition showed the finding present (B: (C,)) or each value (M: (C, V));
+    #: None: not known, or a categorical finding (its values are grades, 0-10, not findings of their own)
     seen: np.ndarray | None = None
 
     def value_index(self, value: str) -> int:
@@ -136,10 +136,10 @@ class NaiveBayes:
     def shown(self, name: str, value: Any) -> np.ndarray:
         """Per condition, whether its training cases show this present finding (every value of a multi-choice
         one): a condition that never does leaves it unexplained, however the smoothed tables rank it. Absent and
-        not-sure answers, age and sex are shown by every condition."""
+        not-sure answers, grades of a categorical finding, age and sex are shown by every condition."""
         n = len(self.conditions)
         var = self.variables.get(name)
-        if var is None or var.seen is None or value in (ABSENT, UNSURE):
+        if var is None or var.seen is None or var.kind == "C" or value in (ABSENT, UNSURE):
             return np.ones(n, dtype=bool)
         if var.kind == "B":
             return var.seen.copy() if value == PRESENT else np.ones(n, dtype=bool)
@@ -216,7 +216,7 @@ def fit_ddxplus(patients: Sequence[Patient], evidences: Mapping[str, Evidence], 
             probs = np.where(sup[:, None], probs, floor)
             probs[:, vi[ev.default]] = 0.0  # the default is "none of them", not a value of its own
         variables[name] = Variable(name, ev.kind, ev.group, values=values, default=ev.default, probs=probs,
-                                   seen=counts > 0)
+                                   seen=counts > 0 if ev.kind == "M" else None)
     bands = np.ones((len(conditions), len(AGE_BANDS)))
     sexes = np.ones((len(conditions), 2))
     for p in patients:
