@@ -148,8 +148,13 @@ def test_differential_names_the_findings_a_condition_never_shows():
                         Calibration(threshold=0.85, budget=3, cutoff=0.05))
     diff = eng.differential([Finding("A", "present"), Finding("M", "y"), Finding("B", "absent")], k=2)
     assert {d.name: d.unexplained for d in diff} == {"c0": (("M", "y"),), "c1": (("A", "present"),)}
+    assert diff[0].supporting == ("A",) and diff[1].supporting == ()  # an unexplained finding never "fits"
     # the ranking itself is the naive Bayes' as before
     assert [d.name for d in diff] == ["c0", "c1"] and diff[0].probability == pytest.approx(0.9)
+    # A raises c0 (0.9 against 0.5 on average), but a finding supports only a condition whose cases show it
+    model.variables["A"].seen = np.array([False, True])
+    diff = eng.differential([Finding("A", "present")], k=2)
+    assert {d.name: (d.supporting, d.unexplained) for d in diff} == {"c0": ((), (("A", "present"),)), "c1": ((), ())}
 
 
 @pytest.mark.parametrize(

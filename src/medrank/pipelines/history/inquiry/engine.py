@@ -274,16 +274,18 @@ class InquiryEngine:
         prior = np.exp(self.model.log_prior)
         out = []
         for ci in top:
+            unexplained = self.unexplained(observed, int(ci))
             support = []
             for name, value in observed.items():
-                if value in (UNSURE, ABSENT) or name in ("age", "sex"):
+                if value in (UNSURE, ABSENT) or name in ("age", "sex") or any(n == name for n, _ in unexplained):
                     continue
                 ll = self.model.log_likelihood(name, value)
-                # the finding raises this condition when it is likelier under it than on average
+                # the finding raises this condition when it is likelier under it than on average (and one of its
+                # training cases shows it: smoothing alone can make an unseen finding likelier than average)
                 if ll[ci] > float(np.log(np.exp(ll) @ prior)):
                     support.append(name)
             out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), tuple(support),
-                                       self.unexplained(observed, int(ci))))
+                                       unexplained))
         return out
 
     def unexplained(self, observed: Mapping[str, Any], condition: int) -> tuple[tuple[str, str], ...]:
