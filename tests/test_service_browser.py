@@ -27,6 +27,8 @@ CHROMIUM = os.environ.get("MEDRANK_CHROMIUM", "/usr/bin/chromium")
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 
 pytestmark = pytest.mark.slow
+#: the first proposed question that takes a yes / no answer ("How intense is the pain?" offers its grades only)
+YES_NO_QUESTION = ":nth-match(#questions li:has(button[data-value=present]), 1)"
 
 
 def _free_port() -> int:
@@ -177,7 +179,7 @@ def test_failures_are_shown_and_a_failed_answer_is_not_kept(base_url, page):
         page.fill("#answer-0", "yes")
         page.press("#answer-0", "Enter")  # Enter answers, like the button
     else:  # a question of the inquiry engine
-        page.click("#questions li:first-child button[data-value=present]")
+        page.click(f"{YES_NO_QUESTION} button[data-value=present]")
     page.wait_for_selector("#patient .error:not([hidden])")
     assert "504" in page.inner_text("#patient .error")
     assert len(page.query_selector_all("#dialogue li")) == turns
@@ -331,8 +333,8 @@ def test_answering_two_questions_changes_the_differential(inquiry_services, page
         assert "%" in page.inner_text("#differential li:first-child .probability")
         before = page.inner_text("#differential")
         for value in ("present", "absent"):
-            question = page.inner_text("#questions li:first-child .question")
-            page.click(f"#questions li:first-child button[data-value={value}]")
+            question = page.inner_text(f"{YES_NO_QUESTION} .question")
+            page.click(f"{YES_NO_QUESTION} button[data-value={value}]")
             after = _changed(page, "#differential", before)
             assert question not in page.locator("#questions .question").all_inner_texts()
             assert question in page.inner_text("#dialogue")

@@ -228,7 +228,15 @@ function sourceText(source) {
   return source;
 }
 
-// One question about a finding: yes / no / not sure, and the answers of a categorical one to choose from.
+// Whether a question can be answered yes or no ("Does the pain radiate …?", "有没有…"), not only by one of its
+// choices ("How intense is the pain?", "Characterize your pain:").
+const YES_NO = {
+  en: /^\s*(do|does|did|is|are|was|were|have|has|had|can|could|will|would)\b/i,
+  zh: /吗|有没有|是否|是不是/,
+};
+
+// One question about a finding: yes / no / not sure, and the answers of a categorical one to choose from (only those
+// and "not sure" where the question is not a yes / no one).
 function findingQuestion(q, i, language) {
   const words = ANSWERS[language] || ANSWERS.en;
   const answer = (value, said) => {
@@ -239,20 +247,25 @@ function findingQuestion(q, i, language) {
       $("questions-title").focus();
     });
   };
-  const buttons = [["present", "Yes"], ["absent", "No"], ["unsure", "Not sure"]].map(([value, text]) => {
+  const choices = q.options && q.options.length ? q.options : [];
+  const yesNo = !choices.length || (YES_NO[language] || YES_NO.en).test(q.text);
+  const kinds = yesNo ? [["present", "Yes"], ["absent", "No"], ["unsure", "Not sure"]] : [["unsure", "Not sure"]];
+  const buttons = kinds.map(([value, text]) => {
     const b = el("button", { type: "button", class: "secondary", "data-value": value, text, "aria-label": `${text}: ${q.text}` });
     b.addEventListener("click", () => answer(value, words[value]));
     return b;
   });
   const parts = [...buttons];
-  if (q.options && q.options.length) {
+  if (choices.length) {
     const select = el("select", { id: `option-${i}`, "aria-label": `Choose an answer to: ${q.text}` },
-      el("option", { value: "", text: "or choose…" }), ...q.options.map((o) => el("option", { value: o.value, text: o.label })));
+      el("option", { value: "", text: yesNo ? "or choose…" : "choose…" }),
+      ...choices.map((o) => el("option", { value: o.value, text: o.label })));
     select.addEventListener("change", () => {
-      const o = q.options.find((x) => x.value === select.value);
+      const o = choices.find((x) => x.value === select.value);
       if (o) answer(o.value, o.label);
     });
-    parts.push(select);
+    if (yesNo) parts.push(select);
+    else parts.unshift(select);
   }
   return el("div", { class: "answer-buttons" }, ...parts);
 }
