@@ -12,7 +12,7 @@ from the likelihood estimates (never on the validation carve-out the reports use
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,7 +263,8 @@ class InquiryEngine:
 
     def differential(self, findings: Sequence[Finding], k: int = 10,
                      dialogue: Sequence[str] | None = None) -> list[RankedCondition]:
-        """Top ``k`` conditions with probabilities and the findings that raise each; ``dialogue`` (optional)
+        """Top ``k`` conditions with probabilities, the findings that raise each and those it leaves unexplained
+        (no training case of it shows them); ``dialogue`` (optional)
         lets an engine with a text prior read the self-report."""
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InquiryInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
@@ -272,34 +273,25 @@ class InquiryEngine:
         probs = self.probabilities(self.log_posterior_observed(observed, findings, turns))
         top = np.argsort(-probs, kind="stable")[:k]
         prior = np.exp(self.model.log_prior)
+        present = [(n, v) for n, v in observed.items() if v not in (UNSURE, ABSENT) and n not in ("age", "sex")]
+        # per finding, over every condition at once: whether it raises the condition (likelier under it than on
+        # average) and, per value, whether no training case of the condition shows it. Unshown findings stay
+        # unexplained: the naive Bayes only lowers such a condition by a floor probability, so it can top a
+        # differential that leaves the very complaint unexplained (a knee complaint among chest conditions), and
+        # smoothing alone can make an unshown finding likelier than average, so it never "fits" either
+        raises = {}
+        for name, value in present:
+            ll = self.model.log_likelihood(name, value)
+            raises[name] = ll > float(np.log(np.exp(ll) @ prior))
+        unshown = [(name, v, ~self.model.shown(name, v)) for name, value in present
+                   for v in ((value,) if isinstance(value, str) else sorted(value))]
         out = []
         for ci in top:
-            unexplained = self.unexplained(observed, int(ci))
-            support = []
-            for name, value in observed.items():
-                if value in (UNSURE, ABSENT) or name in ("age", "sex") or any(n == name for n, _ in unexplained):
-                    continue
-                ll = self.model.log_likelihood(name, value)
-                # the finding raises this condition when it is likelier under it than on average (and one of its
-                # training cases shows it: smoothing alone can make an unseen finding likelier than average)
-                if ll[ci] > float(np.log(np.exp(ll) @ prior)):
-                    support.append(name)
-            out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), tuple(support),
-                                       unexplained))
+            unexplained = tuple((name, v) for name, v, missing in unshown if missing[ci])
+            left = {name for name, _ in unexplained}
+            support = tuple(name for name, _ in present if raises[name][ci] and name not in left)
+            out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), support, unexplained))
         return out
-
-    def unexplained(self, observed: Mapping[str, Any], condition: int) -> tuple[tuple[str, str], ...]:
-        """The present findings (one pair per value of a multi-choice one) that no training case of the condition
-        shows: the naive Bayes only lowers such a condition by a floor probability, so it can top a differential
-        that leaves the very complaint unexplained (a knee complaint among chest conditions)."""
-        out = []
-        for name, value in observed.items():
-            if name in ("age", "sex") or value in (UNSURE, ABSENT):
-                continue
-            for v in (value,) if isinstance(value, str) else sorted(value):
-                if not self.model.shown(name, v)[condition]:
-                    out.append((name, v))
-        return tuple(out)
 
     def membership(self, observed: dict[str, Any]) -> np.ndarray | None:
         """P(condition belongs in the differential), when the engine has a differential model."""
