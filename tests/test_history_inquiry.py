@@ -21,7 +21,7 @@ from medrank.pipelines.history.inquiry import (
 from medrank.pipelines.history.inquiry.findings import ChineseDetector, EnglishDetector, evidence_description
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import Patient, carve
-from medrank.pipelines.history.inquiry.posterior import NaiveBayes, Variable, entropy
+from medrank.pipelines.history.inquiry.posterior import AnyOf, NaiveBayes, Variable, entropy
 from medrank.pipelines.history.inquiry.simulate import Episode, episode_metrics, positive_evidences
 
 LN2 = math.log(2)
@@ -155,6 +155,35 @@ def test_differential_names_the_findings_a_condition_never_shows():
     model.variables["A"].seen = np.array([False, True])
     diff = eng.differential([Finding("A", "present")], k=2)
     assert {d.name: (d.supporting, d.unexplained) for d in diff} == {"c0": ((), (("A", "present"),)), "c1": ((), ())}
+
+
+def test_values_read_from_text_are_one_of_them_at_least():
+    # c0: pain at x 0.5, at y 0.5; c1: at x 0.9, at y 0.1 (two locations DDXPlus splits one body part into)
+    model = _toy_model()
+    model.variables["M"].probs = np.array([[0.0, 0.5, 0.5], [0.0, 0.9, 0.1]])
+    # answered: pain at x and y, and nowhere else: 0.5 * 0.5 against 0.9 * 0.1
+    assert np.allclose(model.posterior({"M": ("x", "y")}), [0.25 / 0.34, 0.09 / 0.34])
+    # read ("a headache": x or y, the rest unknown): 1 - 0.5 * 0.5 against 1 - 0.1 * 0.9
+    assert np.allclose(model.posterior({"M": AnyOf(("x", "y"))}), [0.75 / 1.66, 0.91 / 1.66])
+    # one value read: P(x | c), nothing said of y
+    assert np.allclose(model.posterior({"M": AnyOf(("x",))}), [0.5 / 1.4, 0.9 / 1.4])
+    model.variables["M"].seen = np.array([[False, True, False], [False, False, False]])
+    assert model.shown("M", AnyOf(("x", "y"))).tolist() == [True, False]  # c0 shows one of them: explained
+    assert model.shown("M", ("x", "y")).tolist() == [False, False]  # answered: each value needs explaining
+
+
+def test_the_engine_reads_text_values_as_one_of_them_and_answers_as_answers():
+    eng = _toy_engine()
+    read = [Finding("M", "x", read=True), Finding("M", "y", read=True)]
+    assert eng.observed(read)["M"] == AnyOf(("x", "y")) and isinstance(eng.observed(read)["M"], AnyOf)
+    # an answer about the same finding makes every value of it an answer
+    observed = eng.observed([*read, Finding("M", "x", "question:M")])["M"]
+    assert observed == ("x", "y") and not isinstance(observed, AnyOf)
+    assert not isinstance(eng.observed([Finding("M", "x")])["M"], AnyOf)  # given findings are answers
+    # the differential lists each value read only where no value read is shown by the condition
+    eng.model.variables["M"].seen = np.array([[False, True, False], [False, False, False]])
+    diff = eng.differential(read, k=2)
+    assert {d.name: d.unexplained for d in diff} == {"c0": (), "c1": (("M", "x"), ("M", "y"))}
 
 
 @pytest.mark.parametrize(

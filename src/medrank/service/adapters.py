@@ -577,7 +577,7 @@ class Inquiry:
                     continue
                 settled.add(f.name)
                 first_text.setdefault(f.name, text)
-                detected.append(self.finding(f.name, f.value, source))
+                detected.append(self.finding(f.name, f.value, source, read=f.read))
         return given + detected
 
     @staticmethod

@@ -20,7 +20,7 @@ import numpy as np
 
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import InquiryInputError
-from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE, NaiveBayes
+from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE, AnyOf, NaiveBayes
 
 #: limits on what a caller may send
 MAX_TURNS = 1000
@@ -34,6 +34,10 @@ class Finding:
     name: str  # evidence / symptom id in the engine's KB (e.g. "E_91" or "发热")
     value: str  # "present" | "absent" | "unsure" (categorical / multi-choice evidences: a value code)
     source: str = "self-report"  # or "question:<finding name>" / "doctor"
+    #: read from the patient's words (:meth:`InquiryEngine.detect_findings`), not answered: the values of a
+    #: multi-choice finding read so are taken as "one of these at least" (:class:`AnyOf`), never as an answer
+    #: that also denies every other value
+    read: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ class InquiryEngine:
             raise InquiryInputError(f"too many findings ({len(findings)}; at most {MAX_FINDINGS})")
         out: dict[str, Any] = {}
         multi: dict[str, set[str]] = {}
+        answered_multi: set[str] = set()  # multi-choice findings with a value answered, not only read from text
         for f in findings:
             if not isinstance(f, Finding):
                 raise InquiryInputError(f"findings must be Finding objects, got {type(f).__name__}")
@@ -160,6 +165,8 @@ class InquiryEngine:
                     if value not in (PRESENT, ABSENT, UNSURE):
                         var.value_index(value)
                     multi.setdefault(name, set()).add(value)
+                    if not f.read:
+                        answered_multi.add(name)
                     continue
                 if value not in (PRESENT, ABSENT, UNSURE) and (var.kind == "B" or value not in var.values):
                     allowed = "present, absent, unsure" + (f" or a value code ({', '.join(var.values[:12])})"
@@ -176,6 +183,8 @@ class InquiryEngine:
                 out[name] = UNSURE
             elif values <= {ABSENT, var.default}:
                 out[name] = ABSENT
+            elif name not in answered_multi and PRESENT not in values:
+                out[name] = AnyOf(sorted(values))
             else:
                 out[name] = tuple(sorted(values))
         return out
@@ -283,8 +292,14 @@ class InquiryEngine:
         for name, value in present:
             ll = self.model.log_likelihood(name, value)
             raises[name] = ll > float(np.log(np.exp(ll) @ prior))
-        unshown = [(name, v, ~self.model.shown(name, v)) for name, value in present
-                   for v in ((value,) if isinstance(value, str) else sorted(value))]
+        unshown = []
+        for name, value in present:
+            if isinstance(value, AnyOf):  # unexplained when no value read is shown: then each of them is listed
+                missing = ~self.model.shown(name, value)
+                unshown += [(name, v, missing) for v in value]
+            else:
+                unshown += [(name, v, ~self.model.shown(name, v))
+                            for v in ((value,) if isinstance(value, str) else sorted(value))]
         out = []
         for ci in top:
             unexplained = tuple((name, v) for name, v, missing in unshown if missing[ci])
@@ -333,4 +348,4 @@ class InquiryEngine:
             raise InquiryInputError(f"text too long ({len(text)} characters; at most {MAX_TURN_CHARS})")
         if not text.strip():
             return []
-        return [Finding(name, value, "self-report") for name, value in self.detector.detect(text)]
+        return [Finding(name, value, "self-report", read=True) for name, value in self.detector.detect(text)]

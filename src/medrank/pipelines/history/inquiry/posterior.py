@@ -8,7 +8,12 @@ Every finding is a variable with a likelihood table per condition:
   leaves the posterior unchanged (it says nothing about the patient).
 * categorical (``C``): one value per patient, ``probs[c, v]``.
 * multi-choice (``M``): a set of values, each non-default value an independent Bernoulli
-  ``probs[c, v]`` (the default value means "none of them").
+  ``probs[c, v]`` (the default value means "none of them"). An answer names the values that hold, and so
+  also that the others do not. Values read from the patient's words are weaker (:class:`AnyOf`): "a
+  headache" names the head, which DDXPlus splits into forehead, top and back of the head; the text says
+  that the pain is at one of those at least, and nothing of the other locations. Their likelihood is
+  P(at least one of them | c) = 1 - prod_v (1 - probs[c, v]); read as three answers, it would count one
+  word three times over and deny pain everywhere else.
 
 The tables are estimated from training patients with additive smoothing, and only where the
 knowledge base links the condition to the finding (its ``support``); elsewhere the finding keeps a
@@ -29,6 +34,12 @@ from medrank.pipelines.history.inquiry.kb import Evidence, InquiryInputError, Pa
 PRESENT, ABSENT, UNSURE = "present", "absent", "unsure"
 #: lower edges of the age bands (years)
 AGE_BANDS = (0, 1, 5, 15, 30, 45, 60, 75)
+
+
+class AnyOf(tuple):
+    """Values of a multi-choice finding of which at least one holds, the others unknown (read from free text)."""
+
+    __slots__ = ()
 
 
 def age_band(age: int) -> int:
@@ -91,7 +102,8 @@ class NaiveBayes:
     # ------------------------------------------------------------------ likelihoods
     def log_likelihood(self, name: str, value: Any) -> np.ndarray:
         """Log P(value | c) for every condition; zeros for "not sure" (a read-only array)."""
-        key = (name, value if isinstance(value, str | int | float) else tuple(sorted(value)))
+        key = (name, value if isinstance(value, str | int | float)
+               else (type(value).__name__, *sorted(value)))
         row = self._rows.get(key)
         if row is None:
             row = self._log_likelihood(name, value)
@@ -124,6 +136,11 @@ class NaiveBayes:
         chosen = {value} if isinstance(value, str) else set(value)
         mask = np.array([v != var.default for v in var.values])
         p = var.probs[:, mask]
+        if isinstance(value, AnyOf):
+            for v in chosen:
+                var.value_index(v)
+            named = np.array([v in chosen for v in np.array(var.values)[mask]])
+            return _safe_log(1.0 - np.prod(1.0 - p[:, named], axis=1))
         if chosen == {PRESENT}:
             return _safe_log(1.0 - np.prod(1.0 - p, axis=1))
         if chosen <= {ABSENT, var.default}:
@@ -146,6 +163,8 @@ class NaiveBayes:
         chosen = [v for v in ((value,) if isinstance(value, str) else tuple(value)) if v != var.default]
         if PRESENT in chosen:  # some value, which one unknown: any value the condition showed
             return var.seen[:, [i for i, v in enumerate(var.values) if v != var.default]].any(axis=1)
+        if isinstance(value, AnyOf):  # one of the values read holds: a condition showing any of them explains it
+            return var.seen[:, [var.value_index(v) for v in chosen]].any(axis=1)
         out = np.ones(n, dtype=bool)
         for v in chosen:
             out &= var.seen[:, var.value_index(v)]
