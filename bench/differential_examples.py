@@ -20,7 +20,7 @@ import argparse
 import common
 from service_next_questions import first_patient_turns
 
-from medrank.config import seed_everything, set_threads
+from medrank.config import data_root, seed_everything, set_threads
 
 COMPLAINTS = (
     "I have a headache",
@@ -73,8 +73,6 @@ def main() -> None:
             changed += bool(served) and served[0][0] != before[0][0]
     corpus = {"complaints": len(openings), "with_a_value_read": with_location, "top_condition_changed": changed}
     print(corpus, flush=True)
-    from medrank.config import data_root
-
     payload = {"environment": common.environment(threads=args.threads, seed=args.seed, data=str(data_root())),
                "rows": rows, "mts_dialog_validation_openings": corpus}
     md = ["`python bench/differential_examples.py`: DDXPlus engine (naive Bayes over its training carve-out), each "

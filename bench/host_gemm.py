@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import common
 import numpy as np
@@ -26,15 +27,21 @@ import torch
 SHAPES = {"square 2048": (2048, 2048, 2048), "encoder 512x384x1536": (512, 384, 1536)}
 
 
-def gflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 1.0) -> float:
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    for _ in range(5):  # warm-up (oneDNN picks its kernels on the first calls)
-        a @ b
+def rate(run: Callable[[], object], m: int, k: int, n: int, seconds: float = 1.0) -> float:
+    """GFLOP/s of ``run``, one (m x k) @ (k x n) product a call, over ``seconds`` after a warm-up (oneDNN and
+    ONNX Runtime pick their kernels on the first calls)."""
+    for _ in range(5):
+        run()
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        a @ b
+        run()
         count += 1
     return round(2 * m * k * n * count / (time.perf_counter() - start) / 1e9, 1)
+
+
+def gflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 1.0) -> float:
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    return rate(lambda: a @ b, m, k, n, seconds)
 
 
 def onnxruntime_gflops(m: int, k: int, n: int, threads: int, seconds: float = 1.0) -> float:
@@ -52,13 +59,7 @@ def onnxruntime_gflops(m: int, k: int, n: int, threads: int, seconds: float = 1.
     session = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
                                    options, providers=["CPUExecutionProvider"])
     feed = {"x": rng.standard_normal((m, k), dtype=np.float32)}
-    for _ in range(5):
-        session.run(None, feed)
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        session.run(None, feed)
-        count += 1
-    return round(2 * m * k * n * count / (time.perf_counter() - start) / 1e9, 1)
+    return rate(lambda: session.run(None, feed), m, k, n, seconds)
 
 
 def main() -> None:

@@ -137,10 +137,8 @@ class NaiveBayes:
         mask = np.array([v != var.default for v in var.values])
         p = var.probs[:, mask]
         if isinstance(value, AnyOf):
-            for v in chosen:
-                var.value_index(v)
-            named = np.array([v in chosen for v in np.array(var.values)[mask]])
-            return _safe_log(1.0 - np.prod(1.0 - p[:, named], axis=1))
+            named = var.probs[:, [var.value_index(v) for v in sorted(chosen)]]
+            return _safe_log(1.0 - np.prod(1.0 - named, axis=1))
         if chosen == {PRESENT}:
             return _safe_log(1.0 - np.prod(1.0 - p, axis=1))
         if chosen <= {ABSENT, var.default}:
