@@ -45,6 +45,7 @@ import numpy as np
 from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
+from medrank.pipelines.symptom.reranker import TermReranker
 from medrank.pipelines.symptom.self_report import (
     DEFAULT_PARTS,
     LEXICON_SETTINGS,
@@ -358,6 +359,9 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
             systems[f"set detector, {encoder_label} trained on {trained_on} ({en_run.name}), {method}{label} + spans + "
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
+        if TermReranker.exists(en_run):  # the run's cross-encoder re-ranker over the dense + definitions search
+            reranker_rows(systems, en_run, encoder_label, trained_on, tag, digest, defs, reduced, cal_concepts,
+                          concepts, hier, cal_texts, cal_gold, test_texts, test_gold)
         own = en_run / "sets-hpo.json"
         if own.exists():  # what the service serves: the run's own calibration (fitted on its validation terms)
             for index, index_concepts, label in (
@@ -377,6 +381,42 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
                                  "span_threshold": cal.span_threshold}}
     print(json.dumps(systems, indent=1), flush=True)
+
+
+def reranker_rows(systems: dict[str, Any], en_run: Path, encoder_label: str, trained_on: str, tag: str, digest: str,
+                  defs: bool, reduced: Any, cal_concepts: Any, concepts: Any, hier: Any, cal_texts: list[str],
+                  cal_gold: list[set[str]], test_texts: list[str], test_gold: list[set[str]]) -> None:
+    """Rows of ``en_run``'s re-ranker (``RUN/reranker/``, re-ranking each span's hits): the set detector with the
+    bench's calibration and with the re-ranker's own (``reranker/sets-hpo.json``, as served) on torch and on ONNX
+    Runtime int8 (the service's fast form), and against the served index."""
+    model = str(en_run / "model")
+    own = TermReranker.folder(en_run) / "sets-hpo.json"
+    for backend in ("torch", "onnx-int8"):
+        label = (f"{encoder_label} trained on {trained_on} ({en_run.name}), dense{tag} + cross-encoder re-ranker"
+                 + ("" if backend == "torch" else f" on {backend}"))
+
+        def detector(index: str, index_concepts: Any, backend: str = backend) -> SetDetector:
+            r = retriever(f"hpo-{index}-dense-{en_run.name}-{digest[:12]}", index_concepts, "dense", model, "en", defs)
+            return SetDetector.from_retriever(r, language="en", hierarchy=hier, name="hpo",
+                                              reranker=TermReranker.load(en_run, r.concepts, backend=backend))
+
+        test = detector("heldout", reduced)
+        if backend == "torch":
+            test.calibration = detector("calibration", cal_concepts).fit(cal_texts, cal_gold, span_rule=True)
+            systems[f"set detector, {label} + spans + calibration + per-span rule"] = pct(
+                set_prf([{t.id for t in s.terms} for s in test.detect_many(test_texts)], test_gold))
+        if not own.exists():
+            continue
+        test.calibration = SetCalibration.load(own)
+        systems[f"set detector, {label}, the re-ranker's own calibration (reranker/sets-hpo.json, as served)"] = pct(
+            set_prf([{t.id for t in s.terms} for s in test.detect_many(test_texts)], test_gold))
+        print(label, systems[f"set detector, {label}, the re-ranker's own calibration (reranker/sets-hpo.json, as served)"],
+              flush=True)
+        served = detector("full", concepts)
+        served.calibration = SetCalibration.load(own)
+        systems[f"phrases in the index (served case): set detector, {en_run.name}, dense{tag} + cross-encoder re-ranker"
+                + ("" if backend == "torch" else f" on {backend}") + ", the re-ranker's own calibration"] = pct(
+            set_prf([{t.id for t in s.terms} for s in served.detect_many(test_texts)], test_gold))
 
 
 def part_icd(out: dict[str, Any]) -> None:
@@ -414,7 +454,7 @@ def part_icd(out: dict[str, Any]) -> None:
 
 
 # -- (d) speed -------------------------------------------------------------------------------------------
-def part_speed(run: Path | None, out: dict[str, Any]) -> None:
+def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     import os
 
     from medrank.data.hpo import load_hpo
@@ -440,6 +480,14 @@ def part_speed(run: Path | None, out: dict[str, Any]) -> None:
         r = retriever("cdn-vocab-hybrid-e5", load_candidates("chip-cdn", "vocab", eval_set=valid), "hybrid", "e5-small", "zh")
         _plain_query_encoder(r)
         dets["zh (zero-shot e5-small hybrid, 37,645 names)"] = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all())
+    for en_run in en_runs or []:  # a trained English run as the service serves it (queries on auto, HNSW)
+        served_form = "served form: backend auto, HNSW"
+        dets[f"en (trained run {en_run.name}, HPO; {served_form})"] = SetDetector.from_run(
+            en_run, "hpo", backend="auto", search="hnsw", rerank=False)
+        if TermReranker.exists(en_run):
+            for rb in ("torch", "onnx-int8"):
+                dets[f"en (trained run {en_run.name}, HPO, cross-encoder re-ranker on {rb}; {served_form})"] = \
+                    SetDetector.from_run(en_run, "hpo", backend="auto", search="hnsw", reranker_backend=rb)
     hpo = retriever("hpo-full-hybrid-minilm", load_hpo(), "hybrid", "minilm", "en")
     _plain_query_encoder(hpo)
     dets["en (MiniLM hybrid, HPO; torch, exact search)"] = SetDetector.from_retriever(hpo, language="en", hierarchy=HpoHierarchy())
@@ -460,7 +508,8 @@ def part_speed(run: Path | None, out: dict[str, Any]) -> None:
                 t0 = time.perf_counter()
                 det.detect(t)
                 samples.append(time.perf_counter() - t0)
-        res[name] = {**common.percentiles(samples), "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+        res[name] = {**common.percentiles(samples), "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+                     "machine": f"{common.cpu_model()}, {time.strftime('%Y-%m-%d')}"}
         print(name, res[name], flush=True)
     agreement = {}
     if run is not None:  # the served form must decide as the trained form does: set P/R/F1 of both on the validation split
@@ -471,7 +520,11 @@ def part_speed(run: Path | None, out: dict[str, Any]) -> None:
             if name.startswith("zh"):
                 agreement[name] = pct(set_prf([{t.id for t in det.detect(x).terms} for x in texts], gold))
                 print(name, agreement[name], flush=True)
-    out["speed"] = {"threads": 1, "systems": res, "set_prf_valid": agreement, "n_valid": len(gold) if agreement else 0}
+    # rows of systems not measured this time (another run, another machine) are kept as the file holds them
+    kept = {k: v for k, v in out.get("speed", {}).get("systems", {}).items() if k not in res}
+    agreement = {**{k: v for k, v in out.get("speed", {}).get("set_prf_valid", {}).items() if k not in res}, **agreement}
+    out["speed"] = {"threads": 1, "systems": {**kept, **res}, "set_prf_valid": agreement,
+                    "n_valid": len(gold) if agreement and run is not None else out.get("speed", {}).get("n_valid", 0)}
 
 
 def _plain_query_encoder(r: Any) -> None:
@@ -558,8 +611,11 @@ def markdown(out: dict[str, Any]) -> str:
                   "calibration fitted here ships for the service's ICD-10-CM knowledge base "
                   "(`pipelines/symptom/calibrations/icd10cm-hybrid.json`).", ""]
     if "speed" in out:
-        lines += ["### (d) One complaint end to end, 1 thread", "", "| detector | p50 ms | p95 ms | load average |", "|---|---|---|---|"]
-        lines += [f"| {n} | {r['p50_ms']} | {r['p95_ms']} | {r['load_average_1_5_15']} |" for n, r in out["speed"]["systems"].items()]
+        lines += ["### (d) One complaint end to end, 1 thread", "",
+                  "| detector | p50 ms | p95 ms | load average | machine |", "|---|---|---|---|---|"]
+        # a row kept from an earlier run carries no machine: the file's header at that time named it (see the README)
+        lines += [f"| {n} | {r['p50_ms']} | {r['p95_ms']} | {r['load_average_1_5_15']} | {r.get('machine', 'earlier run')} |"
+                  for n, r in out["speed"]["systems"].items()]
         if out["speed"].get("set_prf_valid"):
             lines += ["", f"Decided sets of the two Chinese forms on the CHIP-CDN validation split ({out['speed']['n_valid']} "
                       "texts, the run's own calibration, 37,645 names), CBLUE set P / R / F1 (%):", "",
@@ -601,7 +657,7 @@ def main() -> None:
         elif part == "ranking":
             part_ranking(args.run, out, tuple(args.candidates.split(",")))
         elif part == "speed":
-            part_speed(args.run, out)
+            part_speed(args.run, out, args.en_run)
         else:
             raise SystemExit(f"unknown part {part!r}")
         out.setdefault("part_seconds", {})[part] = round(time.perf_counter() - t0, 1)

@@ -214,7 +214,7 @@ def test_a_cross_encoder_scores_pairs_like_torch(tmp_path: Path, cache: Path) ->
     from transformers import BertConfig, BertForSequenceClassification
 
     from medrank.encoders.onnx import OnnxPairScorer
-    from medrank.pipelines.passages.cross_encoder import CrossEncoderScorer
+    from medrank.models.pair_classifier import PairScorer
 
     _, tok = make_tiny_bert()
     torch.manual_seed(0)
@@ -223,7 +223,7 @@ def test_a_cross_encoder_scores_pairs_like_torch(tmp_path: Path, cache: Path) ->
     model = BertForSequenceClassification(cfg).eval()
     queries = ["fever", "chest pain", "cough", "headache nausea"] * 2
     passages = TEXTS[:4] + TEXTS[3:7]
-    reference = CrossEncoderScorer(model, tok, max_length=32).score_pairs(queries, passages, batch_size=3)
+    reference = PairScorer(model, tok, max_length=32).score_pairs(queries, passages, batch_size=3)
     for quantized, tolerance in ((False, 1e-4), (True, 0.2)):
         scorer = OnnxPairScorer(model, tok, max_length=32, quantized=quantized)
         got = scorer.score_pairs(queries, passages, batch_size=3)

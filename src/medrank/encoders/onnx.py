@@ -552,7 +552,7 @@ class OnnxEncoder(Encoder):
 
 class OnnxPairScorer:
     """A cross-encoder (a one-logit ``transformers`` sequence-classification model over text pairs) run by
-    ONNX Runtime; :meth:`score_pairs` matches ``CrossEncoderScorer.score_pairs`` of the passages pipeline.
+    ONNX Runtime; :meth:`score_pairs` matches :meth:`medrank.models.pair_classifier.PairScorer.score_pairs`.
 
     The export is cached like an encoder's (:func:`ensure_export`, head ``"logit"``).
     """

@@ -348,6 +348,10 @@ class Builder:
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)
         beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
+        from medrank.pipelines.symptom.inference import TermReranker
+
+        if (TermReranker.folder(run) / f"sets-{candidates}.json").exists():
+            beta += "; each span's candidates re-ranked by its cross-encoder"
         info = KBInfo(name, source.language, source.source, source.version, source.licence, method="dense",
                       model=f"Bi-HardNCE (trained run {run.name}{beta}"
                       f"{'; ' + detector.retriever.serving if getattr(detector.retriever, 'serving', '') else ''})",
@@ -364,11 +368,15 @@ class Builder:
 
         trained = self.trained_runs.get(id(kb))
         if trained is not None:
-            detector = set_detector_for_run(trained[0], trained[1], trained[2], kb.info.language, self.settings.data_root)
+            detector = set_detector_for_run(trained[0], trained[1], trained[2], kb.info.language, self.settings.data_root,
+                                            reranker_backend=self.settings.backend)
         else:
             detector = set_detector_for_knowledge_base(kb, self.settings.data_root)
         if detector is None:
             self.say(f"  {kb.info.name}: no set calibration; /symptoms returns its ranking only")
+        elif detector.reranker is not None:
+            self.say(f"  {kb.info.name}: each span's candidates re-ranked by the run's cross-encoder "
+                     f"({detector.reranker.info.get('backend')})")
         else:
             # two symptoms: the hierarchy check between candidates loads here, not inside the first request
             sample = "头痛发烧两天" if kb.info.language == "zh" else "I have a headache and a fever"

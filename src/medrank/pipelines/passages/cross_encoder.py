@@ -18,57 +18,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from medrank.data.medquad import PassageCorpus, corpus_from_documents
+from medrank.models.pair_classifier import PairScorer as CrossEncoderScorer
 from medrank.models.pair_classifier import load_pair_classifier
 from medrank.pipelines.passages.losses import ListwiseSoftmaxLoss
 from medrank.pipelines.passages.pairs import TrainingGroup, query_text, training_groups
 from medrank.pipelines.passages.protocol import query_fields
 from medrank.records import Query
 from medrank.utils.hf import quiet_weight_loading
-
-
-class CrossEncoderScorer:
-    """Scores (query, passage) text pairs with a sequence-classification model (one logit)."""
-
-    def __init__(self, model: Any, tokenizer: Any, max_length: int = 128) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-
-    def features(self, queries: Sequence[str], passages: Sequence[str]) -> dict[str, torch.Tensor]:
-        return self.tokenizer(
-            list(queries), list(passages), padding=True, truncation="only_second", max_length=self.max_length,
-            return_tensors="pt",
-        )
-
-    def logits(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.model(**features).logits[:, 0]
-
-    @torch.inference_mode()
-    def score_pairs(
-        self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 64, show_progress: bool = False
-    ) -> np.ndarray:
-        was_training = self.model.training
-        self.model.eval()
-        # Tokenise once, then batch by length so padding stays small.
-        enc = self.tokenizer(list(queries), list(passages), truncation="only_second", max_length=self.max_length)
-        order = np.argsort([-len(x) for x in enc["input_ids"]], kind="stable")
-        out = np.empty(len(queries), dtype=np.float32)
-        pad = self.tokenizer.pad_token_id or 0
-        for s in tqdm(range(0, len(order), batch_size), disable=not show_progress, desc="cross-encoder", unit="batch"):
-            idx = order[s : s + batch_size]
-            longest = max(len(enc["input_ids"][i]) for i in idx)
-            feats = {k: torch.full((len(idx), longest), pad if k == "input_ids" else 0, dtype=torch.long) for k in enc}
-            for r, i in enumerate(idx):
-                for k in enc:
-                    seq = enc[k][i]
-                    feats[k][r, : len(seq)] = torch.as_tensor(seq)
-            out[idx] = self.logits(feats).float().numpy()
-        if was_training:
-            self.model.train()
-        return out
 
 
 class CrossEncoderRanker:

@@ -14,6 +14,8 @@
 * :mod:`~medrank.pipelines.symptom.sets` — the set of terms a complaint names, with spans and probabilities;
 * :mod:`~medrank.pipelines.symptom.synthetic` — synthetic English complaints from HPO layperson synonyms, and
   the set decision an English run serves fitted on them;
+* :mod:`~medrank.pipelines.symptom.reranker` / :mod:`~medrank.pipelines.symptom.reranker_training` — a
+  cross-encoder that re-scores each span's top hits of a trained English run (task ``symptom-reranker``);
 * :mod:`~medrank.pipelines.symptom.biosyn` — English concept normalisation with BioSyn (sparse + dense
   scores, synonym marginalisation, candidates re-mined every epoch), ``medrank train`` task ``biosyn``.
 """

@@ -33,6 +33,17 @@ def train(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, A
     }
 
 
+@register_trainer("symptom-reranker")
+def train_reranker(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    """Train the cross-encoder that re-ranks a trained hpo-layperson run's candidates (``first_stage:``), and its
+    set decision; written to ``FIRST_STAGE/reranker/`` unless the config names an ``output_dir``."""
+    from medrank.pipelines.symptom.reranker_training import train_term_reranker
+
+    meta = train_term_reranker(config, output_dir, resume)
+    return {"output_dir": str(output_dir), "best_epoch": meta["best_epoch"], "validation": meta["validation"],
+            "sets_hpo": meta["sets_hpo"], "seconds": meta["seconds"]}
+
+
 @register_evaluator("dxy-symptoms")
 def evaluate_dxy(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
     """DXY self-reports → explicit symptoms, set P/R/F1 (``--test DIR`` laid out like dxy-dialog)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from medrank.index.base import check_k
 from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
+from medrank.pipelines.symptom.reranker import SERVED_BACKEND, TermReranker
 from medrank.pipelines.symptom.sets import (
     DetectedTerm,
     SetCalibration,
@@ -31,8 +32,8 @@ DEFAULT_K = 5
 log = logging.getLogger(__name__)
 
 #: the set-level detection the service serves beside each knowledge base's ranking
-__all__ = ["DEFAULT_K", "DetectedTerm", "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet",
-           "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
+__all__ = ["DEFAULT_K", "SERVED_BACKEND", "DetectedTerm", "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet",
+           "TermReranker", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
 
 
 class SymptomDetector:
@@ -115,18 +116,33 @@ def _lexicon(language: str | None, data_root: str | os.PathLike[str] | None) -> 
 
 
 def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[str], candidates: str = "vocab",
-                         language: str = "zh", data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
+                         language: str = "zh", data_root: str | os.PathLike[str] | None = None,
+                         reranker_backend: str | None = "torch") -> SetDetector | None:
     """A :class:`SetDetector` over an already loaded trained run (its retriever, no second copy of the index), with
     the set calibration the run holds (``RUN/sets-<candidates>.json``, and ``RUN/sets-memory.json`` when the
     calibration reads one); ``None`` when it holds none, or when either cannot be read (logged: the run is then
-    served as a ranking)."""
+    served as a ranking).
+
+    A run with a trained re-ranker calibrated for ``candidates`` (``RUN/reranker/sets-<candidates>.json``,
+    :mod:`~medrank.pipelines.symptom.reranker`) is served re-ranked, on ``reranker_backend`` (``None``: not
+    re-ranked; ``"auto"``: :data:`~medrank.pipelines.symptom.reranker.SERVED_BACKEND`); one that cannot be read is
+    logged and the run is served without it."""
     path = Path(run_dir) / f"sets-{candidates}.json"
+    reranker = None
+    reranked_path = TermReranker.folder(run_dir) / f"sets-{candidates}.json"
+    if reranker_backend is not None and reranked_path.exists():
+        try:
+            backend = SERVED_BACKEND if reranker_backend == "auto" else reranker_backend
+            reranker = TermReranker.load(run_dir, detector.retriever.concepts, backend=backend)
+            path = reranked_path
+        except (OSError, ValueError, KeyError, ImportError) as exc:
+            log.warning("%s: its re-ranker cannot be loaded (%s); served without it", Path(run_dir).name, exc)
     if not path.exists():
         return None
     try:
         return SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
                                           lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}",
-                                          memory=run_memory(run_dir))
+                                          memory=run_memory(run_dir), reranker=reranker)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("%s: its set decision cannot be read (%s); served as a ranking", Path(run_dir).name, exc)
         return None

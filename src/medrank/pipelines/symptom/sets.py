@@ -308,11 +308,16 @@ class SetDetector:
     def __init__(self, search: SearchFn, names: Mapping[str, str], language: str | None = None,
                  lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
                  k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
-                 memory: TrainingMemory | None = None) -> None:
+                 memory: TrainingMemory | None = None, reranker: Any = None) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
             raise ValueError(f"language must be 'zh', 'en' or None (detect), got {language!r}")
+        # a re-ranker (:class:`~medrank.pipelines.symptom.reranker.TermReranker`) re-scores the top hits of each span
+        # (a phrase, what it was trained on), not those of the whole text: the cost is per pair
+        if reranker is not None and reranker.depth > k:
+            raise ValueError(f"the re-ranker re-scores {reranker.depth} hits per span; k must be at least that, got {k}")
+        self.reranker = reranker
         self.search = search
         self.names = names
         self.language = language
@@ -370,11 +375,15 @@ class SetDetector:
 
     @classmethod
     def from_run(cls, run_dir: PathLike, candidates: str = "vocab", calibration: SetCalibration | PathLike | None = None,
-                 backend: str = "torch", search: str = "exact", **kwargs: Any) -> SetDetector:
+                 backend: str = "torch", search: str = "exact", rerank: bool = True, reranker_backend: str | None = None,
+                 **kwargs: Any) -> SetDetector:
         """Over a trained run (the retriever :class:`~medrank.pipelines.symptom.inference.SymptomDetector` loads);
         the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there, the training
         memory to ``RUN/sets-memory.json``; ``backend`` / ``search`` as
-        :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving`."""
+        :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving`. With ``rerank`` (and no calibration
+        given), a run whose re-ranker is calibrated for ``candidates`` (``RUN/reranker/sets-<candidates>.json``,
+        :mod:`~medrank.pipelines.symptom.reranker`) is re-ranked, on ``reranker_backend`` (default: ``backend``;
+        ``"auto"``: :data:`~medrank.pipelines.symptom.reranker.SERVED_BACKEND`)."""
         # read here, not through the inference module: that module serves this one (no import circle)
         from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
 
@@ -385,6 +394,16 @@ class SetDetector:
         if candidates not in indexes:
             raise ValueError(f"{run_dir} has indexes for {sorted(indexes)}, not {candidates!r}")
         retriever = open_run_index(Path(run_dir), Path(run_dir) / indexes[candidates], backend, search)
+        from medrank.pipelines.symptom.reranker import TermReranker
+
+        reranked = TermReranker.folder(run_dir) / f"sets-{candidates}.json"
+        if calibration is None and rerank and reranked.exists() and "reranker" not in kwargs:
+            from medrank.pipelines.symptom.reranker import SERVED_BACKEND
+
+            chosen = reranker_backend or backend
+            kwargs["reranker"] = TermReranker.load(run_dir, retriever.concepts,
+                                                   backend=SERVED_BACKEND if chosen == "auto" else chosen)
+            calibration = reranked
         if calibration is None and (Path(run_dir) / f"sets-{candidates}.json").exists():
             calibration = Path(run_dir) / f"sets-{candidates}.json"
         if calibration is not None and not isinstance(calibration, SetCalibration):
@@ -450,6 +469,10 @@ class SetDetector:
         plans = [self._queries(check_text(t)) for t in texts]
         flat = [q for _, queries, _ in plans for q in queries]
         results = self._search_many(flat) if flat else []
+        if self.reranker is not None:
+            at = [i for i, kind in enumerate(kind for _, _, kinds in plans for kind in kinds) if kind[0] == "span"]
+            for i, row in zip(at, self.reranker.rerank([flat[i] for i in at], [results[i] for i in at]), strict=True):
+                results[i] = row
         out, pos = [], 0
         for text, (spans, queries, kinds) in zip(texts, plans, strict=True):
             hits = results[pos:pos + len(queries)]

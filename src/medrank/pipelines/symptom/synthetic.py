@@ -67,13 +67,15 @@ def compose_complaints(terms: Sequence[Concept], hierarchy: Any, rng: random.Ran
 def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Path, seed: int = 13,
                        n_complaints: int = CALIBRATION_COMPLAINTS, concepts: Sequence[Concept] | None = None,
                        held_out: Sequence[Concept] | None = None, hierarchy: Any = None,
-                       use_definitions: bool = False) -> dict[str, Any]:
+                       use_definitions: bool = False, reranker: Any = None, write_index: bool = True) -> dict[str, Any]:
     """Write ``run_dir/index-hpo`` (every name and synonym of ``concepts``, default HPO's, dense, through ``encoder``)
     and fit its set decision (``run_dir/sets-hpo.json``) on complaints composed from ``valid_term_ids`` (see the
     module docstring); returns what was fitted. ``held_out`` (default: the check terms of
     :func:`medrank.data.hpo.layperson_split`) never reach the calibration, and their layperson synonyms never its
     index; ``hierarchy`` defaults to HPO's is-a; ``use_definitions`` indexes each term's definition too (both
-    indexes, :func:`medrank.retrieval.concept.definition_entry`)."""
+    indexes, :func:`medrank.retrieval.concept.definition_entry`); ``reranker`` (a
+    :class:`~medrank.pipelines.symptom.reranker.TermReranker`) re-ranks the calibration's search, so the decision is
+    fitted on its scores; ``write_index=False`` leaves ``run_dir/index-hpo`` unwritten (a re-ranker's folder)."""
     from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
     from medrank.encoders import CachedEncoder
     from medrank.pipelines.symptom.sets import HpoHierarchy, SetDetector
@@ -92,16 +94,18 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
     with tempfile.TemporaryDirectory(prefix="medrank-hpo-sets-") as tmp:
         # the calibration index is the served one less some synonyms: each entry is encoded once
         cached = CachedEncoder(encoder, Path(tmp))
-        served = ConceptRetriever.build(concepts, method="dense", encoder=cached, language="en",
-                                        use_definitions=use_definitions)
-        served.save(run_dir / "index-hpo")
+        if write_index:
+            served = ConceptRetriever.build(concepts, method="dense", encoder=cached, language="en",
+                                            use_definitions=use_definitions)
+            served.save(run_dir / "index-hpo")
         calibration_index = ConceptRetriever.build(without_layperson_of(concepts, check + unseen), method="dense",
                                                    encoder=cached, language="en", use_definitions=use_definitions)
         texts, gold = compose_complaints(terms, hierarchy, rng, n_complaints)
-        detector = SetDetector.from_retriever(calibration_index, language="en", hierarchy=hierarchy, name="hpo")
+        detector = SetDetector.from_retriever(calibration_index, language="en", hierarchy=hierarchy, name="hpo",
+                                              reranker=reranker)
         calibration = detector.fit(texts, gold, span_rule=True)
     calibration.save(run_dir / "sets-hpo.json")
-    info = {"file": "sets-hpo.json", "index": "index-hpo", "f1": calibration.info["fit_f1"],
+    info = {"file": "sets-hpo.json", "index": "index-hpo", "reranked": reranker is not None, "f1": calibration.info["fit_f1"],
             "definitions": use_definitions, "complaints": len(texts), "terms": len(terms), "terms_unseen_by_index": len(unseen),
             "seconds": round(time.perf_counter() - t0, 1)}
     log.info("English set decision fitted on %d synthetic complaints: F1 %.4f", len(texts), info["f1"])
