@@ -176,3 +176,21 @@ def test_the_first_stage_weight_blends_scores_and_is_chosen_on_validation() -> N
     assert w == 2.0  # 0.5 + 2 * 0.9 = 2.3 > 1.0 + 2 * 0.5 = 2.0; with 1.0: 1.4 < 1.5
     with pytest.raises(ValueError, match="first_stage_weight"):
         TermReranker(scorer, CONCEPTS, first_stage_weight=-1.0)
+
+
+def test_training_says_what_first_stage_it_needs(tmp_path: Path) -> None:
+    from medrank.pipelines.symptom.reranker_training import train_term_reranker
+
+    with pytest.raises(ValueError, match="needs first_stage"):
+        train_term_reranker({"task": "symptom-reranker"}, tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match="not a finished symptom run"):
+        train_term_reranker({"first_stage": str(tmp_path / "nothing")}, tmp_path / "out")
+    run = tmp_path / "cdn"
+    (run / "index-vocab").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"task": "symptom", "name": "cdn", "dataset": "chip-cdn"}), encoding="utf-8")
+    with pytest.raises(ValueError, match="hpo-layperson runs"):
+        train_term_reranker({"first_stage": str(run)}, tmp_path / "out")
+    (run / "config.json").write_text(json.dumps({"task": "symptom", "name": "hpo", "dataset": "hpo-layperson"}),
+                                     encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown re-ranker settings"):
+        train_term_reranker({"first_stage": str(run), "dept": 5}, tmp_path / "out")
