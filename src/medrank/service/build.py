@@ -350,7 +350,7 @@ class Builder:
         beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
         from medrank.pipelines.symptom.inference import TermReranker
 
-        if (TermReranker.folder(run) / f"sets-{candidates}.json").exists():
+        if TermReranker.calibration_path(run, candidates).exists():
             beta += "; each span's candidates re-ranked by its cross-encoder"
         info = KBInfo(name, source.language, source.source, source.version, source.licence, method="dense",
                       model=f"Bi-HardNCE (trained run {run.name}{beta}"

@@ -129,14 +129,13 @@ def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[s
     logged and the run is served without it."""
     path = Path(run_dir) / f"sets-{candidates}.json"
     reranker = None
-    reranked_path = TermReranker.folder(run_dir) / f"sets-{candidates}.json"
-    if reranker_backend is not None and reranked_path.exists():
+    if reranker_backend is not None:
         try:
-            backend = SERVED_BACKEND if reranker_backend == "auto" else reranker_backend
-            reranker = TermReranker.load(run_dir, detector.retriever.concepts, backend=backend)
-            path = reranked_path
+            reranker = TermReranker.load_calibrated(run_dir, candidates, detector.retriever.concepts, reranker_backend)
         except (OSError, ValueError, KeyError, ImportError) as exc:
             log.warning("%s: its re-ranker cannot be loaded (%s); served without it", Path(run_dir).name, exc)
+        if reranker is not None:
+            path = TermReranker.calibration_path(run_dir, candidates)
     if not path.exists():
         return None
     try:

@@ -127,10 +127,25 @@ class TermReranker:
         return (cls.folder(run_dir) / META_FILE).is_file()
 
     @classmethod
+    def calibration_path(cls, run_dir: PathLike, candidates: str) -> Path:
+        """The set decision fitted over the re-ranked search of ``RUN/index-<candidates>``."""
+        return cls.folder(run_dir) / f"sets-{candidates}.json"
+
+    @classmethod
+    def load_calibrated(cls, run_dir: PathLike, candidates: str, concepts: Mapping[str, Concept],
+                        backend: str = "torch") -> TermReranker | None:
+        """The run's re-ranker when it holds a set decision for ``candidates`` (:meth:`calibration_path`; a run
+        re-ranked without one is not served re-ranked), else ``None``."""
+        if not cls.calibration_path(run_dir, candidates).exists():
+            return None
+        return cls.load(run_dir, concepts, backend=backend)
+
+    @classmethod
     def load(cls, run_dir: PathLike, concepts: Mapping[str, Concept], backend: str = "torch",
              threads: int | None = None) -> TermReranker:
         """The re-ranker trained for ``run_dir`` (``RUN/reranker/``); ``backend``: ``"torch"``, ``"onnx"`` or
-        ``"onnx-int8"`` (ONNX Runtime, exported once and cached like an encoder's)."""
+        ``"onnx-int8"`` (ONNX Runtime, exported once and cached like an encoder's), ``"auto"``:
+        :data:`SERVED_BACKEND`."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from medrank.encoders.onnx import check_backend
@@ -147,7 +162,7 @@ class TermReranker:
         if meta.get("term_text") != TERM_TEXT:
             raise ValueError(f"{meta_path} was trained on terms written as {meta.get('term_text')!r}; this version "
                              f"writes them as {TERM_TEXT!r}: train it again")
-        check_backend(backend)
+        backend = SERVED_BACKEND if backend == "auto" else check_backend(backend)
         tokenizer = AutoTokenizer.from_pretrained(str(folder / "model"))
         with quiet_weight_loading():
             model = AutoModelForSequenceClassification.from_pretrained(str(folder / "model"))

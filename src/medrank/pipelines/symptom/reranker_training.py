@@ -129,21 +129,28 @@ def reranked_accuracy(reranker: TermReranker, phrases: Sequence[str], gold: Sequ
 FIRST_STAGE_WEIGHTS = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 
 
+class ScoredPairs:
+    """A pair scorer that looks up logits computed once (``score_pairs`` of ``scorer`` over ``hits``' top ``depth``
+    for each phrase), so the same pairs re-ranked several ways (weights, depths) are scored only once."""
+
+    def __init__(self, reranker: TermReranker, phrases: Sequence[str], hits: Sequence[Sequence[tuple[str, float]]]) -> None:
+        pairs = [(p, reranker.text(c)) for p, row in zip(phrases, hits, strict=True) for c, _ in row[: reranker.depth]]
+        scores = reranker.scorer.score_pairs([p for p, _ in pairs], [t for _, t in pairs])
+        self.logits = dict(zip(pairs, scores, strict=True))
+
+    def score_pairs(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        return np.array([self.logits[pair] for pair in zip(queries, texts, strict=True)], dtype=np.float32)
+
+
 def choose_first_stage_weight(reranker: TermReranker, phrases: Sequence[str], gold: Sequence[set[str]],
                               hits: Sequence[Sequence[tuple[str, float]]],
-                              weights: Sequence[float] = FIRST_STAGE_WEIGHTS) -> float:
+                              weights: Sequence[float] = FIRST_STAGE_WEIGHTS, scored: ScoredPairs | None = None) -> float:
     """The weight of :data:`FIRST_STAGE_WEIGHTS` with the best re-ranked Acc@1 on ``phrases`` (the smallest of the
-    best); the cross-encoder scores each pair once."""
-    pairs = [(p, reranker.text(c)) for p, row in zip(phrases, hits, strict=True) for c, _ in row[: reranker.depth]]
-    logits = dict(zip(pairs, reranker.scorer.score_pairs([p for p, _ in pairs], [t for _, t in pairs]), strict=True))
-
-    class Scored:  # the logits above, looked up instead of computed again for every weight
-        def score_pairs(self, queries: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-            return np.array([logits[pair] for pair in zip(queries, texts, strict=True)], dtype=np.float32)
-
+    best); the cross-encoder scores each pair once (``scored``, when given, holds those scores already)."""
+    scored = scored or ScoredPairs(reranker, phrases, hits)
     best, best_acc = 0.0, -1.0
     for w in weights:
-        acc = reranked_accuracy(TermReranker(Scored(), reranker.concepts, reranker.depth, first_stage_weight=w),
+        acc = reranked_accuracy(TermReranker(scored, reranker.concepts, reranker.depth, first_stage_weight=w),
                                 phrases, gold, hits)["acc@1"]
         if acc > best_acc + 1e-12:
             best, best_acc = float(w), acc
@@ -244,17 +251,21 @@ def train_term_reranker(config: Mapping[str, Any], output_dir: PathLike | None =
     model.eval()
     # the weight of the first stage's score in the re-ranked score, chosen on the validation phrases (the smallest of
     # the best): the cross-encoder alone can rank below its first stage, and the two err apart
-    reranker.first_stage_weight = choose_first_stage_weight(reranker, valid_phrases, valid_gold, valid_hits)
-    meta = {"format": META_FORMAT, "first_stage_weight": reranker.first_stage_weight, "term_text": TERM_TEXT, "first_stage": str(run_dir), "base": settings.base,
-            "max_length": settings.max_length, "depth": settings.depth, "best_epoch": best,
-            "validation": evaluate(best or 0), "groups": len(groups), "settings": asdict(settings),
+    scored = ScoredPairs(reranker, valid_phrases, valid_hits)
+    weight = choose_first_stage_weight(reranker, valid_phrases, valid_gold, valid_hits, scored=scored)
+    reranker.first_stage_weight = weight
+
+    def validation(depth: int, w: float) -> dict[str, float]:
+        return reranked_accuracy(TermReranker(scored, first.concepts, depth, first_stage_weight=w), valid_phrases,
+                                 valid_gold, valid_hits)
+
+    meta = {"format": META_FORMAT, "term_text": TERM_TEXT, "first_stage": str(run_dir), "base": settings.base,
+            "max_length": settings.max_length, "depth": settings.depth, "first_stage_weight": weight,
+            "best_epoch": best, "groups": len(groups), "settings": asdict(settings),
+            "validation": validation(settings.depth, weight),
+            "validation_cross_encoder_alone": validation(settings.depth, 0.0),
             # the same validation re-ranking only the top 5 (half the pairs per span, half the time)
-            "validation_cross_encoder_alone": reranked_accuracy(TermReranker(scorer, first.concepts, settings.depth),
-                                                                valid_phrases, valid_gold, valid_hits),
-            # the same validation re-ranking only the top 5 (half the pairs per span, half the time)
-            "validation_depth_5": reranked_accuracy(TermReranker(scorer, first.concepts, 5,
-                                                                 first_stage_weight=reranker.first_stage_weight),
-                                                    valid_phrases, valid_gold, valid_hits)}
+            "validation_depth_5": validation(5, weight)}
     with atomic_dir(output_dir / "model") as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
@@ -262,18 +273,10 @@ def train_term_reranker(config: Mapping[str, Any], output_dir: PathLike | None =
     from medrank.pipelines.symptom.synthetic import fit_layperson_sets
 
     valid_terms = [t for g in valid_gold for t in sorted(g)]
-    sets = fit_layperson_sets(_run_encoder(run_dir), valid_terms, output_dir, seed=run_cfg.seed, use_definitions=run_cfg.use_definitions,
-                              reranker=reranker, write_index=False)
+    # the first stage's query encoder (open_run_index loaded it with the settings its index recorded)
+    sets = fit_layperson_sets(first.index.encoder, valid_terms, output_dir, seed=run_cfg.seed,
+                              use_definitions=run_cfg.use_definitions, reranker=reranker, write_index=False)
     meta["sets_hpo"] = sets
     meta["seconds"] = round(time.perf_counter() - started, 1)
     atomic_write_json(output_dir / META_FILE, meta)
     return meta
-
-
-def _run_encoder(run_dir: Path) -> Any:
-    """The run's query encoder with the settings its index recorded (as :func:`.artefacts.open_run_index`)."""
-    from medrank.encoders import load_encoder
-    from medrank.retrieval.concept import saved_encoder_spec
-
-    spec = saved_encoder_spec(run_dir / "index-vocab")
-    return load_encoder({**spec, "path": str(run_dir / "model")}) if spec else load_encoder(str(run_dir / "model"))

@@ -396,14 +396,10 @@ class SetDetector:
         retriever = open_run_index(Path(run_dir), Path(run_dir) / indexes[candidates], backend, search)
         from medrank.pipelines.symptom.reranker import TermReranker
 
-        reranked = TermReranker.folder(run_dir) / f"sets-{candidates}.json"
-        if calibration is None and rerank and reranked.exists() and "reranker" not in kwargs:
-            from medrank.pipelines.symptom.reranker import SERVED_BACKEND
-
-            chosen = reranker_backend or backend
-            kwargs["reranker"] = TermReranker.load(run_dir, retriever.concepts,
-                                                   backend=SERVED_BACKEND if chosen == "auto" else chosen)
-            calibration = reranked
+        if calibration is None and rerank and "reranker" not in kwargs:
+            reranker = TermReranker.load_calibrated(run_dir, candidates, retriever.concepts, reranker_backend or backend)
+            if reranker is not None:
+                kwargs["reranker"], calibration = reranker, TermReranker.calibration_path(run_dir, candidates)
         if calibration is None and (Path(run_dir) / f"sets-{candidates}.json").exists():
             calibration = Path(run_dir) / f"sets-{candidates}.json"
         if calibration is not None and not isinstance(calibration, SetCalibration):
