@@ -56,6 +56,7 @@ from medrank.pipelines.symptom.self_report import (
 from medrank.pipelines.symptom.set_eval import cross_fit
 from medrank.pipelines.symptom.sets import (
     CALIBRATIONS,
+    JOIN_MARGINS,
     SetCalibration,
     SetDetector,
     set_prf,
@@ -312,7 +313,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
-    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True)
+    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
@@ -322,7 +323,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                                        language="en", hierarchy=hier, name="hpo")
     det_d.calibration = SetDetector.from_retriever(
         retriever("hpo-calibration-hybrid-minilm", cal_concepts, "hybrid", "minilm", "en", True),
-        language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True)
+        language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
     preds = [{t.id for t in s.terms} for s in det_d.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + definitions in the index + spans + calibration + per-span rule)"] = pct(
         set_prf(preds, test_gold))
@@ -330,7 +331,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     # a calibration fitted on unseen phrases only (the earlier design) never saw an exact match
     served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
                                         language="en", hierarchy=hier, name="hpo")
-    for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True)), ("mixed", cal)):
+    for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)), ("mixed", cal)):
         served.calibration = calibration
         preds = [{t.id for t in s.terms} for s in served.detect_many(test_texts)]
         systems[f"phrases in the index (served case): set detector, MiniLM hybrid, calibrated on {label}"] = pct(
@@ -355,7 +356,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                 retriever(f"hpo-calibration-{method}-{en_run.name}-{digest[:12]}", cal_concepts, method, model, "en",
                           with_defs),
                 language="en", hierarchy=hier, name="hpo")
-            det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True)
+            det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
             preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
             systems[f"set detector, {encoder_label} trained on {trained_on} ({en_run.name}), {method}{label} + spans + "
                     "calibration + per-span rule"] = pct(set_prf(preds, test_gold))
@@ -402,7 +403,7 @@ def reranker_rows(systems: dict[str, Any], en_run: Path, encoder_label: str, tra
 
         test = detector("heldout", reduced)
         if backend == "torch":
-            test.calibration = detector("calibration", cal_concepts).fit(cal_texts, cal_gold, span_rule=True)
+            test.calibration = detector("calibration", cal_concepts).fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
             systems[f"set detector, {label} + spans + calibration + per-span rule"] = pct(
                 set_prf([{t.id for t in s.terms} for s in test.detect_many(test_texts)], test_gold))
         if not own.exists():

@@ -241,3 +241,71 @@ def test_an_uncovered_word_offers_first_a_term_whose_name_holds_one_of_its_forms
     table["拉肚子"], table["腹泻"] = ["R14"], ["R14"]
     assert det.detect("肚子疼拉肚子").alternatives[0].name == "腹胀"
     assert det._surface_forms(find_spans("拉肚子", lex)[0]) == ["拉肚子", "稀便", "腹泻"]  # one-character forms left out
+
+
+# -- joining English clauses that are one finding ------------------------------------------------------
+EN_NAMES = {"H1": "Proximal tibial and fibular fusion", "H2": "Tibial fusion", "H3": "Calf pain", "H4": "Rhinorrhea",
+            "H5": "Pharyngitis", "H6": "Upper respiratory infection"}
+EN_HITS = {  # query → [(id, cosine)]
+    "fusion of shinbone and calf bone": [("H1", 0.90), ("H2", 0.70)],
+    "fusion of shinbone": [("H2", 0.80)],
+    "calf bone": [("H3", 0.55)],
+    "runny nose and sore throat": [("H6", 0.70), ("H4", 0.60)],
+    "runny nose": [("H4", 0.95), ("H6", 0.50)],
+    "sore throat": [("H5", 0.90), ("H6", 0.55)],
+}
+
+
+def _en_search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+    return [EN_HITS.get(t, [("H6", 0.3)])[:k] for t in texts]
+
+
+def _en_detector(**kw) -> SetDetector:
+    n = len(BASE_FEATURES)
+    weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
+    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
+    return SetDetector(_en_search, EN_NAMES, language="en", calibration=cal, **kw)
+
+
+def test_joinable_pairs_are_neighbours_parted_by_a_separator_only() -> None:
+    from medrank.pipelines.symptom.sets import _joinable
+
+    text = "I have fusion of shinbone and calf bone, absent/small toe bone"
+    spans = find_spans(text, language="en")
+    pairs = [(i, j.text) for i, j in _joinable(text, spans)]
+    assert pairs == [(0, "fusion of shinbone and calf bone"), (1, "calf bone, absent"), (2, "absent/small toe bone")]
+    text = "I've had fever for two days, also a cough"  # a time between two clauses: never one finding
+    assert _joinable(text, find_spans(text, language="en")) == []
+    text = "no fever and calf bone pain"  # a negated clause is never joined
+    assert _joinable(text, find_spans(text, language="en")) == []
+
+
+def test_two_clauses_read_as_one_finding_only_when_the_joined_text_reads_better() -> None:
+    det = _en_detector()
+    assert det.join_margin is None  # the calibration's: never
+    assert {t.id for t in det.detect("fusion of shinbone and calf bone").terms} == {"H2", "H3"}
+    det = _en_detector(join_margin=0.0)
+    got = det.detect("fusion of shinbone and calf bone")
+    assert [t.id for t in got.terms] == ["H1"] and got.terms[0].span == (0, len("fusion of shinbone and calf bone"))
+    # each clause reads better alone than the two together: two findings
+    assert {t.id for t in det.detect("runny nose and sore throat").terms} == {"H4", "H5"}
+    assert {t.id for t in _en_detector(join_margin=0.25).detect("fusion of shinbone and calf bone").terms} == {"H2", "H3"}
+
+
+def test_fit_chooses_the_join_margin_and_the_calibration_carries_it(tmp_path) -> None:
+    det = _en_detector()
+    # the whole text ("I have …") finds nothing useful: only the joined clause can name H1
+    texts = [f"I have {t}" for t in ("fusion of shinbone and calf bone", "runny nose and sore throat", "runny nose",
+                                     "sore throat")] * 5
+    gold = [{"H1"}, {"H4", "H5"}, {"H4"}, {"H5"}] * 5
+    cal = det.fit(texts, gold, join_margins=(None, 0.0))
+    assert cal.join_margin == 0.0 and cal.info["join_margins_tried"] == [None, 0.0] and cal.info["fit_f1"] == 1.0
+    assert det.join_margin == 0.0
+    cal.save(tmp_path / "cal.json")
+    assert SetCalibration.load(tmp_path / "cal.json").join_margin == 0.0
+    assert "join_margin" not in SetCalibration.load(tmp_path / "cal.json").info
+    with pytest.raises(ValueError, match="join_margins"):
+        det.fit(texts, gold, join_margins=())
+    # a detector given its own margin keeps it
+    fixed = _en_detector(join_margin=None)
+    assert fixed.fit(texts, gold, join_margins=(None, 0.0)).join_margin is None

@@ -5,12 +5,15 @@ decides the set on top of any retriever (a trained Bi-HardNCE run, a zero-shot d
 knowledge base):
 
 1. **spans** — the complaint is cut into clauses and lexicon words
-   (:func:`~medrank.pipelines.symptom.spans.find_spans`);
+   (:func:`~medrank.pipelines.symptom.spans.find_spans`); two neighbouring English clauses that only a
+   conjunction or a mark parts are read as one finding when the two together find a clearly better term
+   than either alone ("fusion of shinbone and calf bone"; :meth:`SetDetector._segment`, the margin chosen
+   with the calibration);
 2. **retrieval** — each span, the whole text and, for lexicon words, the other surface forms of
    the same symptom (发烧 is also searched as 发热) are searched in one batch;
 3. **merging** — the candidates of all queries are merged per term into features (best span score
-   and rank, whole-text score and rank, agreement between queries, character / word overlap
-   with its span, exact name match);
+   and rank, its lead over the span's next hit, whole-text score and rank, agreement between queries,
+   character / word overlap with its span, exact name match);
 4. **calibration** — a logistic model over those features, fitted on labelled complaints
    (:meth:`SetDetector.fit`), turns them into a probability; the threshold and the minimum count
    are the ones that maximise set F1 on the same data;
@@ -48,12 +51,14 @@ MAX_TEXT_CHARS = 2000
 BASE_FEATURES = (
     "span_score", "span_rank", "span_top_gap", "text_score", "text_rank", "expansion_score", "votes",
     "exact", "name_covered", "span_covered", "lexicon_span", "form_precision", "n_spans", "name_chars",
-    "longest_common", "span_top1", "text_top1",
+    "longest_common", "span_top1", "text_top1", "span_margin",
 )
 #: what the training texts say of it (:class:`~medrank.pipelines.symptom.memory.TrainingMemory`; 0 / unseen without one)
 MEMORY_FEATURES = ("train_prior", "span_memory", "text_memory")
 FEATURES = BASE_FEATURES + MEMORY_FEATURES
 MODELS = ("logistic", "boosted")
+#: the :attr:`SetCalibration.join_margin` values an English calibration tries (None: clauses are never joined)
+JOIN_MARGINS: tuple[float | None, ...] = (None, 0.0, 0.02, 0.05)
 CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
 MEMORY_FILE = "sets-memory.json"
@@ -164,6 +169,9 @@ class SetCalibration:
     features: tuple[str, ...] = BASE_FEATURES
     #: a span no decided term covers gets its best term when that reaches this probability (None: off)
     span_threshold: float | None = None
+    #: neighbouring English clauses are read as one finding when that scores this much better (None: never;
+    #: :meth:`SetDetector._segment`)
+    join_margin: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
     model: str = "logistic"
     trees: BoostedTrees | None = None
@@ -197,7 +205,7 @@ class SetCalibration:
                 "mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept,
                 **({"trees": self.trees.to_json()} if self.trees is not None else {}),
                 "threshold": self.threshold, "min_terms": self.min_terms, "span_threshold": self.span_threshold,
-                "info": self.info}
+                **({"join_margin": self.join_margin} if self.join_margin is not None else {}), "info": self.info}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -210,8 +218,8 @@ class SetCalibration:
         trees = BoostedTrees.from_json(d["trees"]) if model == "boosted" else None
         return cls([float(v) for v in d["mean"]], [float(v) for v in d["scale"]], [float(v) for v in d["coef"]],
                    float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), tuple(d["features"]),
-                   None if d.get("span_threshold") is None else float(d["span_threshold"]), dict(d.get("info", {})),
-                   model, trees)
+                   None if d.get("span_threshold") is None else float(d["span_threshold"]),
+                   None if d.get("join_margin") is None else float(d["join_margin"]), dict(d.get("info", {})), model, trees)
 
     @classmethod
     def load(cls, path: PathLike) -> SetCalibration:
@@ -277,6 +285,23 @@ def _longest_common(a: str, b: str) -> int:
     return m.size
 
 
+# what may stand between two clauses that are one finding's words: a conjunction or a separating mark, nothing else
+_JOINABLE_GAP = re.compile(r"^\s*(?:[,/&+-]|and|with|or|plus)?\s*$", re.I)
+
+
+def _joinable(text: str, spans: list[Span]) -> list[tuple[int, Span]]:
+    """``(i, spans i and i + 1 as one span)`` for each pair of neighbouring, non-negated English clauses that only a
+    separator parts (see :meth:`SetDetector._segment`)."""
+    out = []
+    for i in range(len(spans) - 1):
+        a, b = spans[i], spans[i + 1]
+        if a.negated or b.negated or a.normalised is not None or b.normalised is not None or a.end > b.start:
+            continue
+        if _JOINABLE_GAP.match(text[a.end:b.start]):
+            out.append((i, Span(a.start, b.end, text[a.start:b.end])))
+    return out
+
+
 # -- the detector ------------------------------------------------------------------------------------
 @dataclass
 class _Candidate:
@@ -285,6 +310,7 @@ class _Candidate:
     span_rank: int = 10**6
     span_idx: int = -1
     span_top_gap: float = 0.0
+    span_margin: float = 0.0
     text_score: float = -math.inf
     text_rank: int = 10**6
     expansion_score: float = -math.inf
@@ -308,7 +334,8 @@ class SetDetector:
     def __init__(self, search: SearchFn, names: Mapping[str, str], language: str | None = None,
                  lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
                  k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
-                 memory: TrainingMemory | None = None, reranker: Any = None) -> None:
+                 memory: TrainingMemory | None = None, reranker: Any = None,
+                 join_margin: float | None | str = "calibration") -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
@@ -332,6 +359,17 @@ class SetDetector:
         self.expansion_forms = expansion_forms
         self.max_alternatives = max_alternatives
         self.name = name
+        #: "calibration": the calibration's own (:attr:`SetCalibration.join_margin`)
+        self._join_margin = join_margin
+        #: query → hits while :meth:`fit` prepares the same complaints several times
+        self._memo: dict[str, list[tuple[str, float]]] | None = None
+
+    @property
+    def join_margin(self) -> float | None:
+        """How much better two neighbouring English clauses must read as one (:meth:`_segment`); None: never."""
+        if self._join_margin == "calibration":
+            return self._calibration.join_margin if self._calibration is not None else None
+        return self._join_margin  # type: ignore[return-value]
 
     @property
     def calibration(self) -> SetCalibration | None:
@@ -424,9 +462,9 @@ class SetDetector:
         self.memory = TrainingMemory.build(texts, gold, lambda t: [s.text for s in self._spans(t)])
         return self.memory
 
-    def _queries(self, text: str) -> tuple[list[Span], list[str], list[tuple[str, int]]]:
+    def _queries(self, text: str, spans: list[Span] | None = None) -> tuple[list[Span], list[str], list[tuple[str, int]]]:
         zh = self._zh(text)
-        spans = self._spans(text)
+        spans = self._spans(text) if spans is None else spans
         queries = [s.text for s in spans]
         kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
         queries.append(text)
@@ -440,6 +478,42 @@ class SetDetector:
                         queries.append(form)
                         kinds.append(("expansion", i))
         return spans, queries, kinds
+
+    def _segment(self, texts: list[str]) -> tuple[list[tuple[list[Span], list[str], list[tuple[str, int]]]],
+                                                 dict[str, list[tuple[str, float]]]]:
+        """Each text's queries, after joining English clauses that read better as one finding, and the hits
+        already searched on the way (query → hits).
+
+        A finding's own words can hold a conjunction or a slash ("fusion of shinbone and calf bone",
+        "absent/small toe bone", "short thumbs with bulbous tips"), so cutting at every one splits it. Two
+        neighbouring clauses that only a separator parts are also searched as one; they are read as one finding when
+        the joined text's top hit scores above both clauses' own top hits by :attr:`join_margin` (None: never)."""
+        plans = [self._queries(t) for t in texts]
+        margin = self.join_margin
+        if margin is None:
+            return plans, {}
+        joins = [[] if self._zh(t) else _joinable(t, spans) for t, (spans, _, _) in zip(texts, plans, strict=True)]
+        if not any(joins):
+            return plans, {}
+        asked = list(dict.fromkeys([q for _, queries, _ in plans for q in queries] +
+                                   [j.text for row in joins for _, j in row]))
+        found = dict(zip(asked, self._search_many(asked), strict=True))
+
+        def top(q: str) -> float:
+            return found[q][0][1] if found[q] else -math.inf
+
+        for n, (text, row) in enumerate(zip(texts, joins, strict=True)):
+            spans = list(plans[n][0])
+            merged: dict[int, Span] = {}
+            for i, joined in row:  # left to right, a clause joins at most one neighbour
+                if i in merged or i - 1 in merged:
+                    continue
+                if top(joined.text) > max(top(spans[i].text), top(spans[i + 1].text)) + margin:
+                    merged[i] = joined
+            if merged:
+                segmented = [merged[i] if i in merged else sp for i, sp in enumerate(spans) if i - 1 not in merged]
+                plans[n] = self._queries(text, segmented)
+        return plans, found
 
     def _zh(self, text: str) -> bool:
         return self.language == "zh" if self.language is not None else is_chinese(text)
@@ -456,15 +530,21 @@ class SetDetector:
     def _search_many(self, queries: list[str]) -> list[list[tuple[str, float]]]:
         self.warm()
         assert self._lexicon_hits is not None
-        missing = list(dict.fromkeys(q for q in queries if q not in self._lexicon_hits))
+        known = self._lexicon_hits if self._memo is None else {**self._memo, **self._lexicon_hits}
+        missing = list(dict.fromkeys(q for q in queries if q not in known))
         found = dict(zip(missing, self.search(missing, self.k), strict=True)) if missing else {}
-        return [self._lexicon_hits[q] if q in self._lexicon_hits else found[q] for q in queries]
+        if self._memo is not None:
+            self._memo.update(found)
+        return [known[q] if q in known else found[q] for q in queries]
 
     def _candidates_many(self, texts: Sequence[str]
                          ) -> list[tuple[list[Span], list[_Candidate], np.ndarray, tuple[tuple[str, float], ...]]]:
-        plans = [self._queries(check_text(t)) for t in texts]
+        texts = [check_text(t) for t in texts]
+        plans, found = self._segment(texts)
         flat = [q for _, queries, _ in plans for q in queries]
-        results = self._search_many(flat) if flat else []
+        missing = [q for q in dict.fromkeys(flat) if q not in found]
+        found.update(zip(missing, self._search_many(missing) if missing else [], strict=True))
+        results = [found[q] for q in flat]
         if self.reranker is not None:
             at = [i for i, kind in enumerate(kind for _, _, kinds in plans for kind in kinds) if kind[0] == "span"]
             for i, row in zip(at, self.reranker.rerank([flat[i] for i in at], [results[i] for i in at]), strict=True):
@@ -507,6 +587,8 @@ class SetDetector:
                     if score > c.span_score or (score == c.span_score and rank < c.span_rank):
                         c.span_score, c.span_rank, c.span_idx = float(score), rank, i
                         c.span_top_gap = float(score - top)
+                        # how far the top hit leads the next one: a clear lead is a confident reading of the span
+                        c.span_margin = float(score - (row[1][1] if rank == 0 and len(row) > 1 else top))
                 else:  # a lexicon expansion of span i
                     c.expansion_score = max(c.expansion_score, float(score))
                     if c.span_idx < 0:
@@ -545,6 +627,7 @@ class SetDetector:
                 _longest_common(name, text) / max(1, len(name)),
                 float(c.span_rank == 0),
                 float(c.text_rank == 0),
+                c.span_margin if math.isfinite(c.span_score) else floor - 1.0,
                 *self._memory_features(c.id, span_text, clauses),
             ])
         x = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
@@ -652,7 +735,8 @@ class SetDetector:
     # -- fitting -----------------------------------------------------------------------------------
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
             batch: int = 64, span_rule: bool = False, model: str = "logistic",
-            features: Sequence[str] | None = None, folds: int = 5, seed: int = 0) -> SetCalibration:
+            features: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
+            join_margins: Sequence[float | None] = (None,)) -> SetCalibration:
         """Fit the probability model on labelled complaints, then the threshold / minimum count (and, with
         ``span_rule``, the per-span threshold) that maximise micro set F1 on them; sets and returns
         :attr:`calibration`.
@@ -660,19 +744,54 @@ class SetDetector:
         ``model``: ``"logistic"`` (the threshold is chosen on its own fitted probabilities) or ``"boosted"``
         (gradient-boosted trees, which fit their own rows too closely for that: the threshold is chosen on
         out-of-fold probabilities, ``folds`` folds of complaints, ``seed``). ``features`` default to every feature
-        when the detector has a :attr:`memory`, else :data:`BASE_FEATURES`."""
+        when the detector has a :attr:`memory`, else :data:`BASE_FEATURES`. ``join_margins``: the
+        :attr:`SetCalibration.join_margin` values to try (each prepares the complaints again; the one with the best
+        F1 is kept); a detector given its own ``join_margin`` keeps it."""
         if len(texts) != len(gold) or not texts:
             raise ValueError(f"{len(texts)} texts and {len(gold)} gold sets: give the same, non-zero number")
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        if not join_margins:
+            raise ValueError("join_margins needs at least one value (None: never join clauses)")
         features = tuple(features) if features is not None else (FEATURES if self.memory is not None else BASE_FEATURES)
         if any(f in MEMORY_FEATURES for f in features) and self.memory is None:
             raise ValueError("memory features need a training memory: call memorise() on the training texts first")
         t0 = time.perf_counter()
-        prepared = []
-        for start in range(0, len(texts), batch):
-            prepared += self._candidates_many(list(texts[start:start + batch]))
         gold_sets = [set(g) for g in gold]
+        own_margin = self._join_margin
+        margins = list(join_margins) if own_margin == "calibration" else [self.join_margin]
+        best: tuple[float, SetCalibration, list[Any]] | None = None
+        self._memo = {} if len(margins) > 1 else None
+        try:
+            for margin in margins:
+                self._join_margin = margin
+                prepared: list[Any] = []
+                for start in range(0, len(texts), batch):
+                    prepared += self._candidates_many(list(texts[start:start + batch]))
+                f1, cal = self._fit_prepared(texts, gold_sets, prepared, c, span_rule, model, features, folds, seed)
+                cal.join_margin = margin
+                if best is None or f1 > best[0] + 1e-9:
+                    best = (f1, cal, prepared)
+        finally:
+            self._memo = None
+            self._join_margin = own_margin
+        assert best is not None
+        f1, cal, prepared = best
+        self.calibration = cal
+        reachable = sum(len(g & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True))
+        cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for _, _, x, _ in prepared)),
+                    "gold_terms": int(sum(len(g) for g in gold_sets)), "gold_among_candidates": int(reachable),
+                    "fit_f1": round(f1, 4), "k": self.k, "detector": self.name, "model": model,
+                    **({"join_margins_tried": margins} if len(margins) > 1 else {}),
+                    **({"threshold_from": f"{folds}-fold out-of-fold probabilities"} if model == "boosted" else {}),
+                    **({"memory_texts": self.memory.n_texts} if cal.uses_memory and self.memory is not None else {}),
+                    "seconds": round(time.perf_counter() - t0, 1)}
+        return cal
+
+    def _fit_prepared(self, texts: Sequence[str], gold_sets: list[set[str]], prepared: list[Any], c: float,
+                      span_rule: bool, model: str, features: tuple[str, ...], folds: int,
+                      seed: int) -> tuple[float, SetCalibration]:
+        """The probability model and the decision that maximises F1 over complaints already prepared."""
         labels = [np.array([cd.id in g for cd in cands], dtype=int) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True)]
 
         def fit_on(idx: Sequence[int]) -> SetCalibration:
@@ -694,7 +813,7 @@ class SetDetector:
                 fold_cal = fit_on([i for i in range(len(texts)) if i not in held])
                 for i in held:
                     probs[i] = fold_cal.probability(prepared[i][2])
-        self.calibration = cal
+        self._calibration = cal
         best: tuple[float, float, int, float | None] = (-1.0, cal.threshold, cal.min_terms, None)
         span_cuts: list[float | None] = [None, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2] if span_rule else [None]
         for span_cut in span_cuts:
@@ -707,14 +826,7 @@ class SetDetector:
                     if f1 > best[0] + 1e-9:
                         best = (f1, float(threshold), min_terms, span_cut)
         cal.threshold, cal.min_terms, cal.span_threshold = best[1], best[2], best[3]
-        reachable = sum(len(g & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True))
-        cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for _, _, x, _ in prepared)),
-                    "gold_terms": int(sum(len(g) for g in gold_sets)), "gold_among_candidates": int(reachable),
-                    "fit_f1": round(best[0], 4), "k": self.k, "detector": self.name, "model": model,
-                    **({"threshold_from": f"{folds}-fold out-of-fold probabilities"} if model == "boosted" else {}),
-                    **({"memory_texts": self.memory.n_texts} if cal.uses_memory and self.memory is not None else {}),
-                    "seconds": round(time.perf_counter() - t0, 1)}
-        return cal
+        return best[0], cal
 
 
 # -- metrics -----------------------------------------------------------------------------------------

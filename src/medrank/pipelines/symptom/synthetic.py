@@ -78,7 +78,7 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
     fitted on its scores; ``write_index=False`` leaves ``run_dir/index-hpo`` unwritten (a re-ranker's folder)."""
     from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
     from medrank.encoders import CachedEncoder
-    from medrank.pipelines.symptom.sets import HpoHierarchy, SetDetector
+    from medrank.pipelines.symptom.sets import JOIN_MARGINS, HpoHierarchy, SetDetector
     from medrank.retrieval.concept import ConceptRetriever
 
     t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
         texts, gold = compose_complaints(terms, hierarchy, rng, n_complaints)
         detector = SetDetector.from_retriever(calibration_index, language="en", hierarchy=hierarchy, name="hpo",
                                               reranker=reranker)
-        calibration = detector.fit(texts, gold, span_rule=True)
+        calibration = detector.fit(texts, gold, span_rule=True, join_margins=JOIN_MARGINS)
     calibration.save(run_dir / "sets-hpo.json")
     info = {"file": "sets-hpo.json", "index": "index-hpo", "reranked": reranker is not None, "f1": calibration.info["fit_f1"],
             "definitions": use_definitions, "complaints": len(texts), "terms": len(terms), "terms_unseen_by_index": len(unseen),
