@@ -309,3 +309,44 @@ def test_fit_chooses_the_join_margin_and_the_calibration_carries_it(tmp_path) ->
     # a detector given its own margin keeps it
     fixed = _en_detector(join_margin=None)
     assert fixed.fit(texts, gold, join_margins=(None, 0.0)).join_margin is None
+
+
+def test_a_one_word_clause_shares_the_place_or_the_finding_of_its_neighbour() -> None:
+    from medrank.pipelines.symptom.sets import _shared_reading
+
+    def read(text: str) -> list[tuple[str, str, bool]]:
+        spans = find_spans(text, language="en")
+        return [(text[sp.start:sp.end], sp.text, sp.negated) for _, sp in _shared_reading(text, spans)]
+
+    assert read("I have pain in my hands and feet") == [("feet", "pain in my feet", False)]
+    assert read("pain in my chest, back") == []  # a comma parts findings as often as it lists places
+    assert read("abnormality of the sternum and aneurysms") == []  # "of" names what is affected, not a place
+    assert read("I have pain and swelling in my knee") == [("pain", "pain in my knee", False)]
+    assert read("no pain in my hands and feet") == [("feet", "no pain in my feet", True)]  # the negation is shared
+    assert read("I have a runny nose and a sore throat") == []  # no place to share
+    assert read("headache and fever") == []
+
+
+def test_a_shared_reading_is_taken_only_when_it_finds_a_better_term() -> None:
+    hits = {"pain in my hands": [("P1", 0.9)], "feet": [("P3", 0.5)], "pain in my feet": [("P2", 0.85)],
+            "pain in my hands and feet": [("P1", 0.6)], "back": [("P4", 0.95)], "pain in my back": [("P5", 0.7)],
+            "pain in my hands and back": [("P1", 0.6)]}
+    names = {"P1": "Hand pain", "P2": "Foot pain", "P3": "Short foot", "P4": "Back", "P5": "Back pain"}
+
+    def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        return [hits.get(t, [("P3", 0.1)])[:k] for t in texts]
+
+    n = len(BASE_FEATURES)
+    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES], -2.0,
+                         threshold=0.5, min_terms=0, join_margin=0.0)
+    det = SetDetector(search, names, language="en", calibration=cal)
+    got = det.detect("pain in my hands and feet")
+    assert {t.id for t in got.terms} == {"P1", "P2"}
+    assert [t.span for t in got.terms if t.id == "P2"] == [(len("pain in my hands and "), len("pain in my hands and feet"))]
+    assert {t.id for t in det.detect("pain in my hands and back").terms} == {"P1", "P4"}  # "back" alone reads better
+    hits.update({"thick skin in my nose": [("P6", 0.9)], "warts": [("P7", 0.69)], "thick skin in my warts": [("P6", 0.76)]})
+    names.update(P6="Thick nasal skin", P7="Plantar warts")
+    # the shared reading finds only its neighbour's own term: "warts" stays "warts"
+    assert {t.id for t in det.detect("thick skin in my nose and warts").terms} == {"P6", "P7"}
+    cal.join_margin = None  # never re-read
+    assert {t.id for t in det.detect("pain in my hands and feet").terms} == {"P1", "P3"}

@@ -302,6 +302,42 @@ def _joinable(text: str, spans: list[Span]) -> list[tuple[int, Span]]:
     return out
 
 
+# a clause that ends on a place ("pain in my hands"): its words up to the place's noun, and that noun. Only the
+# prepositions of place: "of" joins a finding to what it affects ("abnormality of the sternum"), not to a place
+_PLACE = r"(?:in|on|around|at|behind|under|over|inside)"
+_ENDS_ON_PLACE = re.compile(rf"^(?P<head>.*\b{_PLACE}\s+(?:(?:my|the|his|her|their|our|your|both)\s+)?)(?P<noun>[a-z]+)$",
+                            re.I)
+# a clause that starts with a finding word followed by its place ("swelling in my knee"): the place's words
+_STARTS_WITH_PLACE = re.compile(rf"^[a-z]+(?P<tail>\s+{_PLACE}\s+.+)$", re.I)
+# what may part a one-word clause from the neighbour whose words it shares: a conjunction only
+_SHARING_GAP = re.compile(r"^\s*(?:and|or|&)\s*$", re.I)
+_ONE_WORD = re.compile(r"^(?:(?:my|the|his|her|their|our|your|both)\s+)?(?P<word>[a-z]+)$", re.I)
+
+
+def _shared_reading(text: str, spans: list[Span]) -> list[tuple[int, Span]]:
+    """``(i, span i read with its neighbour's shared words)`` for one-word English clauses that only a conjunction
+    parts from a neighbour naming a place: "pain in my hands and feet" reads "feet" as "pain in my feet",
+    "pain and swelling in my knee" reads "pain" as "pain in my knee" (the span keeps its own place in the text)."""
+    out = []
+    for i, sp in enumerate(spans):
+        word = _ONE_WORD.match(sp.text)
+        if word is None or sp.negated or sp.normalised is not None:
+            continue
+        prev = spans[i - 1] if i > 0 else None
+        nxt = spans[i + 1] if i + 1 < len(spans) else None
+        if prev is not None and prev.end <= sp.start and _SHARING_GAP.match(text[prev.end:sp.start]):
+            m = _ENDS_ON_PLACE.match(prev.text)
+            if m is not None:
+                # "no pain in my hands and feet": the negation is shared with the words
+                out.append((i, Span(sp.start, sp.end, m.group("head") + word.group("word"), None, prev.negated)))
+                continue
+        if nxt is not None and sp.end <= nxt.start and _SHARING_GAP.match(text[sp.end:nxt.start]):
+            m = _STARTS_WITH_PLACE.match(nxt.text)
+            if m is not None:
+                out.append((i, Span(sp.start, sp.end, word.group("word") + m.group("tail"), None, nxt.negated)))
+    return out
+
+
 # -- the detector ------------------------------------------------------------------------------------
 @dataclass
 class _Candidate:
@@ -481,37 +517,49 @@ class SetDetector:
 
     def _segment(self, texts: list[str]) -> tuple[list[tuple[list[Span], list[str], list[tuple[str, int]]]],
                                                  dict[str, list[tuple[str, float]]]]:
-        """Each text's queries, after joining English clauses that read better as one finding, and the hits
+        """Each text's queries, after reading English clauses the way that finds better terms, and the hits
         already searched on the way (query → hits).
 
         A finding's own words can hold a conjunction or a slash ("fusion of shinbone and calf bone",
         "absent/small toe bone", "short thumbs with bulbous tips"), so cutting at every one splits it. Two
         neighbouring clauses that only a separator parts are also searched as one; they are read as one finding when
-        the joined text's top hit scores above both clauses' own top hits by :attr:`join_margin` (None: never)."""
+        the joined text's top hit scores above both clauses' own top hits by :attr:`join_margin` (None: never).
+        A clause of one word beside a clause that names a place ("pain in my hands and feet", "pain and swelling in
+        my knee") is also searched with that place's words shared (:func:`_shared_reading`: "pain in my feet",
+        "pain in my knee"), and read so when that scores above the word alone by the same margin."""
         plans = [self._queries(t) for t in texts]
         margin = self.join_margin
         if margin is None:
             return plans, {}
         joins = [[] if self._zh(t) else _joinable(t, spans) for t, (spans, _, _) in zip(texts, plans, strict=True)]
-        if not any(joins):
+        shared = [[] if self._zh(t) else _shared_reading(t, spans) for t, (spans, _, _) in zip(texts, plans, strict=True)]
+        if not any(joins) and not any(shared):
             return plans, {}
         asked = list(dict.fromkeys([q for _, queries, _ in plans for q in queries] +
-                                   [j.text for row in joins for _, j in row]))
+                                   [sp.text for row in joins + shared for _, sp in row]))
         found = dict(zip(asked, self._search_many(asked), strict=True))
 
         def top(q: str) -> float:
             return found[q][0][1] if found[q] else -math.inf
 
-        for n, (text, row) in enumerate(zip(texts, joins, strict=True)):
+        def first(q: str) -> str | None:
+            return found[q][0][0] if found[q] else None
+
+        for n, text in enumerate(texts):
             spans = list(plans[n][0])
             merged: dict[int, Span] = {}
-            for i, joined in row:  # left to right, a clause joins at most one neighbour
+            for i, joined in joins[n]:  # left to right, a clause joins at most one neighbour
                 if i in merged or i - 1 in merged:
                     continue
                 if top(joined.text) > max(top(spans[i].text), top(spans[i + 1].text)) + margin:
                     merged[i] = joined
-            if merged:
-                segmented = [merged[i] if i in merged else sp for i, sp in enumerate(spans) if i - 1 not in merged]
+            # a shared reading that finds its neighbour's own term only echoes the neighbour ("thick septum of nose
+            # and warts" read as "thick septum of warts")
+            reread = {i: sp for i, sp in shared[n]
+                      if i not in merged and i - 1 not in merged and top(sp.text) > top(spans[i].text) + margin
+                      and first(sp.text) not in {first(spans[j].text) for j in (i - 1, i + 1) if 0 <= j < len(spans)}}
+            if merged or reread:
+                segmented = [merged.get(i, reread.get(i, sp)) for i, sp in enumerate(spans) if i - 1 not in merged]
                 plans[n] = self._queries(text, segmented)
         return plans, found
 
