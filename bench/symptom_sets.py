@@ -441,7 +441,7 @@ def part_icd(out: dict[str, Any]) -> None:
     cal_texts, cal_gold = compose_complaints(cal_terms, hier, rng, 400)
     test_texts, test_gold = compose_complaints(test_terms, hier, rng, 300)
     systems = {f"whole-text top-{k}": pct(set_prf(top1(det.search, test_texts, k), test_gold)) for k in (1, 2, 3)}
-    cal = det.fit(cal_texts, cal_gold, span_rule=True)
+    cal = det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
     cal.save(CALIBRATIONS / "icd10cm-hybrid.json")  # the zero-shot service knowledge base's calibration
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
