@@ -3,9 +3,10 @@ complaints the set-level detection was asked for, against the real service.
 
 Slow. Set ``MEDRANK_SERVICE_URL`` to ask a running ``medrank serve`` (as the browser walk does); otherwise the
 symptom knowledge bases are built (or loaded) into ``$MEDRANK_SERVICE_STATE`` (default ``$MEDRANK_CACHE/service``)
-with the trained runs of ``$MEDRANK_MODELS`` (default ``./runs``). The Chinese set decision needs a set calibration
-for CHIP-CDN: a trained run's ``sets-vocab.json`` (no zero-shot CHIP-CDN calibration ships); without one the Chinese
-cases are skipped with that reason.
+with the trained runs of ``$MEDRANK_MODELS`` (default ``./runs``). The Chinese cases are the trained CHIP-CDN run's
+(what ``make models`` trains, with its ``sets-vocab.json`` and training memory): where the service serves CHIP-CDN
+zero-shot (a fresh clone), they are skipped with that reason, since the zero-shot form, whose calibration is fitted on
+CHIP-CDN's diagnosis strings, does not decide them (README, "The service": 头痛发烧两天 → 头痛 alone).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def _set(ask, query: str, **extra) -> dict:
     r = ask({"query": query, "k": 5, **extra})
     assert r.status_code == 200, r.text
     body = r.json()
+    if body.get("kb") == "chip-cdn" and "zero-shot" in str(body.get("model", "")):
+        pytest.skip("the Chinese cases need the trained CHIP-CDN run (make models); CHIP-CDN is served zero-shot here")
     if body.get("terms") is None:
         pytest.skip(f"the {body['kb']} knowledge base has no set calibration here (a trained run's sets-vocab.json "
                     "serves the Chinese one): /symptoms returns its ranking only")
