@@ -48,7 +48,7 @@ def _detector(language: str):
     from medrank.retrieval.concept import ConceptRetriever
 
     if language == "zh":
-        run = Path(os.environ.get("MEDRANK_SYMPTOM_RUN", "runs/symptom/cpu/chip-cdn-bi-hardnce"))
+        run = Path(os.environ.get("MEDRANK_SYMPTOM_RUN", "runs/symptom/cpu/chip-cdn-bi-hardnce-best-2l"))  # what make models trains
         if not (run / "sets-vocab.json").exists():
             pytest.skip(f"{run} has no set calibration (train the CPU recipe, then bench/symptom_sets.py --run)")
         return SetDetector.from_run(run, "vocab")
