@@ -27,15 +27,14 @@ from typing import Any
 
 import common
 import numpy as np
+from symptom_sets import encoder, retriever
 
-from medrank.config import cache_dir, set_threads
-from medrank.data.hpo import layperson_split, load_hpo, load_hpo_layperson, without_layperson_of
-from medrank.data.splits import split_queries
-from medrank.encoders import CachedEncoder, load_encoder
+from medrank.config import set_threads
+from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
+from medrank.pipelines.symptom.config import SymptomConfig
 from medrank.pipelines.symptom.sets import BASE_FEATURES, JOIN_MARGINS, HpoHierarchy, SetDetector, set_prf
 from medrank.pipelines.symptom.synthetic import compose_complaints
-from medrank.pipelines.symptom.task import HPO_LAYPERSON_SPLIT_SEED
-from medrank.retrieval.concept import ConceptRetriever
+from medrank.pipelines.symptom.task import load_task_data
 
 SEED = 13  # the unseen half of the validation terms, as fit_layperson_sets draws it with the run's seed
 FOLD_SEED = 7
@@ -51,9 +50,9 @@ VARIANTS: dict[str, tuple[tuple[str, ...], Any]] = {
 }
 
 
-def validation_terms(concepts: list[Any], check_ids: set[str]) -> list[Any]:
-    """The run's validation terms with layperson synonyms (the split of ``medrank train``'s hpo-layperson task)."""
-    _, valid = split_queries(load_hpo_layperson(), valid_fraction=0.1, seed=HPO_LAYPERSON_SPLIT_SEED, group_by="term")
+def validation_terms(run_config: dict[str, Any], concepts: list[Any], check_ids: set[str]) -> list[Any]:
+    """The run's validation terms with layperson synonyms (its own split, as ``medrank train`` loads it)."""
+    valid = load_task_data(SymptomConfig.from_dict(run_config)).valid
     by_id = {c.id: c for c in concepts}
     ids = dict.fromkeys(t for q in valid.queries for t in valid.qrels.relevant(q.id))
     return [by_id[i] for i in ids if i in by_id and i not in check_ids and by_id[i].meta.get("layperson")]
@@ -72,18 +71,13 @@ def main() -> None:
     concepts = load_hpo()
     hier = HpoHierarchy()
     check = layperson_split(concepts)[0]
-    terms = validation_terms(concepts, {c.id for c in check})
+    terms = validation_terms(run_config, concepts, {c.id for c in check})
     unseen = random.Random(SEED).sample(terms, len(terms) // 2)
     unseen_ids = {c.id for c in unseen}
-    enc = CachedEncoder(load_encoder(str(args.run / "model")), cache_dir() / "embeddings")
-    digest = hashlib.sha256(json.dumps(enc.fingerprint(), sort_keys=True, default=str).encode()).hexdigest()[:12]
-    path = Path("runs/sets-cache") / f"hpo-decision-dense-{args.run.name}-{digest}"
-    if (path / "concepts.jsonl").exists():
-        index = ConceptRetriever.load(path, encoder=enc)
-    else:
-        index = ConceptRetriever.build(without_layperson_of(concepts, check + unseen), method="dense", encoder=enc,
-                                       language="en", use_definitions=bool(run_config.get("use_definitions")))
-        index.save(path)
+    model = str(args.run / "model")
+    digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
+    index = retriever(f"hpo-decision-dense-{args.run.name}-{digest[:12]}", without_layperson_of(concepts, check + unseen),
+                      "dense", model, "en", bool(run_config.get("use_definitions")))
     shuffled = list(terms)
     random.Random(FOLD_SEED).shuffle(shuffled)
     folds = [shuffled[: len(shuffled) // 2], shuffled[len(shuffled) // 2:]]

@@ -578,12 +578,12 @@ class SetDetector:
     def _search_many(self, queries: list[str]) -> list[list[tuple[str, float]]]:
         self.warm()
         assert self._lexicon_hits is not None
-        known = self._lexicon_hits if self._memo is None else {**self._memo, **self._lexicon_hits}
-        missing = list(dict.fromkeys(q for q in queries if q not in known))
-        found = dict(zip(missing, self.search(missing, self.k), strict=True)) if missing else {}
-        if self._memo is not None:
-            self._memo.update(found)
-        return [known[q] if q in known else found[q] for q in queries]
+        lexicon = self._lexicon_hits
+        found = self._memo if self._memo is not None else {}  # outside fit, only this call's searches
+        missing = list(dict.fromkeys(q for q in queries if q not in lexicon and q not in found))
+        if missing:
+            found.update(zip(missing, self.search(missing, self.k), strict=True))
+        return [lexicon[q] if q in lexicon else found[q] for q in queries]
 
     def _candidates_many(self, texts: Sequence[str]
                          ) -> list[tuple[list[Span], list[_Candidate], np.ndarray, tuple[tuple[str, float], ...]]]:
