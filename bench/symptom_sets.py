@@ -339,6 +339,10 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     for en_run in en_runs or []:  # the same detector over a trained encoder (the layperson run: on other terms' synonyms)
         model = str(en_run / "model")
         run_config = json.loads((en_run / "config.json").read_text(encoding="utf-8"))
+        if run_config.get("task") == "symptom-ensemble":
+            ensemble_rows(systems, en_run, run_config, reduced, cal_concepts, concepts, hier, cal_texts, cal_gold,
+                          test_texts, test_gold)
+            continue
         dataset = run_config.get("dataset", "")
         defs = bool(run_config.get("use_definitions", False))  # the run trained with (and serves) definitions
         trained_on = {"hpo-layperson": "layperson synonyms", "ncbi-disease": "NCBI-disease mentions (BioSyn)"}.get(dataset, dataset)
@@ -382,6 +386,47 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
                                  "span_threshold": cal.span_threshold}}
     print(json.dumps(systems, indent=1), flush=True)
+
+
+def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, Any], reduced: Any, cal_concepts: Any,
+                  concepts: Any, hier: Any, cal_texts: list[str], cal_gold: list[set[str]], test_texts: list[str],
+                  test_gold: list[set[str]]) -> None:
+    """Rows of an ensemble run (``task: symptom-ensemble``): the mean of its members' cosines over the same indexes
+    as a single run's rows (each member's entries encoded once and cached), with the bench's calibration and with
+    the ensemble's own (``RUN/sets-hpo.json``, as served)."""
+    members = [Path(m) for m in run_config["members"]]
+    weights = run_config.get("weights") or [1.0] * len(members)
+    depth = int(run_config.get("depth", 100))
+    defs = {bool(json.loads((m / "config.json").read_text(encoding="utf-8")).get("use_definitions")) for m in members}
+    if len(defs) != 1:
+        raise SystemExit(f"{en_run}: its members index different entries")
+    with_defs = defs.pop()
+    tag = " + definitions" if with_defs else ""
+
+    def fused(index: str, index_concepts: Any) -> ConceptRetriever:
+        parts = []
+        for m in members:
+            model = str(m / "model")
+            digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
+            parts.append(retriever(f"hpo-{index}-dense-{m.name}-{digest[:12]}", index_concepts, "dense", model, "en", with_defs))
+        return ConceptRetriever.mean_of(parts, weights, depth)
+
+    label = f"ensemble of {len(members)} MiniLM runs ({', '.join(m.name for m in members)}) as {en_run.name}, dense{tag}"
+    det_t = SetDetector.from_retriever(fused("heldout", reduced), language="en", hierarchy=hier, name="hpo")
+    systems[f"whole-text top-1, {label}"] = pct(set_prf(top1(det_t.search, test_texts, 1), test_gold))
+    det_c = SetDetector.from_retriever(fused("calibration", cal_concepts), language="en", hierarchy=hier, name="hpo")
+    det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
+    preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
+    systems[f"set detector, {label} + spans + calibration + per-span rule"] = pct(set_prf(preds, test_gold))
+    own = en_run / "sets-hpo.json"
+    if own.exists():
+        for index, index_concepts, row in (
+                ("heldout", reduced, f"set detector, {label}, the run's own calibration (sets-hpo.json, as served)"),
+                ("full", concepts, f"phrases in the index (served case): set detector, {label}, the run's own calibration")):
+            det_o = SetDetector.from_retriever(fused(index, index_concepts), language="en", hierarchy=hier, name="hpo")
+            det_o.calibration = SetCalibration.load(own)
+            preds = [{t.id for t in s.terms} for s in det_o.detect_many(test_texts)]
+            systems[row] = pct(set_prf(preds, test_gold))
 
 
 def reranker_rows(systems: dict[str, Any], en_run: Path, encoder_label: str, trained_on: str, tag: str, digest: str,

@@ -40,13 +40,17 @@ SEED = 13  # the unseen half of the validation terms, as fit_layperson_sets draw
 FOLD_SEED = 7
 N_FIT, N_TEST = 600, 300
 WITHOUT_LEAD = tuple(f for f in BASE_FEATURES if f != "span_margin")
-#: name → (features, join margin: a number, None for never, "fit" for the calibration's choice)
-VARIANTS: dict[str, tuple[tuple[str, ...], Any]] = {
-    "before: clauses never joined, no lead feature": (WITHOUT_LEAD, None),
-    "+ the top hit's lead over the span's next hit (span_margin)": (BASE_FEATURES, None),
-    "+ lead, clauses joined at margin 0": (BASE_FEATURES, 0.0),
-    "+ lead, clauses joined at margin 0.05": (BASE_FEATURES, 0.05),
-    "+ lead, clauses joined, margin chosen by the fit (as a run's calibration)": (BASE_FEATURES, "fit"),
+N_FIT_MORE = 1800  # the larger calibration: the same 600 complaints and 1,200 more of the same terms
+#: name → (features, join margin: a number, None for never, "fit" for the calibration's choice, model, fit complaints)
+VARIANTS: dict[str, tuple[tuple[str, ...], Any, str, int]] = {
+    "before: clauses never joined, no lead feature": (WITHOUT_LEAD, None, "logistic", N_FIT),
+    "+ the top hit's lead over the span's next hit (span_margin)": (BASE_FEATURES, None, "logistic", N_FIT),
+    "+ lead, clauses joined at margin 0": (BASE_FEATURES, 0.0, "logistic", N_FIT),
+    "+ lead, clauses joined at margin 0.05": (BASE_FEATURES, 0.05, "logistic", N_FIT),
+    "+ lead, clauses joined, margin chosen by the fit (as a run's calibration)": (BASE_FEATURES, "fit", "logistic", N_FIT),
+    "+ lead, joined at 0, boosted trees": (BASE_FEATURES, 0.0, "boosted", N_FIT),
+    f"+ lead, joined at 0, {N_FIT_MORE} fit complaints": (BASE_FEATURES, 0.0, "logistic", N_FIT_MORE),
+    f"+ lead, joined at 0, boosted trees, {N_FIT_MORE} fit complaints": (BASE_FEATURES, 0.0, "boosted", N_FIT_MORE),
 }
 
 
@@ -62,6 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", type=Path, required=True, help="a trained hpo-layperson run with a model/ folder")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--variant", action="append", help="measure only this variant (repeatable; default: all); the "
+                    "other variants' rows are kept as the results file holds them")
     args = ap.parse_args()
     set_threads(args.threads)
     run_config = json.loads((args.run / "config.json").read_text(encoding="utf-8"))
@@ -86,14 +92,22 @@ def main() -> None:
         rng = random.Random(100 + n)
         fit = compose_complaints(fold, hier, rng, N_FIT)
         test = compose_complaints([c for c in fold if c.id in unseen_ids], hier, rng, N_TEST)
-        data.append((fit, test))
+        more = compose_complaints(fold, hier, random.Random(200 + n), N_FIT_MORE - N_FIT)
+        data.append((fit, test, (fit[0] + more[0], fit[1] + more[1])))
+    previous = Path(__file__).parent / "results" / "symptom_sets_decision.json"
+    kept = json.loads(previous.read_text(encoding="utf-8")).get("systems", {}) if args.variant and previous.exists() else {}
     rows: dict[str, Any] = {}
-    for name, (features, margin) in VARIANTS.items():
+    unknown = [v for v in args.variant or () if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    only = list(args.variant or VARIANTS)
+    for name in only:
+        features, margin, model_kind, n_fit = VARIANTS[name]
         per_fold = []
         for fit_on, test_on in ((0, 1), (1, 0)):
             kwargs = {} if margin == "fit" else {"join_margin": margin}
             det = SetDetector.from_retriever(index, language="en", hierarchy=hier, name="hpo", **kwargs)
-            cal = det.fit(*data[fit_on][0], span_rule=True, features=features,
+            cal = det.fit(*data[fit_on][0 if n_fit == N_FIT else 2], span_rule=True, features=features, model=model_kind,
                           join_margins=JOIN_MARGINS if margin == "fit" else (None,))
             texts, gold = data[test_on][1]
             preds = [{t.id for t in s.terms} for s in det.detect_many(texts)]
@@ -102,6 +116,7 @@ def main() -> None:
         rows[name]["f1_per_fold"] = [round(100 * f["f1"], 2) for f in per_fold]
         rows[name]["join_margin_per_fold"] = [f["join_margin"] for f in per_fold]
         print(name, rows[name], flush=True)
+    rows = {name: rows.get(name, kept.get(name)) for name in VARIANTS if name in rows or name in kept}
     out = {"run": str(args.run), "validation_terms": len(terms), "unseen_terms": len(unseen), "folds": [len(f) for f in folds],
            "complaints_fit_per_fold": N_FIT, "complaints_test_per_fold": N_TEST, "systems": rows,
            "seconds": round(time.perf_counter() - t0, 1),

@@ -161,6 +161,35 @@ def test_fuse_rankings_hand_computed():
     assert lin[0][0] == "x"  # tie broken by first appearance
 
 
+def test_fuse_rankings_mean_hand_computed():
+    a = Ranking("q", ("x", "y"), (0.9, 0.5))
+    b = Ranking("q", ("y", "z"), (0.8, 0.4))
+    fused = dict(fuse_rankings([a, b], "mean"))
+    # an item missing from a list takes that list's last score: x gets b's 0.4, z gets a's 0.5
+    assert fused == pytest.approx({"x": (0.9 + 0.4) / 2, "y": (0.5 + 0.8) / 2, "z": (0.5 + 0.4) / 2})
+    weighted = fuse_rankings([a, b], "mean", weights=[3.0, 1.0])
+    assert weighted[0] == ("x", pytest.approx((3 * 0.9 + 0.4) / 4))
+    with pytest.raises(ValueError, match="positive sum"):
+        fuse_rankings([a, b], "mean", weights=[0.0, 0.0])
+    with pytest.raises(ValueError, match="fusion method"):
+        fuse_rankings([a, b], "max")
+
+
+def test_hybrid_mean_of_two_dense_indexes_is_their_cosine_average(tiny_encoder, tmp_path):
+    ids = [f"d{i}" for i in range(len(DOCS))]
+    one, two = DenseIndex(tiny_encoder), DenseIndex(tiny_encoder)
+    one.build(ids, DOCS)
+    two.build(ids, DOCS)
+    single = one.search("fever headache", k=len(DOCS))[0]
+    index = HybridIndex.from_built([one, two], method="mean", depth=len(DOCS))
+    r = index.search("fever headache", k=3)[0]
+    # two copies of one encoder: the mean is the encoder's own cosine, in its own order
+    assert r.ids == single.ids[:3]
+    assert r.scores == pytest.approx(single.scores[:3])
+    index.save(tmp_path / "ens")
+    assert load_index(tmp_path / "ens", encoder=tiny_encoder).search("fever headache", k=3)[0] == r
+
+
 def test_topk_stable_ties():
     s = np.array([1.0, 3.0, 3.0, 2.0, 3.0])
     assert topk_stable(s, 2).tolist() == [1, 2]

@@ -350,3 +350,25 @@ def test_a_shared_reading_is_taken_only_when_it_finds_a_better_term() -> None:
     assert {t.id for t in det.detect("thick skin in my nose and warts").terms} == {"P6", "P7"}
     cal.join_margin = None  # never re-read
     assert {t.id for t in det.detect("pain in my hands and feet").terms} == {"P1", "P3"}
+
+
+def test_a_parent_term_on_words_a_chosen_term_already_covers_is_left_out() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    names = {"K": "Knee pain", "P": "Pain", "S": "Large knee"}
+    hits = {"my knee is swollen and hurts": [("K", 0.9)], "hurts": [("P", 0.8)], "my knee is swollen": [("S", 0.7)]}
+    n = len(BASE_FEATURES)
+    weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
+    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
+
+    def detector(hierarchy) -> SetDetector:
+        return SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
+                           hierarchy=hierarchy, calibration=cal)
+
+    text = "my knee is swollen and hurts"
+    # "hurts" lies inside "my knee is swollen and hurts": Pain, the parent of Knee pain, says nothing more
+    got = detector(HpoHierarchy({"K": ["P"], "S": []})).detect(text)
+    assert {t.id for t in got.terms} == {"K", "S"}
+    assert "P" in {t.id for t in got.alternatives}
+    # unrelated terms on overlapping words are each kept
+    assert {t.id for t in detector(HpoHierarchy({"K": [], "S": []})).detect(text).terms} == {"K", "P", "S"}

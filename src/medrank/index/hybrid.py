@@ -1,12 +1,16 @@
 """Hybrid retrieval: fuse the rankings of several indexes over the same entries.
 
-Two fusion rules:
+Three fusion rules:
 
 * ``"rrf"`` — reciprocal rank fusion (Cormack et al., SIGIR 2009):
   ``score(d) = Σ_i w_i / (rrf_k + rank_i(d))`` with ranks from 1; robust to
   score scales, the usual default.
 * ``"linear"`` — min-max normalise each ranking's scores to [0, 1] over its
   top-``depth`` list, then ``Σ_i w_i · s_i(d)`` (items absent from a list get 0).
+* ``"mean"`` — the weighted mean of the raw scores, ``Σ_i w_i · s_i(d) / Σ_i w_i``, for components that score on
+  one scale: an ensemble of dense encoders, whose cosines it averages (Lakshminarayanan et al., NeurIPS 2017, average
+  the members of a deep ensemble). An item absent from a component's top-``depth`` list takes that list's last
+  score, the most it could have scored there.
 
 Each component retrieves ``depth`` items per query before fusion.
 """
@@ -22,6 +26,8 @@ from typing import Any, ClassVar
 from medrank.index.base import Index, check_k, load_index, register
 from medrank.records import Ranking
 
+FUSION_METHODS = ("rrf", "linear", "mean")
+
 
 def fuse_rankings(
     rankings: Sequence[Ranking], method: str = "rrf", weights: Sequence[float] | None = None, rrf_k: int = 60
@@ -33,6 +39,8 @@ def fuse_rankings(
     weights = list(weights) if weights is not None else [1.0] * len(rankings)
     if len(weights) != len(rankings):
         raise ValueError(f"{len(rankings)} rankings but {len(weights)} weights")
+    if method == "mean":
+        return _mean_scores(rankings, weights)
     fused: dict[str, float] = {}
     for ranking, w in zip(rankings, weights, strict=True):
         if method == "rrf":
@@ -47,9 +55,26 @@ def fuse_rankings(
                 norm = (s - lo) / span if span > 0 else 1.0
                 fused[item] = fused.get(item, 0.0) + w * norm
         else:
-            raise ValueError(f"fusion method must be 'rrf' or 'linear', got {method!r}")
+            raise ValueError(f"fusion method must be one of {FUSION_METHODS}, got {method!r}")
     order = {item: i for i, item in enumerate(fused)}
     return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def _mean_scores(rankings: Sequence[Ranking], weights: Sequence[float]) -> list[tuple[str, float]]:
+    total = sum(weights)
+    if total <= 0:
+        raise ValueError(f"mean fusion needs weights with a positive sum, got {list(weights)}")
+    order: dict[str, int] = {}
+    for ranking in rankings:
+        for item in ranking.ids:
+            order.setdefault(item, len(order))
+    fused = dict.fromkeys(order, 0.0)
+    for ranking, w in zip(rankings, weights, strict=True):
+        own = dict(zip(ranking.ids, ranking.scores, strict=True))
+        floor = ranking.scores[-1] if ranking.scores else 0.0
+        for item in fused:
+            fused[item] += w * own.get(item, floor)
+    return sorted(((item, score / total) for item, score in fused.items()), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
 @register
@@ -69,8 +94,8 @@ class HybridIndex(Index):
         super().__init__()
         if len(components) < 2:
             raise ValueError("a hybrid index needs at least two component indexes")
-        if method not in ("rrf", "linear"):
-            raise ValueError(f"fusion method must be 'rrf' or 'linear', got {method!r}")
+        if method not in FUSION_METHODS:
+            raise ValueError(f"fusion method must be one of {FUSION_METHODS}, got {method!r}")
         self.components = list(components)
         self.method = method
         if weights is not None and (isinstance(weights, (str, bytes)) or not all(

@@ -123,6 +123,20 @@ class ConceptRetriever:
         index.build(ids, texts, items)
         return cls(index, concepts)
 
+    @classmethod
+    def mean_of(cls, retrievers: Sequence[ConceptRetriever], weights: Sequence[float] | None = None,
+                depth: int = 100) -> ConceptRetriever:
+        """One retriever scoring each concept by the ``weights``-mean of ``retrievers``' scores (dense retrievers of
+        several encoders over the same entries, in the same order: an ensemble; see
+        :class:`~medrank.index.hybrid.HybridIndex`, ``method="mean"``); each retrieves ``depth`` concepts first."""
+        from medrank.index.hybrid import HybridIndex
+
+        if len(retrievers) < 2:
+            raise ValueError(f"a mean needs two or more retrievers, got {len(retrievers)}")
+        index = HybridIndex.from_built([r.index for r in retrievers], method="mean",
+                                       weights=list(weights) if weights is not None else None, depth=depth)
+        return cls(index, list(retrievers[0].concepts.values()))
+
     def search(self, queries: Sequence[str | Query] | str | Query, k: int = 5) -> list[Ranking]:
         """Top-``k`` concept ids per query (a concept's score is its best entry's); see :meth:`describe`."""
         return self.index.search(queries, k=k)

@@ -16,6 +16,8 @@
   the set decision an English run serves fitted on them;
 * :mod:`~medrank.pipelines.symptom.reranker` / :mod:`~medrank.pipelines.symptom.reranker_training` — a
   cross-encoder that re-scores each span's top hits of a trained English run (task ``symptom-reranker``);
+* :mod:`~medrank.pipelines.symptom.ensemble` — the mean of several trained English runs' cosines, served as one run
+  (task ``symptom-ensemble``);
 * :mod:`~medrank.pipelines.symptom.biosyn` — English concept normalisation with BioSyn (sparse + dense
   scores, synonym marginalisation, candidates re-mined every epoch), ``medrank train`` task ``biosyn``.
 """

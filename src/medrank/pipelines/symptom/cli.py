@@ -44,6 +44,18 @@ def train_reranker(config: dict[str, Any], output_dir: Path, resume: bool) -> di
             "sets_hpo": meta["sets_hpo"], "seconds": meta["seconds"]}
 
 
+@register_trainer("symptom-ensemble")
+def train_ensemble(config: dict[str, Any], output_dir: Path, resume: bool) -> dict[str, Any]:
+    """Average the encoders of trained hpo-layperson runs (``members:``) into one served English run and fit its set
+    decision; nothing is trained again (re-running rebuilds it from the members)."""
+    from medrank.pipelines.symptom.ensemble import build_ensemble_run
+
+    summary = build_ensemble_run(config, output_dir)
+    return {"output_dir": str(output_dir), "validation": summary["results"]["vocab"]["metrics"],
+            "members_validation": summary["members_validation"], "sets_hpo": summary["sets_hpo"],
+            "seconds": summary["seconds"]}
+
+
 @register_evaluator("dxy-symptoms")
 def evaluate_dxy(test: Path | None, split: str | None, model: Path | None, options: dict[str, Any]) -> dict[str, Any]:
     """DXY self-reports → explicit symptoms, set P/R/F1 (``--test DIR`` laid out like dxy-dialog)."""

@@ -338,6 +338,14 @@ def _shared_reading(text: str, spans: list[Span]) -> list[tuple[int, Span]]:
     return out
 
 
+def _overlapping(spans: Sequence[Span], i: int, j: int) -> bool:
+    """Whether spans ``i`` and ``j`` share characters (a span index below 0, the whole text, shares none)."""
+    if not (0 <= i < len(spans) and 0 <= j < len(spans)):
+        return False
+    a, b = spans[i], spans[j]
+    return a.start < b.end and b.start < a.end
+
+
 # -- the detector ------------------------------------------------------------------------------------
 @dataclass
 class _Candidate:
@@ -710,7 +718,7 @@ class SetDetector:
         rest: list[int] = []
         for j in order:
             ok = p[j] >= threshold or len(chosen) < min_terms
-            if ok and self._compatible(j, chosen, cands):
+            if ok and self._compatible(j, chosen, cands, spans):
                 chosen.append(j)
             else:
                 rest.append(j)
@@ -720,7 +728,7 @@ class SetDetector:
                 if sp.negated or i in covered_spans:
                     continue
                 best = next((j for j in rest if cands[j].span_idx == i), None)
-                if best is not None and p[best] >= span_cut and self._compatible(best, chosen, cands):
+                if best is not None and p[best] >= span_cut and self._compatible(best, chosen, cands, spans):
                     chosen.append(best)
                     rest.remove(best)
             chosen.sort(key=lambda j: (-p[j], cands[j].id))
@@ -757,13 +765,15 @@ class SetDetector:
             forms += self.lexicon.cluster(span.normalised, limit=len(self.lexicon))
         return [f for f in dict.fromkeys(forms) if len(f) >= 2]
 
-    def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate]) -> bool:
+    def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
+        """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
+        spans that overlap: "my knee is swollen and hurts" and its "hurts") is its ancestor, descendant or sibling."""
         if self.hierarchy is None:
             return True
         c = cands[j]
         for i in chosen:
             o = cands[i]
-            if o.span_idx != c.span_idx:
+            if o.span_idx != c.span_idx and not _overlapping(spans, o.span_idx, c.span_idx):
                 continue
             if self.hierarchy.related(c.id, o.id):
                 return False

@@ -67,7 +67,8 @@ def compose_complaints(terms: Sequence[Concept], hierarchy: Any, rng: random.Ran
 def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Path, seed: int = 13,
                        n_complaints: int = CALIBRATION_COMPLAINTS, concepts: Sequence[Concept] | None = None,
                        held_out: Sequence[Concept] | None = None, hierarchy: Any = None,
-                       use_definitions: bool = False, reranker: Any = None, write_index: bool = True) -> dict[str, Any]:
+                       use_definitions: bool = False, reranker: Any = None, write_index: bool = True,
+                       weights: Sequence[float] | None = None, depth: int = 100) -> dict[str, Any]:
     """Write ``run_dir/index-hpo`` (every name and synonym of ``concepts``, default HPO's, dense, through ``encoder``)
     and fit its set decision (``run_dir/sets-hpo.json``) on complaints composed from ``valid_term_ids`` (see the
     module docstring); returns what was fitted. ``held_out`` (default: the check terms of
@@ -75,7 +76,9 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
     index; ``hierarchy`` defaults to HPO's is-a; ``use_definitions`` indexes each term's definition too (both
     indexes, :func:`medrank.retrieval.concept.definition_entry`); ``reranker`` (a
     :class:`~medrank.pipelines.symptom.reranker.TermReranker`) re-ranks the calibration's search, so the decision is
-    fitted on its scores; ``write_index=False`` leaves ``run_dir/index-hpo`` unwritten (a re-ranker's folder)."""
+    fitted on its scores; ``write_index=False`` leaves ``run_dir/index-hpo`` unwritten (a re-ranker's folder).
+    ``encoder`` may be a list: the indexes then score by the ``weights``-mean of the encoders' cosines (each
+    retrieving ``depth`` items first; :mod:`~medrank.pipelines.symptom.ensemble`)."""
     from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
     from medrank.encoders import CachedEncoder
     from medrank.pipelines.symptom.sets import JOIN_MARGINS, HpoHierarchy, SetDetector
@@ -91,15 +94,19 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
     rng = random.Random(seed)
     unseen = rng.sample(terms, len(terms) // 2)
     hierarchy = hierarchy if hierarchy is not None else HpoHierarchy()
+    encoders = list(encoder) if isinstance(encoder, (list, tuple)) else [encoder]
     with tempfile.TemporaryDirectory(prefix="medrank-hpo-sets-") as tmp:
         # the calibration index is the served one less some synonyms: each entry is encoded once
-        cached = CachedEncoder(encoder, Path(tmp))
+        cached = [CachedEncoder(e, Path(tmp) / str(i)) for i, e in enumerate(encoders)]
+
+        def dense(vocabulary: Sequence[Concept]) -> Any:
+            parts = [ConceptRetriever.build(vocabulary, method="dense", encoder=e, language="en",
+                                            use_definitions=use_definitions) for e in cached]
+            return parts[0] if len(parts) == 1 else ConceptRetriever.mean_of(parts, weights, depth)
+
         if write_index:
-            served = ConceptRetriever.build(concepts, method="dense", encoder=cached, language="en",
-                                            use_definitions=use_definitions)
-            served.save(run_dir / "index-hpo")
-        calibration_index = ConceptRetriever.build(without_layperson_of(concepts, check + unseen), method="dense",
-                                                   encoder=cached, language="en", use_definitions=use_definitions)
+            dense(concepts).save(run_dir / "index-hpo")
+        calibration_index = dense(without_layperson_of(concepts, check + unseen))
         texts, gold = compose_complaints(terms, hierarchy, rng, n_complaints)
         detector = SetDetector.from_retriever(calibration_index, language="en", hierarchy=hierarchy, name="hpo",
                                               reranker=reranker)
