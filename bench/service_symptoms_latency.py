@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--models", default="runs", help="trained runs the service may use")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--name", default="service_symptoms_latency",
+                    help="results file name under bench/results (e.g. one for the trained runs, one for a fresh clone)")
     args = ap.parse_args()
     from fastapi.testclient import TestClient
 
@@ -79,7 +81,7 @@ def main() -> None:
           f"{' '.join(sys.argv[1:])}`: default knowledge bases, `--backend auto`, torch / ONNX Runtime on {args.threads} "
           f"thread(s); {args.rounds} rounds over the complaints below after a warm-up round (set decision, spans and "
           "probabilities included); 2 CPU cores, other jobs paused.\n\n" + "\n".join(table) + "\n")
-    common.write("service_symptoms_latency", payload, md)
+    common.write(args.name, payload, md)
 
 
 if __name__ == "__main__":

@@ -233,7 +233,7 @@ def prepare_for_serving(retriever: ConceptRetriever, backend: str = "auto", sear
         if search == "hnsw" and part.factory == "flat":
             part.to_hnsw(ef_construction=100)
             notes.append("HNSW search")
-    return ", ".join(notes)
+    return ", ".join(dict.fromkeys(notes))  # the dense parts of an ensemble say it once
 
 
 def saved_encoder_spec(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -348,8 +348,11 @@ class Builder:
         if self.settings.batch_queries:
             batch_queries(detector.retriever.index)
         beta = "" if detector.beta is None else f", terms scoring >= its calibrated beta {detector.beta:.3f}"
-        from medrank.pipelines.symptom.inference import TermReranker
+        from medrank.pipelines.symptom.inference import TermReranker, ensemble_members
 
+        members = ensemble_members(run)
+        if members:
+            beta += f"; the mean of {len(members)} runs' cosines: {', '.join(m.name for m in members)}"
         if TermReranker.calibration_path(run, candidates).exists():
             beta += "; each span's candidates re-ranked by its cross-encoder"
         info = KBInfo(name, source.language, source.source, source.version, source.licence, method="dense",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from medrank.index.base import check_k
-from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
+from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, ensemble_members, open_run_index
 from medrank.pipelines.symptom.reranker import SERVED_BACKEND, TermReranker
 from medrank.pipelines.symptom.sets import (
     DetectedTerm,
@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 #: the set-level detection the service serves beside each knowledge base's ranking
 __all__ = ["DEFAULT_K", "SERVED_BACKEND", "DetectedTerm", "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet",
-           "TermReranker", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
+           "TermReranker", "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run",
+           "shipped_calibration"]
 
 
 class SymptomDetector:
