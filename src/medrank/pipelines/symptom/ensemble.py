@@ -1,6 +1,6 @@
 """An ensemble of trained English layperson runs: task ``symptom-ensemble``.
 
-Two bi-encoders trained by one recipe from different seeds err on different phrases. The ensemble scores a
+Two bi-encoders trained by one recipe from different seeds err partly on different phrases. The ensemble scores a
 (phrase, term) pair by the mean of the members' cosines (a deep ensemble, Lakshminarayanan et al., NeurIPS 2017:
 average the members' outputs), through :meth:`ConceptRetriever.mean_of <medrank.retrieval.concept.ConceptRetriever.mean_of>` (a
 :class:`~medrank.index.hybrid.HybridIndex` with ``method="mean"``) over the
