@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,18 @@ def check_dataclass_config(cls: type, config: dict[str, Any], where: str) -> Non
     fields = dataclasses.fields(cls)
     defaults = {f.name: None if f.default is dataclasses.MISSING else f.default for f in fields}
     check_config_types(config, defaults, where, {f.name: str(f.type) for f in fields})
+
+
+def known_keys_only(cls: type, config: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``config`` as a dict, once every key is a field of dataclass ``cls``; else one line naming the unknown keys
+    (``what``: the settings' name in that line). A typo must not fall back to a default silently."""
+    import dataclasses
+
+    known = sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown}; known: {known}")
+    return dict(config)
 
 
 def task_option(options: dict[str, Any], key: str, default: Any, kind: type) -> Any:

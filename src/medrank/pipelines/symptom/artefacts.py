@@ -40,10 +40,10 @@ def open_run_index(run: Path, index_dir: Path, backend: str = "torch", search: s
 
 
 def _open_run_index(run: Path, index_dir: Path) -> Any:
+    members = ensemble_members(run)
+    if members:
+        return _open_ensemble_index(run, index_dir, members)
     from medrank.encoders import load_encoder
-
-    if ensemble_members(run):
-        return _open_ensemble_index(run, index_dir)
     from medrank.retrieval.concept import ConceptRetriever, saved_encoder_spec
 
     spec = saved_encoder_spec(index_dir) if (run / "model").is_dir() else None
@@ -63,12 +63,11 @@ def ensemble_members(run: str | os.PathLike[str]) -> list[Path]:
     return [Path(run) / m for m in members] if isinstance(members, list) else []
 
 
-def _open_ensemble_index(run: Path, index_dir: Path) -> Any:
+def _open_ensemble_index(run: Path, index_dir: Path, members: list[Path]) -> Any:
     """An ensemble run's saved index, each member's part encoding queries with that member's own ``model/``."""
     from medrank.encoders import load_encoder
     from medrank.retrieval.concept import ConceptRetriever
 
-    members = ensemble_members(run)
     retriever = ConceptRetriever.load(index_dir, load_encoder=False)
     parts = getattr(retriever.index, "components", [])
     if len(parts) != len(members):

@@ -67,11 +67,9 @@ class EnsembleSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EnsembleSettings:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown symptom-ensemble settings {unknown}; known: {sorted(known)}")
-        d = dict(d)
+        from medrank.config import known_keys_only
+
+        d = known_keys_only(cls, d, "symptom-ensemble settings")
         if isinstance(d.get("members"), list):
             d["members"] = tuple(str(m) for m in d["members"])
         if isinstance(d.get("weights"), list):

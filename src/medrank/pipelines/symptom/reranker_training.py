@@ -63,11 +63,9 @@ class RerankerSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RerankerSettings:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown re-ranker settings {unknown}; known: {sorted(known)}")
-        return cls(**dict(d))
+        from medrank.config import known_keys_only
+
+        return cls(**known_keys_only(cls, d, "re-ranker settings"))
 
 
 @dataclass(frozen=True)
