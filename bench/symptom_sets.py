@@ -62,6 +62,7 @@ from medrank.pipelines.symptom.sets import (
     set_prf,
     shipped_calibration,
 )
+from medrank.pipelines.symptom.spans import find_spans
 from medrank.retrieval.concept import ConceptRetriever
 
 SEED = 29
@@ -201,7 +202,6 @@ def dxy_names() -> list[str]:
 
 def part_dxy(out: dict[str, Any]) -> None:
     from medrank.config import dataset_dir
-    from medrank.pipelines.symptom.spans import find_spans
     from medrank.records import Concept
 
     records = read_dxy_folder(dataset_dir("dxy-dialog"))
@@ -380,7 +380,13 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                 det_t.calibration = SetCalibration.load(own)
                 preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
                 systems[label] = pct(set_prf(preds, test_gold))
+    # the clause of a bare predicate overlaps its own "hurts" span (SetDetector._compatible reads overlapping spans as
+    # one's words): how many complaints here hold such spans at all
+    overlapping = {name: sum(any(a.start < b.end and b.start < a.end for i, a in enumerate(spans) for b in spans[i + 1:])
+                             for spans in (find_spans(t, None, "en") for t in texts))
+                   for name, texts in (("calibration", cal_texts), ("test", test_texts))}
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
+                 "complaints_with_overlapping_spans": overlapping,
                  "calibration_terms_in_index": len(in_index),
                  "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],
                  "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms,
