@@ -68,6 +68,8 @@ from medrank.retrieval.concept import ConceptRetriever
 SEED = 29
 ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}
 CACHE = Path("runs/sets-cache")
+#: how the rows name the encoders of trained runs
+ENCODER_LABELS = {"minilm": "MiniLM", "e5-small": "e5-small"}
 _ENCODERS: dict[str, Any] = {}
 
 
@@ -346,7 +348,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
         dataset = run_config.get("dataset", "")
         defs = bool(run_config.get("use_definitions", False))  # the run trained with (and serves) definitions
         trained_on = {"hpo-layperson": "layperson synonyms", "ncbi-disease": "NCBI-disease mentions (BioSyn)"}.get(dataset, dataset)
-        encoder_label = {"minilm": "MiniLM", "e5-small": "e5-small"}.get(run_config.get("encoder", "minilm"), run_config.get("encoder"))
+        encoder_label = ENCODER_LABELS.get(run_config.get("encoder", "minilm"), run_config.get("encoder"))
         digest = hashlib.sha256(json.dumps(encoder(model).fingerprint(), sort_keys=True, default=str).encode()).hexdigest()
         tag = " + definitions" if defs else ""
         # a run trained without definitions is also read with them in its index (dense only): what the index alone adds
@@ -403,7 +405,9 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
     members = [Path(m) for m in run_config["members"]]
     weights = run_config.get("weights") or [1.0] * len(members)
     depth = int(run_config.get("depth", 100))
-    defs = {bool(json.loads((m / "config.json").read_text(encoding="utf-8")).get("use_definitions")) for m in members}
+    member_configs = [json.loads((m / "config.json").read_text(encoding="utf-8")) for m in members]
+    defs = {bool(c.get("use_definitions")) for c in member_configs}
+    encoders = sorted({ENCODER_LABELS.get(c.get("encoder", "minilm"), str(c.get("encoder"))) for c in member_configs})
     if len(defs) != 1:
         raise SystemExit(f"{en_run}: its members index different entries")
     with_defs = defs.pop()
@@ -417,7 +421,8 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
             parts.append(retriever(f"hpo-{index}-dense-{m.name}-{digest[:12]}", index_concepts, "dense", model, "en", with_defs))
         return ConceptRetriever.mean_of(parts, weights, depth)
 
-    label = f"ensemble of {len(members)} MiniLM runs ({', '.join(m.name for m in members)}) as {en_run.name}, dense{tag}"
+    kinds = f"{encoders[0]} runs" if len(encoders) == 1 else f"runs of {' and '.join(encoders)}"
+    label = f"ensemble of {len(members)} {kinds} ({', '.join(m.name for m in members)}) as {en_run.name}, dense{tag}"
     det_t = SetDetector.from_retriever(fused("heldout", reduced), language="en", hierarchy=hier, name="hpo")
     systems[f"whole-text top-1, {label}"] = pct(set_prf(top1(det_t.search, test_texts, 1), test_gold))
     det_c = SetDetector.from_retriever(fused("calibration", cal_concepts), language="en", hierarchy=hier, name="hpo")

@@ -196,6 +196,30 @@ def test_topk_stable_ties():
     assert topk_stable(s, 5).tolist() == [1, 2, 4, 3, 0]
 
 
+def test_flat_search_matches_faiss_over_query_blocks_and_orders_ties_by_entry():
+    import faiss
+
+    from medrank.index.dense import FLAT_QUERY_BLOCK, flat_search
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200, 16)).astype(np.float32)
+    index = faiss.IndexFlatIP(16)
+    index.add(x)
+    q = rng.standard_normal((FLAT_QUERY_BLOCK + 5, 16)).astype(np.float32)  # two blocks
+    for depth in (1, 7, 200, 500):
+        want_d, want_i = index.search(q, min(depth, 200))
+        got_d, got_i = flat_search(index, q, depth)
+        assert got_i.shape == want_i.shape == (len(q), min(depth, 200))
+        np.testing.assert_array_equal(got_i, want_i)
+        np.testing.assert_allclose(got_d, want_d, rtol=1e-5, atol=1e-5)
+    # hand-made ties: entries 1 and 2 score alike for the query, the earlier comes first
+    tied = faiss.IndexFlatIP(2)
+    tied.add(np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.5, 0.5]], dtype=np.float32))
+    scores, idx = flat_search(tied, np.array([[1.0, 0.0]], dtype=np.float32), 3)
+    assert idx.tolist() == [[1, 2, 3]]
+    assert scores.tolist() == [[1.0, 1.0, 0.5]]
+
+
 def test_bad_inputs_and_corrupt_index(tmp_path):
     index = BM25Index()
     with pytest.raises(RuntimeError, match="empty"):

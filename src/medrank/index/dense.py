@@ -18,6 +18,39 @@ from medrank.encoders.base import Encoder
 from medrank.index.base import Index, IndexFormatError, register, top_items
 from medrank.records import Ranking, is_integer
 
+#: queries scored by one matrix product at a time in :func:`flat_search` (bounds the score matrix's memory)
+FLAT_QUERY_BLOCK = 64
+
+
+def flat_search(index: Any, vectors: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product search of a faiss ``IndexFlatIP``: ``(scores, positions)`` of the ``depth`` best entries
+    per query, best first, as ``index.search`` returns them.
+
+    For fewer queries than its BLAS threshold (a complaint's few spans) faiss scans every entry vector once per
+    query; one matrix product over the index's own vectors (read in place, not copied) reads them once per block of
+    queries, which is what a served complaint's search costs."""
+    import faiss
+
+    n, d = index.ntotal, index.d
+    depth = min(depth, n)
+    if n == 0 or depth < 1 or not isinstance(index, faiss.IndexFlatIP):
+        return index.search(vectors, max(depth, 1))
+    xb = faiss.rev_swig_ptr(index.get_xb(), n * d).reshape(n, d)
+    scores_out = np.empty((len(vectors), depth), dtype=np.float32)
+    idx_out = np.empty((len(vectors), depth), dtype=np.int64)
+    for start in range(0, len(vectors), FLAT_QUERY_BLOCK):
+        scores = vectors[start:start + FLAT_QUERY_BLOCK] @ xb.T
+        if depth < n:
+            part = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+        else:
+            part = np.broadcast_to(np.arange(n), scores.shape)
+        top = np.take_along_axis(scores, part, axis=1)
+        # best first; among equal scores the earlier entry first (faiss leaves that order to its heap)
+        order = np.lexsort((part, -top), axis=1)
+        idx_out[start:start + len(scores)] = np.take_along_axis(part, order, axis=1)
+        scores_out[start:start + len(scores)] = np.take_along_axis(top, order, axis=1)
+    return scores_out, idx_out
+
 
 @register
 class DenseIndex(Index):
@@ -159,6 +192,8 @@ class DenseIndex(Index):
             # HNSW returns at most efSearch hits: widen it for this call when more are asked for
             params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, depth))
             return self.faiss_index.search(vectors, depth, params=params)
+        if self.factory == "flat":
+            return flat_search(self.faiss_index, vectors, depth)
         return self.faiss_index.search(vectors, depth)
 
     def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
