@@ -5,9 +5,8 @@ Chinese: the trained CPU run over the 37,645 ICD-10 Beijing names with its set c
 ``$MEDRANK_SYMPTOM_RUN`` or ``runs/symptom/cpu/chip-cdn-bi-hardnce``). English: built the way the
 service builds its zero-shot HPO knowledge base (BM25 + MiniLM, hybrid) with the calibration
 shipped in ``medrank/pipelines/symptom/calibrations``; and the trained English run the service serves
-(``$MEDRANK_SYMPTOM_EN_RUN``, else the one the service serves: ``runs/symptom/cpu/hpo-layperson-ensemble-4l-def``,
-``runs/symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def``, ``runs/symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def``
-or ``runs/symptom/cpu/hpo-layperson-bi-hardnce``; its ``index-hpo`` and ``sets-hpo.json``).
+(``$MEDRANK_SYMPTOM_EN_RUN``, else the one the service serves: the first of ``symptoms-en``'s default paths under
+``runs/`` that holds one, :data:`medrank.service.settings.DEFAULT_MODEL_PATHS`; its ``index-hpo`` and ``sets-hpo.json``).
 """
 
 from __future__ import annotations
@@ -143,10 +142,9 @@ def _english_run():
     from medrank.pipelines.symptom.sets import SetDetector
 
     named = os.environ.get("MEDRANK_SYMPTOM_EN_RUN")
-    runs = [Path(named)] if named else [Path("runs/symptom/cpu/hpo-layperson-ensemble-4l-def"),
-                                        Path("runs/symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def"),
-                                        Path("runs/symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def"),
-                                        Path("runs/symptom/cpu/hpo-layperson-bi-hardnce")]
+    from medrank.service.settings import DEFAULT_MODEL_PATHS
+
+    runs = [Path(named)] if named else [Path("runs") / p for p in DEFAULT_MODEL_PATHS["symptoms-en"]]
     run = next((r for r in runs if (r / "sets-hpo.json").exists()), runs[0])
     if not (run / "sets-hpo.json").exists():
         pytest.skip(f"{run} has no served HPO set decision (medrank train "

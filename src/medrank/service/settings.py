@@ -12,7 +12,7 @@ default ``./runs``, where ``medrank train`` writes) at these paths, unless
 pipeline           default path under ``models_dir``
 =================  ============================================================
 ``symptoms-zh``    ``symptom/cpu/chip-cdn-bi-hardnce-best-2l`` or ``symptom/cpu/chip-cdn-bi-hardnce`` (a Bi-HardNCE run: ``detector.json``)
-``symptoms-en``    ``symptom/cpu/hpo-layperson-ensemble-4l-def`` (two runs' mean), ``…-bi-hardnce-best-4l-def``, ``…-best-2l-def`` or ``symptom/cpu/hpo-layperson-bi-hardnce`` (an ``hpo-layperson`` run: its ``index-hpo``)
+``symptoms-en``    ``symptom/cpu/hpo-layperson-ensemble-4l-def-e5`` (a MiniLM and an e5-small run's mean), ``…-ensemble-4l-def`` (two MiniLM seeds' mean), ``…-bi-hardnce-best-4l-def``, ``…-best-2l-def`` or ``symptom/cpu/hpo-layperson-bi-hardnce`` (an ``hpo-layperson`` run: its ``index-hpo``)
 ``similar-zh``     ``similar/chip-sts/stmt`` (an STMT run: ``matcher/``)
 ``similar-en``     ``similar/medical-question-pairs/stmt``
 ``passages``       ``passages/index-all`` (a CDV sentence index) or ``passages/cdv`` (a CDV run)
@@ -33,7 +33,8 @@ from medrank.config import cache_dir
 
 DEFAULT_MODEL_PATHS: dict[str, tuple[str, ...]] = {
     "symptoms-zh": ("symptom/cpu/chip-cdn-bi-hardnce-best-2l", "symptom/cpu/chip-cdn-bi-hardnce"),
-    "symptoms-en": ("symptom/cpu/hpo-layperson-ensemble-4l-def", "symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def",
+    "symptoms-en": ("symptom/cpu/hpo-layperson-ensemble-4l-def-e5", "symptom/cpu/hpo-layperson-ensemble-4l-def",
+                    "symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def",
                     "symptom/cpu/hpo-layperson-bi-hardnce-best-2l-def", "symptom/cpu/hpo-layperson-bi-hardnce"),
     "similar-zh": ("similar/chip-sts/stmt",),
     "similar-en": ("similar/medical-question-pairs/stmt",),

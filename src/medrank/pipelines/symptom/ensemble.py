@@ -1,6 +1,7 @@
 """An ensemble of trained English layperson runs: task ``symptom-ensemble``.
 
-Two bi-encoders trained by one recipe from different seeds err partly on different phrases. The ensemble scores a
+Two bi-encoders trained by one recipe err partly on different phrases, whether they start from two seeds of one
+encoder or from encoders pretrained on other text (MiniLM and multilingual e5-small). The ensemble scores a
 (phrase, term) pair by the mean of the members' cosines (a deep ensemble, Lakshminarayanan et al., NeurIPS 2017:
 average the members' outputs), through :meth:`ConceptRetriever.mean_of <medrank.retrieval.concept.ConceptRetriever.mean_of>` (a
 :class:`~medrank.index.hybrid.HybridIndex` with ``method="mean"``) over the
@@ -15,8 +16,8 @@ member's encoder from the member's own ``model/`` (:func:`~medrank.pipelines.sym
 the members and the ensemble move together.
 
     medrank train configs/symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def.yaml
-    medrank train configs/symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def-seed14.yaml
-    medrank train configs/symptom/cpu/hpo-layperson-ensemble-4l-def.yaml
+    medrank train configs/symptom/cpu/hpo-layperson-bi-hardnce-best-e5-4l-def.yaml
+    medrank train configs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5.yaml
 """
 
 from __future__ import annotations
