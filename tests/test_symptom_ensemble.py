@@ -100,8 +100,9 @@ def test_build_refuses_a_run_of_another_dataset(tmp_path):
         build_ensemble_run({"members": runs}, tmp_path / "out")
 
 
-def _member_run(tmp_path, name: str, seed: int, tiny_encoder):
-    """A run folder as far as serving reads it: ``model/`` (the tiny encoder, perturbed by ``seed``) and ``index-hpo``."""
+def _member_run(tmp_path, name: str, seed: int, tiny_encoder, prompts: dict | None = None):
+    """A run folder as far as serving reads it: ``model/`` (the tiny encoder, perturbed by ``seed``) and ``index-hpo``;
+    ``prompts`` (``query_prompt`` / ``passage_prompt``) make it a member that prefixes its texts, as e5-small does."""
     import copy
 
     import torch
@@ -114,15 +115,18 @@ def _member_run(tmp_path, name: str, seed: int, tiny_encoder):
         for p in tiny_encoder.model.parameters():
             p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(seed)) * 0.05)
     tiny_encoder.save(run / "model")
-    enc = load_encoder({**tiny_encoder.spec(), "path": str(run / "model")})
+    enc = load_encoder({**tiny_encoder.spec(), "path": str(run / "model"), **(prompts or {})})
     ConceptRetriever.build(TERMS, method="dense", encoder=enc).save(run / "index-hpo")
     return run, enc
 
 
-def test_an_ensemble_run_serves_the_mean_of_its_members_from_their_own_folders(tiny_encoder, tmp_path):
+@pytest.mark.parametrize("prompts", [None, {"query_prompt": "query: ", "passage_prompt": "passage: "}],
+                         ids=["same-kind", "second-member-with-prompts"])
+def test_an_ensemble_run_serves_the_mean_of_its_members_from_their_own_folders(tiny_encoder, tmp_path, prompts):
     from medrank.pipelines.symptom.artefacts import ensemble_members, open_run_index
 
-    (a, enc_a), (b, enc_b) = _member_run(tmp_path, "a", 1, tiny_encoder), _member_run(tmp_path, "b", 2, tiny_encoder)
+    (a, enc_a), (b, enc_b) = (_member_run(tmp_path, "a", 1, tiny_encoder),
+                              _member_run(tmp_path, "b", 2, tiny_encoder, prompts))
     ens = tmp_path / "ensemble"
     parts = [ConceptRetriever.load(a / "index-hpo", encoder=enc_a), ConceptRetriever.load(b / "index-hpo", encoder=enc_b)]
     ConceptRetriever.mean_of(parts, [1.0, 1.0], depth=len(TERMS)).save(ens / "index-hpo")
@@ -144,3 +148,6 @@ def test_an_ensemble_run_serves_the_mean_of_its_members_from_their_own_folders(t
     got = served.search(query, k=len(TERMS))[0]
     assert dict(zip(got.ids, got.scores, strict=True)) == pytest.approx(expected, abs=1e-5)
     assert [str(Path(c.encoder.spec()["path"]).parent.name) for c in served.index.components] == ["a", "b"]
+    # each member encodes queries its own way (a member of another pretrained kind keeps its prompts)
+    assert [c.encoder.spec()["query_prompt"] for c in served.index.components] == [
+        enc_a.spec()["query_prompt"], enc_b.spec()["query_prompt"]]
