@@ -423,7 +423,8 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
 
     kinds = f"{encoders[0]} runs" if len(encoders) == 1 else f"runs of {' and '.join(encoders)}"
     label = f"ensemble of {len(members)} {kinds} ({', '.join(m.name for m in members)}) as {en_run.name}, dense{tag}"
-    det_t = SetDetector.from_retriever(fused("heldout", reduced), language="en", hierarchy=hier, name="hpo")
+    heldout = fused("heldout", reduced)
+    det_t = SetDetector.from_retriever(heldout, language="en", hierarchy=hier, name="hpo")
     systems[f"whole-text top-1, {label}"] = pct(set_prf(top1(det_t.search, test_texts, 1), test_gold))
     det_c = SetDetector.from_retriever(fused("calibration", cal_concepts), language="en", hierarchy=hier, name="hpo")
     det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
@@ -431,20 +432,19 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
     systems[f"set detector, {label} + spans + calibration + per-span rule"] = pct(set_prf(preds, test_gold))
     own = en_run / "sets-hpo.json"
     if own.exists():
-        for index, index_concepts, row in (
-                ("heldout", reduced, f"set detector, {label}, the run's own calibration (sets-hpo.json, as served)"),
-                ("full", concepts, f"phrases in the index (served case): set detector, {label}, the run's own calibration")):
-            det_o = SetDetector.from_retriever(fused(index, index_concepts), language="en", hierarchy=hier, name="hpo")
+        for searched, row in (
+                (heldout, f"set detector, {label}, the run's own calibration (sets-hpo.json, as served)"),
+                (fused("full", concepts), f"phrases in the index (served case): set detector, {label}, the run's own calibration")):
+            det_o = SetDetector.from_retriever(searched, language="en", hierarchy=hier, name="hpo")
             det_o.calibration = SetCalibration.load(own)
             preds = [{t.id for t in s.terms} for s in det_o.detect_many(test_texts)]
             systems[row] = pct(set_prf(preds, test_gold))
         # as the service runs it: each member's queries on the fastest ONNX Runtime form that agrees with torch (the
-        # entry vectors stay the torch ones), exact search
-        served = fused("heldout", reduced)
-        for part, m in zip(served.index.components, members, strict=True):
+        # entry vectors stay the torch ones), exact search; the held-out index is not searched the bench's way again
+        for part, m in zip(heldout.index.components, members, strict=True):
             part.encoder = load_encoder(str(m / "model"))  # the plain encoder, not the bench's caching wrapper
-        note = prepare_for_serving(served, backend="auto", search="exact")
-        det_s = SetDetector.from_retriever(served, language="en", hierarchy=hier, name="hpo")
+        note = prepare_for_serving(heldout, backend="auto", search="exact")
+        det_s = SetDetector.from_retriever(heldout, language="en", hierarchy=hier, name="hpo")
         det_s.calibration = SetCalibration.load(own)
         preds = [{t.id for t in s.terms} for s in det_s.detect_many(test_texts)]
         systems[f"set detector, {label}, the run's own calibration, served form ({note}, exact search)"] = pct(

@@ -32,9 +32,9 @@ def flat_search(index: Any, vectors: np.ndarray, depth: int) -> tuple[np.ndarray
     import faiss
 
     n, d = index.ntotal, index.d
+    if n == 0 or not isinstance(index, faiss.IndexFlatIP):
+        return index.search(vectors, depth)
     depth = min(depth, n)
-    if n == 0 or depth < 1 or not isinstance(index, faiss.IndexFlatIP):
-        return index.search(vectors, max(depth, 1))
     xb = faiss.rev_swig_ptr(index.get_xb(), n * d).reshape(n, d)
     scores_out = np.empty((len(vectors), depth), dtype=np.float32)
     idx_out = np.empty((len(vectors), depth), dtype=np.int64)
