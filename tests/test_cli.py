@@ -110,6 +110,17 @@ def test_train_config_with_a_wrong_type_is_one_line(tmp_path, task, bad, message
     assert res.exit_code == 2 and message in " ".join(res.output.split()), res.output
 
 
+def test_train_set_replaces_a_config_key_and_the_task_reader_checks_it(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": "symptom", "epochs": 1}))
+    res = CliRunner().invoke(app, ["train", str(cfg), "--out", str(tmp_path / "run"), "--set", "epochs=[1]"])
+    assert res.exit_code == 2 and "symptom config: epochs must be an integer" in " ".join(res.output.split()), res.output
+    res = CliRunner().invoke(app, ["train", str(cfg), "--set", "task=cdv"])
+    assert res.exit_code == 2 and "cannot change the task" in res.output
+    res = CliRunner().invoke(app, ["train", str(cfg), "--set", "epochs"])
+    assert res.exit_code == 2 and "KEY=VALUE" in res.output
+
+
 def test_bad_input_is_one_line_not_a_traceback(data_dir, tmp_path, monkeypatch):
     runner = CliRunner()
     mine = tmp_path / "mine"

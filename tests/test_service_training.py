@@ -40,6 +40,31 @@ def test_finished_steps_are_skipped_and_the_rest_would_run(tmp_path, monkeypatch
                                            "configs/procedures/fusion.yaml"]
 
 
+def test_chained_steps_read_their_inputs_from_the_runs_folder_they_are_trained_into(tmp_path, monkeypatch):
+    # an ensemble's members and KAR's MTCG are named in their configs under runs/; trained into another folder,
+    # the chain must read that folder's earlier runs, not whatever runs/ holds
+    from medrank.registry import read_config
+
+    monkeypatch.chdir(ROOT)
+    outputs = [s.output for s in SERVICE_RECIPES]
+    for k, step in enumerate(SERVICE_RECIPES):
+        cfg = read_config(ROOT / step.config)
+        for key, value in step.inputs:
+            assert key in cfg, (step.config, key)  # the override replaces a key the config already uses
+            named = [value] if isinstance(value, str) else list(value)
+            configured = [cfg[key]] if isinstance(cfg[key], str) else list(cfg[key])
+            assert [f"runs/{v}" for v in named] == configured  # the same runs as the config names under runs/
+            assert all(any(v == o or v.startswith(o + "/") for o in outputs[:k]) for v in named)  # trained before
+    runs = tmp_path / "elsewhere"
+    report = {r["config"]: r["args"] for r in train_service(runs, say=lambda _: None, dry_run=True)}
+    members = report["configs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5.yaml"]
+    assert members[members.index("--set") + 1] == "members=" + json.dumps(
+        [str(runs / "symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def"), str(runs / "symptom/cpu/hpo-layperson-bi-hardnce-best-e5-4l-def")])
+    assert f"mtcg={json.dumps(str(runs / 'procedures/mtcg/model'))}" in report["configs/procedures/kar.yaml"]
+    assert f"kar={json.dumps(str(runs / 'procedures/kar'))}" in report["configs/procedures/fusion.yaml"]
+    assert "--set" not in report["configs/passages/cdv.json"]
+
+
 def test_a_run_finished_without_what_newer_runs_write_is_finished_again(tmp_path):
     steps = [s for s in SERVICE_RECIPES if s.needs]
     assert {s.needs for s in steps} == {"sets-hpo.json", "sets-memory.json"}

@@ -255,6 +255,8 @@ def train(
     config_path: Annotated[Path, typer.Argument(help="JSON or YAML config with a 'task' key.", metavar="CONFIG")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default: from the config).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue after the last complete checkpoint.")] = True,
+    option: Annotated[list[str], typer.Option("--set", help="Replace a top-level config key: KEY=VALUE, the value read as "
+                                                            "JSON where it is JSON (repeatable).")] = [],  # noqa: B006
 ) -> None:
     """Train a model from a config file; checkpoints every epoch and resumes after interruption."""
     from medrank.registry import TRAINERS, read_config
@@ -263,6 +265,10 @@ def train(
         cfg = read_config(config_path)
     except (ValueError, OSError) as exc:
         fail(exc)
+    overrides = parse_options(option)
+    if "task" in overrides:
+        fail("--set cannot change the task; give a config of that task")
+    cfg.update(overrides)  # the task's own config reader checks them as it checks the file's keys
     task = cfg["task"]
     if task not in TRAINERS:
         fail(f"unknown task {task!r} in {config_path}; known tasks: {sorted(TRAINERS)}")

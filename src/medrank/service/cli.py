@@ -118,8 +118,9 @@ def register(app: typer.Typer) -> None:
     @app.command("train-service")
     def train_service_cmd(
         only: Annotated[str, typer.Option(help="Comma-separated pipelines to train (default: every one the service uses).")] = "",
-        runs: Annotated[Path, typer.Option(help="Where the runs go; the recipes chain through runs/, so keep the default "
-                                                "and run from the repository root.")] = Path("runs"),
+        runs: Annotated[Path, typer.Option(help="Where the runs go (serve them with `medrank serve --models DIR`); a step "
+                                                "that reads earlier runs reads them there. Run from the repository root "
+                                                "(the configs are read from configs/).")] = Path("runs"),
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would run, run nothing.")] = False,
     ) -> None:
         """Train the CPU recipe of every model the service uses (resumable: run it again to continue)."""

@@ -11,6 +11,8 @@ holds no run, so the log stays out of it); one overall display says which step r
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,6 +32,17 @@ class RecipeStep:
     note: str
     #: a file the finished run must also hold (one a newer medrank writes when it finishes the run)
     needs: str = ""
+    #: config keys that name earlier steps' runs: key → a path (or list of paths) under the runs folder, passed as
+    #: ``--set`` so a chain trained into another folder (``--runs DIR``) reads its own earlier runs
+    inputs: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
+
+    def overrides(self, runs: Path) -> list[str]:
+        """The ``--set KEY=VALUE`` arguments that point this step's inputs into ``runs``."""
+        out = []
+        for key, value in self.inputs:
+            paths: str | list[str] = str(runs / value) if isinstance(value, str) else [str(runs / v) for v in value]
+            out += ["--set", f"{key}={json.dumps(paths)}"]
+        return out
 
 
 #: the CPU recipes, in the order they must run (KAR reads MTCG's run, the fusion KAR's)
@@ -47,10 +60,13 @@ SERVICE_RECIPES: tuple[RecipeStep, ...] = (
     RecipeStep("symptoms", "configs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5.yaml",
                "symptom/cpu/hpo-layperson-ensemble-4l-def-e5",
                "English symptoms: the mean of the two runs' cosines, its set decision fitted again (symptoms-en)",
-               needs="sets-hpo.json"),
+               needs="sets-hpo.json", inputs=(("members", ("symptom/cpu/hpo-layperson-bi-hardnce-best-4l-def",
+                                                           "symptom/cpu/hpo-layperson-bi-hardnce-best-e5-4l-def")),)),
     RecipeStep("normalize", "configs/procedures/mtcg.yaml", "procedures/mtcg", "procedures: MTCG candidate generator"),
-    RecipeStep("normalize", "configs/procedures/kar.yaml", "procedures/kar", "procedures: KAR re-ranker over MTCG"),
-    RecipeStep("normalize", "configs/procedures/fusion.yaml", "procedures/fusion", "procedures: learned fusion over KAR"),
+    RecipeStep("normalize", "configs/procedures/kar.yaml", "procedures/kar", "procedures: KAR re-ranker over MTCG",
+               inputs=(("mtcg", "procedures/mtcg/model"),)),
+    RecipeStep("normalize", "configs/procedures/fusion.yaml", "procedures/fusion", "procedures: learned fusion over KAR",
+               inputs=(("kar", "procedures/kar"),)),
     RecipeStep("similar-questions", "configs/similar/chip-sts/stmt.yaml", "similar/chip-sts/stmt",
                "similar questions, Chinese: STMT matcher (similar-zh)"),
     RecipeStep("similar-questions", "configs/similar/medical-question-pairs/stmt.yaml", "similar/medical-question-pairs/stmt",
@@ -111,11 +127,12 @@ def train_service(runs: Path = RUNS, only: tuple[str, ...] = (), say: Callable[[
             say(f"{head}: already trained in {out}, skipped")
             report.append({"config": step.config, "output": str(out), "status": "skipped"})
             continue
-        cmd = [*_medrank(), "train", step.config, "--out", str(out)]
+        args = ["train", step.config, "--out", str(out), *step.overrides(runs)]
+        cmd = [*_medrank(), *args]
         log_file = step_log(out)
-        say(f"{head}: {' '.join(cmd[-4:])} (log: {log_file})")
+        say(f"{head}: medrank {shlex.join(args)} (log: {log_file})")
         if dry_run:
-            report.append({"config": step.config, "output": str(out), "status": "would run"})
+            report.append({"config": step.config, "output": str(out), "status": "would run", "args": args})
             continue
         out.parent.mkdir(parents=True, exist_ok=True)
         started = time.time()
