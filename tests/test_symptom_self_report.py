@@ -110,3 +110,14 @@ def test_model_with_character_ngrams_round_trips(tmp_path) -> None:
     without = SelfReportModel.fit(_records(), names, inner_folds=3)
     assert not without.ngrams.vocabulary  # the default parts fit no n-gram model
 
+
+
+def test_a_given_lexicon_is_used_instead_of_mining_one() -> None:
+    # the records never write 流清涕; a lexicon that knows it (mined from more reports, or curated) is used as given
+    names = ["发烧", "咳嗽", "流涕"]
+    given = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽", "鼻涕": "流涕", "流清涕": "流涕"})
+    mined = SelfReportModel.fit(_records(), names, inner_folds=3)
+    model = SelfReportModel.fit(_records(), names, inner_folds=3, lexicon=given)
+    assert mined.lexicon.normalise("流清涕") is None and model.lexicon is given
+    assert model.info["lexicon_settings"] == "given"
+    assert "流涕" in model.predict(["宝宝发烧，流清涕"])[0]

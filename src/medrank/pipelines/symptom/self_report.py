@@ -187,8 +187,8 @@ def _targets(records: Sequence[DxyRecord], names: Sequence[str]) -> np.ndarray:
 
 
 def _fit_parts(records: Sequence[DxyRecord], names: Sequence[str], lexicon_settings: Mapping[str, Any],
-               ngrams_used: bool = True) -> _Parts:
-    lexicon = mine_surface_lexicon(records, **lexicon_settings)
+               ngrams_used: bool = True, lexicon: SurfaceLexicon | None = None) -> _Parts:
+    lexicon = mine_surface_lexicon(records, **lexicon_settings) if lexicon is None else lexicon
     y = _targets(records, names)
     ngrams = NgramModel.fit([r.report for r in records], y) if ngrams_used else NgramModel.constant(y.mean(axis=0))
     rows, y = [], []
@@ -278,9 +278,12 @@ class SelfReportModel:
     @classmethod
     def fit(cls, records: Sequence[DxyRecord], names: Sequence[str], inner_folds: int = 5, seed: int = 11,
             lexicon_settings: Mapping[str, Any] | None = None,
-            parts_used: Sequence[str] = DEFAULT_PARTS, c: float = 1.0) -> SelfReportModel:
+            parts_used: Sequence[str] = DEFAULT_PARTS, c: float = 1.0,
+            lexicon: SurfaceLexicon | None = None) -> SelfReportModel:
         """Fit on labelled self-reports: the parts out of fold (``inner_folds``, fixed ``seed``) for the stacker
-        and its threshold, then the parts on all ``records``. ``parts_used`` leaves parts out (ablations)."""
+        and its threshold, then the parts on all ``records``. ``parts_used`` leaves parts out (ablations);
+        ``lexicon`` is a fixed surface lexicon used instead of one mined from ``records`` (and from each inner
+        fold: a lexicon mined from more reports than the model is fitted on, or a curated one)."""
         from sklearn.linear_model import LogisticRegression
 
         records, names = list(records), list(names)
@@ -297,7 +300,8 @@ class SelfReportModel:
         rows = np.zeros((len(records), len(names), len(STACK_FEATURES)))
         for fold in folds(len(records), inner_folds, seed):
             held = set(fold)
-            parts = _fit_parts([r for i, r in enumerate(records) if i not in held], names, settings, "ngrams" in parts_used)
+            parts = _fit_parts([r for i, r in enumerate(records) if i not in held], names, settings, "ngrams" in parts_used,
+                               lexicon)
             p = parts.ngrams.probabilities([records[i].report for i in fold])
             for k, i in enumerate(fold):
                 rows[i] = stack_rows(records[i].report, parts, names, prior, p[k])
@@ -314,11 +318,11 @@ class SelfReportModel:
         bias = coef[len(STACK_FEATURES):] if "symptom" in parts_used else np.zeros(len(names))
         gold = [set(r.explicit) & set(names) for r in records]
         threshold, oof_f1 = best_threshold(oof, gold, names)
-        parts = _fit_parts(records, names, settings, "ngrams" in parts_used)
+        parts = _fit_parts(records, names, settings, "ngrams" in parts_used, lexicon)
         return cls(names, parts.lexicon, parts.ngrams, parts.context, prior, mean, scale,
                    coef[:len(STACK_FEATURES)] * mask, float(stacker.intercept_[0]) + bias, threshold, tuple(parts_used),
                    info={"records": len(records), "inner_folds": inner_folds, "seed": seed, "lexicon_forms": len(parts.lexicon),
-                         "lexicon_settings": settings, "out_of_fold_f1": round(oof_f1, 4), "threshold": threshold})
+                         "lexicon_settings": settings if lexicon is None else "given", "out_of_fold_f1": round(oof_f1, 4), "threshold": threshold})
 
     # -- inference ---------------------------------------------------------------------------------
     def _parts(self) -> _Parts:
