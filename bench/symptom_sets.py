@@ -59,6 +59,7 @@ from medrank.pipelines.symptom.sets import (
     JOIN_MARGINS,
     SetCalibration,
     SetDetector,
+    has_overlapping_spans,
     set_prf,
     shipped_calibration,
 )
@@ -391,8 +392,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                 systems[label] = pct(set_prf(preds, test_gold))
     # the clause of a bare predicate overlaps its own "hurts" span (SetDetector._compatible reads overlapping spans as
     # one's words): how many complaints here hold such spans at all
-    overlapping = {name: sum(any(a.start < b.end and b.start < a.end for i, a in enumerate(spans) for b in spans[i + 1:])
-                             for spans in (find_spans(t, None, "en") for t in texts))
+    overlapping = {name: sum(has_overlapping_spans(find_spans(t, None, "en")) for t in texts)
                    for name, texts in (("calibration", cal_texts), ("test", test_texts))}
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
                  "complaints_with_overlapping_spans": overlapping,

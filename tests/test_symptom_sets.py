@@ -23,6 +23,7 @@ from medrank.pipelines.symptom.sets import (
     SetDetector,
     SymptomTextError,
     fit_logistic,
+    has_overlapping_spans,
     set_prf,
 )
 from medrank.pipelines.symptom.spans import clauses, find_spans
@@ -265,6 +266,13 @@ def _en_detector(**kw) -> SetDetector:
     weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
     cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
     return SetDetector(_en_search, EN_NAMES, language="en", calibration=cal, **kw)
+
+
+def test_a_bare_predicate_makes_overlapping_spans() -> None:
+    # "swollen and hurts": the clause with its place, and "hurts" on its own
+    assert has_overlapping_spans(find_spans("my knee is swollen and hurts", language="en"))
+    assert not has_overlapping_spans(find_spans("I have a runny nose and a sore throat", language="en"))
+    assert not has_overlapping_spans([])
 
 
 def test_joinable_pairs_are_neighbours_parted_by_a_separator_only() -> None:

@@ -346,6 +346,12 @@ def _overlapping(spans: Sequence[Span], i: int, j: int) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+def has_overlapping_spans(spans: Sequence[Span]) -> bool:
+    """Whether two of ``spans`` share characters (a bare predicate's clause and its own "hurts", read as one's words
+    by the diversification)."""
+    return any(_overlapping(spans, i, j) for i in range(len(spans)) for j in range(i + 1, len(spans)))
+
+
 # -- the detector ------------------------------------------------------------------------------------
 @dataclass
 class _Candidate:
