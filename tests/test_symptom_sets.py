@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -55,6 +56,22 @@ def test_english_clauses_and_bare_predicates() -> None:
     assert "my knee is swollen and hurts" in spans  # "hurts" alone does not say where
     other = "cough, fever and chills"
     assert [other[a:b] for a, b in clauses(other, "en")] == ["cough", "fever", "chills"]
+    readings = {s.text: s.reading for s in find_spans(text)}
+    assert readings["my knee is swollen and hurts"] and not readings["my knee is swollen"]
+
+
+def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone() -> None:
+    def spans(text: str) -> list[tuple[str, bool, bool]]:
+        return [(s.text, s.negated, s.reading) for s in find_spans(text, language="en")]
+
+    # "after a meal" alone would find Postprandial fullness
+    assert spans("low blood sugar after a meal") == [("low blood sugar", False, False),
+                                                     ("low blood sugar after a meal", False, True)]
+    assert spans("it hurts when I swallow") == [("hurts", False, False), ("hurts when I swallow", False, True)]
+    assert spans("no pain when I swallow") == [("no pain", True, False), ("no pain when I swallow", True, True)]
+    # nothing before it to qualify, or a comma between: its own clause, as before
+    assert spans("when I walk my knee hurts") == [("when I walk my knee hurts", False, False)]
+    assert spans("a cough, especially at night") == [("cough", False, False), ("especially at night", False, False)]
 
 
 def test_english_spans_leave_out_who_and_when() -> None:
@@ -254,6 +271,8 @@ EN_HITS = {  # query → [(id, cosine)]
     "runny nose and sore throat": [("H6", 0.70), ("H4", 0.60)],
     "runny nose": [("H4", 0.95), ("H6", 0.50)],
     "sore throat": [("H5", 0.90), ("H6", 0.55)],
+    "hurts": [("H3", 0.60)],
+    "hurts when I swallow": [("H5", 0.80), ("H3", 0.50)],
 }
 
 
@@ -266,6 +285,17 @@ def _en_detector(**kw) -> SetDetector:
     weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
     cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
     return SetDetector(_en_search, EN_NAMES, language="en", calibration=cal, **kw)
+
+
+def test_a_reading_span_is_searched_but_adds_no_vote_and_no_piece() -> None:
+    # "hurts when I swallow" re-reads "hurts": the complaint still has one piece, and H3 one vote of two queries
+    # (the piece and the whole text), as the calibration's complaints count them
+    spans, cands, x, _ = _en_detector()._candidates_many(["it hurts when I swallow"])[0]
+    assert [(s.text, s.reading) for s in spans] == [("hurts", False), ("hurts when I swallow", True)]
+    row = {c.id: dict(zip(FEATURES, x[j], strict=True)) for j, c in enumerate(cands)}
+    assert row["H3"]["n_spans"] == pytest.approx(math.log1p(1))
+    assert row["H3"]["votes"] == pytest.approx(1 / 2)
+    assert row["H5"]["votes"] == 0.0 and row["H5"]["span_score"] == pytest.approx(0.80)  # found by the reading alone
 
 
 def test_a_bare_predicate_makes_overlapping_spans() -> None:

@@ -9,7 +9,9 @@ others. Clauses are cut at punctuation, at conjunctions (和 / 及 / 并 / 伴 /
 what lies between them becomes the remaining spans. A span preceded by a negation cue in its
 clause (不 / 没 / 无 / 未 / 否认; "no" / "not" / "without" / "denies") is marked negated.
 An English clause loses its lead-in, which says who ("I have", "my son has been"), and its trailing time, which says
-when ("for two days", "since yesterday"); a clause that is only a time is no span.
+when ("for two days", "since yesterday"); a clause that is only a time is no span. A subordinate clause says in what
+circumstances the clause before it holds, not what the patient has: it is read together with that clause ("hurts
+when I swallow", "low blood sugar after a meal"), never alone ("after a meal" alone finds Postprandial fullness).
 """
 
 from __future__ import annotations
@@ -41,13 +43,16 @@ _EN_LEAD = re.compile(
 
 @dataclass(frozen=True)
 class Span:
-    """``text[start:end]``; ``normalised`` is the lexicon's name when a lexicon word made the span."""
+    """``text[start:end]``; ``normalised`` is the lexicon's name when a lexicon word made the span. ``reading``: the
+    span reads words that other spans hold once more, in a longer context (a bare predicate with the clause before it,
+    a subordinate clause with the clause it qualifies); it is searched, but it is not one more piece of the complaint."""
 
     start: int
     end: int
     text: str
     normalised: str | None = None
     negated: bool = False
+    reading: bool = False
 
 
 def is_chinese(text: str) -> bool:
@@ -76,6 +81,10 @@ def _pieces(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
 _ZH_SPLIT = re.compile(f"{_PUNCT}+|{_ZH_CONJ}")
 _EN_SPLIT = re.compile(rf"{_PUNCT}+|\b(?:{_EN_CONJ})\b", re.I)
 _EN_SUB_SPLIT = re.compile(rf"\b(?={_EN_SUB}\b)", re.I)
+_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
+# what may part a subordinate clause from the clause it qualifies: a space only (after a comma it may qualify the
+# whole complaint: "a cough and a fever, especially at night")
+_SUB_GAP = re.compile(r"^\s*$")
 
 
 def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
@@ -162,11 +171,17 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             if first in _EN_NEG:
                 neg = True
             span = Span(c, d, inner, None, neg or _negated_en(text[a:b], c - a))
+            prev = spans[-1] if spans else None
+            if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
+                # the circumstance of the clause before it: read with that clause, which keeps its own span too
+                # ("no pain when I swallow": the negation covers both)
+                spans.append(Span(prev.start, d, text[prev.start:d], None, prev.negated, reading=True))
+                continue
             # a bare predicate ("... swollen and hurts") says what, the clause before it says where
             words = inner.lower().split()
             if words and words[0] in _EN_PREDICATES and len(words) <= 3 and spans and not spans[-1].negated:
                 prev = spans[-1]
-                spans.append(Span(prev.start, d, text[prev.start:d], None, False))
+                spans.append(Span(prev.start, d, text[prev.start:d], None, False, reading=True))
             spans.append(span)
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or len(s.text.replace(" ", "")) >= min_chars]
