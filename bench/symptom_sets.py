@@ -390,8 +390,8 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                 det_t.calibration = SetCalibration.load(own)
                 preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
                 systems[label] = pct(set_prf(preds, test_gold))
-    # the clause of a bare predicate overlaps its own "hurts" span (SetDetector._compatible reads overlapping spans as
-    # one's words): how many complaints here hold such spans at all
+    # a reading span (a bare predicate's clause, a subordinate clause with the clause it qualifies) overlaps the spans
+    # it re-reads (SetDetector._compatible reads overlapping spans as one's words): how many complaints hold such spans
     overlapping = {name: sum(has_overlapping_spans(find_spans(t, None, "en")) for t in texts)
                    for name, texts in (("calibration", cal_texts), ("test", test_texts))}
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),

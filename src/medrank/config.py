@@ -10,6 +10,7 @@ converted models lives outside the repository (``MEDRANK_CACHE`` or
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from collections.abc import Mapping
@@ -218,8 +219,6 @@ def check_config_types(config: dict[str, Any], defaults: dict[str, Any], where: 
 
 def check_dataclass_config(cls: type, config: dict[str, Any], where: str) -> None:
     """:func:`check_config_types` for a config dataclass: field annotations give the expected types."""
-    import dataclasses
-
     fields = dataclasses.fields(cls)
     defaults = {f.name: None if f.default is dataclasses.MISSING else f.default for f in fields}
     check_config_types(config, defaults, where, {f.name: str(f.type) for f in fields})
@@ -228,8 +227,6 @@ def check_dataclass_config(cls: type, config: dict[str, Any], where: str) -> Non
 def known_keys_only(cls: type, config: Mapping[str, Any], what: str) -> dict[str, Any]:
     """``config`` as a dict, once every key is a field of dataclass ``cls``; else one line naming the unknown keys
     (``what``: the settings' name in that line). A typo must not fall back to a default silently."""
-    import dataclasses
-
     known = sorted(f.name for f in dataclasses.fields(cls))
     unknown = sorted(set(config) - set(known))
     if unknown:

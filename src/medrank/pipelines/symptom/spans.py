@@ -179,8 +179,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 continue
             # a bare predicate ("... swollen and hurts") says what, the clause before it says where
             words = inner.lower().split()
-            if words and words[0] in _EN_PREDICATES and len(words) <= 3 and spans and not spans[-1].negated:
-                prev = spans[-1]
+            if words and words[0] in _EN_PREDICATES and len(words) <= 3 and prev is not None and not prev.negated:
                 spans.append(Span(prev.start, d, text[prev.start:d], None, False, reading=True))
             spans.append(span)
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
