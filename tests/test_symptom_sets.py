@@ -71,7 +71,8 @@ def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone()
     assert spans("no pain when I swallow") == [("no pain", True, False), ("no pain when I swallow", True, True)]
     # nothing before it to qualify, or a comma between: its own clause, as before
     assert spans("when I walk my knee hurts") == [("when I walk my knee hurts", False, False)]
-    assert spans("a cough, especially at night") == [("cough", False, False), ("especially at night", False, False)]
+    assert spans("a cough, especially when I lie down") == [("cough", False, False),
+                                                            ("especially when I lie down", False, False)]
 
 
 def test_english_spans_leave_out_who_and_when() -> None:
@@ -84,6 +85,11 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("my son has a rash with itchy eyes") == [("rash", False), ("itchy eyes", False)]
     assert spans("I'm dizzy") == [("dizzy", False)]
     assert spans("coughing at night") == [("coughing at night", False)]  # "at night" qualifies the finding
+    # how often, and a time of day behind a qualifier, say when: alone "especially at night" finds Maintenance insomnia
+    assert spans("I cough a lot, especially at night") == [("cough", False)]
+    assert spans("I get headaches, mostly in the morning") == [("headaches", False)]
+    assert spans("my head hurts all the time") == [("my head hurts", False)]
+    assert spans("I wake up at night") == [("wake up at night", False)]
     assert spans("I don't have a fever") == [("fever", True)]
     assert spans("I do not have a cough but my head hurts") == [("cough", True), ("my head hurts", False)]
 

@@ -80,7 +80,8 @@ def _pieces(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
 
 _ZH_SPLIT = re.compile(f"{_PUNCT}+|{_ZH_CONJ}")
 _EN_SPLIT = re.compile(rf"{_PUNCT}+|\b(?:{_EN_CONJ})\b", re.I)
-_EN_SUB_SPLIT = re.compile(rf"\b(?={_EN_SUB}\b)", re.I)
+# "especially when I lie down" is one subordinate clause, not "especially" and "when I lie down"
+_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)", re.I)
 _EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
 # what may part a subordinate clause from the clause it qualifies: a space only (after a comma it may qualify the
 # whole complaint: "a cough and a fever, especially at night")
@@ -111,14 +112,20 @@ def _negated_en(clause: str, offset: int) -> bool:
 
 _EN_NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|few|several|couple\s+of|a\s+couple\s+of|\d+)"
 _EN_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?)"
-# a clause's trailing time ("for two days", "over the past week", "since yesterday", "last night") says when, not what:
-# left in, it pulls the clause towards terms about timing ("Quotidian fever" for "fever for two days")
+# a clause's trailing time ("for two days", "over the past week", "since yesterday", "last night") or how often ("a lot",
+# "all the time") says when, not what: left in, it pulls the clause towards terms about timing or kind ("Quotidian
+# fever" for "fever for two days", "Productive cough" for "cough a lot")
 _EN_TIME = re.compile(
     rf"(?:\s+(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
     rf"|\s+(?:{_EN_NUMBER}\s+{_EN_UNIT}\s+(?:ago|now))"
     rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
     rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
-    rf"|now|lately|recently))+\s*$",
+    rf"|now|lately|recently|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
+    rf"|occasionally|every\s+day|so\s+much|very\s+much|badly)"
+    # a time of day behind a qualifier ("especially at night", "mostly in the morning") says when the finding before
+    # it is worst: alone it finds sleep terms (Maintenance insomnia). A bare "at night" stays ("I wake up at night")
+    rf"|\s+(?:especially|mostly|mainly|particularly|usually|often|worse|worst)\s+(?:at|in|during|through)\s+"
+    rf"(?:the\s+)?(?:night|nights|nighttime|night-time|morning|mornings|evening|evenings|afternoon|day|daytime))+\s*$",
     re.I,
 )
 
