@@ -137,3 +137,37 @@ def test_encoder_backend_setting_is_checked(tmp_path, monkeypatch):
     assert ServiceSettings(state_dir=tmp_path).backend == "onnx-int8"
     monkeypatch.delenv("MEDRANK_BACKEND")
     assert ServiceSettings(state_dir=tmp_path).backend == "torch"  # plain settings (tests) never export models
+
+
+def _dxy(tmp_path):
+    folder = tmp_path / "data" / "dxy-dialog"
+    folder.mkdir(parents=True)
+    base = [("宝宝发烧两天，有点咳嗽", ["发烧", "咳嗽"], ["发烧", "咳嗽"]), ("一直流鼻涕，咳嗽", ["鼻涕", "咳嗽"], ["流涕", "咳嗽"]),
+            ("孩子不发烧，流鼻涕", ["鼻涕"], ["流涕"]), ("发烧，流鼻涕", ["发烧", "鼻涕"], ["发烧", "流涕"]),
+            ("咳嗽三天，没有发烧", ["咳嗽"], ["咳嗽"]), ("昨晚发烧，今天咳嗽", ["发烧", "咳嗽"], ["发烧", "咳嗽"])] * 2
+    records = [{"consult_id": str(i), "self_repo": t, "dialog": [t],
+                "goal": {"origin_inform_slots": o, "explicit_inform_slots": {n: True for n in e}}}
+               for i, (t, o, e) in enumerate(base)]
+    (folder / "dxy_dialog_data_dialog_v2.txt").write_text(f"train@{records!r}", encoding="utf-8")
+    (folder / "symptoms_dxy.txt").write_text("发烧\n咳嗽\n流涕\n", encoding="utf-8")
+    return tmp_path / "data"
+
+
+def test_the_dxy_knowledge_base_is_decided_by_the_self_report_model(tmp_path, monkeypatch):
+    from medrank.service.adapters import SymptomService
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    settings = ServiceSettings(state_dir=tmp_path / "state", data_root=_dxy(tmp_path), models_dir=tmp_path / "runs",
+                               kbs=("dxy",))
+    b = Builder(settings, show_progress=False)
+    kb = b.knowledge_base("dxy")
+    assert kb.info.language == "zh" and kb.info.trained and kb.info.method == "self-report" and len(kb) == 3
+    assert kb.describe()["backend"] == "self-report-model"
+    ranked = kb.search(["宝宝发烧，流鼻涕"], 3)[0]
+    assert {h.id for h in ranked[:2]} == {"发烧", "流涕"} and ranked[0].score >= ranked[1].score >= ranked[2].score
+    detector = b.set_detector(kb)
+    service = SymptomService({"dxy": kb}, set_detectors={"dxy": detector})
+    out = service.detect("宝宝发烧，流鼻涕", kb="dxy", k=2)
+    assert out["kb"] == "dxy" and out["trained"] and {t["name"] for t in out["terms"]} == {"发烧", "流涕"}
+    assert {t["name"]: t["span"] for t in out["terms"]} == {"发烧": [2, 4], "流涕": [6, 8]}  # the words written
+    assert [t["name"] for t in out["alternatives"]] == ["咳嗽"] and len(out["results"]) == 2

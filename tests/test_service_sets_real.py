@@ -35,7 +35,7 @@ def ask(real_data):
     from medrank.service.build import build_services
     from medrank.service.settings import ServiceSettings
 
-    settings = ServiceSettings(api_token=None, data_root=real_data, kbs=("hpo", "chip-cdn"))
+    settings = ServiceSettings(api_token=None, data_root=real_data, kbs=("hpo", "chip-cdn", "dxy"))
     client = TestClient(create_app(settings, build_services(settings, ("symptoms",), show_progress=False)))
     yield lambda body: client.post("/symptoms", json=body)
 
@@ -83,6 +83,19 @@ def test_diarrhoea_is_offered_for_la_duzi(ask):
     names = [t["name"] for t in body["terms"] + body["alternatives"][:1]]
     assert any("腹泻" in n for n in names), names
     assert not any("中毒" in t["name"] for t in body["terms"]), body["terms"]  # no poisoning decided
+
+
+def test_the_dxy_symptoms_are_each_word_the_parent_wrote(ask):
+    # the 41 DXY symptoms hold the plain findings ICD-10 Beijing lacks (流涕, 稀便); the self-report model needs no
+    # trained run, so these hold on a fresh clone too
+    for q, wanted in (("头痛发烧两天", {"头痛": "头痛", "发烧": "发烧"}),
+                      ("宝宝咳嗽流鼻涕，昨晚发烧", {"咳嗽": "咳嗽", "流涕": "流鼻涕", "发烧": "发烧"}),
+                      ("肚子疼拉肚子", {"腹痛": "肚子疼", "稀便": "拉肚子"}),
+                      ("孩子拉稀三天了", {"稀便": "拉稀"})):
+        body = _set(ask, q, kb="dxy")
+        by_name = {t["name"]: t for t in body["terms"]}
+        assert set(by_name) == set(wanted), (q, list(by_name))
+        assert {n: _covered(q, by_name[n]) for n in wanted} == wanted
 
 
 def test_english_complaints(ask):

@@ -93,6 +93,26 @@ class DetectorBackend:
         return [list(zip(r.ids, r.scores, strict=True)) for r in rankings]
 
 
+class SelfReportBackend:
+    """A trained self-report model (:class:`~medrank.pipelines.symptom.self_report.SelfReportModel`): every one of
+    its normalised symptoms ranked by the model's probability that the text states it."""
+
+    kind = "self-report-model"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __len__(self) -> int:
+        return len(self.model.names)
+
+    def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        out = []
+        for row in self.model.probabilities(list(texts)):
+            order = sorted(range(len(self.model.names)), key=lambda j: (-row[j], self.model.names[j]))[:k]
+            out.append([(self.model.names[j], round(float(row[j]), 6)) for j in order])
+        return out
+
+
 class StoreBackend:
     """A ``medrank.store`` store: entries are names/synonyms, hits collapse to their concept (best entry)."""
 

@@ -61,6 +61,7 @@ from medrank.service.backends import (
     IndexBackend,
     KBInfo,
     KnowledgeBase,
+    SelfReportBackend,
     StoreBackend,
     repair_names,
 )
@@ -259,7 +260,7 @@ class Builder:
             return (KBInfo("procedures", "zh", "CHIP 2019 procedure code list (chip2019-procedures/kb.tsv)",
                            "CHIP 2019 (yidu-n7k)", "no licence stated (see the dataset README)"),
                     lambda: load_procedure_kb(root))
-        raise ValueError(f"unknown knowledge base {name!r}; known: hpo, icd10cm, chip-cdn, procedures")
+        raise ValueError(f"unknown knowledge base {name!r}; known: hpo, icd10cm, chip-cdn, dxy, procedures")
 
     def store_spec(self, name: str) -> str | None:
         spec = self.settings.store
@@ -276,6 +277,8 @@ class Builder:
         raise ValueError(f"--store must be 'embedded:DIR' or a postgresql:// DSN, got {spec!r}")
 
     def knowledge_base(self, name: str) -> KnowledgeBase:
+        if name == "dxy":
+            return self.self_report_kb()
         if name in TRAINED_SYMPTOM_KBS:
             trained = self.trained_symptom_kb(name)
             if trained is not None:
@@ -318,6 +321,19 @@ class Builder:
         if isinstance(kb.backend, IndexBackend):  # reload so the index's encoder is the uncached query encoder
             kb = KnowledgeBase.load(path, encoder)
         return kb
+
+    def self_report_kb(self) -> KnowledgeBase:
+        """The DXY knowledge base: the 41 normalised symptoms of the DXY paediatric dialogues, decided by the
+        self-report model fitted on every visible dialogue (cached as JSON; refitted when the data folder changes)."""
+        from medrank.pipelines.symptom.self_report import dxy_self_report_model
+
+        model = self._timed("dxy: self-report model ready", lambda: dxy_self_report_model(self.settings.data_root))
+        fitted = model.info
+        info = KBInfo("dxy", "zh", "DXY paediatric dialogues: 41 normalised symptoms (dxy-dialog/symptoms_dxy.txt)",
+                      "imcs21 836048f49170", "no licence stated (see the dataset README)", method="self-report",
+                      model=f"DXY self-report model ({' + '.join(model.parts_used)}; fitted on {fitted.get('records')} "
+                            f"visible self-reports, threshold {model.threshold})", trained=True)
+        return KnowledgeBase(info, [Concept(n, n) for n in model.names], SelfReportBackend(model))
 
     def _open_store(self, spec: str, encoder: Encoder, language: str) -> Any:
         try:
@@ -369,6 +385,8 @@ class Builder:
         for a zero-shot knowledge base and method."""
         from medrank.pipelines.symptom.inference import set_detector_for_knowledge_base, set_detector_for_run
 
+        if isinstance(kb.backend, SelfReportBackend):  # the model decides the set itself
+            return kb.backend.model
         trained = self.trained_runs.get(id(kb))
         if trained is not None:
             detector = set_detector_for_run(trained[0], trained[1], trained[2], kb.info.language, self.settings.data_root,
@@ -781,13 +799,13 @@ def read_answers(path: Path) -> dict[str, dict[str, str]]:
 
 
 #: knowledge base → its language (known before it is built, so a request can be told it is on its way)
-KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "procedures": "zh"}
+KB_LANGUAGES = {"hpo": "en", "icd10cm": "en", "chip-cdn": "zh", "dxy": "zh", "procedures": "zh"}
 #: knowledge bases a trained symptom run serves: name → (its pipeline in ``--model``, the run's index, search).
 #: English stays exact: HNSW over HPO's vectors loses some of the exact top terms.
 TRAINED_SYMPTOM_KBS = {"chip-cdn": ("symptoms-zh", "vocab", "hnsw"), "hpo": ("symptoms-en", "hpo", "exact")}
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
 #: indexes and the passages: BM25 only), so every pipeline answers within a minute or two and the large encodes follow
-STEP_ORDER = ("symptoms:icd10cm", "similar-questions", "next-questions", "passages", "differential", "normalize",
+STEP_ORDER = ("symptoms:icd10cm", "symptoms:dxy", "similar-questions", "next-questions", "passages", "differential", "normalize",
               "symptoms:hpo", "symptoms:chip-cdn", "passages:sentence-vectors")
 
 

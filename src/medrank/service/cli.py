@@ -34,7 +34,8 @@ def register(app: typer.Typer) -> None:
                                                       "similar-en, passages, normalize, next-questions.")] = [],  # noqa: B006
         data: Annotated[Path | None, typer.Option(help="Dataset root (default: the global --data, $MEDRANK_DATA or ../shared/data).")] = None,
         kb: Annotated[str, typer.Option(help="Comma-separated knowledge bases, each NAME or NAME:METHOD (bm25|dense|hybrid); "
-                                             "default hpo,icd10cm,chip-cdn,procedures (ICD-10-CM: its signs and symptoms).")] = "hpo,icd10cm,chip-cdn,procedures",
+                                             "default hpo,icd10cm,chip-cdn,dxy,procedures (ICD-10-CM: its signs and symptoms; dxy: the 41 DXY "
+                                             "symptoms, decided by the self-report model).")] = "hpo,icd10cm,chip-cdn,dxy,procedures",
         pipelines: Annotated[str, typer.Option(help="Comma-separated pipelines to serve.")] = "symptoms,normalize,passages,next-questions,similar-questions",
         token: Annotated[str | None, typer.Option(help="Require this bearer token (default $MEDRANK_API_TOKEN).")] = None,
         timeout: Annotated[float | None, typer.Option(help="Seconds per request (504 after; default $MEDRANK_REQUEST_TIMEOUT, else 30).")] = None,

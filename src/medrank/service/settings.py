@@ -47,7 +47,7 @@ DEFAULT_MODEL_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 #: knowledge bases ``medrank serve`` builds by default
-DEFAULT_KBS = ("hpo", "icd10cm", "chip-cdn", "procedures")
+DEFAULT_KBS = ("hpo", "icd10cm", "chip-cdn", "dxy", "procedures")
 
 
 def _env_float(name: str, default: float) -> float:

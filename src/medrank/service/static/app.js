@@ -124,7 +124,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
   // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
   for (const id of ["symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
   busy(patient, "Looking up symptoms…", async () => {
-    const data = await api("/symptoms", { query: text, k: 5 });
+    const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value });
     state.complaint = text;
     state.symptoms = [];
     state.dialogue = [{ speaker: "patient", text }];
