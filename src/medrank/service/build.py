@@ -325,7 +325,7 @@ class Builder:
     def self_report_kb(self) -> KnowledgeBase:
         """The DXY knowledge base: the 41 normalised symptoms of the DXY paediatric dialogues, decided by the
         self-report model fitted on every visible dialogue (cached as JSON; refitted when the data folder changes)."""
-        from medrank.pipelines.symptom.self_report import dxy_self_report_model
+        from medrank.pipelines.symptom.inference import dxy_self_report_model
 
         model = self._timed("dxy: self-report model ready", lambda: dxy_self_report_model(self.settings.data_root))
         fitted = model.info

@@ -18,6 +18,7 @@ from typing import Any
 from medrank.index.base import check_k
 from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, ensemble_members, open_run_index
 from medrank.pipelines.symptom.reranker import SERVED_BACKEND, TermReranker
+from medrank.pipelines.symptom.self_report import SelfReportModel, dxy_self_report_model
 from medrank.pipelines.symptom.sets import (
     DetectedTerm,
     SetCalibration,
@@ -32,9 +33,10 @@ DEFAULT_K = 5
 log = logging.getLogger(__name__)
 
 #: the set-level detection the service serves beside each knowledge base's ranking
-__all__ = ["DEFAULT_K", "SERVED_BACKEND", "DetectedTerm", "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet",
-           "TermReranker", "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run",
-           "shipped_calibration"]
+#: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
+__all__ = ["DEFAULT_K", "SERVED_BACKEND", "DetectedTerm", "SelfReportModel", "SetCalibration", "SetDetector",
+           "SymptomDetector", "SymptomSet", "TermReranker", "dxy_self_report_model", "ensemble_members",
+           "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
 
 
 class SymptomDetector:
