@@ -12,6 +12,7 @@ instead (then only the structure of what is shown is checked, not the exact term
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -360,3 +361,21 @@ class _given:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+def test_the_symptom_list_chosen_on_the_page_is_the_one_asked(base_url, page):
+    page.goto(base_url + "/")
+    page.select_option("#complaint-kb", "dxy")
+    page.fill("#complaint", "宝宝咳嗽流鼻涕，昨晚发烧")
+    with page.expect_response(lambda r: r.url.endswith("/symptoms")) as answer:
+        page.click("#detect")
+    assert json.loads(answer.value.request.post_data)["kb"] == "dxy"
+    if answer.value.ok:  # a real service (MEDRANK_SERVICE_URL): the DXY symptoms, each with the words it covers
+        page.wait_for_selector("#symptoms li")
+        ticked = page.locator("#symptoms li label").all_inner_texts()
+        assert {"咳嗽", "流涕", "发烧"} <= set(ticked), ticked
+        assert page.inner_text("#symptoms-meta").startswith("dxy (zh)")
+        assert "流鼻涕" in page.locator("#complaint-marked mark").all_inner_texts()
+    else:  # the tiny services hold no dxy knowledge base: the page says which are served
+        page.wait_for_selector("#patient .error:not([hidden])")
+        assert "dxy" in page.inner_text("#patient .error")
