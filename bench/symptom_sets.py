@@ -51,6 +51,7 @@ from medrank.pipelines.symptom.self_report import (
     LEXICON_SETTINGS,
     NgramModel,
     SelfReportModel,
+    dxy_self_report_model,
     folds,
 )
 from medrank.pipelines.symptom.set_eval import cross_fit
@@ -572,10 +573,13 @@ def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None
     prepare_for_serving(served, backend="auto", search="hnsw")
     dets["en (MiniLM hybrid, HPO; backend auto, HNSW)"] = SetDetector.from_retriever(served, language="en",
                                                                                      hierarchy=HpoHierarchy())
+    # the service's dxy knowledge base: the self-report model decides the 41 DXY symptoms itself
+    dets["dxy (self-report model, 41 DXY symptoms, fitted on the 423 visible reports)"] = dxy_self_report_model()
     res = {}
     for name, det in dets.items():
-        texts = zh_texts if name.startswith("zh") else en_texts
-        det.calibration = det.calibration or shipped_calibration("hpo", "hybrid") or _flat_calibration()
+        texts = zh_texts if name.startswith(("zh", "dxy")) else en_texts
+        if isinstance(det, SetDetector):
+            det.calibration = det.calibration or shipped_calibration("hpo", "hybrid") or _flat_calibration()
         for t in texts:  # warm-up
             det.detect(t)
         samples = []
