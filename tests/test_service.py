@@ -179,6 +179,7 @@ def test_symptoms_endpoint(services):
     # an English text against a Chinese knowledge base is refused with a way out, not answered with Chinese neighbours
     crossed = c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh"})
     assert crossed.status_code == 404 and "language='zh'" in crossed.json()["detail"]
+    assert "holds Chinese terms and the text reads as English" in crossed.json()["detail"]  # words a person reads
     assert c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh", "language": "zh"}).json()["kb"] == "tiny-zh"
     assert c.post("/symptoms", json={"query": "fever", "kb": "nope"}).status_code == 404
 

@@ -21,7 +21,7 @@ from medrank.pipelines.history.inference import NextQuestionRanker, NoQuestionBa
 from medrank.service.backends import KnowledgeBase
 from medrank.service.calibration import FEATURES as CALIBRATION_FEATURES
 from medrank.service.calibration import same_text
-from medrank.text import has_han, identify
+from medrank.text import LANGUAGE_NAMES, has_han, identify
 from medrank.utils.vectors import unit_rows
 
 
@@ -147,9 +147,10 @@ class SymptomService:
         base = self.pick(lang, kb)
         if language == "auto" and base.info.language != lang:
             # nearest neighbours across languages are confident wrong answers; an explicit language overrides this
-            raise UnavailableError(f"knowledge base {base.info.name!r} is in {base.info.language!r}, the text reads as "
-                                   f"{lang!r}: choose a {lang!r} knowledge base, or pass language={base.info.language!r} "
-                                   "to search it anyway")
+            kb_reads, text_reads = (LANGUAGE_NAMES.get(x, x) for x in (base.info.language, lang))
+            raise UnavailableError(f"knowledge base {base.info.name!r} holds {kb_reads} terms and the text reads as "
+                                   f"{text_reads}: choose a knowledge base in {text_reads} ({lang!r}), or pass "
+                                   f"language={base.info.language!r} to search it anyway")
         detector = self.set_detectors.get(base.info.name)
         found = detector.detect(query) if detector is not None else None
         # the set detector searched the whole text over this knowledge base already (to its own depth)
