@@ -121,3 +121,34 @@ def test_a_given_lexicon_is_used_instead_of_mining_one() -> None:
     assert mined.lexicon.normalise("流清涕") is None and model.lexicon is given
     assert model.info["lexicon_settings"] == "given"
     assert "流涕" in model.predict(["宝宝发烧，流清涕"])[0]
+
+
+def test_detect_cli_reads_a_saved_self_report_model_and_the_dxy_alias(tmp_path, monkeypatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from medrank.cli import app
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "model.json"
+    SelfReportModel.fit(_records(), ["发烧", "咳嗽", "流涕"], inner_folds=3).save(path)
+    runner = CliRunner()
+    res = runner.invoke(app, ["detect", "--model", str(path), "--json", "宝宝发烧，流鼻涕", "I have a fever"])
+    assert res.exit_code == 1, res.output  # the English complaint is reported, not detected
+    first, second = json.loads(res.stdout)
+    assert {t["name"]: t["words"] for t in first["terms"]} == {"发烧": "发烧", "流涕": "鼻涕"}  # the form it mined
+    assert "reads as English" in second["error"]
+    res = runner.invoke(app, ["detect", "--model", str(path), "--ranking", "宝宝发烧"])
+    assert res.exit_code != 0 and "decides the set with its own fitted threshold" in res.output
+    # 'dxy': the model fitted on the DXY folder of the data root (here a small one laid out like dxy-dialog)
+    folder = tmp_path / "data" / "dxy-dialog"
+    folder.mkdir(parents=True)
+    rows = [{"consult_id": str(i), "self_repo": r.report, "dialog": [r.report],
+             "goal": {"origin_inform_slots": list(r.origin), "explicit_inform_slots": {n: True for n in r.explicit}}}
+            for i, r in enumerate(_records())]
+    (folder / "dxy_dialog_data_dialog_v2.txt").write_text(f"train@{rows!r}", encoding="utf-8")
+    (folder / "symptoms_dxy.txt").write_text("发烧\n咳嗽\n流涕\n", encoding="utf-8")
+    res = runner.invoke(app, ["--data", str(tmp_path / "data"), "detect", "--model", "dxy", "--json", "孩子咳嗽，流鼻涕"])
+    assert res.exit_code == 0, res.output
+    assert {t["name"] for t in json.loads(res.stdout)[0]["terms"]} == {"咳嗽", "流涕"}

@@ -96,6 +96,17 @@ def language_refusal(query: str, expected: str | None) -> str | None:
     return f"not detected: {why} (pass --language {expected or 'en or zh'} to detect anyway)"
 
 
+#: ``--model dxy``: the DXY self-report model, fitted on the visible dialogues (cached)
+SELF_REPORT_ALIAS = "dxy"
+
+
+def _self_report_model(model: Path) -> Any:
+    """``--model dxy`` or a self-report model's JSON file (``SelfReportModel.save``)."""
+    from medrank.pipelines.symptom.self_report import SelfReportModel, dxy_self_report_model
+
+    return SelfReportModel.load(model) if model.is_file() else dxy_self_report_model()
+
+
 def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_json: bool, language: str) -> int:
     """The decided set of each query: term, calibrated probability, the words it covers; then the alternatives.
     Returns how many queries were refused for their language."""
@@ -105,9 +116,13 @@ def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_jso
     from medrank.pipelines.symptom.sets import SetDetector
 
     try:
-        detector = SetDetector.from_run(model, candidates)
+        if model.is_dir():
+            detector = SetDetector.from_run(model, candidates)
+            reads = detector.language
+        else:  # the self-report model reads Chinese self-reports
+            detector, reads = _self_report_model(model), "zh"
         refused = {i: why for i, q in enumerate(queries)
-                   if language == "auto" and (why := language_refusal(q, detector.language)) is not None}
+                   if language == "auto" and (why := language_refusal(q, reads)) is not None}
         kept = [q for i, q in enumerate(queries) if i not in refused]
         decided = iter(detector.detect_many(kept) if kept else [])
     except (ValueError, OSError) as exc:
@@ -149,7 +164,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def detect(
         queries: Annotated[list[str], typer.Argument(help="Patient queries / diagnosis strings.")],
-        model: Annotated[Path, typer.Option("--model", "-m", help="A run directory written by `medrank train`.")],
+        model: Annotated[Path, typer.Option("--model", "-m", help="A run directory written by `medrank train`; a "
+                                            "self-report model's JSON file (SelfReportModel.save); or 'dxy': the 41 "
+                                            "DXY symptoms decided by the self-report model fitted on the visible "
+                                            "dialogues (Chinese; the service's dxy knowledge base).")],
         candidates: Annotated[
             str | None,
             typer.Option(help="Which saved index: 'gold' (~4k terms), 'vocab' (40k) or the run's own ('hpo'). "
@@ -183,6 +201,14 @@ def register(app: typer.Typer) -> None:
             fail("-k must be >= 1")
         if language not in ("auto", "en", "zh"):
             fail(f"--language must be auto, en or zh, got {language!r}")
+        if model.is_file() or (str(model) == SELF_REPORT_ALIAS and not model.exists()):
+            # the self-report model decides the set itself: no index, no ranking form, no threshold to choose
+            if sets is False or threshold or beta is not None or alpha is not None or candidates is not None:
+                fail("--ranking, --threshold, --beta, --alpha and --candidates apply to a trained run; the self-report "
+                     "model decides the set with its own fitted threshold")
+            if _print_sets(model, "", queries, k, as_json, language):
+                raise typer.Exit(1)
+            return
         if candidates is None:
             from medrank.pipelines.symptom.artefacts import default_candidates
 
