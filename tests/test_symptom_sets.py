@@ -304,6 +304,33 @@ def test_a_reading_span_is_searched_but_adds_no_vote_and_no_piece() -> None:
     assert row["H5"]["votes"] == 0.0 and row["H5"]["span_score"] == pytest.approx(0.80)  # found by the reading alone
 
 
+def test_a_term_the_circumstance_alone_explains_is_not_offered_by_its_reading() -> None:
+    hits = {"short of breath": [("D1", 0.75)], "when I climb stairs": [("D2", 0.63), ("D3", 0.40)],
+            "short of breath when I climb stairs": [("D2", 0.52), ("D1", 0.48), ("D3", 0.45)],
+            "hurts": [("D4", 0.60)], "when I swallow": [("D5", 0.50)], "hurts when I swallow": [("D5", 0.70)]}
+    names = {"D1": "Dyspnea", "D2": "Difficulty climbing stairs", "D3": "Exertional dyspnea", "D4": "Pain",
+             "D5": "Odynophagia"}
+
+    def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        return [hits.get(t, [("D4", 0.1)])[:k] for t in texts]
+
+    n = len(BASE_FEATURES)
+    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES], -2.0,
+                         threshold=0.5, min_terms=0)
+    det = SetDetector(search, names, language="en", calibration=cal)
+    spans, cands, x, _ = det._candidates_many(["I get short of breath when I climb stairs"])[0]
+    assert [(s.text, s.circumstance) for s in spans] == [("short of breath", None),
+                                                         ("short of breath when I climb stairs", "when I climb stairs")]
+    row = {c.id: dict(zip(FEATURES, x[j], strict=True)) for j, c in enumerate(cands)}
+    # D2 scores higher for "when I climb stairs" alone than for the reading: the reading does not offer it;
+    # D3 gains from the clause read with its circumstance (0.45 > 0.40): offered
+    assert "D2" not in row and row["D3"]["span_score"] == pytest.approx(0.45)
+    assert row["D1"]["votes"] == pytest.approx(1 / 2)  # the circumstance's search is no vote and no query counted
+    assert {t.id for t in det.detect("I get short of breath when I climb stairs").terms} == {"D1"}
+    # a finding of the two together scores higher for the reading than for either part
+    assert "D5" in {t.id for t in det.detect("it hurts when I swallow").terms}
+
+
 def test_a_bare_predicate_makes_overlapping_spans() -> None:
     # "swollen and hurts": the clause with its place, and "hurts" on its own
     assert has_overlapping_spans(find_spans("my knee is swollen and hurts", language="en"))

@@ -519,6 +519,10 @@ class SetDetector:
         kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
         queries.append(text)
         kinds.append(("text", -1))
+        for i, s in enumerate(spans):
+            if s.circumstance:
+                queries.append(s.circumstance)
+                kinds.append(("circumstance", i))
         if self.lexicon is not None and zh:
             for i, s in enumerate(spans):
                 if s.normalised is None:
@@ -626,10 +630,19 @@ class SetDetector:
         # a re-reading of words other spans hold (Span.reading) is searched, but it is not one more piece of the
         # complaint: it adds no vote and no span to the counts, which the calibration's complaints never hold
         readings = {i for i, s in enumerate(spans) if s.reading}
+        # a term that a subordinate clause alone ("when I climb stairs") finds at least as well as the clause read
+        # with it is about the circumstance, not about what the patient has (Difficulty climbing stairs for "short
+        # of breath when I climb stairs"): that reading does not offer it. A finding of the two together (Odynophagia
+        # for "hurts when I swallow") scores higher for the reading than for either part.
+        circumstance = {i: dict(row) for (kind, i), row in zip(kinds, hits, strict=True) if kind == "circumstance"}
         for (kind, i), q, row in zip(kinds, queries, hits, strict=True):
+            if kind == "circumstance":
+                continue
             top = row[0][1] if row else 0.0
             negated = i >= 0 and spans[i].negated
             for rank, (cid, score) in enumerate(row):
+                if kind == "span" and circumstance.get(i, {}).get(cid, -math.inf) >= score:
+                    continue
                 c = cands.setdefault(cid, _Candidate(cid))
                 c.votes += not (kind == "span" and i in readings)
                 name = self.names.get(cid, cid)
@@ -681,7 +694,7 @@ class SetDetector:
                 c.text_score if math.isfinite(c.text_score) else tfloor,
                 math.log1p(min(c.text_rank, self.k)),
                 c.expansion_score if math.isfinite(c.expansion_score) else efloor,
-                c.votes / max(1, len(queries) - len(readings)),
+                c.votes / max(1, len(queries) - len(readings) - len(circumstance)),
                 float(c.exact),
                 covered_name,
                 covered_span,

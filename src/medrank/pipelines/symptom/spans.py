@@ -45,7 +45,9 @@ _EN_LEAD = re.compile(
 class Span:
     """``text[start:end]``; ``normalised`` is the lexicon's name when a lexicon word made the span. ``reading``: the
     span reads words that other spans hold once more, in a longer context (a bare predicate with the clause before it,
-    a subordinate clause with the clause it qualifies); it is searched, but it is not one more piece of the complaint."""
+    a subordinate clause with the clause it qualifies); it is searched, but it is not one more piece of the complaint.
+    ``circumstance``: for a subordinate clause read with its clause, the subordinate clause alone ("when I climb
+    stairs"), which says when, not what."""
 
     start: int
     end: int
@@ -53,6 +55,7 @@ class Span:
     normalised: str | None = None
     negated: bool = False
     reading: bool = False
+    circumstance: str | None = None
 
 
 def is_chinese(text: str) -> bool:
@@ -182,7 +185,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
                 # the circumstance of the clause before it: read with that clause, which keeps its own span too
                 # ("no pain when I swallow": the negation covers both)
-                spans.append(Span(prev.start, d, text[prev.start:d], None, prev.negated, reading=True))
+                spans.append(Span(prev.start, d, text[prev.start:d], None, prev.negated, reading=True, circumstance=inner))
                 continue
             # a bare predicate ("... swollen and hurts") says what, the clause before it says where
             words = inner.lower().split()
