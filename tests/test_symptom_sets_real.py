@@ -167,3 +167,9 @@ def test_the_trained_english_run_decides_each_symptom_with_its_words() -> None:
     assert {"Night gasping", "Dyspnea", "Paroxysmal nocturnal dyspnea"} & set(names), names
     knee = _english_run().detect("my knee is swollen and hurts when I walk")
     assert "Knee pain" in [t.name for t in knee.terms], [t.name for t in knee.terms]
+
+    # the circumstance is not the finding; how often and when are no findings either
+    stairs = [t.name for t in _english_run().detect("I get short of breath when I climb stairs").terms]
+    assert "Dyspnea" in stairs and "Difficulty climbing stairs" not in stairs, stairs
+    night = [t.name for t in _english_run().detect("I cough a lot, especially at night").terms]
+    assert "Cough" in night and not any("insomnia" in n.lower() for n in night), night

@@ -612,7 +612,9 @@ class SetDetector:
         found.update(zip(missing, self._search_many(missing) if missing else [], strict=True))
         results = [found[q] for q in flat]
         if self.reranker is not None:
-            at = [i for i, kind in enumerate(kind for _, _, kinds in plans for kind in kinds) if kind[0] == "span"]
+            # a circumstance is re-ranked too: its scores are compared with its reading's (see _merge)
+            at = [i for i, kind in enumerate(kind for _, _, kinds in plans for kind in kinds)
+                  if kind[0] in ("span", "circumstance")]
             for i, row in zip(at, self.reranker.rerank([flat[i] for i in at], [results[i] for i in at]), strict=True):
                 results[i] = row
         out, pos = [], 0
