@@ -379,3 +379,17 @@ def test_the_symptom_list_chosen_on_the_page_is_the_one_asked(base_url, page):
     else:  # the tiny services hold no dxy knowledge base: the page says which are served
         page.wait_for_selector("#patient .error:not([hidden])")
         assert "dxy" in page.inner_text("#patient .error")
+
+
+def test_a_symptom_list_in_another_language_says_which_list_to_choose(base_url, page):
+    page.goto(base_url + "/")
+    kb = "dxy" if os.environ.get("MEDRANK_SERVICE_URL") else "tiny-zh"  # a Chinese knowledge base of that service
+    page.evaluate("kb => { const o = document.createElement('option'); o.value = o.textContent = kb; "
+                  "document.getElementById('complaint-kb').append(o); }", kb)
+    page.select_option("#complaint-kb", kb)
+    page.fill("#complaint", "I have had a fever and a cough since yesterday")
+    page.click("#detect")
+    page.wait_for_selector("#patient .error:not([hidden])")
+    message = page.inner_text("#patient .error")
+    assert "holds Chinese terms and your text reads as English" in message and "language=" not in message
+    assert not page.is_visible("#symptoms-block")

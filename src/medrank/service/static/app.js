@@ -124,7 +124,13 @@ $("complaint-form").addEventListener("submit", (ev) => {
   // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
   for (const id of ["symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
   busy(patient, "Looking up symptoms…", async () => {
-    const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value });
+    const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value }).catch((e) => {
+      // the page cannot pass a language: it points to the list to choose instead
+      const m = /holds (\w+) terms and the text reads as (\w+)/.exec(e.message);
+      if (!m) throw e;
+      throw new Error(`The symptom list you chose holds ${m[1]} terms and your text reads as ${m[2]}: choose a list ` +
+        `in ${m[2]}, or "by the language you write in".`);
+    });
     state.complaint = text;
     state.symptoms = [];
     state.dialogue = [{ speaker: "patient", text }];
