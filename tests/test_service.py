@@ -878,7 +878,7 @@ def test_set_detector_adapter(services):
 
     services.symptoms = SymptomService(services.symptoms.kbs, services.symptoms.defaults, set_detectors={"tiny-en": Sets()})
     body = _client(services).post("/symptoms", json={"query": "a bad headache"}).json()
-    assert body["terms"] == [{"id": "HP:1", "name": "headache", "probability": 0.91, "span": [6, 14]}]
+    assert body["terms"] == [{"id": "HP:1", "name": "headache", "probability": 0.91, "span": [6, 14], "source": None}]
     assert body["alternatives"][0]["span"] is None and body["results"]
     with pytest.raises(ValueError, match="detect"):
         SymptomService(services.symptoms.kbs, set_detectors={"tiny-en": object()})
@@ -925,3 +925,36 @@ def test_a_knowledge_base_without_a_set_calibration_serves_its_ranking(services,
 
     # the inquiry engine's adapters are exercised over small real engines in test_service_inquiry.py
     assert _client(services).post("/differential", json={"findings": [{"name": "E_91"}], "language": "en"}).status_code == 503
+
+
+def test_auto_completes_the_chinese_set_with_the_dxy_terms_on_uncovered_words(services):
+    """ICD-10 Beijing has no plain 流涕: under kb 'auto' the DXY set adds its terms on words no ICD-10 term covers."""
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
+    from medrank.service.backends import KBInfo, KnowledgeBase
+
+    q = "宝宝咳嗽流鼻涕，昨晚发烧"
+
+    class Icd:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("咳嗽", "咳嗽", 0.99, (2, 4)), DetectedTerm("发热", "发热", 0.87, (10, 12))],
+                              [DetectedTerm("鼻病毒感染", "鼻病毒感染", 0.04, (4, 7))])
+
+    class Dxy:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("咳嗽", "咳嗽", 0.97, (2, 4)), DetectedTerm("流涕", "流涕", 0.96, (4, 7)),
+                               DetectedTerm("发烧", "发烧", 0.94, (10, 12)), DetectedTerm("厌食", "厌食", 0.6, None)],
+                              [])
+
+    tiny = services.symptoms.kbs["tiny-zh"]
+    icd = KnowledgeBase(KBInfo("chip-cdn", "zh", "test", "1", "test"), list(tiny.concepts.values()), tiny.backend)
+    dxy = KnowledgeBase(KBInfo("dxy", "zh", "test", "1", "test"), list(tiny.concepts.values()), tiny.backend)
+    services.symptoms = SymptomService({"tiny-en": services.symptoms.kbs["tiny-en"], "chip-cdn": icd, "dxy": dxy},
+                                       set_detectors={"chip-cdn": Icd(), "dxy": Dxy()})
+    c = _client(services)
+    body = c.post("/symptoms", json={"query": q}).json()
+    assert body["kb"] == "chip-cdn"
+    # ICD-10 Beijing's terms first; then only 流涕, whose words (流鼻涕) no ICD-10 term covers; 厌食 has no words
+    assert [(t["name"], t["source"]) for t in body["terms"]] == [("咳嗽", None), ("发热", None), ("流涕", "dxy")]
+    assert [t["name"] for t in body["alternatives"]] == ["鼻病毒感染"]
+    # a knowledge base asked for by name answers alone
+    assert [t["name"] for t in c.post("/symptoms", json={"query": q, "kb": "chip-cdn"}).json()["terms"]] == ["咳嗽", "发热"]

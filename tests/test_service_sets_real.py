@@ -85,6 +85,15 @@ def test_diarrhoea_is_offered_for_la_duzi(ask):
     assert not any("中毒" in t["name"] for t in body["terms"]), body["terms"]  # no poisoning decided
 
 
+def test_the_default_chinese_set_is_completed_by_the_dxy_symptoms(ask):
+    # ICD-10 Beijing has no plain 流涕 / 腹泻: under kb 'auto' the DXY set adds its terms on the words left uncovered
+    for q, words, name in (("宝宝咳嗽流鼻涕，昨晚发烧", "流鼻涕", "流涕"), ("肚子疼拉肚子", "拉肚子", "稀便")):
+        body = _set(ask, q)
+        added = {t["name"]: t for t in body["terms"] if t.get("source") == "dxy"}
+        assert body["kb"] == "chip-cdn" and name in added, (q, body["terms"])
+        assert _covered(q, added[name]) == words
+
+
 def test_the_dxy_symptoms_are_each_word_the_parent_wrote(ask):
     # the 41 DXY symptoms hold the plain findings ICD-10 Beijing lacks (流涕, 稀便); the self-report model needs no
     # trained run, so these hold on a fresh clone too

@@ -443,3 +443,18 @@ def test_a_parent_term_on_words_a_chosen_term_already_covers_is_left_out() -> No
     assert "P" in {t.id for t in got.alternatives}
     # unrelated terms on overlapping words are each kept
     assert {t.id for t in detector(HpoHierarchy({"K": [], "S": []})).detect(text).terms} == {"K", "P", "S"}
+
+
+def test_with_uncovered_adds_only_terms_on_words_no_term_covers() -> None:
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet, with_uncovered
+
+    primary = SymptomSet([DetectedTerm("R05", "咳嗽", 0.99, (2, 4)), DetectedTerm("R50", "发热", 0.8, None)],
+                         [DetectedTerm("J00", "鼻病毒感染", 0.04, (4, 7))], (("R05", 0.9),))
+    other = SymptomSet([DetectedTerm("咳嗽", "咳嗽", 0.97, (1, 3)),   # overlaps 咳嗽's words: left out
+                        DetectedTerm("发烧", "发烧", 0.5, (10, 12)),  # R50 has no span: these words are uncovered
+                        DetectedTerm("流涕", "流涕", 0.96, (4, 7)),
+                        DetectedTerm("厌食", "厌食", 0.9, None)], [])  # no words: left out
+    got = with_uncovered(primary, other, "dxy")
+    assert [(t.name, t.source) for t in got.terms] == [("咳嗽", None), ("发热", None), ("流涕", "dxy"), ("发烧", "dxy")]
+    assert got.alternatives == primary.alternatives and got.ranking == primary.ranking
+    assert with_uncovered(primary, SymptomSet([], []), "dxy") == primary

@@ -88,6 +88,9 @@ class SymptomService:
 
     #: the knowledge base ``auto`` prefers per language, best first
     PREFERENCE = {"en": ("hpo", "icd10cm"), "zh": ("chip-cdn",)}
+    #: under ``auto``, the set of a knowledge base is completed by another one's terms on words it leaves uncovered
+    #: (ICD-10 Beijing has no plain 流涕 for 流鼻涕; the DXY symptoms have it): each such term names its ``source``
+    COMPLEMENTS = {"chip-cdn": "dxy"}
 
     def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
                  pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None) -> None:
@@ -153,6 +156,12 @@ class SymptomService:
                                    f"language={base.info.language!r} to search it anyway")
         detector = self.set_detectors.get(base.info.name)
         found = detector.detect(query) if detector is not None else None
+        complement = self.COMPLEMENTS.get(base.info.name) if kb == "auto" else None
+        other = self.set_detectors.get(complement) if complement in self.kbs else None
+        if found is not None and other is not None and self.kbs[complement].info.language == base.info.language:
+            from medrank.pipelines.symptom.inference import with_uncovered
+
+            found = with_uncovered(found, other.detect(query), complement)
         # the set detector searched the whole text over this knowledge base already (to its own depth)
         ranked = getattr(found, "ranking", ())
         hits = base.hits(ranked)[:k] if ranked and k <= getattr(detector, "k", 0) else base.search([query], k)[0]
@@ -183,8 +192,11 @@ def _set_detection(detector: Any) -> str:
 
 
 def _term(term: Any) -> dict[str, Any]:
-    return {"id": term.id, "name": term.name, "probability": round(float(term.probability), 6),
-            "span": list(term.span) if term.span is not None else None}
+    out = {"id": term.id, "name": term.name, "probability": round(float(term.probability), 6),
+           "span": list(term.span) if term.span is not None else None}
+    if getattr(term, "source", None):
+        out["source"] = term.source
+    return out
 
 
 # -- /normalize ---------------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ class DetectedTermOut(BaseModel):
     name: str
     probability: float = Field(description="Calibrated probability that the text mentions this term.")
     span: list[int] | None = Field(None, description="[start, end) character offsets of the text it covers.")
+    source: str | None = Field(None, description="The knowledge base that decided it, where the set of the one asked "
+                                                 "for is completed by another's terms on words it leaves uncovered "
+                                                 "(kb 'auto': CHIP-CDN completed by dxy); null otherwise.")
 
 
 class SymptomsResponse(_Response):

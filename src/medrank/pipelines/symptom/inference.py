@@ -26,6 +26,7 @@ from medrank.pipelines.symptom.sets import (
     SymptomSet,
     run_memory,
     shipped_calibration,
+    with_uncovered,
 )
 from medrank.records import Query, Ranking
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 #: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
 __all__ = ["DEFAULT_K", "SERVED_BACKEND", "DetectedTerm", "SelfReportModel", "SetCalibration", "SetDetector",
            "SymptomDetector", "SymptomSet", "TermReranker", "dxy_self_report_model", "ensemble_members",
-           "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration"]
+           "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration", "with_uncovered"]
 
 
 class SymptomDetector:

@@ -85,6 +85,8 @@ class DetectedTerm:
     name: str
     probability: float  # calibrated probability in [0, 1]
     span: tuple[int, int] | None  # [start, end) character offsets of the text the term covers
+    #: the term list that decided it, where a set joins two lists (:func:`with_uncovered`); None: the set's own
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,20 @@ class SymptomSet:
     #: the whole text's own retrieval, ``(term id, score)`` best first (the detector searched it anyway: a caller
     #: that also shows the plain ranking reads it here instead of searching again)
     ranking: tuple[tuple[str, float], ...] = ()
+
+
+def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str) -> SymptomSet:
+    """``primary``'s set, then each term of ``other``'s set on words that no term of ``primary`` covers (marked with
+    ``source``, most probable first).
+
+    One term list can lack a finding another names: ICD-10 Beijing has no plain 流涕 for 流鼻涕, the 41 DXY symptoms
+    have it. A term of ``other`` without a span (the wording as a whole points to it) is left out: nothing says
+    that its words are uncovered. ``primary``'s alternatives and ranking are kept as they are."""
+    taken = [t.span for t in primary.terms if t.span is not None]
+    extra = [DetectedTerm(t.id, t.name, t.probability, t.span, source) for t in other.terms
+             if t.span is not None and not any(t.span[0] < b and a < t.span[1] for a, b in taken)]
+    extra.sort(key=lambda t: -t.probability)
+    return SymptomSet(primary.terms + extra, primary.alternatives, primary.ranking)
 
 
 # -- hierarchies -------------------------------------------------------------------------------------

@@ -181,7 +181,9 @@ function showSymptomSet(data, text) {
     const words = t.span && !(t.span[0] === 0 && t.span[1] === text.length) ? text.slice(t.span[0], t.span[1]) : "";
     return el("li", {}, box, " ", el("label", { for: `${kind}-${i}`, lang: data.language, text: t.name }),
       el("span", { class: "probability", text: ` ${percent(t.probability)}` }),
-      ...(words ? [el("span", { class: "score", lang: data.language, text: `“${words}”` })] : []));
+      ...(words ? [el("span", { class: "score", lang: data.language, text: `“${words}”` })] : []),
+      // a term another symptom list decided on words this list leaves uncovered
+      ...(t.source ? [el("span", { class: "score", text: ` · from the ${t.source} list` })] : []));
   };
   $("symptoms").replaceChildren(...data.terms.map((t, i) => row(t, i, "sym", true)));
   $("alternatives").replaceChildren(...data.alternatives.map((t, i) => row(t, i, "alt", false)));
