@@ -180,6 +180,8 @@ def test_symptoms_endpoint(services):
     crossed = c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh"})
     assert crossed.status_code == 404 and "language='zh'" in crossed.json()["detail"]
     assert "holds Chinese terms and the text reads as English" in crossed.json()["detail"]  # words a person reads
+    assert crossed.json()["errors"][0]["type"] == "knowledge_base_language"
+    assert crossed.json()["errors"][0]["ctx"] == {"kb_reads": "Chinese", "text_reads": "English"}
     assert c.post("/symptoms", json={"query": "fever", "kb": "tiny-zh", "language": "zh"}).json()["kb"] == "tiny-zh"
     assert c.post("/symptoms", json={"query": "fever", "kb": "nope"}).status_code == 404
 

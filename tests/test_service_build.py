@@ -171,3 +171,10 @@ def test_the_dxy_knowledge_base_is_decided_by_the_self_report_model(tmp_path, mo
     assert out["kb"] == "dxy" and out["trained"] and {t["name"] for t in out["terms"]} == {"发烧", "流涕"}
     assert {t["name"]: t["span"] for t in out["terms"]} == {"发烧": [2, 4], "流涕": [6, 8]}  # the words written
     assert [t["name"] for t in out["alternatives"]] == ["咳嗽"] and len(out["results"]) == 2
+    # the ranking shown as results is the decided set's own: the model reads the text once per request
+    calls = []
+    probabilities = detector.probabilities
+    monkeypatch.setattr(detector, "probabilities", lambda texts: calls.append(len(texts)) or probabilities(texts))
+    again = service.detect("宝宝发烧，流鼻涕", kb="dxy", k=2)
+    assert calls == [1] and again["results"] == out["results"]
+    assert [r["id"] for r in out["results"]] == [t["name"] for t in out["terms"]]  # most probable first

@@ -54,6 +54,16 @@ class UnsupportedLanguageError(UnavailableError):
         self.read_as = read_as
 
 
+class KnowledgeBaseLanguageError(UnavailableError):
+    """The text reads in another language than the knowledge base asked for (→ 404 whose error entry is typed
+    ``knowledge_base_language``); ``kb_reads`` and ``text_reads`` name the two languages, so a page can say which
+    list to choose in its own words."""
+
+    def __init__(self, message: str, kb_reads: str, text_reads: str) -> None:
+        super().__init__(message)
+        self.kb_reads, self.text_reads = kb_reads, text_reads
+
+
 class StillBuildingError(LookupError):
     """What the request needs is still being built in the background (→ 503 with ``Retry-After``)."""
 
@@ -151,9 +161,10 @@ class SymptomService:
         if language == "auto" and base.info.language != lang:
             # nearest neighbours across languages are confident wrong answers; an explicit language overrides this
             kb_reads, text_reads = (LANGUAGE_NAMES.get(x, x) for x in (base.info.language, lang))
-            raise UnavailableError(f"knowledge base {base.info.name!r} holds {kb_reads} terms and the text reads as "
-                                   f"{text_reads}: choose a knowledge base in {text_reads} ({lang!r}), or pass "
-                                   f"language={base.info.language!r} to search it anyway")
+            raise KnowledgeBaseLanguageError(
+                f"knowledge base {base.info.name!r} holds {kb_reads} terms and the text reads as {text_reads}: choose a "
+                f"knowledge base in {text_reads} ({lang!r}), or pass language={base.info.language!r} to search it anyway",
+                kb_reads, text_reads)
         detector = self.set_detectors.get(base.info.name)
         found = detector.detect(query) if detector is not None else None
         complement = self.COMPLEMENTS.get(base.info.name) if kb == "auto" else None

@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from medrank.service import schemas as S
 from medrank.service.adapters import (
     PIPELINES,
+    KnowledgeBaseLanguageError,
     Services,
     StillBuildingError,
     UnavailableError,
@@ -313,6 +314,9 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
             raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
         except UnsupportedLanguageError as exc:
             raise TypedHTTPException(404, str(exc), "unsupported_language", {"read_as": exc.read_as}) from None
+        except KnowledgeBaseLanguageError as exc:
+            raise TypedHTTPException(404, str(exc), "knowledge_base_language",
+                                     {"kb_reads": exc.kb_reads, "text_reads": exc.text_reads}) from None
         except UnavailableError as exc:
             raise HTTPException(404, str(exc)) from None
         except ValueError as exc:

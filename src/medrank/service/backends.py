@@ -106,11 +106,7 @@ class SelfReportBackend:
         return len(self.model.names)
 
     def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
-        out = []
-        for row in self.model.probabilities(list(texts)):
-            order = sorted(range(len(self.model.names)), key=lambda j: (-row[j], self.model.names[j]))[:k]
-            out.append([(self.model.names[j], round(float(row[j]), 6)) for j in order])
-        return out
+        return [ranked[:k] for ranked in self.model.rankings(list(texts))]
 
 
 class StoreBackend:

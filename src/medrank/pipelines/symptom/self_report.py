@@ -350,6 +350,18 @@ class SelfReportModel:
         wording as a whole points to it, and its probability) and the ranked alternatives."""
         return self.detect_many([text])[0]
 
+    @property
+    def k(self) -> int:
+        """How many names a detected set's ``ranking`` holds: all of them (a caller showing the top-k reads it)."""
+        return len(self.names)
+
+    def _ranked(self, row: np.ndarray) -> list[int]:
+        return sorted(range(len(self.names)), key=lambda j: (-row[j], self.names[j]))
+
+    def rankings(self, texts: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """Every name of each text, most probable first, with its probability."""
+        return [[(self.names[j], round(float(row[j]), 6)) for j in self._ranked(row)] for row in self.probabilities(texts)]
+
     def detect_many(self, texts: Sequence[str]) -> list[SymptomSet]:
         out = []
         for text, row in zip(texts, self.probabilities(texts), strict=True):
@@ -357,11 +369,12 @@ class SelfReportModel:
             for m in mentions(text, self.lexicon):
                 if not m.negated:
                     spans.setdefault(m.name, (m.start, m.end))
-            order = sorted(range(len(self.names)), key=lambda j: (-row[j], self.names[j]))
+            order = self._ranked(row)
             terms = [DetectedTerm(self.names[j], self.names[j], round(float(row[j]), 4), spans.get(self.names[j]))
                      for j in order]
             chosen = [t for t in terms if t.probability >= self.threshold]
-            out.append(SymptomSet(chosen, terms[len(chosen):len(chosen) + self.max_alternatives]))
+            ranking = tuple((self.names[j], round(float(row[j]), 6)) for j in order)
+            out.append(SymptomSet(chosen, terms[len(chosen):len(chosen) + self.max_alternatives], ranking))
         return out
 
     # -- storage -----------------------------------------------------------------------------------

@@ -42,6 +42,12 @@ function languageMessage(ctx) {
   return `${reads} medrank understands English and Chinese (中文) only: please describe it in English or Chinese.`;
 }
 
+// a symptom list chosen on the page reads another language: the page cannot pass a language, so it points to a list
+function listLanguageMessage(ctx) {
+  return `The symptom list you chose holds ${ctx.kb_reads} terms and your text reads as ${ctx.text_reads}: choose a ` +
+    `list in ${ctx.text_reads}, or "by the language you write in".`;
+}
+
 async function api(path, body) {
   const headers = { "Content-Type": "application/json" };
   const token = $("token").value.trim();
@@ -58,6 +64,7 @@ async function api(path, body) {
     const detail = (data && data.detail) || res.statusText || "request failed";
     const first = data && Array.isArray(data.errors) ? data.errors[0] : null;
     if (first && first.type === "unsupported_language") throw new Error(languageMessage(first.ctx || {}));
+    if (first && first.type === "knowledge_base_language") throw new Error(listLanguageMessage(first.ctx || {}));
     // a refused request (or one waiting for a build) says what to do; a failure also gives its status for whoever runs it
     throw new Error(res.status < 500 || res.status === 503 ? sentence(detail) : `${sentence(detail)} (server status ${res.status})`);
   }
@@ -124,13 +131,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
   // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
   for (const id of ["symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
   busy(patient, "Looking up symptoms…", async () => {
-    const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value }).catch((e) => {
-      // the page cannot pass a language: it points to the list to choose instead
-      const m = /holds (\w+) terms and the text reads as (\w+)/.exec(e.message);
-      if (!m) throw e;
-      throw new Error(`The symptom list you chose holds ${m[1]} terms and your text reads as ${m[2]}: choose a list ` +
-        `in ${m[2]}, or "by the language you write in".`);
-    });
+    const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value });
     state.complaint = text;
     state.symptoms = [];
     state.dialogue = [{ speaker: "patient", text }];
