@@ -445,6 +445,41 @@ def test_a_parent_term_on_words_a_chosen_term_already_covers_is_left_out() -> No
     assert {t.id for t in detector(HpoHierarchy({"K": [], "S": []})).detect(text).terms} == {"K", "P", "S"}
 
 
+def test_hpo_kin_by_hand() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    # root > A (abnormality) > C (constitutional) > P (pain) > {CP chest pain, M myalgia > EM exercise myalgia};
+    # C > F (fatigue); root > A > J (joint) > K (knee pain)
+    h = HpoHierarchy({"root": [], "A": ["root"], "C": ["A"], "P": ["C"], "CP": ["P"], "M": ["P"], "EM": ["M"],
+                      "F": ["C"], "J": ["A"], "K": ["J"]})
+    assert [h.depth(t) for t in ("root", "A", "C", "P", "EM")] == [0, 1, 2, 3, 5]
+    assert h.within("EM", 2) == {"M", "P"} and h.within("EM", 0) == frozenset()
+    assert h.kin("CP", "EM") and h.kin("EM", "CP")  # P is CP's parent and EM's grandparent
+    assert h.kin("CP", "M") and h.kin("P", "EM")  # siblings; ancestor
+    assert not h.kin("F", "CP")  # C is F's parent and CP's grandparent, but only 2 links below the root
+    assert not h.kin("K", "CP") and not h.kin("K", "F")
+    assert not h.kin("CP", "CP2") and not h.kin("unknown", "CP")
+
+
+def test_two_readings_of_one_pain_decide_one_term() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    names = {"CP": "Chest pain", "EM": "Exercise-induced myalgia"}
+    hits = {"chest pain when I exercise": [("EM", 0.9)], "chest pain": [("CP", 0.95)]}
+    n = len(BASE_FEATURES)
+    weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
+    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
+    hierarchy = HpoHierarchy({"root": [], "A": ["root"], "C": ["A"], "P": ["C"], "CP": ["P"], "M": ["P"],
+                              "EM": ["M"]})
+    det = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
+                      hierarchy=hierarchy, calibration=cal)
+    text = "I have chest pain when I exercise"
+    spans = det._spans(text)
+    assert {s.text for s in spans} >= {"chest pain"} and has_overlapping_spans(spans)
+    got = det.detect(text)
+    assert len(got.terms) == 1 and "EM" in {t.id for t in got.alternatives}
+
+
 def test_with_uncovered_adds_only_terms_on_words_no_term_covers() -> None:
     from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet, with_uncovered
 

@@ -45,6 +45,9 @@ class PairHierarchy:
     def parents(self, a: str) -> frozenset[str]:
         return frozenset()
 
+    def kin(self, a: str, b: str) -> bool:
+        return self.related(a, b)
+
 
 def NoHierarchy() -> PairHierarchy:  # noqa: N802 - reads as the class it stands for
     return PairHierarchy(set())

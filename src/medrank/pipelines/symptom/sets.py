@@ -118,6 +118,8 @@ class Hierarchy(Protocol):
 
     def parents(self, a: str) -> frozenset[str]: ...
 
+    def kin(self, a: str, b: str) -> bool: ...  # too close to both be decided on the same words
+
 
 class CodePrefixHierarchy:
     """ICD-10: a term is an ancestor of another when one of its codes is a prefix of one of the other's
@@ -132,6 +134,10 @@ class CodePrefixHierarchy:
 
     def parents(self, a: str) -> frozenset[str]:
         return frozenset(c[:3] for c in self.codes.get(a, ()) if len(c) > 3)
+
+    def kin(self, a: str, b: str) -> bool:
+        """One holds the other, or both sit in one 3-character category."""
+        return self.related(a, b) or bool(self.parents(a) & self.parents(b))
 
 
 def _code_key(code: str) -> str:
@@ -167,6 +173,34 @@ class HpoHierarchy:
 
     def parents(self, a: str) -> frozenset[str]:
         return self._direct.get(a, frozenset())
+
+    def within(self, hid: str, steps: int) -> frozenset[str]:
+        """The ancestors at most ``steps`` is-a links above ``hid``."""
+        seen: set[str] = set()
+        level = {hid}
+        for _ in range(steps):
+            level = {p for t in level for p in self._direct.get(t, ())} - seen
+            seen |= level
+        return frozenset(seen)
+
+    def kin(self, a: str, b: str, min_depth: int = 3) -> bool:
+        """One is the other's ancestor, or a parent of one is the other's parent or grandparent, at least
+        ``min_depth`` links below the root. Chest pain (parent Pain) and Exercise-induced myalgia (Myalgia > Pain)
+        are kin: two readings of "chest pain when I exercise" that name one pain, not two findings; Knee pain and
+        Joint swelling are not. The depth floor keeps the broad classes near the root (Constitutional symptom, a
+        parent of Fatigue and grandparent of Chest pain) from making unrelated findings kin."""
+        if self.related(a, b):
+            return True
+        shared = (self.parents(a) & self.within(b, 2)) | (self.parents(b) & self.within(a, 2))
+        return any(self.depth(t) >= min_depth for t in shared)
+
+    def depth(self, hid: str) -> int:
+        """The fewest is-a links from ``hid`` up to a term with no parent (the root)."""
+        level, steps = {hid}, 0
+        while level and not any(not self._direct.get(t) for t in level):
+            level = {p for t in level for p in self._direct.get(t, ())}
+            steps += 1
+        return steps
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -807,7 +841,7 @@ class SetDetector:
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
-        spans that overlap: "my knee is swollen and hurts" and its "hurts") is its ancestor, descendant or sibling."""
+        spans that overlap: "my knee is swollen and hurts" and its "hurts") is its kin (:meth:`Hierarchy.kin`)."""
         if self.hierarchy is None:
             return True
         c = cands[j]
@@ -815,9 +849,7 @@ class SetDetector:
             o = cands[i]
             if o.span_idx != c.span_idx and not _overlapping(spans, o.span_idx, c.span_idx):
                 continue
-            if self.hierarchy.related(c.id, o.id):
-                return False
-            if self.hierarchy.parents(c.id) & self.hierarchy.parents(o.id):
+            if self.hierarchy.kin(c.id, o.id):
                 return False
         return True
 
