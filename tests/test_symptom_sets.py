@@ -92,6 +92,13 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("I wake up at night") == [("wake up at night", False)]
     assert spans("I don't have a fever") == [("fever", True)]
     assert spans("I do not have a cough but my head hurts") == [("cough", True), ("my head hurts", False)]
+    # who may be any person with a word or two before it, and a clause may open with when ("and now ...")
+    assert spans("my little girl has been vomiting and has diarrhoea since this morning") == [
+        ("vomiting", False), ("diarrhoea", False)]
+    assert spans("a sore throat for three days, and now I have a fever") == [("sore throat", False), ("fever", False)]
+    assert spans("this morning our 3-year-old son threw up") == [("threw up", False)]
+    assert spans("now I don't have a fever") == [("fever", True)]
+    assert spans("her throat hurts") == [("her throat hurts", False)]  # a body part is what, not who
 
 
 # -- lexicon -----------------------------------------------------------------------------------------

@@ -173,3 +173,18 @@ def test_the_trained_english_run_decides_each_symptom_with_its_words() -> None:
     assert "Dyspnea" in stairs and "Difficulty climbing stairs" not in stairs, stairs
     night = [t.name for t in _english_run().detect("I cough a lot, especially at night").terms]
     assert "Cough" in night and not any("insomnia" in n.lower() for n in night), night
+
+
+def test_the_trained_english_run_reads_who_and_when_apart_from_what() -> None:
+    girl = [t.name for t in _english_run().detect("my little girl has been vomiting and has diarrhoea since this morning").terms]
+    assert {"Vomiting", "Diarrhea"} <= set(girl), girl
+    fever = [t.name for t in _english_run().detect("I've had a sore throat and a cough for three days, and now I have a fever").terms]
+    assert {"Fever", "Cough"} <= set(fever) and "Recurrent fever" not in fever, fever
+
+
+def test_two_readings_of_one_pain_decide_one_term() -> None:
+    # "chest pain when I exercise" reads as Exercise-induced myalgia (Myalgia > Pain); Chest pain (Pain) is its kin
+    got = _english_run().detect("I have chest pain when I exercise")
+    decided = [t.name for t in got.terms]
+    assert decided == ["Chest pain"], decided
+    assert "Exercise-induced myalgia" in [t.name for t in got.alternatives]

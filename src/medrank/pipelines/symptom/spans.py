@@ -30,9 +30,15 @@ _ZH_NEG = ("否认", "没有", "不是", "没", "不", "无", "未", "非")
 _EN_NEG = {"no", "not", "without", "denies", "deny", "never", "nor", "none", "neither", "n't"}
 _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "burn", "swells", "swell", "bleeds",
                   "bleed", "throbs", "stings", "is", "are", "feels", "feel", "gets", "get"}
-# an English clause's lead-in ("I have", "my child has been") says who, not what
+_EN_PERSON = (r"son|daughter|child|children|baby|kid|kids|toddler|infant|girl|boy|wife|husband|partner|mother|father|"
+              r"mum|mom|dad|sister|brother|grandmother|grandfather|grandma|grandpa|granny")
+# an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
+# a body part stays ("my head hurts"): only a person, with up to two words before it ("my little girl", "our
+# 3-year-old son"), is a subject
 _EN_LEAD = re.compile(
-    r"^(?:(?:i|we|he|she|they|it|(?:my|our)\s+(?:son|daughter|child|baby|kid|wife|husband|mother|father|mum|mom|dad))"
+    r"^(?:(?:now|recently|lately|suddenly|today|yesterday|tonight|then|(?:this|last)\s+(?:morning|night|evening|week))"
+    r",?\s+)*"
+    rf"(?:(?:i|we|he|she|they|it|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{_EN_PERSON}))"
     r"(?:'ve|'m|'s|'d)?\s+)?"
     r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
     r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s|do|does|did|not|don't|"
