@@ -316,6 +316,10 @@ def test_english_helpers():
     assert evidence_description("Have you traveled out of the country in the last 4 weeks?").startswith("traveled")
     assert EnglishDetector.clauses("I have a headache and fever since yesterday") == ["a headache", "fever since yesterday"]
     assert EnglishDetector.concept("no cough") == "cough"
+    # who may be any person with a word or two before it
+    assert EnglishDetector.clauses("my little girl has been vomiting and has a fever") == ["been vomiting", "has a fever"]
+    assert EnglishDetector.concept("has a fever") == "fever"
+    assert EnglishDetector.clauses("her throat hurts") == ["her throat hurts"]  # a body part is what, not who
 
 
 # ------------------------------------------------------------------ real data

@@ -115,6 +115,21 @@ def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry
                                  "source": "question:E_53"}]
 
 
+def test_differential_reads_the_confirmed_symptoms_as_next_questions_does(inquiry_services):
+    # the complaint's words hold no finding the engine reads; the symptoms ticked from it do
+    c = _client(inquiry_services)
+    body = {"dialogue": [_patient("宝宝不舒服")], "symptoms": ["拉肚子"]}
+    questions = c.post("/next-questions", json={**body, "k": 3}).json()
+    assert questions["engine"] == "dxy-kb"
+    assert [(f["name"], f["source"]) for f in questions["findings"]] == [("腹泻", "self-report")]
+    ranked = c.post("/differential", json={**body, "language": "zh", "k": 3})
+    assert ranked.status_code == 200, ranked.text
+    ranked = ranked.json()
+    assert ranked["findings"] == questions["findings"] and ranked["results"][0]["name"] == "小儿腹泻"
+    bare = c.post("/differential", json={"dialogue": [_patient("宝宝不舒服")], "language": "zh"})
+    assert bare.status_code == 422 and "confirmed symptom" in bare.json()["detail"]
+
+
 def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquiry_services):
     c = _client(inquiry_services)
     dialogue = [_patient("宝宝发烧咳嗽两天了")]

@@ -690,15 +690,16 @@ class DifferentialService:
         self.inquiry = inquiry
 
     def rank(self, findings: Sequence[dict[str, str]], language: str, k: int = 10,
-             dialogue: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+             dialogue: Sequence[dict[str, str]] = (), symptoms: Sequence[str] = ()) -> dict[str, Any]:
         from medrank.pipelines.history.inference import InquiryInputError
 
         inquiry = self.inquiry
         engine = inquiry.engine(language)
-        established = inquiry.established(engine, dialogue, findings)
+        # the same findings /next-questions chose its questions by: answers, the patient's words, confirmed symptoms
+        established = inquiry.established(engine, dialogue, findings, symptoms)
         if not established:
-            raise InquiryInputError("no finding to rank conditions by: send at least one finding, or a dialogue in "
-                                    "which the patient describes a symptom")
+            raise InquiryInputError("no finding to rank conditions by: send at least one finding, a confirmed symptom, "
+                                    "or a dialogue in which the patient describes a symptom")
         turns = inquiry.turns(dialogue) or None
         ranked = engine.differential(established, k=k, dialogue=turns)
         answered = sum(f.source.startswith("question:") for f in established)

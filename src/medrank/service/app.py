@@ -399,9 +399,10 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         """Findings so far (and the dialogue) → ranked conditions with probabilities, the findings that support each,
         and whether the inquiry can stop. Not a diagnosis."""
         svc = need(services.differential, "differential")
-        check_limits([f.name for f in req.findings] + [t.text for t in req.dialogue], {"dialogue": len(req.dialogue)}, req.k)
+        check_limits([f.name for f in req.findings] + [t.text for t in req.dialogue] + list(req.symptoms),
+                     {"dialogue": len(req.dialogue)}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
-        return await call(svc.rank, _findings(req.findings), req.language, req.k, dialogue=dialogue)
+        return await call(svc.rank, _findings(req.findings), req.language, req.k, dialogue=dialogue, symptoms=req.symptoms)
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:

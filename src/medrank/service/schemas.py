@@ -238,6 +238,8 @@ class DifferentialRequest(_Request):
     findings: list[FindingIn] = Field([], max_length=MAX_FINDINGS, description="What is known so far (answers).")
     dialogue: list[DialogueTurnIn] = Field([], max_length=MAX_LIST_ITEMS, description="The conversation so far: findings in the "
                                  "patient's words are detected, and the engine may read the first statement.")
+    symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed (as "
+                                      "for /next-questions: their findings count as self-reported).")
     language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
     k: K = 10
 

@@ -305,7 +305,7 @@ function renderFindings(findings, language) {
 }
 
 async function showDifferential(sent, findings, language) {
-  const data = await api("/differential", { dialogue: sent, findings, language, k: 5 });
+  const data = await api("/differential", { dialogue: sent, findings, symptoms: state.symptoms, language, k: 5 });
   $("differential").replaceChildren(...data.results.map((c) => el("li", {},
     el("span", { class: "condition", lang: language, text: c.label }), " ",
     el("span", { class: "probability", text: percent(c.probability) }),

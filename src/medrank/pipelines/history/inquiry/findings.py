@@ -39,8 +39,11 @@ EN_OPENING = re.compile(
     r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
     re.IGNORECASE)
-EN_SUBJECT = re.compile(r"^(?:i|he|she|my (?:child|son|daughter|baby|kid))\s+(?:have|has|had|feel|feels|felt|am|is|was|"
-                        r"'ve got|got|get|gets|'m|notice|noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
+# who: "I", "she", or a person with a word or two before it ("my little girl", "our 3-year-old son")
+EN_SUBJECT = re.compile(r"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){0,2}?(?:child|children|son|"
+                        r"daughter|baby|kid|kids|toddler|infant|girl|boy|wife|husband|partner|mother|father|mum|mom|dad|"
+                        r"sister|brother))\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
+                        r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
 ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
 ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
