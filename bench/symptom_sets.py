@@ -63,6 +63,7 @@ from medrank.pipelines.symptom.sets import (
     has_overlapping_spans,
     set_prf,
     shipped_calibration,
+    span_lexicon,
 )
 from medrank.pipelines.symptom.spans import find_spans
 from medrank.retrieval.concept import ConceptRetriever, prepare_for_serving
@@ -183,7 +184,7 @@ def _lexicon_all() -> Any:
     if not _LEX:
         from medrank.config import dataset_dir
 
-        _LEX.append(mine_surface_lexicon(read_dxy_folder(dataset_dir("dxy-dialog"))))
+        _LEX.append(span_lexicon(lexicon=mine_surface_lexicon(read_dxy_folder(dataset_dir("dxy-dialog")))))
     return _LEX[0]
 
 

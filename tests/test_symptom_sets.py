@@ -41,6 +41,38 @@ def test_chinese_spans_split_at_lexicon_words_punctuation_and_conjunctions() -> 
     assert [t for t in ("左膝退变", "游离体")] == [s.text for s in find_spans("左膝退变伴游离体", None)]
 
 
+def test_chinese_pieces_leave_out_who_and_when() -> None:
+    lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
+    assert [s.text for s in find_spans("孩子嗓子疼，还有点发烧", lex)] == ["嗓子疼", "发烧"]
+    spans = find_spans("咳嗽，晚上咳得厉害", lex)
+    assert [(s.text, s.start) for s in spans] == [("咳嗽", 0), ("咳得厉害", 5)]
+    # a negation cue is no lead-in; a piece that is only a lead-in stays as it is
+    assert [s.text for s in find_spans("孩子没有精神", lex)] == ["没有精神"]
+    assert [s.text for s in find_spans("最近", lex)] == ["最近"]
+
+
+def test_symptom_chapter_names_are_words_of_their_own() -> None:
+    from medrank.pipelines.symptom.sets import symptom_names
+    from medrank.records import Concept
+
+    concepts = [Concept("恶心", "恶心", meta={"codes": ("R11.x00",)}), Concept("胃痛", "胃痛", meta={"codes": ("R10.101",)}),
+                Concept("胃恶性肿瘤", "胃恶性肿瘤", meta={"codes": ("C16.900",)}),
+                Concept("腹部和盆腔痛", "腹部和盆腔痛", meta={"codes": ("R10",)}), Concept("痛", "痛", meta={"codes": ("R52",)})]
+    assert symptom_names(concepts) == ["恶心", "胃痛"]  # chapter R, two to four characters
+    lex = SurfaceLexicon({"吐": "呕吐", "恶心": "呕吐"}).with_names(symptom_names(concepts))
+    assert lex.normalise("胃痛") == "胃痛" and lex.normalise("恶心") == "呕吐"  # the lexicon's own forms keep their names
+    # "想" between two words is too short a piece to search
+    assert [(s.text, s.normalised) for s in find_spans("胃疼恶心想吐", lex)] == [("胃疼", None), ("恶心", "呕吐"), ("吐", "呕吐")]
+
+
+
+def test_the_span_lexicon_is_the_dxy_words_alone_without_a_vocabulary(tmp_path) -> None:
+    from medrank.pipelines.symptom.sets import span_lexicon
+
+    dxy = SurfaceLexicon({"吐": "呕吐"})
+    assert span_lexicon(tmp_path / "nowhere", lexicon=dxy) is dxy
+
+
 def test_negation_marks_the_span() -> None:
     lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
     spans = {s.text: s.negated for s in find_spans("孩子不发烧，有点咳嗽", lex)}

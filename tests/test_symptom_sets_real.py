@@ -188,3 +188,25 @@ def test_two_readings_of_one_pain_decide_one_term() -> None:
     decided = [t.name for t in got.terms]
     assert decided == ["Chest pain"], decided
     assert "Exercise-induced myalgia" in [t.name for t in got.alternatives]
+
+
+def test_the_span_lexicon_holds_the_symptom_chapter_names() -> None:
+    from medrank.pipelines.symptom.sets import span_lexicon
+    from medrank.pipelines.symptom.spans import find_spans
+
+    lex = span_lexicon()
+    if lex is None:
+        pytest.skip("no DXY dialogues here")
+    assert lex.normalise("恶心") == "恶心" and lex.normalise("胃痛") == "胃痛" and lex.normalise("胃恶性肿瘤") is None
+    assert lex.normalise("拉肚子") == "稀便"  # the DXY words keep their names
+    assert [s.text for s in find_spans("胃疼恶心想吐", lex, "zh")] == ["胃疼", "恶心", "吐"]
+
+
+def test_stomach_ache_with_nausea_is_no_stomach_cancer() -> None:
+    got = _detector("zh").detect("胃疼恶心想吐")
+    names = {t.name for t in got.terms}
+    assert "恶心" in names and not any("肿瘤" in n for n in names), names
+    sore = {t.name for t in _detector("zh").detect("孩子嗓子疼，还有点发烧").terms}
+    assert "发热" in sore and "头痛" not in sore, sore
+    night = {t.name for t in _detector("zh").detect("咳嗽有痰，晚上咳得厉害").terms}
+    assert "咳嗽" in night and "失眠" not in night, night

@@ -108,15 +108,13 @@ class SymptomDetector:
 
 
 def _lexicon(language: str | None, data_root: str | os.PathLike[str] | None) -> Any:
-    """The DXY surface lexicon for Chinese (``None`` for English, or where the DXY data is missing)."""
+    """The words a Chinese complaint is cut at (:func:`~medrank.pipelines.symptom.sets.span_lexicon`: the DXY surface
+    lexicon and the symptom chapter's names); ``None`` for English, or where the DXY data is missing."""
     if language != "zh":
         return None
-    from medrank.pipelines.symptom.lexicon import dxy_lexicon
+    from medrank.pipelines.symptom.sets import span_lexicon
 
-    try:
-        return dxy_lexicon(data_root)
-    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
-        return None
+    return span_lexicon(data_root)
 
 
 def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[str], candidates: str = "vocab",

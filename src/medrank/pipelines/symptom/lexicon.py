@@ -142,6 +142,12 @@ class SurfaceLexicon:
                 i += 1
         return out
 
+    def with_names(self, names: Iterable[str]) -> SurfaceLexicon:
+        """This lexicon plus ``names`` as forms of themselves: a name written verbatim (恶心 in "胃疼恶心想吐") is a word
+        of its own. The lexicon's own forms keep their names."""
+        forms = {**{n: n for n in names if n}, **self.forms}
+        return SurfaceLexicon(forms, dict(self.counts), dict(self.precision))
+
     def to_json(self) -> dict:
         return {"format": "medrank-surface-lexicon", "version": 1, "forms": self.forms, "counts": self.counts,
                 "precision": self.precision}

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medrank.pipelines.symptom.sets import SetDetector, set_prf
+from medrank.pipelines.symptom.sets import SetDetector, set_prf, span_lexicon
 
 PathLike = str | os.PathLike[str]
 SPLIT_SEED = 29
@@ -69,7 +69,6 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
     ``cross_fitted`` defaults to "the evaluated texts are the visible validation split". A run that holds a
     training memory (``RUN/sets-memory.json``) is decided with it, as it is served."""
     from medrank.metrics import evaluate
-    from medrank.pipelines.symptom.lexicon import dxy_lexicon
     from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
     t0 = time.perf_counter()
@@ -80,10 +79,7 @@ def evaluate_symptom_sets(dataset: Any, model: PathLike | None = None, candidate
     valid = load_eval_set("chip-cdn", "valid", root=root)
     if cross_fitted is None:
         cross_fitted = [q.text for q in valid.queries] == texts
-    try:
-        lexicon = dxy_lexicon(root)
-    except (OSError, ValueError):
-        lexicon = None
+    lexicon = span_lexicon(root)
     memory = None
     if model is not None:
         from medrank.pipelines.symptom.inference import SymptomDetector

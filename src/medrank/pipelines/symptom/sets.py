@@ -155,6 +155,7 @@ class HpoHierarchy:
             parents = hpo_parents()
         self._direct = {k: frozenset(v) for k, v in parents.items()}
         self._ancestors: dict[str, frozenset[str]] = {}
+        self._depth: dict[str, int] = {}
 
     def ancestors(self, hid: str) -> frozenset[str]:
         if hid not in self._ancestors:
@@ -196,11 +197,13 @@ class HpoHierarchy:
 
     def depth(self, hid: str) -> int:
         """The fewest is-a links from ``hid`` up to a term with no parent (the root)."""
-        level, steps = {hid}, 0
-        while level and not any(not self._direct.get(t) for t in level):
-            level = {p for t in level for p in self._direct.get(t, ())}
-            steps += 1
-        return steps
+        if hid not in self._depth:
+            level, steps = {hid}, 0
+            while level and not any(not self._direct.get(t) for t in level):
+                level = {p for t in level for p in self._direct.get(t, ())}
+                steps += 1
+            self._depth[hid] = steps
+        return self._depth[hid]
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -995,6 +998,13 @@ def default_hierarchy(concepts: Any) -> Hierarchy | None:
     return None
 
 
+def symptom_names(concepts: Any, max_chars: int = 4) -> list[str]:
+    """The short names (2 to ``max_chars`` characters) of terms coded in ICD-10's chapter of symptoms and signs
+    (R00-R99: 恶心, 胃痛, 咽痛 …): findings a patient writes as they are."""
+    return sorted({c.name for c in concepts if 2 <= len(c.name) <= max_chars
+                   and any(str(code).upper().startswith("R") for code in c.meta.get("codes", ()))})
+
+
 CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
 
 
@@ -1008,10 +1018,26 @@ def shipped_calibration(kb_name: str, method: str, trained: bool = False) -> Set
     return SetCalibration.load(path) if path.exists() else None
 
 
-def _default_lexicon() -> Any:
-    try:
-        from medrank.pipelines.symptom.lexicon import dxy_lexicon
+def span_lexicon(root: PathLike | None = None, lexicon: Any = None) -> Any:
+    """The words a Chinese complaint is cut at: the DXY surface lexicon (``lexicon``, default the one mined from
+    the visible dialogues under ``root``) plus the symptom chapter's short names of ICD-10 Beijing
+    (:func:`symptom_names`: 恶心, 胃痛 …), each a word of its own, so that "胃疼恶心想吐" is not one piece read as
+    胃恶性肿瘤; ``None`` without DXY data (spans then come from clauses only). Either part missing leaves the other."""
+    from medrank.pipelines.symptom.lexicon import dxy_lexicon
 
-        return dxy_lexicon()
-    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
-        return None
+    if lexicon is None:
+        try:
+            lexicon = dxy_lexicon(root)
+        except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
+            return None
+    try:
+        from medrank.retrieval.concept_data import load_candidates
+
+        names = symptom_names(load_candidates("chip-cdn", "vocab", root=root))
+    except (OSError, ValueError):  # no ICD-10 Beijing vocabulary here: the DXY words alone
+        return lexicon
+    return lexicon.with_names(names)
+
+
+def _default_lexicon() -> Any:
+    return span_lexicon()

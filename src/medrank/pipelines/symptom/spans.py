@@ -109,6 +109,20 @@ def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
     return out
 
 
+# a Chinese piece's lead-in says who ("孩子", "我家宝宝") and when ("晚上", "最近两天"), not what: left in, "晚上咳得厉害"
+# reads as 失眠 and "孩子嗓子疼" as 头痛
+_ZH_LEAD = re.compile(
+    r"^(?:我家|我们家|家里)?(?:(?:宝宝|孩子|小孩|小朋友|儿子|女儿|老人|老公|老婆|爸爸|妈妈|患者|病人|我)"
+    r"|最近|近来|近期|这几天|这两天|今天|昨天|昨晚|前天|今早|晚上|夜里|夜间|早上|白天|上午|下午|一直|总是|老是|经常|"
+    r"有时|偶尔|突然|还|也|又|有点|有些|一点|现在|目前)+")
+
+
+def _strip_lead_zh(clause: str, pos: int, end: int) -> int:
+    """Where the piece ``clause[pos:end]`` starts without its lead-in (``pos`` when nothing is left after it)."""
+    m = _ZH_LEAD.match(clause, pos, end)
+    return m.end() if m and m.end() < end else pos
+
+
 def _negated_zh(clause: str, offset: int) -> bool:
     before = clause[max(0, offset - 3):offset]
     return any(cue in before for cue in _ZH_NEG)
@@ -154,6 +168,13 @@ def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
+    """The piece of ``clause`` between lexicon words, without its lead-in; negated by a cue before or inside that
+    lead-in ("孩子没有…")."""
+    start = _strip_lead_zh(clause, pos, end)
+    return Span(a + start, a + end, clause[start:end], None, _negated_zh(clause, pos) or _negated_zh(clause, start))
+
+
 def find_spans(text: str, lexicon: object | None = None, language: str | None = None,
                min_chars: int = 2) -> list[Span]:
     """Mention spans of ``text``: lexicon words and the rest of each clause (Chinese), clauses (English).
@@ -171,11 +192,11 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             pos = 0
             for s, e, name in hits:
                 if s > pos:
-                    spans.append(Span(a + pos, a + s, clause[pos:s], None, _negated_zh(clause, pos)))
+                    spans.append(_zh_piece(clause, a, pos, s))
                 spans.append(Span(a + s, a + e, clause[s:e], name, _negated_zh(clause, s)))
                 pos = e
             if pos < len(clause):
-                spans.append(Span(a + pos, b, clause[pos:], None, _negated_zh(clause, pos)))
+                spans.append(_zh_piece(clause, a, pos, len(clause)))
         else:
             c, d = _strip_time(text, *_strip_lead(text, a, b))
             if d <= c:

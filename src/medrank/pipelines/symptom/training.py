@@ -61,12 +61,9 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
 
 
 def _chinese_lexicon(data_root: str | None) -> Any:
-    from medrank.pipelines.symptom.lexicon import dxy_lexicon
+    from medrank.pipelines.symptom.sets import span_lexicon
 
-    try:
-        return dxy_lexicon(data_root)
-    except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
-        return None
+    return span_lexicon(data_root)
 
 
 def write_training_memory(train_set: Any, run_dir: Path, data_root: str | None = None) -> Any:
