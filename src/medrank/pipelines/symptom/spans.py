@@ -6,7 +6,8 @@ others. Clauses are cut at punctuation, at conjunctions (和 / 及 / 并 / 伴 /
 "and" / "with" / "but" / "or" / "plus") and, for English, before subordinate clauses ("when",
 "while", "after" …). Chinese has no spaces between findings, so the words of a surface lexicon
 (:mod:`~medrank.pipelines.symptom.lexicon`) found in a clause become spans of their own and
-what lies between them becomes the remaining spans. A span preceded by a negation cue in its
+what lies between them becomes the remaining spans, less their lead-in (who and when: 孩子, 晚上,
+还有点). A span preceded by a negation cue in its
 clause (不 / 没 / 无 / 未 / 否认; "no" / "not" / "without" / "denies") is marked negated.
 An English clause loses its lead-in, which says who ("I have", "my son has been"), and its trailing time, which says
 when ("for two days", "since yesterday"); a clause that is only a time is no span. A subordinate clause says in what
