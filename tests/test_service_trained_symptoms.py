@@ -50,6 +50,9 @@ def english_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         def kin(self, a: str, b: str) -> bool:
             return self.related(a, b)
 
+        def is_ancestor(self, a: str, b: str) -> bool:
+            return False
+
     fit_layperson_sets(encoder, [c.id for c in pool], run, seed=1, n_complaints=80, concepts=pool, held_out=[],
                        hierarchy=Flat())
     (run / "detector.json").write_text(json.dumps({"name": "tiny", "candidates": {"vocab": "index-vocab", "hpo": "index-hpo"},

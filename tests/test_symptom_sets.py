@@ -90,6 +90,10 @@ def test_english_clauses_and_bare_predicates() -> None:
     assert [other[a:b] for a, b in clauses(other, "en")] == ["cough", "fever", "chills"]
     readings = {s.text: s.reading for s in find_spans(text)}
     assert readings["my knee is swollen and hurts"] and not readings["my knee is swollen"]
+    # an adjective alone says how the part before it is; before a noun it names a part of its own
+    eyes = {s.text: s.reading for s in find_spans("my eyes are red and itchy")}
+    assert eyes == {"my eyes are red": False, "my eyes are red and itchy": True, "itchy": False}
+    assert [s.text for s in find_spans("a rash and itchy eyes")] == ["rash", "itchy eyes"]
 
 
 def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone() -> None:
@@ -517,6 +521,34 @@ def test_two_readings_of_one_pain_decide_one_term() -> None:
     assert {s.text for s in spans} >= {"chest pain"} and has_overlapping_spans(spans)
     got = det.detect(text)
     assert len(got.terms) == 1 and "EM" in {t.id for t in got.alternatives}
+
+
+def test_a_term_whose_descendant_on_the_same_words_passes_is_offered_not_decided() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    names = {"P": "Pruritus", "O": "Ocular pruritus", "R": "Red eye"}
+    hits = {"my eyes are red and itchy": [("O", 0.9)], "itchy": [("P", 0.95)], "my eyes are red": [("R", 0.8)]}
+    n = len(BASE_FEATURES)
+    weights = [4.0 if f == "span_score" else 0.0 for f in BASE_FEATURES]
+    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
+    det = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
+                      hierarchy=HpoHierarchy({"O": ["P"], "P": [], "R": []}), calibration=cal)
+    got = det.detect("my eyes are red and itchy")
+    assert {t.id for t in got.terms} == {"O", "R"} and got.alternatives[0].id == "P"
+    # Pruritus's probability is the higher one: it is still the vaguer term
+    assert next(t for t in got.alternatives if t.id == "P").probability > next(t for t in got.terms if t.id == "O").probability
+    # on words of its own the ancestor is decided beside its descendant
+    apart = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
+                        hierarchy=HpoHierarchy({"O": ["P"], "P": [], "R": []}), calibration=cal)
+    hits2 = {"itchy skin": [("P", 0.95)], "itchy eyes": [("O", 0.9)]}
+    apart.search = lambda texts, k: [hits2.get(t, [])[:k] for t in texts]
+    assert {t.id for t in apart.detect("itchy skin, itchy eyes").terms} == {"P", "O"}
+
+
+def test_code_prefix_ancestors() -> None:
+    h = CodePrefixHierarchy({"R10": ("R10",), "R10.1": ("R10.1",), "R10.101": ("R10.101",), "R11": ("R11",)})
+    assert h.is_ancestor("R10", "R10.101") and h.is_ancestor("R10.1", "R10.101")
+    assert not h.is_ancestor("R10.101", "R10") and not h.is_ancestor("R10", "R11") and not h.is_ancestor("R10", "R10")
 
 
 def test_with_uncovered_adds_only_terms_on_words_no_term_covers() -> None:

@@ -210,3 +210,10 @@ def test_stomach_ache_with_nausea_is_no_stomach_cancer() -> None:
     assert "发热" in sore and "头痛" not in sore, sore
     night = {t.name for t in _detector("zh").detect("咳嗽有痰，晚上咳得厉害").terms}
     assert "咳嗽" in night and "失眠" not in night, night
+
+
+def test_the_more_specific_term_on_the_same_words_is_decided() -> None:
+    got = _english_run().detect("my eyes are red and itchy")
+    decided = {t.name for t in got.terms}
+    assert "Ocular pruritus" in decided and "Pruritus" not in decided, decided
+    assert "Pruritus" in {t.name for t in got.alternatives}

@@ -48,6 +48,9 @@ class PairHierarchy:
     def kin(self, a: str, b: str) -> bool:
         return self.related(a, b)
 
+    def is_ancestor(self, a: str, b: str) -> bool:
+        return False
+
 
 def NoHierarchy() -> PairHierarchy:  # noqa: N802 - reads as the class it stands for
     return PairHierarchy(set())

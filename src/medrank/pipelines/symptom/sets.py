@@ -120,6 +120,8 @@ class Hierarchy(Protocol):
 
     def kin(self, a: str, b: str) -> bool: ...  # too close to both be decided on the same words
 
+    def is_ancestor(self, a: str, b: str) -> bool: ...  # a holds b (and is not b)
+
 
 class CodePrefixHierarchy:
     """ICD-10: a term is an ancestor of another when one of its codes is a prefix of one of the other's
@@ -138,6 +140,10 @@ class CodePrefixHierarchy:
     def kin(self, a: str, b: str) -> bool:
         """One holds the other, or both sit in one 3-character category."""
         return self.related(a, b) or bool(self.parents(a) & self.parents(b))
+
+    def is_ancestor(self, a: str, b: str) -> bool:
+        ca, cb = self.codes.get(a, ()), self.codes.get(b, ())
+        return any(y.startswith(x) and y != x for x in ca for y in cb) and not any(x.startswith(y) for x in ca for y in cb)
 
 
 def _code_key(code: str) -> str:
@@ -171,6 +177,9 @@ class HpoHierarchy:
 
     def related(self, a: str, b: str) -> bool:
         return a in self.ancestors(b) or b in self.ancestors(a)
+
+    def is_ancestor(self, a: str, b: str) -> bool:
+        return a in self.ancestors(b)
 
     def parents(self, a: str) -> frozenset[str]:
         return self._direct.get(a, frozenset())
@@ -791,10 +800,13 @@ class SetDetector:
             return SymptomSet([], [], ranking)
         p = cal.probability(x) if p is None else p
         order = sorted(range(len(cands)), key=lambda j: (-p[j], cands[j].id))
+        # a term whose own descendant on the same words also passes says less than it ("itchy" → Pruritus, "my eyes
+        # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered
+        vaguer = self._vaguer(order, cands, spans, p, threshold)
         chosen: list[int] = []
         rest: list[int] = []
         for j in order:
-            ok = p[j] >= threshold or len(chosen) < min_terms
+            ok = (p[j] >= threshold or len(chosen) < min_terms) and j not in vaguer
             if ok and self._compatible(j, chosen, cands, spans):
                 chosen.append(j)
             else:
@@ -841,6 +853,17 @@ class SetDetector:
         if self.lexicon is not None and span.normalised is not None:
             forms += self.lexicon.cluster(span.normalised, limit=len(self.lexicon))
         return [f for f in dict.fromkeys(forms) if len(f) >= 2]
+
+    def _vaguer(self, order: list[int], cands: list[_Candidate], spans: Sequence[Span], p: np.ndarray,
+                threshold: float) -> set[int]:
+        """The passing candidates with a passing descendant on the same or overlapping words."""
+        if self.hierarchy is None:
+            return set()
+        passing = [j for j in order if p[j] >= threshold]
+        return {a for a in passing for d in passing
+                if a != d and (cands[a].span_idx == cands[d].span_idx or _overlapping(spans, cands[a].span_idx,
+                                                                                     cands[d].span_idx))
+                and self.hierarchy.is_ancestor(cands[a].id, cands[d].id)}
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or

@@ -31,6 +31,10 @@ _ZH_NEG = ("否认", "没有", "不是", "没", "不", "无", "未", "非")
 _EN_NEG = {"no", "not", "without", "denies", "deny", "never", "nor", "none", "neither", "n't"}
 _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "burn", "swells", "swell", "bleeds",
                   "bleed", "throbs", "stings", "is", "are", "feels", "feel", "gets", "get"}
+# an adjective alone after a clause says how that same part is ("my eyes are red and itchy"); before a noun it
+# names its own part ("a rash and itchy eyes")
+_EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tender", "puffy", "watery", "tingly",
+                  "burning", "throbbing", "achy"}
 _EN_PERSON = (r"son|daughter|child|children|baby|kid|kids|toddler|infant|girl|boy|wife|husband|partner|mother|father|"
               r"mum|mom|dad|sister|brother|grandmother|grandfather|grandma|grandpa|granny")
 # an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
@@ -217,7 +221,9 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 continue
             # a bare predicate ("... swollen and hurts") says what, the clause before it says where
             words = inner.lower().split()
-            if words and words[0] in _EN_PREDICATES and len(words) <= 3 and prev is not None and not prev.negated:
+            bare = bool(words) and ((words[0] in _EN_PREDICATES and len(words) <= 3)
+                                    or (len(words) == 1 and words[0] in _EN_ADJECTIVES))
+            if bare and prev is not None and not prev.negated:
                 spans.append(Span(prev.start, d, text[prev.start:d], None, False, reading=True))
             spans.append(span)
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
