@@ -1045,7 +1045,8 @@ def span_lexicon(root: PathLike | None = None, lexicon: Any = None) -> Any:
     """The words a Chinese complaint is cut at: the DXY surface lexicon (``lexicon``, default the one mined from
     the visible dialogues under ``root``) plus the symptom chapter's short names of ICD-10 Beijing
     (:func:`symptom_names`: 恶心, 胃痛 …), each a word of its own, so that "胃疼恶心想吐" is not one piece read as
-    胃恶性肿瘤; ``None`` without DXY data (spans then come from clauses only). Either part missing leaves the other."""
+    胃恶性肿瘤; ``None`` without DXY data (spans then come from clauses only), the DXY words alone without the
+    ICD-10 Beijing vocabulary."""
     from medrank.pipelines.symptom.lexicon import dxy_lexicon
 
     if lexicon is None:
