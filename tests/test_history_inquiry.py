@@ -322,6 +322,32 @@ def test_english_helpers():
     assert EnglishDetector.clauses("her throat hurts") == ["her throat hurts"]  # a body part is what, not who
 
 
+def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_over():
+    import numpy as np
+
+    from medrank.pipelines.history.inquiry.findings import _circumstance_stems
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    assert _circumstance_stems("vomit after coughing") == {"coug"}
+    assert _circumstance_stems("a wheezing sound when you exhale") == {"exha"}
+    assert _circumstance_stems("a fever") == frozenset()
+
+    class Encoder:  # "vomiting" is nearer "vomit after coughing" than the plain evidence, as MiniLM has it
+        table = {"vomit after coughing": [1.0, 0.0], "vomited several times": [0.8, 0.6],
+                 "vomiting": [0.98, 0.199], "vomiting after coughing": [1.0, 0.0]}
+
+        def encode(self, texts, show_progress=False):
+            return np.asarray([self.table[t] for t in texts])
+
+    evidences = {"E_166": Evidence("E_166", "Do you vomit after coughing?", "B", "E_166", "", ()),
+                 "E_211": Evidence("E_211", "Have you vomited several times?", "B", "E_211", "", ())}
+    det = EnglishDetector(evidences, threshold=0.6, encoder=Encoder(), hpo=False)
+    sims = Encoder().encode(["vomiting"]) @ det.vectors.T
+    assert det.names[int(np.argmax(sims))] == "E_166"  # the nearest one, passed over
+    assert det.detect("vomiting") == [("E_211", "present")]
+    assert det.detect("vomiting after coughing") == [("E_166", "present")]
+
+
 # ------------------------------------------------------------------ real data
 
 

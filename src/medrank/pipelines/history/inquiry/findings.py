@@ -45,6 +45,8 @@ EN_SUBJECT = re.compile(r"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?
                         r"sister|brother))\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
+# the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale")
+EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(.*)$", re.IGNORECASE)
 ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
 ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
 
@@ -80,6 +82,8 @@ class EnglishDetector:
         self.encoder = encoder if encoder is not None else load_encoder("minilm")
         self.vectors = self.encoder.encode(self.descriptions, show_progress=False)
         self.threshold = threshold
+        #: per description, the stems of its circumstance's words (empty: none to check)
+        self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
 
     @staticmethod
     def clauses(text: str) -> list[str]:
@@ -101,15 +105,31 @@ class EnglishDetector:
         sims = self.encoder.encode([self.concept(p) for p in parts], show_progress=False) @ self.vectors.T
         found: dict[str, str] = {}
         for clause, row in zip(parts, sims, strict=True):
-            j = int(np.argmax(row))
-            if row[j] < self.threshold:
-                continue
-            value = ABSENT if EN_NEGATION.search(clause) else PRESENT
-            found.setdefault(self.names[j], value)
+            # an evidence about a circumstance the clause does not state ("vomit after coughing" for "vomiting") is
+            # passed over for the next nearest one
+            stems = {w[:4] for w in re.findall(r"[a-z]+", clause.lower())}
+            for j in np.argsort(-row):
+                if row[j] < self.threshold:
+                    break
+                if not self.circumstances[j] or self.circumstances[j] & stems:
+                    value = ABSENT if EN_NEGATION.search(clause) else PRESENT
+                    found.setdefault(self.names[j], value)
+                    break
         if pain:
             for name in {n for n, _ in pain}:
                 found.pop(name, None)  # the pain reader knows the location the nearest-question match does not
         return list(found.items()) + pain
+
+
+def _circumstance_stems(description: str) -> frozenset[str]:
+    """The first four letters of the words (four letters or more) of the circumstance a description names."""
+    m = EN_CIRCUMSTANCE.search(description)
+    if m is None:
+        return frozenset()
+    return frozenset(w[:4] for w in re.findall(r"[a-z]+", m.group(1).lower()) if len(w) >= 4 and w not in _FUNCTION)
+
+
+_FUNCTION = {"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while"}
 
 
 EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+)aches?\b", re.IGNORECASE)
