@@ -358,9 +358,12 @@ class SelfReportModel:
     def _ranked(self, row: np.ndarray) -> list[int]:
         return sorted(range(len(self.names)), key=lambda j: (-row[j], self.names[j]))
 
+    def _ranking(self, row: np.ndarray, order: Sequence[int]) -> list[tuple[str, float]]:
+        return [(self.names[j], round(float(row[j]), 6)) for j in order]
+
     def rankings(self, texts: Sequence[str]) -> list[list[tuple[str, float]]]:
         """Every name of each text, most probable first, with its probability."""
-        return [[(self.names[j], round(float(row[j]), 6)) for j in self._ranked(row)] for row in self.probabilities(texts)]
+        return [self._ranking(row, self._ranked(row)) for row in self.probabilities(texts)]
 
     def detect_many(self, texts: Sequence[str]) -> list[SymptomSet]:
         out = []
@@ -373,7 +376,7 @@ class SelfReportModel:
             terms = [DetectedTerm(self.names[j], self.names[j], round(float(row[j]), 4), spans.get(self.names[j]))
                      for j in order]
             chosen = [t for t in terms if t.probability >= self.threshold]
-            ranking = tuple((self.names[j], round(float(row[j]), 6)) for j in order)
+            ranking = tuple(self._ranking(row, order))
             out.append(SymptomSet(chosen, terms[len(chosen):len(chosen) + self.max_alternatives], ranking))
         return out
 

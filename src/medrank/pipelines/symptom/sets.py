@@ -26,6 +26,7 @@ The calibration is plain numbers (JSON), never a pickle.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -519,7 +520,7 @@ class SetDetector:
         kwargs.setdefault("language", getattr(kb.info, "language", None))
         kwargs.setdefault("name", getattr(kb.info, "name", ""))
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
-            kwargs["lexicon"] = _default_lexicon()
+            kwargs["lexicon"] = span_lexicon()
         return cls(kb.backend.search, {cid: c.name for cid, c in kb.concepts.items()}, calibration=calibration,
                    **kwargs)
 
@@ -560,7 +561,7 @@ class SetDetector:
         kwargs.setdefault("name", f"{Path(run_dir).name}:{candidates}")
         kwargs.setdefault("memory", run_memory(run_dir))
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
-            kwargs["lexicon"] = _default_lexicon()
+            kwargs["lexicon"] = span_lexicon()
         return cls.from_retriever(retriever, calibration=calibration, **kwargs)
 
     # -- candidates --------------------------------------------------------------------------------
@@ -1054,14 +1055,16 @@ def span_lexicon(root: PathLike | None = None, lexicon: Any = None) -> Any:
             lexicon = dxy_lexicon(root)
         except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
             return None
+    names = _vocabulary_symptom_names(None if root is None else str(root))
+    return lexicon.with_names(names) if names else lexicon
+
+
+@functools.cache
+def _vocabulary_symptom_names(root: str | None) -> tuple[str, ...]:
+    """:func:`symptom_names` of the ICD-10 Beijing vocabulary under ``root`` (read once per root); none without it."""
+    from medrank.retrieval.concept_data import load_candidates
+
     try:
-        from medrank.retrieval.concept_data import load_candidates
-
-        names = symptom_names(load_candidates("chip-cdn", "vocab", root=root))
+        return tuple(symptom_names(load_candidates("chip-cdn", "vocab", root=root)))
     except (OSError, ValueError):  # no ICD-10 Beijing vocabulary here: the DXY words alone
-        return lexicon
-    return lexicon.with_names(names)
-
-
-def _default_lexicon() -> Any:
-    return span_lexicon()
+        return ()

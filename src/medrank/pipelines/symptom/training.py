@@ -60,22 +60,16 @@ def make_trainer(task: Any, cfg: SymptomConfig, output_dir: Path) -> Trainer:
     )
 
 
-def _chinese_lexicon(data_root: str | None) -> Any:
-    from medrank.pipelines.symptom.sets import span_lexicon
-
-    return span_lexicon(data_root)
-
-
 def write_training_memory(train_set: Any, run_dir: Path, data_root: str | None = None) -> Any:
     """The :class:`.memory.TrainingMemory` of the texts a Chinese run was trained on, cut into clauses as the set
     detector cuts complaints, saved as ``run_dir/sets-memory.json``; ``None`` for an English dataset or no texts."""
-    from medrank.pipelines.symptom.sets import MEMORY_FILE, SetDetector
+    from medrank.pipelines.symptom.sets import MEMORY_FILE, SetDetector, span_lexicon
     from medrank.pipelines.symptom.spans import is_chinese
 
     texts = [q.text for q in train_set.queries]
     if not texts or not is_chinese("".join(texts[:50])):
         return None
-    cutter = SetDetector(lambda queries, k: [], {}, language="zh", lexicon=_chinese_lexicon(data_root))  # never searches
+    cutter = SetDetector(lambda queries, k: [], {}, language="zh", lexicon=span_lexicon(data_root))  # never searches
     memory = cutter.memorise(texts, [set(train_set.qrels.relevant(q.id)) for q in train_set.queries])
     memory.save(run_dir / MEMORY_FILE)
     return memory
@@ -96,9 +90,9 @@ def fit_set_decision(retriever: Any, eval_set: Any, path: Path, data_root: str |
     if not texts or not is_chinese("".join(texts[:50])):
         return None
     gold = [set(eval_set.qrels.relevant(q.id)) for q in eval_set.queries]
-    from medrank.pipelines.symptom.sets import SetDetector
+    from medrank.pipelines.symptom.sets import SetDetector, span_lexicon
 
-    detector = SetDetector.from_retriever(retriever, language="zh", lexicon=_chinese_lexicon(data_root), memory=memory)
+    detector = SetDetector.from_retriever(retriever, language="zh", lexicon=span_lexicon(data_root), memory=memory)
     t0 = time.perf_counter()
     try:
         calibration = detector.fit(texts, gold)

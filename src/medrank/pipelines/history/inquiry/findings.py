@@ -121,15 +121,16 @@ class EnglishDetector:
         return list(found.items()) + pain
 
 
+#: words of a circumstance that say nothing about it
+_FUNCTION = {"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while"}
+
+
 def _circumstance_stems(description: str) -> frozenset[str]:
     """The first four letters of the words (four letters or more) of the circumstance a description names."""
     m = EN_CIRCUMSTANCE.search(description)
     if m is None:
         return frozenset()
     return frozenset(w[:4] for w in re.findall(r"[a-z]+", m.group(1).lower()) if len(w) >= 4 and w not in _FUNCTION)
-
-
-_FUNCTION = {"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while"}
 
 
 EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+)aches?\b", re.IGNORECASE)
