@@ -103,7 +103,14 @@ def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone()
     # "after a meal" alone would find Postprandial fullness
     assert spans("low blood sugar after a meal") == [("low blood sugar", False, False),
                                                      ("low blood sugar after a meal", False, True)]
-    assert spans("it hurts when I swallow") == [("hurts", False, False), ("hurts when I swallow", False, True)]
+    # one word of sensation says neither what nor where: it and its circumstance are one piece ("burning" alone
+    # would find Burning mouth)
+    assert spans("it hurts when I swallow") == [("hurts when I swallow", False, False)]
+    assert spans("burning when I pee") == [("burning when I pee", False, False)]
+    assert [s.circumstance for s in find_spans("burning when I pee", language="en")] == ["when I pee"]
+    assert spans("my knee is swollen and hurts when I walk") == [
+        ("my knee is swollen", False, False), ("my knee is swollen and hurts", False, True),
+        ("hurts when I walk", False, False)]
     assert spans("no pain when I swallow") == [("no pain", True, False), ("no pain when I swallow", True, True)]
     # nothing before it to qualify, or a comma between: its own clause, as before
     assert spans("when I walk my knee hurts") == [("when I walk my knee hurts", False, False)]
@@ -114,6 +121,17 @@ def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone()
 def test_english_spans_leave_out_who_and_when() -> None:
     def spans(text: str) -> list[tuple[str, bool]]:
         return [(s.text, s.negated) for s in find_spans(text, language="en")]
+
+    # with one word left, "feel" is half of what is said: "sick" alone reads as ill, "feel sick" as nauseous
+    assert spans("I feel sick") == [("feel sick", False)]
+    assert spans("she felt really sick") == [("felt really sick", False)]
+    assert spans("I feel dizzy and tired") == [("feel dizzy", False), ("tired", False)]
+    assert spans("I don't feel sick") == [("feel sick", True)]
+    # a clause with its own subject is no bare predicate of the clause before it
+    assert [(s.text, s.reading) for s in find_spans("my stomach hurts and I feel sick", language="en")] == [
+        ("my stomach hurts", False), ("feel sick", False)]
+    assert [(s.text, s.reading) for s in find_spans("my knee is swollen and feels warm", language="en")] == [
+        ("my knee is swollen", False), ("my knee is swollen and feels warm", True), ("feels warm", False)]
 
     assert spans("headache and fever for two days") == [("headache", False), ("fever", False)]
     assert spans("I have a headache and fever since yesterday") == [("headache", False), ("fever", False)]
@@ -322,6 +340,7 @@ EN_HITS = {  # query → [(id, cosine)]
     "sore throat": [("H5", 0.90), ("H6", 0.55)],
     "hurts": [("H3", 0.60)],
     "hurts when I swallow": [("H5", 0.80), ("H3", 0.50)],
+    "sore throat when I swallow": [("H5", 0.85), ("H3", 0.50)],
 }
 
 
@@ -337,14 +356,24 @@ def _en_detector(**kw) -> SetDetector:
 
 
 def test_a_reading_span_is_searched_but_adds_no_vote_and_no_piece() -> None:
-    # "hurts when I swallow" re-reads "hurts": the complaint still has one piece, and H3 one vote of two queries
-    # (the piece and the whole text), as the calibration's complaints count them
-    spans, cands, x, _ = _en_detector()._candidates_many(["it hurts when I swallow"])[0]
-    assert [(s.text, s.reading) for s in spans] == [("hurts", False), ("hurts when I swallow", True)]
+    # "sore throat when I swallow" re-reads "sore throat": the complaint still has one piece, and H5 one vote of two
+    # queries (the piece and the whole text), as the calibration's complaints count them
+    spans, cands, x, _ = _en_detector()._candidates_many(["I have a sore throat when I swallow"])[0]
+    assert [(s.text, s.reading) for s in spans] == [("sore throat", False), ("sore throat when I swallow", True)]
     row = {c.id: dict(zip(FEATURES, x[j], strict=True)) for j, c in enumerate(cands)}
-    assert row["H3"]["n_spans"] == pytest.approx(math.log1p(1))
-    assert row["H3"]["votes"] == pytest.approx(1 / 2)
-    assert row["H5"]["votes"] == 0.0 and row["H5"]["span_score"] == pytest.approx(0.80)  # found by the reading alone
+    assert row["H5"]["n_spans"] == pytest.approx(math.log1p(1))
+    assert row["H5"]["votes"] == pytest.approx(1 / 2)
+    assert row["H3"]["votes"] == 0.0 and row["H3"]["span_score"] == pytest.approx(0.50)  # found by the reading alone
+
+
+def test_a_word_of_sensation_and_its_circumstance_are_one_piece() -> None:
+    # "hurts" is not searched alone (it would find H3); "hurts when I swallow" is the complaint's one piece
+    spans, cands, x, _ = _en_detector()._candidates_many(["it hurts when I swallow"])[0]
+    assert [(s.text, s.reading) for s in spans] == [("hurts when I swallow", False)]
+    row = {c.id: dict(zip(FEATURES, x[j], strict=True)) for j, c in enumerate(cands)}
+    assert row["H5"]["n_spans"] == pytest.approx(math.log1p(1))
+    assert row["H5"]["votes"] == pytest.approx(1 / 2) and row["H5"]["span_score"] == pytest.approx(0.80)
+    assert row["H3"]["span_score"] == pytest.approx(0.50)
 
 
 def test_a_term_the_circumstance_alone_explains_is_not_offered_by_its_reading() -> None:

@@ -47,6 +47,13 @@ LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "fr": "French", "de": "Germa
                   "pl": "Polish", "tr": "Turkish", "sv": "Swedish", "uk": "Ukrainian", "el": "Greek", "he": "Hebrew",
                   "hi": "Hindi", "vi": "Vietnamese", "id": "Indonesian", "none": "no language (no letters)"}
 SERVED = ("en", "zh")
+#: English nouns of a person a complaint may be about ("my little girl has …"): the symptom spans and the
+#: inquiry's findings both leave such a subject out of what they search
+EN_PERSON_NOUNS = ("son", "daughter", "child", "children", "baby", "kid", "kids", "toddler", "infant", "girl", "boy",
+                   "wife", "husband", "partner", "mother", "father", "mum", "mom", "dad", "sister", "brother",
+                   "grandmother", "grandfather", "grandma", "grandpa", "granny")
+#: :data:`EN_PERSON_NOUNS` as a regular-expression alternation
+EN_PERSON = "|".join(EN_PERSON_NOUNS)
 #: how many times more likely English is taken to be a priori than the identifier's uniform prior says (chosen on
 #: short English symptom names and French / German complaints, `tests/test_text.py` holds examples of both)
 ENGLISH_PRIOR = 10.0

@@ -18,9 +18,9 @@ when I swallow", "low blood sugar after a meal"), never alone ("after a meal" al
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from medrank.text import HANGUL, KANA, mostly_han
+from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han
 
 # punctuation (ASCII and full-width) that ends a clause
 _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
@@ -35,15 +35,13 @@ _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "
 # names its own part ("a rash and itchy eyes")
 _EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tender", "puffy", "watery", "tingly",
                   "burning", "throbbing", "achy"}
-_EN_PERSON = (r"son|daughter|child|children|baby|kid|kids|toddler|infant|girl|boy|wife|husband|partner|mother|father|"
-              r"mum|mom|dad|sister|brother|grandmother|grandfather|grandma|grandpa|granny")
 # an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
 # a body part stays ("my head hurts"): only a person, with up to two words before it ("my little girl", "our
 # 3-year-old son"), is a subject
 _EN_LEAD = re.compile(
     r"^(?:(?:now|recently|lately|suddenly|today|yesterday|tonight|then|(?:this|last)\s+(?:morning|night|evening|week))"
     r",?\s+)*"
-    rf"(?:(?:i|we|he|she|they|it|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{_EN_PERSON}))"
+    rf"(?:(?:i|we|he|she|they|it|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
     r"(?:'ve|'m|'s|'d)?\s+)?"
     r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
     r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s|do|does|did|not|don't|"
@@ -100,6 +98,8 @@ _EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
 # what may part a subordinate clause from the clause it qualifies: a space only (after a comma it may qualify the
 # whole complaint: "a cough and a fever, especially at night")
 _SUB_GAP = re.compile(r"^\s*$")
+_EN_FEEL = re.compile(r"\bfe(?:el|els|lt)\b", re.I)
+_EN_SUBJECT = re.compile(rf"\b(?:i|we|he|she|they|{EN_PERSON})\b", re.I)
 
 
 def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
@@ -169,8 +169,18 @@ def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
 def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
     m = _EN_LEAD.match(text[a:b])
     if m and m.end() < b - a:
+        feel = list(_EN_FEEL.finditer(text, a, a + m.end()))
+        if feel and len(text[a + m.end():b].split()) == 1:
+            # "I feel sick": with one word left the verb is half of what is said ("sick" alone reads as ill)
+            return feel[-1].start(), b
         return a + m.end(), b
     return a, b
+
+
+def _sensation_only(span: Span) -> bool:
+    """One word that says how something feels but not what or where ("burning", "hurts", "itchy")."""
+    words = span.text.lower().split()
+    return len(words) == 1 and (words[0] in _EN_PREDICATES or words[0] in _EN_ADJECTIVES)
 
 
 def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
@@ -216,13 +226,20 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             prev = spans[-1] if spans else None
             if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
                 # the circumstance of the clause before it: read with that clause, which keeps its own span too
-                # ("no pain when I swallow": the negation covers both)
-                spans.append(Span(prev.start, d, text[prev.start:d], None, prev.negated, reading=True, circumstance=inner))
+                # ("no pain when I swallow": the negation covers both) unless that clause is one word of sensation
+                # ("burning when I pee": "burning" alone names Burning mouth); then the two are one piece
+                joined = Span(prev.start, d, text[prev.start:d], None, prev.negated, reading=True, circumstance=inner)
+                if not prev.reading and _sensation_only(prev):
+                    spans[-1] = replace(joined, reading=False)
+                else:
+                    spans.append(joined)
                 continue
             # a bare predicate ("... swollen and hurts") says what, the clause before it says where
             words = inner.lower().split()
             bare = bool(words) and ((words[0] in _EN_PREDICATES and len(words) <= 3)
                                     or (len(words) == 1 and words[0] in _EN_ADJECTIVES))
+            # ... unless the clause names its own subject ("... and I feel sick")
+            bare = bare and _EN_SUBJECT.search(text[a:c]) is None
             if bare and prev is not None and not prev.negated:
                 spans.append(Span(prev.start, d, text[prev.start:d], None, False, reading=True))
             spans.append(span)

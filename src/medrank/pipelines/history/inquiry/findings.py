@@ -31,6 +31,7 @@ import numpy as np
 
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT
+from medrank.text import EN_PERSON
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
                          r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
@@ -40,9 +41,8 @@ EN_OPENING = re.compile(
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
     re.IGNORECASE)
 # who: "I", "she", or a person with a word or two before it ("my little girl", "our 3-year-old son")
-EN_SUBJECT = re.compile(r"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){0,2}?(?:child|children|son|"
-                        r"daughter|baby|kid|kids|toddler|infant|girl|boy|wife|husband|partner|mother|father|mum|mom|dad|"
-                        r"sister|brother))\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
+EN_SUBJECT = re.compile(rf"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
+                        r"\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
 # the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale")
