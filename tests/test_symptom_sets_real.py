@@ -217,3 +217,16 @@ def test_the_more_specific_term_on_the_same_words_is_decided() -> None:
     decided = {t.name for t in got.terms}
     assert "Ocular pruritus" in decided and "Pruritus" not in decided, decided
     assert "Pruritus" in {t.name for t in got.alternatives}
+
+
+def test_a_word_of_sensation_is_read_with_what_it_is_about() -> None:
+    # "I feel sick" is nausea, not illness ("sick" alone found Fever); "burning" alone found Burning mouth
+    sick = _english_run().detect("I feel sick")
+    assert [t.name for t in sick.terms] == ["Nausea"], [t.name for t in sick.terms]
+    pee = [t.name for t in _english_run().detect("burning when I pee").terms]
+    assert pee == ["Dysuria"], pee
+    swallow = [t.name for t in _english_run().detect("it hurts when I swallow").terms]
+    assert swallow == ["Odynophagia"], swallow
+    stomach = _english_run().detect("my stomach hurts and I feel sick")
+    assert [t.name for t in stomach.terms][:1] == ["Abdominal pain"]
+    assert "Nausea" in [t.name for t in stomach.terms + stomach.alternatives[:1]]
