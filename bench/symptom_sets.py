@@ -322,6 +322,11 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                                          language="en", hierarchy=hier, name="hpo")
     cal_texts, cal_gold = compose_complaints(cal_terms, hier, rng, 400)
     test_texts, test_gold = compose_complaints(test_terms, hier, rng, 300)
+    # one-symptom complaints (own generators: the complaints above stay the same): 300 from the test terms are a
+    # second test; 100 from the calibration terms, added to the calibration, are an ablation (ensemble runs' rows)
+    one_texts, one_gold = compose_complaints(test_terms, hier, random.Random(SEED + 2), 300, one_term=True)
+    one_cal_texts, one_cal_gold = compose_complaints(cal_terms, hier, random.Random(SEED + 3), 100, one_term=True)
+    one_term: dict[str, Any] = {}
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
@@ -330,6 +335,8 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
+    one_term["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(
+        set_prf([{t.id for t in s.terms} for s in det.detect_many(one_texts)], one_gold))
     # each term's definition as one more index entry (calibration and test indexes alike)
     det_d = SetDetector.from_retriever(retriever("hpo-heldout-hybrid-minilm", reduced, "hybrid", "minilm", "en", True),
                                        language="en", hierarchy=hier, name="hpo")
@@ -353,7 +360,8 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
         run_config = json.loads((en_run / "config.json").read_text(encoding="utf-8"))
         if run_config.get("task") == "symptom-ensemble":
             ensemble_rows(systems, en_run, run_config, reduced, cal_concepts, concepts, hier, cal_texts, cal_gold,
-                          test_texts, test_gold)
+                          test_texts, test_gold, one_term=(one_term, one_texts, one_gold, cal_texts + one_cal_texts,
+                                                           cal_gold + one_cal_gold))
             continue
         dataset = run_config.get("dataset", "")
         defs = bool(run_config.get("use_definitions", False))  # the run trained with (and serves) definitions
@@ -397,6 +405,8 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     overlapping = {name: sum(has_overlapping_spans(find_spans(t, None, "en")) for t in texts)
                    for name, texts in (("calibration", cal_texts), ("test", test_texts))}
     out["en"] = {"synthetic": True, "n_test": len(test_texts), "n_calibration": len(cal_texts),
+                 "n_test_one_term": len(one_texts),
+                 "one_term": one_term, "one_term_examples": one_texts[:5],
                  "complaints_with_overlapping_spans": overlapping,
                  "calibration_terms_in_index": len(in_index),
                  "held_out_synonyms": sum(len(v) for v in held.values()), "examples": test_texts[:5],
@@ -407,10 +417,13 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
 
 def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, Any], reduced: Any, cal_concepts: Any,
                   concepts: Any, hier: Any, cal_texts: list[str], cal_gold: list[set[str]], test_texts: list[str],
-                  test_gold: list[set[str]]) -> None:
+                  test_gold: list[set[str]], one_term: tuple[Any, ...] | None = None) -> None:
     """Rows of an ensemble run (``task: symptom-ensemble``): the mean of its members' cosines over the same indexes
     as a single run's rows (each member's entries encoded once and cached), with the bench's calibration and with
-    the ensemble's own (``RUN/sets-hpo.json``, as served)."""
+    the ensemble's own (``RUN/sets-hpo.json``, as served). ``one_term``: (its rows, the one-symptom test complaints
+    and their gold, the calibration complaints with one-symptom ones added and their gold): the one-symptom test read
+    with the bench's calibration, with that calibration fitted with one-symptom complaints too, and as served; and
+    the main test with the latter."""
     members = [Path(m) for m in run_config["members"]]
     weights = run_config.get("weights") or [1.0] * len(members)
     depth = int(run_config.get("depth", 100))
@@ -439,6 +452,18 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
     det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
     preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
     systems[f"set detector, {label} + spans + calibration + per-span rule"] = pct(set_prf(preds, test_gold))
+    if one_term is not None:
+        rows, one_texts, one_gold, more_cal_texts, more_cal_gold = one_term
+        rows[f"set detector, {label}, the bench's calibration"] = pct(
+            set_prf([{t.id for t in s.terms} for s in det_t.detect_many(one_texts)], one_gold))
+        plain = det_t.calibration
+        det_t.calibration = det_c.fit(more_cal_texts, more_cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
+        more = f"the bench's calibration with {len(more_cal_texts) - len(cal_texts)} one-symptom complaints added"
+        rows[f"set detector, {label}, {more}"] = pct(
+            set_prf([{t.id for t in s.terms} for s in det_t.detect_many(one_texts)], one_gold))
+        systems[f"set detector, {label} + spans + {more}"] = pct(
+            set_prf([{t.id for t in s.terms} for s in det_t.detect_many(test_texts)], test_gold))
+        det_t.calibration = plain
     own = en_run / "sets-hpo.json"
     if own.exists():
         for searched, row in (
@@ -448,6 +473,9 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
             det_o.calibration = SetCalibration.load(own)
             preds = [{t.id for t in s.terms} for s in det_o.detect_many(test_texts)]
             systems[row] = pct(set_prf(preds, test_gold))
+            if one_term is not None and searched is heldout:
+                one_term[0][f"set detector, {label}, the run's own calibration (sets-hpo.json, as served)"] = pct(
+                    set_prf([{t.id for t in s.terms} for s in det_o.detect_many(one_term[1])], one_term[2]))
         # as the service runs it: each member's queries on the fastest ONNX Runtime form that agrees with torch (the
         # entry vectors stay the torch ones), exact search; the held-out index is not searched the bench's way again
         for part, m in zip(heldout.index.components, members, strict=True):
@@ -684,6 +712,12 @@ def markdown(out: dict[str, Any]) -> str:
                       "search the same test complaints against every HPO name and synonym, theirs included, as the "
                       "service does. \"The run's own calibration\": `sets-hpo.json`, fitted by `medrank train` on its "
                       "validation terms the same way (`medrank.pipelines.symptom.synthetic`)."]
+        if e.get("one_term"):
+            lines += ["", f"One-symptom complaints ({e['n_test_one_term']} complaints of one held-out layperson synonym "
+                      "each, of the same test terms: \"I have a runny nose\"; the calibrations are those of the table "
+                      "above, fitted on complaints of 2–3 terms, unless the row says otherwise):", "",
+                      "| system | P | R | **F1** |", "|---|---|---|---|"]
+            lines += [f"| {n} | {r['precision']} | {r['recall']} | **{r['f1']}** |" for n, r in e["one_term"].items()]
         lines.append("")
     if "icd10cm" in out:
         e = out["icd10cm"]

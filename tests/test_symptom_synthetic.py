@@ -83,6 +83,18 @@ def test_complaints_name_two_or_three_unrelated_terms_through_their_layperson_sy
     assert compose_complaints(pool, PairHierarchy(related), random.Random(3), 40) == (texts, gold)
 
 
+def test_one_term_complaints_name_one_term_and_leave_the_other_draws_alone() -> None:
+    pool = terms()
+    texts, gold = compose_complaints(pool, NoHierarchy(), random.Random(5), 30, one_term=True)
+    by_id = {c.id: c for c in pool}
+    assert all(len(ids) == 1 for ids in gold)
+    for text, ids in zip(texts, gold, strict=True):
+        (i,) = ids
+        assert any(s.lower() in text for s in by_id[i].meta["layperson"]), (text, i)
+    assert any(t in {s.lower() for c in pool for s in c.meta["layperson"]} for t in texts)  # the bare "{a}" form
+    assert compose_complaints(pool, NoHierarchy(), random.Random(5), 30, one_term=True) == (texts, gold)
+
+
 def test_an_acronym_keeps_its_capitals_and_a_phrase_starts_lower_case() -> None:
     pool = [Concept("HP:1", "A", ("ADHD",), meta={"layperson": ("ADHD",)}),
             Concept("HP:2", "B", ("Runny nose",), meta={"layperson": ("Runny nose",)}),

@@ -2,7 +2,8 @@
 
 No labelled English complaint corpus exists offline, so English set detection is checked and calibrated on
 complaints composed from 2–3 layperson synonyms of HPO terms ("I have a runny nose and a sore throat"), never
-two terms on one is-a path. A composed complaint is a synthetic check, not patient text.
+two terms on one is-a path. A composed complaint is a synthetic check, not patient text. Complaints of one
+synonym ("I have a runny nose", ``one_term``) are a second check: a patient often names one symptom.
 
 :func:`fit_layperson_sets` fits the set decision a trained English run serves (``RUN/sets-hpo.json`` over
 ``RUN/index-hpo``, every HPO name and synonym). A served complaint may use a phrase the index holds word for
@@ -36,21 +37,24 @@ TEMPLATES = (
     "I have {a} and {b}", "{a}, {b} and {c}", "my son has {a} with {b}", "I've had {a} for two days, also {b}",
     "{a} and {b}", "I have been having {a}, {b} and {c}", "she has {a} and {b}",
 )
+#: a complaint that names one symptom ("I feel sick")
+ONE_TERM_TEMPLATES = ("I have {a}", "{a}", "my daughter has {a}", "I've had {a} for a week", "she has {a}")
 #: complaints the served calibration is fitted on
 CALIBRATION_COMPLAINTS = 600
 
 
-def compose_complaints(terms: Sequence[Concept], hierarchy: Any, rng: random.Random,
-                       n: int) -> tuple[list[str], list[set[str]]]:
-    """``n`` complaints, each 2–3 layperson synonyms (``meta["layperson"]``) of distinct ``terms`` in a template,
-    and each one's gold term ids; a draw holding two terms related by is-a (``hierarchy.related``) is skipped."""
+def compose_complaints(terms: Sequence[Concept], hierarchy: Any, rng: random.Random, n: int,
+                       one_term: bool = False) -> tuple[list[str], list[set[str]]]:
+    """``n`` complaints, each 2–3 layperson synonyms (``meta["layperson"]``) of distinct ``terms`` in a template
+    (``one_term``: one synonym, :data:`ONE_TERM_TEMPLATES`), and each one's gold term ids; a draw holding two terms
+    related by is-a (``hierarchy.related``) is skipped."""
     if len(terms) < 3:
         raise ValueError(f"composing complaints needs at least 3 terms with layperson synonyms, got {len(terms)}")
     texts: list[str] = []
     gold: list[set[str]] = []
     while len(texts) < n:
-        template = rng.choice(TEMPLATES)
-        pick = rng.sample(list(terms), 3 if "{c}" in template else 2)
+        template = rng.choice(ONE_TERM_TEMPLATES if one_term else TEMPLATES)
+        pick = rng.sample(list(terms), 1 if one_term else 3 if "{c}" in template else 2)
         ids = [c.id for c in pick]
         if hierarchy is not None and any(hierarchy.related(x, y) for i, x in enumerate(ids) for y in ids[i + 1:]):
             continue
