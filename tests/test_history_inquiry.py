@@ -418,3 +418,16 @@ def test_pain_reader_takes_locations_from_the_evidence_labels():
     assert reader.detect(["my knee is swollen", "hurts when I walk"]) == knee
     assert reader.detect(["my knee is swollen", "a fever", "hurts when I walk"]) == [("E_53", "present")]
     assert reader.detect(["no swelling of the knee", "hurts when I walk"]) == [("E_53", "present")]
+
+
+def test_a_categorical_member_of_a_group_is_asked_by_its_values_only():
+    variables = dict(_toy_model().variables)
+    variables["AL"] = Variable("AL", "M", "A", values=("nowhere", "head", "knee"), default="nowhere",
+                               probs=np.array([[0.2, 0.5, 0.3], [0.2, 0.3, 0.5]]))
+    model = NaiveBayes(["c0", "c1"], np.log([0.5, 0.5]), variables)
+    eng = InquiryEngine("en", model, {n: n for n in variables}, {"c0": "Zero", "c1": "One"},
+                        Calibration(threshold=0.85, budget=3, cutoff=0.05))
+    # AL is asked only once A is present: its answer is where, not yes / no
+    assert eng.asks_which("AL")
+    # a binary member (A2), a main categorical (K) and a main multi-choice finding (M) may be answered yes / no
+    assert not any(eng.asks_which(n) for n in ("A", "A2", "K", "M", "unknown"))

@@ -100,7 +100,7 @@ def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry
     c = _client(inquiry_services)
     body = c.post("/next-questions", json={"dialogue": [_patient("I have a headache")], "k": 3}).json()
     assert body["engine"] == "question-bank" and body["findings"] == [] and body["should_stop"] is None
-    assert len(body["results"]) == 3 and all(q["finding"] is None for q in body["results"])
+    assert len(body["results"]) == 3 and all(q["finding"] is None and not q["choice_only"] for q in body["results"])
     # given candidates are ranked by the bank too (the engine asks about findings, not given texts)
     body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧")], "candidates": ["咳嗽吗？", "拉肚子吗？"]}).json()
     assert body["engine"] == "question-bank"
@@ -111,6 +111,9 @@ def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry
     by_name = {q["finding"]: q for q in body["results"]}
     assert "E_53" not in by_name and "E_55" in by_name  # the location follows once pain is present
     assert by_name["E_55"]["options"][1] == {"value": "V_29", "label": "lower chest"}
+    # pain is known: "Do you feel pain somewhere?" asks where, a yes / no answer would say nothing
+    assert by_name["E_55"]["choice_only"] is True
+    assert not any(q["choice_only"] for q in body["results"] if not q["options"])
     assert body["findings"] == [{"name": "E_53", "label": "pain somewhere", "value": "present", "value_label": "yes",
                                  "source": "question:E_53"}]
 

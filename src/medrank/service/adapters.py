@@ -615,7 +615,8 @@ class Inquiry:
     def question(self, engine: Any, q: Any) -> dict[str, Any]:
         return {"id": q.finding, "finding": q.finding, "label": engine.finding_description(q.finding), "text": q.text,
                 "score": round(float(q.score), 6), "options": [{"value": v, "label": label}
-                                                               for v, label in engine.finding_options(q.finding)]}
+                                                               for v, label in engine.finding_options(q.finding)],
+                "choice_only": engine.asks_which(q.finding)}
 
     def info(self) -> dict[str, Any]:
         return {lang: {"engine": e.name, "findings": len(e.finding_names()), "conditions": len(e.model.conditions),
@@ -654,7 +655,8 @@ class NextQuestionService:
         except NoQuestionBankError as exc:
             raise UnavailableError(str(exc)) from None
         return {**out, "engine": "question-bank", "findings": [], "should_stop": None,
-                "results": [{**r, "finding": None, "label": None, "options": []} for r in out["results"]]}
+                "results": [{**r, "finding": None, "label": None, "options": [], "choice_only": False}
+                            for r in out["results"]]}
 
     @staticmethod
     def _engine_answer(inquiry: Inquiry, engine: Any, dialogue: Sequence[dict[str, str]], established: list[Any],

@@ -185,7 +185,10 @@ class QuestionResult(BaseModel):
                                                   "a question-bank question.")
     label: str | None = Field(None, description="What that finding is, in a few words.")
     options: list[Option] = Field([], description="The answers of a categorical / multi-choice finding (yes / no / "
-                                                  "not sure fit every question).")
+                                                  "not sure fit every question but a choice_only one).")
+    choice_only: bool = Field(False, description="The answer is one of the options, not yes / no: the finding "
+                                                 "details a main finding already present (where the pain is, once "
+                                                 "pain is established).")
 
 
 class FindingState(BaseModel):

@@ -257,7 +257,8 @@ function findingQuestion(q, i, language) {
     });
   };
   const choices = q.options && q.options.length ? q.options : [];
-  const yesNo = !choices.length || (YES_NO[language] || YES_NO.en).test(q.text);
+  // a question that details a finding already present ("Do you feel pain somewhere?" once pain is known) asks which
+  const yesNo = !choices.length || (!q.choice_only && (YES_NO[language] || YES_NO.en).test(q.text));
   const kinds = yesNo ? [["present", "Yes"], ["absent", "No"], ["unsure", "Not sure"]] : [["unsure", "Not sure"]];
   const buttons = kinds.map(([value, text]) => {
     const b = el("button", { type: "button", class: "secondary", "data-value": value, text, "aria-label": `${text}: ${q.text}` });

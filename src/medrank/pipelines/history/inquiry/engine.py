@@ -134,6 +134,13 @@ class InquiryEngine:
         meanings = self.value_meanings.get(name, {})
         return [(v, meanings.get(v, v)) for v in var.values]
 
+    def asks_which(self, name: str) -> bool:
+        """Whether the finding's answer is one of its values, never yes / no: a categorical or multi-choice member
+        of a question group, asked only once the group's main finding is present ("Do you feel pain somewhere?"
+        after pain is established asks where)."""
+        var = self.model.variables.get(name)
+        return var is not None and var.kind != "B" and var.group != var.name
+
     def value_label(self, name: str, value: str) -> str:
         """A finding's value as a person reads it: yes / no / not sure, or the meaning of a value code."""
         plain = {PRESENT: "yes", ABSENT: "no", UNSURE: "not sure"}
