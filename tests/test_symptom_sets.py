@@ -91,9 +91,15 @@ def test_english_clauses_and_bare_predicates() -> None:
     readings = {s.text: s.reading for s in find_spans(text)}
     assert readings["my knee is swollen and hurts"] and not readings["my knee is swollen"]
     # an adjective alone says how the part before it is; before a noun it names a part of its own
-    eyes = {s.text: s.reading for s in find_spans("my eyes are red and itchy")}
-    assert eyes == {"my eyes are red": False, "my eyes are red and itchy": True, "itchy": False}
+    eyes = "my eyes are red and itchy"
+    got = [(s.text, eyes[s.start:s.end], s.reading) for s in find_spans(eyes)]
+    # ... and is searched with the subject it shares, covering its own words
+    assert got == [("my eyes are red", "my eyes are red", False), (eyes, eyes, True), ("my eyes are itchy", "itchy", False)]
     assert [s.text for s in find_spans("a rash and itchy eyes")] == ["rash", "itchy eyes"]
+    # its own verb comes along; a clause that opens with no body part shares nothing
+    assert [s.text for s in find_spans("my left knee hurts and is swollen")][-1] == "my left knee is swollen"
+    assert [s.text for s in find_spans("my knee is swollen and now hurts")][-1] == "hurts"  # a verb of pain: alone
+    assert [s.text for s in find_spans("my son has a rash and itchy")] == ["rash", "rash and itchy", "itchy"]
 
 
 def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone() -> None:
@@ -111,6 +117,10 @@ def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone()
     assert spans("my knee is swollen and hurts when I walk") == [
         ("my knee is swollen", False, False), ("my knee is swollen and hurts", False, True),
         ("hurts when I walk", False, False)]
+    # a bare predicate with its shared subject is read with its circumstance like any clause
+    assert spans("my knee hurts and is stiff when I wake up") == [
+        ("my knee hurts", False, False), ("my knee hurts and is stiff", False, True),
+        ("my knee is stiff", False, False), ("my knee is stiff when I wake up", False, True)]
     assert spans("no pain when I swallow") == [("no pain", True, False), ("no pain when I swallow", True, True)]
     # nothing before it to qualify, or a comma between: its own clause, as before
     assert spans("when I walk my knee hurts") == [("when I walk my knee hurts", False, False)]
@@ -131,7 +141,7 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert [(s.text, s.reading) for s in find_spans("my stomach hurts and I feel sick", language="en")] == [
         ("my stomach hurts", False), ("feel sick", False)]
     assert [(s.text, s.reading) for s in find_spans("my knee is swollen and feels warm", language="en")] == [
-        ("my knee is swollen", False), ("my knee is swollen and feels warm", True), ("feels warm", False)]
+        ("my knee is swollen", False), ("my knee is swollen and feels warm", True), ("my knee feels warm", False)]
 
     assert spans("headache and fever for two days") == [("headache", False), ("fever", False)]
     assert spans("I have a headache and fever since yesterday") == [("headache", False), ("fever", False)]
@@ -556,7 +566,7 @@ def test_a_term_whose_descendant_on_the_same_words_passes_is_offered_not_decided
     from medrank.pipelines.symptom.sets import HpoHierarchy
 
     names = {"P": "Pruritus", "O": "Ocular pruritus", "R": "Red eye"}
-    hits = {"my eyes are red and itchy": [("O", 0.9)], "itchy": [("P", 0.95)], "my eyes are red": [("R", 0.8)]}
+    hits = {"my eyes are red and itchy": [("O", 0.9)], "my eyes are itchy": [("P", 0.95)], "my eyes are red": [("R", 0.8)]}
     n = len(BASE_FEATURES)
     weights = [4.0 if f == "span_score" else 0.0 for f in BASE_FEATURES]
     cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)

@@ -52,7 +52,9 @@ _EN_LEAD = re.compile(
 
 @dataclass(frozen=True)
 class Span:
-    """``text[start:end]``; ``normalised`` is the lexicon's name when a lexicon word made the span. ``reading``: the
+    """``text[start:end]``, searched as ``text`` (those words, or a bare predicate with the subject it shares:
+    "my eyes are watery" for "watery" in "my eyes are itchy and watery"); ``normalised`` is the lexicon's name when
+    a lexicon word made the span. ``reading``: the
     span reads words that other spans hold once more, in a longer context (a bare predicate with the clause before it,
     a subordinate clause with the clause it qualifies); it is searched, but it is not one more piece of the complaint.
     ``circumstance``: for a subordinate clause read with its clause, the subordinate clause alone ("when I climb
@@ -100,6 +102,11 @@ _EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
 _SUB_GAP = re.compile(r"^\s*$")
 _EN_FEEL = re.compile(r"\bfe(?:el|els|lt)\b", re.I)
 _EN_SUBJECT = re.compile(rf"\b(?:i|we|he|she|they|{EN_PERSON})\b", re.I)
+_EN_LINKING = {"is", "are", "was", "were", "feels", "feel", "looks", "look", "gets", "get", "seems", "seem"}
+# a clause that opens with a body part and its verb: "my eyes are", "his left knee hurts", "the skin feels"
+_EN_PART_SUBJECT = re.compile(
+    rf"^((?:my|your|his|her|our|their|the)\s+(?:[\w-]+\s+){{0,2}}?[\w-]+)\s+"
+    rf"({'|'.join(sorted(_EN_LINKING | _EN_PREDICATES))})\b", re.I)
 
 
 def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
@@ -177,6 +184,25 @@ def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
+def _with_shared_subject(clause: str, bare: str) -> str | None:
+    """``bare`` (an adjective, or a linking verb with what follows) with the subject of ``clause`` before it: "my
+    knee" and "is swollen" of "my knee hurts and is swollen" → "my knee is swollen"; an adjective takes the clause's
+    linking verb too ("my eyes are" + "watery"). None when the clause opens with no body part and verb ("a rash and
+    itchy"), and for a verb of pain ("hurts", below)."""
+    m = _EN_PART_SUBJECT.match(clause)
+    if m is None:
+        return None
+    subject, verb = m.group(1), m.group(2)
+    first = bare.split(maxsplit=1)[0].lower()
+    if first in _EN_LINKING:
+        return f"{subject} {bare}"
+    # a verb of pain ("hurts") stays alone: read with the whole clause it is already ("my knee is swollen and
+    # hurts"), and "my knee hurts" alone reads as Knee dislocation to the zero-shot MiniLM
+    if first not in _EN_PREDICATES and verb.lower() in _EN_LINKING:
+        return f"{subject} {verb} {bare}"
+    return None
+
+
 def _sensation_only(span: Span) -> bool:
     """One word that says how something feels but not what or where ("burning", "hurts", "itchy")."""
     words = span.text.lower().split()
@@ -228,7 +254,8 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 # the circumstance of the clause before it: read with that clause, which keeps its own span too
                 # ("no pain when I swallow": the negation covers both) unless that clause is one word of sensation
                 # ("burning when I pee": "burning" alone names Burning mouth); then the two are one piece
-                joined = Span(prev.start, d, text[prev.start:d], None, prev.negated, reading=True, circumstance=inner)
+                joined = Span(prev.start, d, prev.text + text[prev.end:d], None, prev.negated, reading=True,
+                              circumstance=inner)
                 if not prev.reading and _sensation_only(prev):
                     spans[-1] = replace(joined, reading=False)
                 else:
@@ -242,6 +269,12 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             bare = bare and _EN_SUBJECT.search(text[a:c]) is None
             if bare and prev is not None and not prev.negated:
                 spans.append(Span(prev.start, d, text[prev.start:d], None, False, reading=True))
+                # searched with the subject it shares ("my eyes are itchy and watery": "my eyes are watery", where
+                # "watery" alone finds Excessive salivation); it still covers its own words
+                raw = text[a:d].strip()  # its own verb too: "and is swollen"
+                shared = _with_shared_subject(prev.text, raw if raw.split()[0].lower() in _EN_PREDICATES else inner)
+                if shared is not None:
+                    span = replace(span, text=shared)
             spans.append(span)
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or len(s.text.replace(" ", "")) >= min_chars]
