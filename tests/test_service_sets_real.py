@@ -78,11 +78,16 @@ def test_a_runny_nose_and_a_fever_are_no_burn(ask):
 
 
 def test_diarrhoea_is_offered_for_la_duzi(ask):
-    body = _set(ask, "肚子疼拉肚子")
-    # ICD-10 Beijing has no plain 腹泻: a name holding it is decided or offered first for the user to tick
+    body = _set(ask, "肚子疼拉肚子", kb="chip-cdn")
+    # ICD-10 Beijing has no plain 腹泻: in its own list (the coder's) a name holding it is decided or offered first
     names = [t["name"] for t in body["terms"] + body["alternatives"][:1]]
     assert any("腹泻" in n for n in names), names
     assert not any("中毒" in t["name"] for t in body["terms"]), body["terms"]  # no poisoning decided
+    # under kb 'auto' the DXY list's 稀便 is decided on 拉肚子: the ICD-10 offer for those words goes after the others
+    auto = _set(ask, "肚子疼拉肚子")
+    assert "稀便" in {t["name"] for t in auto["terms"]}
+    offered = [t["name"] for t in auto["alternatives"]]
+    assert not any("腹泻" in n for n in offered[:1]) and not set(offered) & {t["name"] for t in auto["terms"]}
 
 
 def test_the_default_chinese_set_is_completed_by_the_dxy_symptoms(ask):

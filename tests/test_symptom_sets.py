@@ -601,5 +601,10 @@ def test_with_uncovered_adds_only_terms_on_words_no_term_covers() -> None:
                         DetectedTerm("厌食", "厌食", 0.9, None)], [])  # no words: left out
     got = with_uncovered(primary, other, "dxy")
     assert [(t.name, t.source) for t in got.terms] == [("咳嗽", None), ("发热", None), ("流涕", "dxy"), ("发烧", "dxy")]
-    assert got.alternatives == primary.alternatives and got.ranking == primary.ranking
+    assert got.ranking == primary.ranking
     assert with_uncovered(primary, SymptomSet([], []), "dxy") == primary
+    # an alternative named as an added term goes; one on words an added term now covers goes after the others
+    offered = SymptomSet(primary.terms, [DetectedTerm("R11", "婴儿腹泻", 0.01, (4, 7)), DetectedTerm("R11.1", "流涕", 0.04, (4, 7)),
+                                         DetectedTerm("R63", "食欲不振", 0.18, (13, 18))], primary.ranking)
+    got = with_uncovered(offered, other, "dxy")
+    assert [t.name for t in got.alternatives] == ["食欲不振", "婴儿腹泻"]

@@ -105,12 +105,20 @@ def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str) -> Sympt
 
     One term list can lack a finding another names: ICD-10 Beijing has no plain 流涕 for 流鼻涕, the 41 DXY symptoms
     have it. A term of ``other`` without a span (the wording as a whole points to it) is left out: nothing says
-    that its words are uncovered. ``primary``'s alternatives and ranking are kept as they are."""
+    that its words are uncovered. ``primary``'s ranking is kept as it is, and its alternatives but for one named as
+    an added term (呕吐 offered at 4 % beside the DXY list's 呕吐 decided); an alternative on words an added term now
+    covers (offered first because no term covered them) goes after the others."""
     taken = [t.span for t in primary.terms if t.span is not None]
     extra = [DetectedTerm(t.id, t.name, t.probability, t.span, source) for t in other.terms
              if t.span is not None and not any(t.span[0] < b and a < t.span[1] for a, b in taken)]
     extra.sort(key=lambda t: -t.probability)
-    return SymptomSet(primary.terms + extra, primary.alternatives, primary.ranking)
+    if not extra:
+        return SymptomSet(primary.terms, primary.alternatives, primary.ranking)
+    added = [t.span for t in extra if t.span is not None]
+    names = {t.name for t in extra}
+    alternatives = sorted((t for t in primary.alternatives if t.name not in names),  # stable: the order stays
+                          key=lambda t: t.span is not None and any(t.span[0] < b and a < t.span[1] for a, b in added))
+    return SymptomSet(primary.terms + extra, alternatives, primary.ranking)
 
 
 # -- hierarchies -------------------------------------------------------------------------------------
