@@ -608,3 +608,47 @@ def test_with_uncovered_adds_only_terms_on_words_no_term_covers() -> None:
                                          DetectedTerm("R63", "食欲不振", 0.18, (13, 18))], primary.ranking)
     got = with_uncovered(offered, other, "dxy")
     assert [t.name for t in got.alternatives] == ["食欲不振", "婴儿腹泻"]
+
+
+def test_slot_prf_by_hand() -> None:
+    from medrank.pipelines.symptom.set_eval import slot_prf
+
+    # text 1: slots {A or B}, {A}; predicted A, B: both filled (A moves to the second slot for B), no false positive
+    # text 2: slot {C}; predicted C, D, C: C fills it, D fills nothing (the repeated C counts once)
+    got = slot_prf([["A", "B"], ["C", "D", "C"]], [[["A", "B"], ["A"]], [["C"]]])
+    assert got["precision"] == pytest.approx(3 / 4) and got["recall"] == pytest.approx(3 / 3)
+    assert got["f1"] == pytest.approx(2 * 0.75 / 1.75)
+    # one term never fills two slots; nothing predicted fills nothing
+    assert slot_prf([["A"], []], [[["A"], ["A"]], [["E"]]]) == pytest.approx({"precision": 1.0, "recall": 1 / 3, "f1": 0.5})
+    with pytest.raises(ValueError, match="predicted sets"):
+        slot_prf([[]], [])
+
+
+def _toy_detector(hits: dict, names: dict, min_terms: int = 1, **kw) -> SetDetector:
+    n = len(BASE_FEATURES)
+    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES], -2.0,
+                         threshold=0.5, min_terms=min_terms)
+    return SetDetector(lambda texts, k: [hits.get(t, [("X", 0.1)])[:k] for t in texts], names, language="en",
+                       calibration=cal, **kw)
+
+
+def test_a_complaint_that_only_denies_decides_nothing_whatever_the_minimum_count() -> None:
+    names = {"C": "Cough", "X": "Whooping cough"}
+    det = _toy_detector({"no cough": [("C", 0.9)], "I have no cough": [("X", 0.2)]}, names)
+    assert det.detect("I have no cough").terms == []
+    # a stated piece still fills the minimum count
+    det = _toy_detector({"cough": [("X", 0.2)]}, names)
+    assert [t.id for t in det.detect("cough").terms] == ["X"]
+
+
+def test_a_negated_wording_that_is_a_term_s_own_names_it() -> None:
+    from medrank.pipelines.symptom.sets import negated_phrases
+    from medrank.records import Concept
+
+    concepts = [Concept("PA", "Poor appetite", ("No appetite", "Decreased appetite")), Concept("F", "Fever", ())]
+    assert negated_phrases(concepts) == ["No appetite"]
+    hits = {"no appetite": [("PA", 0.95)], "no fever": [("F", 0.95)]}
+    det = _toy_detector(hits, {"PA": "Poor appetite", "F": "Fever", "X": "Other"}, min_terms=0,
+                        phrases=negated_phrases(concepts))
+    assert [t.name for t in det.detect("I have no appetite").terms] == ["Poor appetite"]
+    assert det.detect("I have no fever").terms == []  # "no fever" is no wording of Fever: a negation

@@ -30,6 +30,42 @@ def _pct(d: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in d.items()}
 
 
+def slot_prf(predicted: Sequence[Sequence[str]], slots: Sequence[Sequence[Sequence[str]]]) -> dict[str, float]:
+    """Micro P / R / F1 of predicted term sets against gold *slots*: each slot is one symptom the text names, with
+    the terms that may stand for it (Knee pain or Arthralgia for "my knee hurts"). Each predicted term fills at most
+    one slot that accepts it and each slot takes one term, matched to fill as many slots as possible; a filled slot
+    is a true positive, a term that fills none a false positive, an open slot a false negative."""
+    if len(predicted) != len(slots):
+        raise ValueError(f"{len(predicted)} predicted sets for {len(slots)} gold slot lists")
+    tp = n_pred = n_gold = 0
+    for terms, gold in zip(predicted, slots, strict=True):
+        terms = list(dict.fromkeys(terms))
+        accepts = [set(s) for s in gold]
+        n_pred += len(terms)
+        n_gold += len(accepts)
+        tp += _matching(terms, accepts)
+    precision = tp / n_pred if n_pred else 0.0
+    recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def _matching(terms: list[str], slots: list[set[str]]) -> int:
+    """The size of a maximum matching of terms to the slots that accept them (augmenting paths, Kuhn)."""
+    holder: dict[int, int] = {}  # slot -> term index
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j, slot in enumerate(slots):
+            if terms[i] in slot and j not in seen:
+                seen.add(j)
+                if j not in holder or place(holder[j], seen):
+                    holder[j] = i
+                    return True
+        return False
+
+    return sum(place(i, set()) for i in range(len(terms)))
+
+
 def halves(n: int, seed: int = SPLIT_SEED) -> tuple[list[int], list[int]]:
     """A fixed-seed split of ``range(n)`` into two halves (sorted)."""
     idx = list(range(n))

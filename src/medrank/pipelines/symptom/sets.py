@@ -32,8 +32,8 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -456,7 +456,7 @@ class SetDetector:
                  lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
                  k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
                  memory: TrainingMemory | None = None, reranker: Any = None,
-                 join_margin: float | None | str = "calibration") -> None:
+                 join_margin: float | None | str = "calibration", phrases: Iterable[str] = ()) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
@@ -468,6 +468,9 @@ class SetDetector:
         self.reranker = reranker
         self.search = search
         self.names = names
+        #: the vocabulary's own wordings (names, synonyms), lower-cased: a span that is one of them ("no appetite",
+        #: HPO's Poor appetite) names that term even when it opens with a negation word
+        self.phrases = frozenset(p.lower() for p in phrases)
         self.language = language
         self.lexicon = lexicon
         #: hits of the lexicon's forms and names (queried by every complaint that names their symptom), searched once
@@ -513,6 +516,7 @@ class SetDetector:
 
         concepts = retriever.concepts
         kwargs.setdefault("hierarchy", default_hierarchy(concepts.values()))
+        kwargs.setdefault("phrases", negated_phrases(concepts.values()))
         return cls(search, {cid: c.name for cid, c in concepts.items()}, **kwargs)
 
     @classmethod
@@ -529,6 +533,7 @@ class SetDetector:
         kwargs.setdefault("name", getattr(kb.info, "name", ""))
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
             kwargs["lexicon"] = span_lexicon()
+        kwargs.setdefault("phrases", negated_phrases(kb.concepts.values()))
         return cls(kb.backend.search, {cid: c.name for cid, c in kb.concepts.items()}, calibration=calibration,
                    **kwargs)
 
@@ -575,7 +580,10 @@ class SetDetector:
     # -- candidates --------------------------------------------------------------------------------
     def _spans(self, text: str) -> list[Span]:
         zh = self._zh(text)
-        return find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
+        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
+        if not self.phrases:
+            return spans
+        return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
 
     def memorise(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]]) -> TrainingMemory:
         """Build (and use) the :class:`~medrank.pipelines.symptom.memory.TrainingMemory` of labelled training
@@ -814,8 +822,11 @@ class SetDetector:
         vaguer = self._vaguer(order, cands, spans, p, threshold)
         chosen: list[int] = []
         rest: list[int] = []
+        # the minimum count fills from terms on words the complaint states, never from a complaint that only says
+        # what is absent ("I have no fever" decided Simple febrile seizure at 0 % to fill it)
         for j in order:
-            ok = (p[j] >= threshold or len(chosen) < min_terms) and j not in vaguer
+            stated = cands[j].span_idx >= 0 and not spans[cands[j].span_idx].negated
+            ok = (p[j] >= threshold or (len(chosen) < min_terms and stated)) and j not in vaguer
             if ok and self._compatible(j, chosen, cands, spans):
                 chosen.append(j)
             else:
@@ -995,6 +1006,22 @@ class SetDetector:
 
 
 # -- metrics -----------------------------------------------------------------------------------------
+#: the first words of a wording that a negation cue opens ("No appetite", "Not breathing")
+_NEGATION_WORDS = ("no", "not", "non", "without", "never")
+
+
+def negated_phrases(concepts: Iterable[Any]) -> list[str]:
+    """The names and synonyms of ``concepts`` that open with a negation word ("No appetite" for Poor appetite): a
+    span that is one of them names the term, it does not deny it (:attr:`SetDetector.phrases`)."""
+    out = []
+    for c in concepts:
+        for wording in (c.name, *getattr(c, "synonyms", ())):
+            first = wording.split(maxsplit=1)[0].lower() if wording.split() else ""
+            if first in _NEGATION_WORDS:
+                out.append(wording)
+    return out
+
+
 def set_prf(predicted: Sequence[set[str]], gold: Sequence[set[str]]) -> dict[str, float]:
     """The CBLUE CHIP-CDN metric: micro precision / recall / F1 of predicted sets against gold sets."""
     if len(predicted) != len(gold):

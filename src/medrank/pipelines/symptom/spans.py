@@ -101,6 +101,7 @@ _EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
 # whole complaint: "a cough and a fever, especially at night")
 _SUB_GAP = re.compile(r"^\s*$")
 _EN_FEEL = re.compile(r"\bfe(?:el|els|lt)\b", re.I)
+_EN_CONJ_WORD = re.compile(rf"\b(?:{_EN_CONJ})\b", re.I)
 _EN_SUBJECT = re.compile(rf"\b(?:i|we|he|she|they|{EN_PERSON})\b", re.I)
 _EN_LINKING = {"is", "are", "was", "were", "feels", "feel", "looks", "look", "gets", "get", "seems", "seem"}
 # a clause that opens with a body part and its verb: "my eyes are", "his left knee hurts", "the skin feels"
@@ -268,11 +269,16 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             # ... unless the clause names its own subject ("... and I feel sick")
             bare = bare and _EN_SUBJECT.search(text[a:c]) is None
             if bare and prev is not None and not prev.negated:
-                spans.append(Span(prev.start, d, text[prev.start:d], None, False, reading=True))
+                # read as the words the two are searched as, without what was left out between them ("threw up twice
+                # this morning and feel queasy" read the time too, and found Bilateral tonic-clonic seizure on awakening)
+                raw = text[a:d].strip()
+                own = raw if raw.split()[0].lower() in _EN_PREDICATES else inner  # its own verb too: "and is swollen"
+                conj = _EN_CONJ_WORD.search(text, prev.end, c)
+                spans.append(Span(prev.start, d, f"{prev.text} {conj.group(0)} {own}" if conj else f"{prev.text}, {own}",
+                                  None, False, reading=True))
                 # searched with the subject it shares ("my eyes are itchy and watery": "my eyes are watery", where
                 # "watery" alone finds Excessive salivation); it still covers its own words
-                raw = text[a:d].strip()  # its own verb too: "and is swollen"
-                shared = _with_shared_subject(prev.text, raw if raw.split()[0].lower() in _EN_PREDICATES else inner)
+                shared = _with_shared_subject(prev.text, own)
                 if shared is not None:
                     span = replace(span, text=shared)
             spans.append(span)

@@ -1,0 +1,111 @@
+"""English complaints in everyday words → HPO terms: a small hand-written check of real phrasing.
+
+The synthetic check of ``bench/symptom_sets.py`` (table (c)) composes complaints from HPO's own layperson synonyms;
+people write otherwise ("I've had the runs", "my nose is blocked", "it stings when I pee"). ``bench/data/
+everyday_complaints_en.jsonl`` holds 60 such complaints, written by a developer of this project, not by patients or
+clinicians, with the HPO terms that may stand for each symptom they name (one *slot* per symptom; any of its terms
+fills it). The labels were written before the detectors read the complaints. It is small and one person's wording:
+a check of what a user meets, not a benchmark to tune on (nothing is fitted on it).
+
+Scored with :func:`medrank.pipelines.symptom.set_eval.slot_prf` (micro P / R / F1 over slots; a term fills at most
+one slot). "Decided or offered first" also counts a slot filled by the first alternative the page offers to tick.
+
+    python bench/everyday_complaints.py [--run runs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+
+from medrank.config import set_threads
+from medrank.pipelines.symptom.set_eval import slot_prf
+from medrank.pipelines.symptom.sets import CALIBRATIONS, HpoHierarchy, SetCalibration, SetDetector
+
+DATA = Path(__file__).resolve().parent / "data" / "everyday_complaints_en.jsonl"
+DEFAULT_RUN = Path("runs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5")
+
+
+def load(path: Path, name_to_id: dict[str, str]) -> tuple[list[str], list[list[list[str]]]]:
+    texts, slots = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        missing = [t for slot in row["symptoms"] for t in slot if t.lower() not in name_to_id]
+        if missing:
+            raise SystemExit(f"{path}:{n}: no HPO term is named {missing}")
+        texts.append(row["text"])
+        slots.append([[name_to_id[t.lower()] for t in slot] for slot in row["symptoms"]])
+    return texts, slots
+
+
+def pct(d: dict[str, float]) -> dict[str, float]:
+    return {k: round(100 * v, 2) for k, v in d.items()}
+
+
+def score(detector: SetDetector, texts: list[str], slots: list[list[list[str]]], names: dict[str, str]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    found = detector.detect_many(texts)
+    seconds = time.perf_counter() - t0
+    decided = [[t.id for t in s.terms] for s in found]
+    first = [[t.id for t in s.terms] + [t.id for t in s.alternatives[:1]] for s in found]
+    top1 = [[i for i, _ in hits[:1]] for hits in detector.search(texts, 1)]
+    examples = [{"text": text, "decided": [names.get(i, i) for i in d]} for text, d in zip(texts, decided, strict=True)]
+    return {"decided": pct(slot_prf(decided, slots)), "decided_or_offered_first": pct(slot_prf(first, slots)),
+            "whole_text_top1": pct(slot_prf(top1, slots)), "ms_per_complaint": round(1000 * seconds / len(texts), 1),
+            "examples": examples}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", type=Path, default=DEFAULT_RUN, help="the trained English run the service serves")
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    set_threads(args.threads)
+    from symptom_sets import retriever
+
+    from medrank.data.hpo import load_hpo
+
+    concepts = load_hpo()
+    name_to_id = {c.name.lower(): c.id for c in concepts}
+    names = {c.id: c.name for c in concepts}
+    texts, slots = load(args.data, name_to_id)
+    systems: dict[str, Any] = {}
+    if (args.run / "sets-hpo.json").exists():
+        # as /symptoms serves it: the run's index and calibration, queries on the fastest agreeing ONNX form
+        served = SetDetector.from_run(args.run, "hpo", backend="auto")
+        systems[f"trained run {args.run.name}, its own calibration, served form"] = score(served, texts, slots, names)
+    else:
+        print(f"{args.run} has no sets-hpo.json: its row is left out (make models trains it)", flush=True)
+    # what a fresh checkout serves without trained runs: MiniLM hybrid over every HPO name and synonym
+    zero = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
+                                      language="en", hierarchy=HpoHierarchy(), name="hpo")
+    zero.calibration = SetCalibration.load(CALIBRATIONS / "hpo-hybrid.json")
+    systems["zero-shot MiniLM hybrid, shipped calibration (hpo-hybrid.json)"] = score(zero, texts, slots, names)
+    out = {"complaints": len(texts), "slots": sum(len(s) for s in slots), "data": str(args.data.name),
+           "systems": systems, "environment": common.environment(threads=args.threads, seed=None, data=str(args.data))}
+    lines = [f"### English complaints in everyday words ({out['complaints']} hand-written complaints, {out['slots']} "
+             "symptoms; written by a developer, not patients; a check, nothing fitted on it)", "",
+             "| system | decided P | decided R | **decided F1** | decided or offered first R | whole-text top-1 F1 | ms / complaint |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in systems.items():
+        d = r["decided"]
+        lines.append(f"| {name} | {d['precision']} | {d['recall']} | **{d['f1']}** | "
+                     f"{r['decided_or_offered_first']['recall']} | {r['whole_text_top1']['f1']} | {r['ms_per_complaint']} |")
+    lines += ["", "Slots: each symptom a complaint names, with the HPO terms that may stand for it; a decided term fills "
+              "at most one slot (`medrank.pipelines.symptom.set_eval.slot_prf`). The complaints and their slots: "
+              f"`bench/data/{out['data']}`."]
+    common.write("everyday_complaints", out, "\n".join(lines))
+    for name, r in systems.items():
+        print(name, r["decided"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
