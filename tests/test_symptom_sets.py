@@ -652,3 +652,17 @@ def test_a_negated_wording_that_is_a_term_s_own_names_it() -> None:
                         phrases=negated_phrases(concepts))
     assert [t.name for t in det.detect("I have no appetite").terms] == ["Poor appetite"]
     assert det.detect("I have no fever").terms == []  # "no fever" is no wording of Fever: a negation
+
+
+def test_a_reading_decides_its_best_match_only() -> None:
+    n = len(BASE_FEATURES)
+    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_score" else 0.0 for f in BASE_FEATURES], -1.0,
+                         threshold=0.5, min_terms=0)
+    hits = {"hives": [("U", 0.6)], "hives after eating shrimp": [("J1", 0.5), ("J2", 0.49)],
+            "after eating shrimp": [("F", 0.3)]}
+    det = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts],
+                      {"U": "Urticaria", "J1": "Food allergy", "J2": "Chromosomal breakage", "F": "Food"},
+                      language="en", calibration=cal)
+    got = det.detect("hives after eating shrimp")
+    assert [t.id for t in got.terms] == ["U", "J1"]
+    assert "J2" in [t.id for t in got.alternatives]

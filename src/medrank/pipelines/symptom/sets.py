@@ -827,6 +827,9 @@ class SetDetector:
         for j in order:
             stated = cands[j].span_idx >= 0 and not spans[cands[j].span_idx].negated
             ok = (p[j] >= threshold or (len(chosen) < min_terms and stated)) and j not in vaguer
+            # a reading re-reads words other spans hold, for the finding they name together: only its best match is
+            # that finding (its fourth, Chromosomal breakage…, decided "broke out in hives after eating shrimp")
+            ok = ok and not (stated and spans[cands[j].span_idx].reading and cands[j].span_rank > 0)
             if ok and self._compatible(j, chosen, cands, spans):
                 chosen.append(j)
             else:
