@@ -666,3 +666,8 @@ def test_a_reading_decides_its_best_match_only() -> None:
     got = det.detect("hives after eating shrimp")
     assert [t.id for t in got.terms] == ["U", "J1"]
     assert "J2" in [t.id for t in got.alternatives]
+    # a hit the circumstance alone explains is passed over: the reading's best match is then the next one
+    hits["hives after eating shrimp"] = [("F", 0.55), ("J1", 0.5), ("J2", 0.49)]
+    hits["after eating shrimp"] = [("F", 0.6)]
+    got = det.detect("hives after eating shrimp")
+    assert [t.id for t in got.terms] == ["U", "J1"]

@@ -121,6 +121,22 @@ def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str) -> Sympt
     return SymptomSet(primary.terms + extra, alternatives, primary.ranking)
 
 
+#: the first words of a wording that a negation cue opens ("No appetite", "Not breathing")
+_NEGATION_WORDS = ("no", "not", "non", "without", "never")
+
+
+def negated_phrases(concepts: Iterable[Any]) -> list[str]:
+    """The names and synonyms of ``concepts`` that open with a negation word ("No appetite" for Poor appetite): a
+    span that is one of them names the term, it does not deny it (:attr:`SetDetector.phrases`)."""
+    out = []
+    for c in concepts:
+        for wording in (c.name, *getattr(c, "synonyms", ())):
+            first = wording.split(maxsplit=1)[0].lower() if wording.split() else ""
+            if first in _NEGATION_WORDS:
+                out.append(wording)
+    return out
+
+
 # -- hierarchies -------------------------------------------------------------------------------------
 class Hierarchy(Protocol):
     def related(self, a: str, b: str) -> bool: ...  # one is an ancestor of the other
@@ -436,6 +452,8 @@ class _Candidate:
     text_rank: int = 10**6
     expansion_score: float = -math.inf
     votes: int = 0
+    #: the reading spans whose best hit it is (a circumstance's own terms passed over)
+    reading_best: set[int] = field(default_factory=set)
     exact: bool = False
     in_negated_span: bool = False
     in_span: bool = False
@@ -721,10 +739,14 @@ class SetDetector:
                 continue
             top = row[0][1] if row else 0.0
             negated = i >= 0 and spans[i].negated
+            first_kept = True
             for rank, (cid, score) in enumerate(row):
                 if kind == "span" and circumstance.get(i, {}).get(cid, -math.inf) >= score:
                     continue
                 c = cands.setdefault(cid, _Candidate(cid))
+                if kind == "span" and i in readings and first_kept:
+                    c.reading_best.add(i)
+                first_kept = False
                 c.votes += not (kind == "span" and i in readings)
                 name = self.names.get(cid, cid)
                 # the span's own word, its lexicon name, or the top hit of the span or one of its expansions
@@ -829,7 +851,8 @@ class SetDetector:
             ok = (p[j] >= threshold or (len(chosen) < min_terms and stated)) and j not in vaguer
             # a reading re-reads words other spans hold, for the finding they name together: only its best match is
             # that finding (its fourth, Chromosomal breakage…, decided "broke out in hives after eating shrimp")
-            ok = ok and not (stated and spans[cands[j].span_idx].reading and cands[j].span_rank > 0)
+            ok = ok and not (stated and spans[cands[j].span_idx].reading
+                             and cands[j].span_idx not in cands[j].reading_best)
             if ok and self._compatible(j, chosen, cands, spans):
                 chosen.append(j)
             else:
@@ -1009,22 +1032,6 @@ class SetDetector:
 
 
 # -- metrics -----------------------------------------------------------------------------------------
-#: the first words of a wording that a negation cue opens ("No appetite", "Not breathing")
-_NEGATION_WORDS = ("no", "not", "non", "without", "never")
-
-
-def negated_phrases(concepts: Iterable[Any]) -> list[str]:
-    """The names and synonyms of ``concepts`` that open with a negation word ("No appetite" for Poor appetite): a
-    span that is one of them names the term, it does not deny it (:attr:`SetDetector.phrases`)."""
-    out = []
-    for c in concepts:
-        for wording in (c.name, *getattr(c, "synonyms", ())):
-            first = wording.split(maxsplit=1)[0].lower() if wording.split() else ""
-            if first in _NEGATION_WORDS:
-                out.append(wording)
-    return out
-
-
 def set_prf(predicted: Sequence[set[str]], gold: Sequence[set[str]]) -> dict[str, float]:
     """The CBLUE CHIP-CDN metric: micro precision / recall / F1 of predicted sets against gold sets."""
     if len(predicted) != len(gold):
