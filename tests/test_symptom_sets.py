@@ -671,3 +671,19 @@ def test_a_reading_decides_its_best_match_only() -> None:
     hits["after eating shrimp"] = [("F", 0.6)]
     got = det.detect("hives after eating shrimp")
     assert [t.id for t in got.terms] == ["U", "J1"]
+
+
+def test_a_term_only_another_wording_found_is_not_offered() -> None:
+    # 发热 is 发烧's other wording: searched for 发烧's term, it also returns its own neighbour T99 (高烧 → 高血压 for
+    # real), which no word of the complaint found
+    def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        extra = {"发热": [("R50", 1.0), ("T99", 0.9)]}
+        return [extra.get(t) or _search([t], k)[0] for t in texts]
+
+    det = _detector()
+    det.search = search
+    det.names = {**NAMES, "T99": "高血压"}
+    got = det.detect("咳嗽，发烧")
+    assert {t.name for t in got.terms} == {"咳嗽", "发热"}
+    assert "高血压" not in {t.name for t in got.alternatives}
+    assert "鼻部烧伤" in {t.name for t in got.alternatives}  # the piece 发烧 found it: still offered
