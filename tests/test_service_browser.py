@@ -410,3 +410,19 @@ def test_the_differential_follows_the_ticked_symptoms(page):
     found = " ".join(page.locator("#findings li span:first-child").all_inner_texts())
     assert "diarrhea" in found and "vomit" in found, found
     assert not [e for e in page.locator(".error:not([hidden])").all_inner_texts() if e.strip()]
+
+
+def test_a_complaint_that_names_no_symptom_says_so(base_url, page):
+    # "I have no fever" decides nothing and offers nothing (a denied term is not offered): the hint says what happened
+    # instead of asking to tick options that are not there
+    body = {"model": "Bi-HardNCE (trained run r)", "trained": True, "language": "en", "kb": "hpo", "results": [],
+            "terms": [], "alternatives": []}
+    page.route("**/symptoms", lambda route: route.fulfill(status=200, content_type="application/json",
+                                                          body=json.dumps(body)))
+    page.goto(base_url + "/")
+    page.fill("#complaint", "I have no fever")
+    page.click("#detect")
+    page.wait_for_selector("#symptoms-block:not([hidden])")
+    hint = page.inner_text("#symptoms-hint")
+    assert hint.startswith("We found no symptom in these words") and "tick the ones" not in hint
+    assert page.is_hidden("#alternatives-block")

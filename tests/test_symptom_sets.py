@@ -687,3 +687,10 @@ def test_a_term_only_another_wording_found_is_not_offered() -> None:
     assert {t.name for t in got.terms} == {"咳嗽", "发热"}
     assert "高血压" not in {t.name for t in got.alternatives}
     assert "鼻部烧伤" in {t.name for t in got.alternatives}  # the piece 发烧 found it: still offered
+
+
+def test_a_term_on_denied_words_is_not_offered() -> None:
+    det = _detector()
+    got = det.detect("咳嗽，不发烧")
+    assert {t.name for t in got.terms} == {"咳嗽"}
+    assert not {"发热", "鼻部烧伤"} & {t.name for t in got.alternatives}

@@ -891,7 +891,9 @@ class SetDetector:
         # past those, a term to tick is one the complaint's own words found (a piece or the whole text): a term only
         # another wording of a symptom word found is that wording's neighbour (高烧 → 高血压, offered first for
         # "宝宝咳嗽流鼻涕，昨晚发烧" on its training count)
-        own_words = [j for j in rest if math.isfinite(cands[j].span_score) or math.isfinite(cands[j].text_score)]
+        # ... and not one on words the complaint denies ("I have no fever" offered Fever and Low-grade fever to tick)
+        own_words = [j for j in rest if (math.isfinite(cands[j].span_score) or math.isfinite(cands[j].text_score))
+                     and not (cands[j].span_idx >= 0 and spans[cands[j].span_idx].negated)]
         alternatives = uncovered + [j for j in own_words if j not in uncovered]
         return SymptomSet([term(j) for j in chosen],
                           [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]], ranking)

@@ -193,7 +193,10 @@ function showSymptomSet(data, text) {
   $("complaint-marked").hidden = data.terms.length === 0;
   $("symptoms-hint").textContent = data.terms.length
     ? "The ones we found are ticked, each with how likely it is that you mean it; untick any that is wrong, tick any other that fits, then confirm."
-    : "We are not sure any of these is what you mean: tick the ones that fit, then confirm.";
+    : data.alternatives.length
+      ? "We are not sure any of these is what you mean: tick the ones that fit, then confirm."
+      // a complaint that only says what is absent ("I have no fever") names no symptom to tick
+      : "We found no symptom in these words (one you say you do not have is not listed). Describe what you feel, or confirm to go on to the questions.";
 }
 
 $("confirm").addEventListener("click", () => {
