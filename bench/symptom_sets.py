@@ -97,6 +97,11 @@ def pct(d: dict[str, float]) -> dict[str, float]:
     return {k: round(100 * v, 2) for k, v in d.items()}
 
 
+def decided_prf(detector: SetDetector, texts: list[str], gold: list[set[str]]) -> dict[str, float]:
+    """Set P / R / F1 (%) of the terms ``detector`` decides for ``texts``."""
+    return pct(set_prf([{t.id for t in s.terms} for s in detector.detect_many(texts)], gold))
+
+
 def top1(det_search: Any, texts: list[str], k: int = 1) -> list[set[str]]:
     return [{cid for cid, _ in row[:k]} for row in det_search(texts, k)]
 
@@ -335,8 +340,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(set_prf(preds, test_gold))
-    one_term["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = pct(
-        set_prf([{t.id for t in s.terms} for s in det.detect_many(one_texts)], one_gold))
+    one_term["set detector (MiniLM hybrid + spans + calibration + per-span rule)"] = decided_prf(det, one_texts, one_gold)
     # each term's definition as one more index entry (calibration and test indexes alike)
     det_d = SetDetector.from_retriever(retriever("hpo-heldout-hybrid-minilm", reduced, "hybrid", "minilm", "en", True),
                                        language="en", hierarchy=hier, name="hpo")
@@ -450,19 +454,15 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
     systems[f"whole-text top-1, {label}"] = pct(set_prf(top1(det_t.search, test_texts, 1), test_gold))
     det_c = SetDetector.from_retriever(fused("calibration", cal_concepts), language="en", hierarchy=hier, name="hpo")
     det_t.calibration = det_c.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
-    preds = [{t.id for t in s.terms} for s in det_t.detect_many(test_texts)]
-    systems[f"set detector, {label} + spans + calibration + per-span rule"] = pct(set_prf(preds, test_gold))
+    systems[f"set detector, {label} + spans + calibration + per-span rule"] = decided_prf(det_t, test_texts, test_gold)
     if one_term is not None:
         rows, one_texts, one_gold, more_cal_texts, more_cal_gold = one_term
-        rows[f"set detector, {label}, the bench's calibration"] = pct(
-            set_prf([{t.id for t in s.terms} for s in det_t.detect_many(one_texts)], one_gold))
+        rows[f"set detector, {label}, the bench's calibration"] = decided_prf(det_t, one_texts, one_gold)
         plain = det_t.calibration
         det_t.calibration = det_c.fit(more_cal_texts, more_cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
         more = f"the bench's calibration with {len(more_cal_texts) - len(cal_texts)} one-symptom complaints added"
-        rows[f"set detector, {label}, {more}"] = pct(
-            set_prf([{t.id for t in s.terms} for s in det_t.detect_many(one_texts)], one_gold))
-        systems[f"set detector, {label} + spans + {more}"] = pct(
-            set_prf([{t.id for t in s.terms} for s in det_t.detect_many(test_texts)], test_gold))
+        rows[f"set detector, {label}, {more}"] = decided_prf(det_t, one_texts, one_gold)
+        systems[f"set detector, {label} + spans + {more}"] = decided_prf(det_t, test_texts, test_gold)
         det_t.calibration = plain
     own = en_run / "sets-hpo.json"
     if own.exists():
@@ -474,8 +474,8 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
             preds = [{t.id for t in s.terms} for s in det_o.detect_many(test_texts)]
             systems[row] = pct(set_prf(preds, test_gold))
             if one_term is not None and searched is heldout:
-                one_term[0][f"set detector, {label}, the run's own calibration (sets-hpo.json, as served)"] = pct(
-                    set_prf([{t.id for t in s.terms} for s in det_o.detect_many(one_term[1])], one_term[2]))
+                rows[f"set detector, {label}, the run's own calibration (sets-hpo.json, as served)"] = decided_prf(
+                    det_o, one_texts, one_gold)
         # as the service runs it: each member's queries on the fastest ONNX Runtime form that agrees with torch (the
         # entry vectors stay the torch ones), exact search; the held-out index is not searched the bench's way again
         for part, m in zip(heldout.index.components, members, strict=True):

@@ -234,6 +234,21 @@ def test_calibration_is_monotone_in_an_informative_feature_and_round_trips(tmp_p
         fit_logistic(x, np.ones(400))
 
 
+def _one_feature_calibration(feature: str = "span_top1", intercept: float = -2.0, min_terms: int = 0,
+                             **kw) -> SetCalibration:
+    """A calibration that reads one feature only (weight 4, unscaled), threshold 0.5."""
+    n = len(BASE_FEATURES)
+    return SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == feature else 0.0 for f in BASE_FEATURES], intercept,
+                          threshold=0.5, min_terms=min_terms, **kw)
+
+
+def _table_detector(hits: dict, names: dict, calibration: SetCalibration, missing: list | None = None,
+                    **kw) -> SetDetector:
+    """An English detector whose search reads ``hits`` (query → [(id, score)]); other queries get ``missing``."""
+    return SetDetector(lambda texts, k: [hits.get(t, missing or [])[:k] for t in texts], names, language="en",
+                       calibration=calibration, **kw)
+
+
 # -- the detector over a fake retriever ---------------------------------------------------------------
 NAMES = {"R50": "发热", "R05": "咳嗽", "R05.1": "干咳", "J00": "流涕", "T20": "鼻部烧伤"}
 
@@ -359,10 +374,7 @@ def _en_search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
 
 
 def _en_detector(**kw) -> SetDetector:
-    n = len(BASE_FEATURES)
-    weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
-    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
-    return SetDetector(_en_search, EN_NAMES, language="en", calibration=cal, **kw)
+    return SetDetector(_en_search, EN_NAMES, language="en", calibration=_one_feature_calibration(), **kw)
 
 
 def test_a_reading_span_is_searched_but_adds_no_vote_and_no_piece() -> None:
@@ -396,10 +408,7 @@ def test_a_term_the_circumstance_alone_explains_is_not_offered_by_its_reading() 
     def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         return [hits.get(t, [("D4", 0.1)])[:k] for t in texts]
 
-    n = len(BASE_FEATURES)
-    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES], -2.0,
-                         threshold=0.5, min_terms=0)
-    det = SetDetector(search, names, language="en", calibration=cal)
+    det = SetDetector(search, names, language="en", calibration=_one_feature_calibration())
     spans, cands, x, _ = det._candidates_many(["I get short of breath when I climb stairs"])[0]
     assert [(s.text, s.circumstance) for s in spans] == [("short of breath", None),
                                                          ("short of breath when I climb stairs", "when I climb stairs")]
@@ -489,9 +498,7 @@ def test_a_shared_reading_is_taken_only_when_it_finds_a_better_term() -> None:
     def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         return [hits.get(t, [("P3", 0.1)])[:k] for t in texts]
 
-    n = len(BASE_FEATURES)
-    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES], -2.0,
-                         threshold=0.5, min_terms=0, join_margin=0.0)
+    cal = _one_feature_calibration(join_margin=0.0)
     det = SetDetector(search, names, language="en", calibration=cal)
     got = det.detect("pain in my hands and feet")
     assert {t.id for t in got.terms} == {"P1", "P2"}
@@ -510,13 +517,8 @@ def test_a_parent_term_on_words_a_chosen_term_already_covers_is_left_out() -> No
 
     names = {"K": "Knee pain", "P": "Pain", "S": "Large knee"}
     hits = {"my knee is swollen and hurts": [("K", 0.9)], "hurts": [("P", 0.8)], "my knee is swollen": [("S", 0.7)]}
-    n = len(BASE_FEATURES)
-    weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
-    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
-
     def detector(hierarchy) -> SetDetector:
-        return SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
-                           hierarchy=hierarchy, calibration=cal)
+        return _table_detector(hits, names, _one_feature_calibration(), hierarchy=hierarchy)
 
     text = "my knee is swollen and hurts"
     # "hurts" lies inside "my knee is swollen and hurts": Pain, the parent of Knee pain, says nothing more
@@ -548,13 +550,9 @@ def test_two_readings_of_one_pain_decide_one_term() -> None:
 
     names = {"CP": "Chest pain", "EM": "Exercise-induced myalgia"}
     hits = {"chest pain when I exercise": [("EM", 0.9)], "chest pain": [("CP", 0.95)]}
-    n = len(BASE_FEATURES)
-    weights = [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES]
-    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
     hierarchy = HpoHierarchy({"root": [], "A": ["root"], "C": ["A"], "P": ["C"], "CP": ["P"], "M": ["P"],
                               "EM": ["M"]})
-    det = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
-                      hierarchy=hierarchy, calibration=cal)
+    det = _table_detector(hits, names, _one_feature_calibration(), hierarchy=hierarchy)
     text = "I have chest pain when I exercise"
     spans = det._spans(text)
     assert {s.text for s in spans} >= {"chest pain"} and has_overlapping_spans(spans)
@@ -567,11 +565,8 @@ def test_a_term_whose_descendant_on_the_same_words_passes_is_offered_not_decided
 
     names = {"P": "Pruritus", "O": "Ocular pruritus", "R": "Red eye"}
     hits = {"my eyes are red and itchy": [("O", 0.9)], "my eyes are itchy": [("P", 0.95)], "my eyes are red": [("R", 0.8)]}
-    n = len(BASE_FEATURES)
-    weights = [4.0 if f == "span_score" else 0.0 for f in BASE_FEATURES]
-    cal = SetCalibration([0.0] * n, [1.0] * n, weights, -2.0, threshold=0.5, min_terms=0)
-    det = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts], names, language="en",
-                      hierarchy=HpoHierarchy({"O": ["P"], "P": [], "R": []}), calibration=cal)
+    cal = _one_feature_calibration("span_score")
+    det = _table_detector(hits, names, cal, hierarchy=HpoHierarchy({"O": ["P"], "P": [], "R": []}))
     got = det.detect("my eyes are red and itchy")
     assert {t.id for t in got.terms} == {"O", "R"} and got.alternatives[0].id == "P"
     # Pruritus's probability is the higher one: it is still the vaguer term
@@ -625,11 +620,7 @@ def test_slot_prf_by_hand() -> None:
 
 
 def _toy_detector(hits: dict, names: dict, min_terms: int = 1, **kw) -> SetDetector:
-    n = len(BASE_FEATURES)
-    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_top1" else 0.0 for f in BASE_FEATURES], -2.0,
-                         threshold=0.5, min_terms=min_terms)
-    return SetDetector(lambda texts, k: [hits.get(t, [("X", 0.1)])[:k] for t in texts], names, language="en",
-                       calibration=cal, **kw)
+    return _table_detector(hits, names, _one_feature_calibration(min_terms=min_terms), missing=[("X", 0.1)], **kw)
 
 
 def test_a_complaint_that_only_denies_decides_nothing_whatever_the_minimum_count() -> None:
@@ -655,14 +646,10 @@ def test_a_negated_wording_that_is_a_term_s_own_names_it() -> None:
 
 
 def test_a_reading_decides_its_best_match_only() -> None:
-    n = len(BASE_FEATURES)
-    cal = SetCalibration([0.0] * n, [1.0] * n, [4.0 if f == "span_score" else 0.0 for f in BASE_FEATURES], -1.0,
-                         threshold=0.5, min_terms=0)
     hits = {"hives": [("U", 0.6)], "hives after eating shrimp": [("J1", 0.5), ("J2", 0.49)],
             "after eating shrimp": [("F", 0.3)]}
-    det = SetDetector(lambda texts, k: [hits.get(t, [])[:k] for t in texts],
-                      {"U": "Urticaria", "J1": "Food allergy", "J2": "Chromosomal breakage", "F": "Food"},
-                      language="en", calibration=cal)
+    det = _table_detector(hits, {"U": "Urticaria", "J1": "Food allergy", "J2": "Chromosomal breakage", "F": "Food"},
+                          _one_feature_calibration("span_score", intercept=-1.0))
     got = det.detect("hives after eating shrimp")
     assert [t.id for t in got.terms] == ["U", "J1"]
     assert "J2" in [t.id for t in got.alternatives]

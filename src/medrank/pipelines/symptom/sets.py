@@ -110,15 +110,19 @@ def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str) -> Sympt
     covers (offered first because no term covered them) goes after the others."""
     taken = [t.span for t in primary.terms if t.span is not None]
     extra = [DetectedTerm(t.id, t.name, t.probability, t.span, source) for t in other.terms
-             if t.span is not None and not any(t.span[0] < b and a < t.span[1] for a, b in taken)]
+             if t.span is not None and not _overlaps_any(t.span, taken)]
     extra.sort(key=lambda t: -t.probability)
     if not extra:
-        return SymptomSet(primary.terms, primary.alternatives, primary.ranking)
-    added = [t.span for t in extra if t.span is not None]
+        return primary
+    added = [t.span for t in extra]
     names = {t.name for t in extra}
     alternatives = sorted((t for t in primary.alternatives if t.name not in names),  # stable: the order stays
-                          key=lambda t: t.span is not None and any(t.span[0] < b and a < t.span[1] for a, b in added))
+                          key=lambda t: t.span is not None and _overlaps_any(t.span, added))
     return SymptomSet(primary.terms + extra, alternatives, primary.ranking)
+
+
+def _overlaps_any(span: tuple[int, int], spans: Sequence[tuple[int, int] | None]) -> bool:
+    return any(s is not None and span[0] < s[1] and s[0] < span[1] for s in spans)
 
 
 #: the first words of a wording that a negation cue opens ("No appetite", "Not breathing")
@@ -131,8 +135,8 @@ def negated_phrases(concepts: Iterable[Any]) -> list[str]:
     out = []
     for c in concepts:
         for wording in (c.name, *getattr(c, "synonyms", ())):
-            first = wording.split(maxsplit=1)[0].lower() if wording.split() else ""
-            if first in _NEGATION_WORDS:
+            words = wording.split(maxsplit=1)
+            if words and words[0].lower() in _NEGATION_WORDS:
                 out.append(wording)
     return out
 
