@@ -10,7 +10,11 @@ a check of what a user meets, not a benchmark to tune on (nothing is fitted on i
 Scored with :func:`medrank.pipelines.symptom.set_eval.slot_prf` (micro P / R / F1 over slots; a term fills at most
 one slot). "Decided or offered first" also counts a slot filled by the first alternative the page offers to tick.
 
+``bench/data/everyday_complaints_en_2.jsonl`` holds 60 more (110 slots), written later by a second writer who saw
+neither the first set nor any detector's output (``--data``; results in ``everyday_complaints_2``).
+
     python bench/everyday_complaints.py [--run runs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5] [--threads 1]
+    python bench/everyday_complaints.py --data bench/data/everyday_complaints_en_2.jsonl
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def main() -> None:
     ap.add_argument("--run", type=Path, default=DEFAULT_RUN, help="the trained English run the service serves")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--name", default=None, help="results file name under bench/results (default: from --data: "
+                    "everyday_complaints for everyday_complaints_en.jsonl, everyday_complaints_2 for ..._en_2.jsonl)")
     args = ap.parse_args()
     set_threads(args.threads)
     from symptom_sets import retriever
@@ -102,7 +108,7 @@ def main() -> None:
     lines += ["", "Slots: each symptom a complaint names, with the HPO terms that may stand for it; a decided term fills "
               "at most one slot (`medrank.pipelines.symptom.set_eval.slot_prf`). The complaints and their slots: "
               f"`bench/data/{out['data']}`."]
-    common.write("everyday_complaints", out, "\n".join(lines))
+    common.write(args.name or args.data.stem.replace("_en", ""), out, "\n".join(lines))
     for name, r in systems.items():
         print(name, r["decided"], flush=True)
 

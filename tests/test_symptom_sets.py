@@ -579,6 +579,47 @@ def test_a_term_whose_descendant_on_the_same_words_passes_is_offered_not_decided
     assert {t.id for t in apart.detect("itchy skin, itchy eyes").terms} == {"P", "O"}
 
 
+def test_a_descendant_stands_in_for_its_ancestor_only_on_words_of_its_own() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    names = {"F": "Fever", "R": "Recurrent fever"}
+    wordings = {"F": ("Fever", "Pyrexia"), "R": ("Recurrent fever", "Episodic fever", "Intermittent fevers")}
+    # the encoder puts the descendant first on every span
+    hits = {q: [("R", 0.97), ("F", 0.95)] for q in ("high fever", "intermittent fever", "strange fever")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score"),
+                          hierarchy=HpoHierarchy({"R": ["F"], "F": []}), wordings=wordings)
+    # Fever's wordings hold every word of "high fever" ("high" says how much), and nothing in it says recurrent
+    got = det.detect("I have a high fever")
+    assert [t.id for t in got.terms] == ["F"] and got.alternatives[0].id == "R"
+    # "intermittent" (a plural cut: "fevers" and "fever" meet) is the descendant's own word
+    assert [t.id for t in det.detect("I have an intermittent fever").terms] == ["R"]
+    # a word Fever's wordings lack may be the descendant's in words the vocabulary does not hold: it stands in
+    assert [t.id for t in det.detect("I have a strange fever").terms] == ["R"]
+    # without the vocabulary's wordings every passing descendant stands in for its ancestor, as before
+    det.wordings = None
+    assert [t.id for t in det.detect("I have a high fever").terms] == ["R"]
+
+
+def test_the_lead_of_a_span_named_by_its_top_term_passes_over_descendants_that_say_no_more() -> None:
+    from medrank.pipelines.symptom.sets import FEATURES, HpoHierarchy
+
+    names = {"F": "Fever", "R": "Recurrent fever", "S": "Febrile seizure"}
+    wordings = {"F": ("Fever",), "R": ("Recurrent fever", "Intermittent fever"), "S": ("Febrile seizure",)}
+    hits = {q: [("F", 0.71), ("R", 0.70), ("S", 0.55)] for q in ("high fever", "strange fever", "intermittent fever")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_margin"),
+                          hierarchy=HpoHierarchy({"R": ["F"], "F": [], "S": []}), wordings=wordings)
+
+    def margin(text: str) -> float:
+        _, cands, x, _ = det._candidates_many([text])[0]
+        return float(x[[c.id for c in cands].index("F"), FEATURES.index("span_margin")])
+
+    # "high fever" is Fever's own wording: Recurrent fever, a hair behind, is no rival; the lead is over S
+    assert margin("I have a high fever") == pytest.approx(0.16)
+    # a word Fever's wordings lack ("strange"), or the descendant's own ("intermittent"): the next hit is the rival
+    assert margin("I have a strange fever") == pytest.approx(0.01)
+    assert margin("I have an intermittent fever") == pytest.approx(0.01)
+
+
 def test_code_prefix_ancestors() -> None:
     h = CodePrefixHierarchy({"R10": ("R10",), "R10.1": ("R10.1",), "R10.101": ("R10.101",), "R11": ("R11",)})
     assert h.is_ancestor("R10", "R10.101") and h.is_ancestor("R10.1", "R10.101")

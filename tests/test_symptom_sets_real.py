@@ -232,3 +232,13 @@ def test_a_word_of_sensation_is_read_with_what_it_is_about() -> None:
     stomach = _english_run().detect("my stomach hurts and I feel sick")
     assert [t.name for t in stomach.terms][:1] == ["Abdominal pain"]
     assert "Nausea" in [t.name for t in stomach.terms + stomach.alternatives[:1]]
+
+
+def test_a_high_fever_is_fever_not_a_kind_of_fever_the_words_do_not_name() -> None:
+    # Recurrent fever scores a hair below Fever for "high fever"; nothing in the complaint says recurrent
+    for text in ("I have a high fever", "my little boy has a high fever and won't eat"):
+        got = _english_run().detect(text)
+        names = [t.name for t in got.terms]
+        assert "Fever" in names and "Recurrent fever" not in names, (text, names)
+    # a descendant the complaint does name is still decided over its ancestor
+    assert "Ocular pruritus" in [t.name for t in _english_run().detect("my eyes are red and itchy").terms]

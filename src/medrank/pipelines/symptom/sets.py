@@ -141,6 +141,11 @@ def negated_phrases(concepts: Iterable[Any]) -> list[str]:
     return out
 
 
+def concept_wordings(concepts: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each concept's name and synonyms (:attr:`SetDetector.wordings`)."""
+    return {cid: (c.name, *getattr(c, "synonyms", ())) for cid, c in concepts.items()}
+
+
 # -- hierarchies -------------------------------------------------------------------------------------
 class Hierarchy(Protocol):
     def related(self, a: str, b: str) -> bool: ...  # one is an ancestor of the other
@@ -367,6 +372,17 @@ def _overlap(name: str, span: str, zh: bool) -> tuple[float, float]:
     return inter / len(a), inter / len(b)
 
 
+def _word_stems(text: str) -> set[str]:
+    """English content words, a plural "s" and all past five letters cut ("eyes" and "eye" meet)."""
+    words = (w[:-1] if len(w) > 3 and w.endswith("s") else w for w in _WORD.findall(text.lower()) if w not in _STOP)
+    return {w[:5] for w in words}
+
+
+# words of degree: how much, not what ("a high fever", "a really bad cough")
+_DEGREE = _word_stems("high bad badly severe terrible awful horrible really very slight mild little bit quite extremely "
+                      "so pretty real")
+
+
 def _longest_common(a: str, b: str) -> int:
     """Length of the longest common substring (case-insensitive)."""
     from difflib import SequenceMatcher
@@ -478,7 +494,8 @@ class SetDetector:
                  lexicon: Any = None, hierarchy: Hierarchy | None = None, calibration: SetCalibration | None = None,
                  k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
                  memory: TrainingMemory | None = None, reranker: Any = None,
-                 join_margin: float | None | str = "calibration", phrases: Iterable[str] = ()) -> None:
+                 join_margin: float | None | str = "calibration", phrases: Iterable[str] = (),
+                 wordings: Mapping[str, Sequence[str]] | None = None) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
@@ -493,6 +510,9 @@ class SetDetector:
         #: the vocabulary's own wordings (names, synonyms), lower-cased: a span that is one of them ("no appetite",
         #: HPO's Poor appetite) names that term even when it opens with a negation word
         self.phrases = frozenset(p.lower() for p in phrases)
+        #: each term's wordings in the vocabulary (name and synonyms): what an English descendant says beyond its
+        #: ancestor (:meth:`_says_more`)
+        self.wordings = wordings
         self.language = language
         self.lexicon = lexicon
         #: hits of the lexicon's forms and names (queried by every complaint that names their symptom), searched once
@@ -539,6 +559,7 @@ class SetDetector:
         concepts = retriever.concepts
         kwargs.setdefault("hierarchy", default_hierarchy(concepts.values()))
         kwargs.setdefault("phrases", negated_phrases(concepts.values()))
+        kwargs.setdefault("wordings", concept_wordings(concepts))
         return cls(search, {cid: c.name for cid, c in concepts.items()}, **kwargs)
 
     @classmethod
@@ -556,6 +577,7 @@ class SetDetector:
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
             kwargs["lexicon"] = span_lexicon()
         kwargs.setdefault("phrases", negated_phrases(kb.concepts.values()))
+        kwargs.setdefault("wordings", concept_wordings(kb.concepts))
         return cls(kb.backend.search, {cid: c.name for cid, c in kb.concepts.items()}, calibration=calibration,
                    **kwargs)
 
@@ -773,7 +795,7 @@ class SetDetector:
                         c.span_score, c.span_rank, c.span_idx = float(score), rank, i
                         c.span_top_gap = float(score - top)
                         # how far the top hit leads the next one: a clear lead is a confident reading of the span
-                        c.span_margin = float(score - (row[1][1] if rank == 0 and len(row) > 1 else top))
+                        c.span_margin = float(score - (self._runner_up(row, spans[i].text, text) if rank == 0 else top))
                 else:  # a lexicon expansion of span i
                     c.expansion_score = max(c.expansion_score, float(score))
                     if c.span_idx < 0:
@@ -818,6 +840,17 @@ class SetDetector:
         x = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
         return spans, keep, x
 
+    def _runner_up(self, row: list[tuple[str, float]], span_text: str, text: str) -> float:
+        """The score the top hit of a span leads: the next hit's, past the top hit's own descendants that do not
+        stand in for it (:meth:`_vaguer`: "high fever" is Fever's own wording and Recurrent fever, a hair behind,
+        says nothing of recurrence); the top score itself when nothing follows."""
+        top_id = row[0][0]
+        named = self.hierarchy is not None and self._holds(top_id, span_text)
+        for cid, score in row[1:]:
+            if not (named and self.hierarchy.is_ancestor(top_id, cid) and not self._says_more(cid, top_id, text)):
+                return score
+        return row[0][1]
+
     def _memory_features(self, cid: str, span_text: str, clauses: list[str]) -> tuple[float, float, float]:
         if self.memory is None:
             return 0.0, UNSEEN, UNSEEN
@@ -845,7 +878,7 @@ class SetDetector:
         order = sorted(range(len(cands)), key=lambda j: (-p[j], cands[j].id))
         # a term whose own descendant on the same words also passes says less than it ("itchy" → Pruritus, "my eyes
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered
-        vaguer = self._vaguer(order, cands, spans, p, threshold)
+        vaguer = self._vaguer(order, cands, spans, p, threshold, text)
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
@@ -911,15 +944,43 @@ class SetDetector:
         return [f for f in dict.fromkeys(forms) if len(f) >= 2]
 
     def _vaguer(self, order: list[int], cands: list[_Candidate], spans: Sequence[Span], p: np.ndarray,
-                threshold: float) -> set[int]:
-        """The passing candidates with a passing descendant on the same or overlapping words."""
+                threshold: float, text: str) -> set[int]:
+        """Of a passing term and its passing descendant on the same or overlapping words, the one that is not
+        decided: the ancestor, unless the descendant says no more (:meth:`_says_more`) and the descendant's span
+        is one of the ancestor's own wordings, how much aside (:meth:`_holds`: "high fever", Fever)."""
         if self.hierarchy is None:
             return set()
         passing = [j for j in order if p[j] >= threshold]
-        return {a for a in passing for d in passing
-                if a != d and (cands[a].span_idx == cands[d].span_idx or _overlapping(spans, cands[a].span_idx,
-                                                                                     cands[d].span_idx))
-                and self.hierarchy.is_ancestor(cands[a].id, cands[d].id)}
+        out = set()
+        for a in passing:
+            for d in passing:
+                if a == d or not self.hierarchy.is_ancestor(cands[a].id, cands[d].id):
+                    continue
+                if cands[a].span_idx == cands[d].span_idx or _overlapping(spans, cands[a].span_idx, cands[d].span_idx):
+                    plain = (not self._says_more(cands[d].id, cands[a].id, text)
+                             and self._holds(cands[a].id, spans[cands[d].span_idx].text if cands[d].span_idx >= 0 else text))
+                    out.add(d if plain else a)
+        return out
+
+    def _holds(self, cid: str, words: str) -> bool:
+        """Whether ``words`` are one of the wordings of ``cid``, English content words compared, words of degree
+        aside ("high fever" is Fever's "Fever"; "nausea" is not ICD-10-CM's "Nausea and vomiting"). False without
+        wordings."""
+        if self.wordings is None:
+            return False
+        said = _word_stems(words) - _DEGREE
+        return bool(said) and any(_word_stems(w) - _DEGREE == said for w in self.wordings.get(cid, ()))
+
+    def _says_more(self, descendant: str, ancestor: str, text: str) -> bool:
+        """Whether the English ``text`` holds a word that the descendant's wordings hold and its ancestor's do not
+        ("eyes" for Ocular pruritus, "Itchy eyes", over Pruritus): a descendant the encoder merely puts near the
+        same words ("I have a high fever": Recurrent fever, no word of "recurrent", "episodic", "intermittent")
+        does not stand in for its ancestor. Without wordings, or in Chinese, every descendant says more."""
+        if self.wordings is None or self._zh(text):
+            return True
+        own = set().union(*(_word_stems(w) for w in self.wordings.get(descendant, ())))
+        held = set().union(*(_word_stems(w) for w in self.wordings.get(ancestor, ())))
+        return bool((own - held) & _word_stems(text))
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
