@@ -620,6 +620,22 @@ def test_the_lead_of_a_span_named_by_its_top_term_passes_over_descendants_that_s
     assert margin("I have an intermittent fever") == pytest.approx(0.01)
 
 
+def test_a_piece_that_is_a_terms_own_wording_decides_it() -> None:
+    names = {"P": "Pharyngalgia", "R": "Rhinorrhea"}
+    wordings = {"P": ("Pharyngalgia", "Sore throat"), "R": ("Rhinorrhea", "Runny nose")}
+    hits = {"sore throat": [("P", 0.3)], "runny nose": [("R", 0.9)], "scratchy throat": [("P", 0.3)]}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score"), wordings=wordings)
+    got = det.detect("a runny nose and a sore throat")
+    assert [t.id for t in got.terms] == ["R", "P"]
+    # its probability stays the calibration's: the words decide, they do not make it surer
+    assert got.terms[1].probability == pytest.approx(1 / (1 + math.exp(-(4 * 0.3 - 2))), abs=1e-4)
+    # other words for it, a denial of it, or no wordings: the calibration alone decides
+    assert [t.id for t in det.detect("a runny nose and a scratchy throat").terms] == ["R"]
+    assert [t.id for t in det.detect("a runny nose but no sore throat").terms] == ["R"]
+    det.wordings = None
+    assert [t.id for t in det.detect("a runny nose and a sore throat").terms] == ["R"]
+
+
 def test_code_prefix_ancestors() -> None:
     h = CodePrefixHierarchy({"R10": ("R10",), "R10.1": ("R10.1",), "R10.101": ("R10.101",), "R11": ("R11",)})
     assert h.is_ancestor("R10", "R10.101") and h.is_ancestor("R10.1", "R10.101")
