@@ -87,7 +87,8 @@ def main() -> None:
     if (args.run / "sets-hpo.json").exists():
         # as /symptoms serves it: the run's index and calibration, queries on the fastest agreeing ONNX form
         served = SetDetector.from_run(args.run, "hpo", backend="auto")
-        systems[f"trained run {args.run.name}, its own calibration, served form"] = score(served, texts, slots, names)
+        how = f" ({served.serving})" if served.serving else ""
+        systems[f"trained run {args.run.name}, its own calibration, served form{how}"] = score(served, texts, slots, names)
     else:
         print(f"{args.run} has no sets-hpo.json: its row is left out (make models trains it)", flush=True)
     # what a fresh checkout serves without trained runs: MiniLM hybrid over every HPO name and synonym

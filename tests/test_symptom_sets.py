@@ -152,6 +152,11 @@ def test_english_spans_leave_out_who_and_when() -> None:
     # how often, and a time of day behind a qualifier, say when: alone "especially at night" finds Maintenance insomnia
     assert spans("I cough a lot, especially at night") == [("cough", False)]
     assert spans("I get headaches, mostly in the morning") == [("headaches", False)]
+    # a count may be near ("for about 3 days", "in over a week"); "first thing (in the morning)" is a time of day
+    assert spans("I have had a fever for about 3 days") == [("fever", False)]
+    assert spans("constipated for over a week") == [("constipated", False)]
+    assert spans("tingling in my right hand, mostly first thing in the morning") == [("tingling in my right hand", False)]
+    assert spans("my head aches first thing") == [("my head aches", False)]
     assert spans("my head hurts all the time") == [("my head hurts", False)]
     assert spans("I wake up at night") == [("wake up at night", False)]
     assert spans("I don't have a fever") == [("fever", True)]

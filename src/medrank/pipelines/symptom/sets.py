@@ -526,6 +526,9 @@ class SetDetector:
         self.expansion_forms = expansion_forms
         self.max_alternatives = max_alternatives
         self.name = name
+        #: what :meth:`from_run` changed to serve the run faster, in words ("queries on onnx-int8"; the fastest
+        #: agreeing ONNX form is chosen by timing, so it may differ between loads)
+        self.serving = ""
         #: "calibration": the calibration's own (:attr:`SetCalibration.join_margin`)
         self._join_margin = join_margin
         #: query → hits while :meth:`fit` prepares the same complaints several times
@@ -620,7 +623,9 @@ class SetDetector:
         kwargs.setdefault("memory", run_memory(run_dir))
         if kwargs.get("language") == "zh" and "lexicon" not in kwargs:
             kwargs["lexicon"] = span_lexicon()
-        return cls.from_retriever(retriever, calibration=calibration, **kwargs)
+        detector = cls.from_retriever(retriever, calibration=calibration, **kwargs)
+        detector.serving = getattr(retriever, "serving", "")
+        return detector
 
     # -- candidates --------------------------------------------------------------------------------
     def _spans(self, text: str) -> list[Span]:

@@ -151,12 +151,14 @@ def _negated_en(clause: str, offset: int) -> bool:
 
 _EN_NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|few|several|couple\s+of|a\s+couple\s+of|\d+)"
 _EN_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?)"
+# how close a count is ("for about an hour", "in over a week")
+_EN_ABOUT = r"(?:(?:about|around|nearly|almost|over|under|roughly|more\s+than|less\s+than|at\s+least)\s+)?"
 # a clause's trailing time ("for two days", "over the past week", "since yesterday", "last night") or how often ("a lot",
 # "all the time") says when, not what: left in, it pulls the clause towards terms about timing or kind ("Quotidian
 # fever" for "fever for two days", "Productive cough" for "cough a lot")
 _EN_TIME = re.compile(
-    rf"(?:\s+(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
-    rf"|\s+(?:{_EN_NUMBER}\s+{_EN_UNIT}\s+(?:ago|now))"
+    rf"(?:\s+(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?{_EN_ABOUT}(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
+    rf"|\s+(?:{_EN_ABOUT}{_EN_NUMBER}\s+{_EN_UNIT}\s+(?:ago|now))"
     rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
     rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
     rf"|now|lately|recently|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
@@ -164,7 +166,10 @@ _EN_TIME = re.compile(
     # a time of day behind a qualifier ("especially at night", "mostly in the morning") says when the finding before
     # it is worst: alone it finds sleep terms (Maintenance insomnia). A bare "at night" stays ("I wake up at night")
     rf"|\s+(?:especially|mostly|mainly|particularly|usually|often|worse|worst)\s+(?:at|in|during|through)\s+"
-    rf"(?:the\s+)?(?:night|nights|nighttime|night-time|morning|mornings|evening|evenings|afternoon|day|daytime))+\s*$",
+    rf"(?:the\s+)?(?:night|nights|nighttime|night-time|morning|mornings|evening|evenings|afternoon|day|daytime)"
+    # "first thing (in the morning)" is a time of day whatever stands before it
+    rf"|\s+(?:(?:especially|mostly|mainly|particularly|usually|often|worse|worst)\s+)?first\s+thing"
+    rf"(?:\s+in\s+the\s+morning)?)+\s*$",
     re.I,
 )
 
