@@ -715,7 +715,9 @@ class SetDetector:
 
     def warm(self) -> None:
         """Search the lexicon's forms and names now (else on the first complaint): their hits are kept, since
-        every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint."""
+        every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint. The
+        table of the vocabulary's English wordings (:meth:`_named_by`) is built now too."""
+        self._named_by("", "a")
         if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
             return
         forms = sorted(set(self.lexicon.forms) | set(self.lexicon.forms.values())) if self.lexicon is not None else []
