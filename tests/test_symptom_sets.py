@@ -157,6 +157,10 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("constipated for over a week") == [("constipated", False)]
     assert spans("tingling in my right hand, mostly first thing in the morning") == [("tingling in my right hand", False)]
     assert spans("my head aches first thing") == [("my head aches", False)]
+    # waking says when what follows "with" was noticed; waking itself may be the finding
+    assert spans("I woke up this morning with a sore throat") == [("sore throat", False)]
+    assert spans("my son woke up with a rash") == [("rash", False)]
+    assert spans("I keep waking up at night") == [("waking up at night", False)]
     assert spans("my head hurts all the time") == [("my head hurts", False)]
     assert spans("I wake up at night") == [("wake up at night", False)]
     assert spans("I don't have a fever") == [("fever", True)]

@@ -886,7 +886,8 @@ class SetDetector:
         p = cal.probability(x) if p is None else p
         order = sorted(range(len(cands)), key=lambda j: (-p[j], cands[j].id))
         # a term whose own descendant on the same words also passes says less than it ("itchy" → Pruritus, "my eyes
-        # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered
+        # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
+        # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         vaguer = self._vaguer(order, cands, spans, p, threshold, text)
         chosen: list[int] = []
         rest: list[int] = []

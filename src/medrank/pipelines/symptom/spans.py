@@ -104,6 +104,8 @@ _EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
 # whole complaint: "a cough and a fever, especially at night")
 _SUB_GAP = re.compile(r"^\s*$")
 _EN_FEEL = re.compile(r"\bfe(?:el|els|lt)\b", re.I)
+_EN_WOKE = re.compile(r"^(?:woke|woken|wake|wakes|waking)\s+up$", re.I)
+_EN_WITH = re.compile(r"\s*with\b", re.I)
 _EN_CONJ_WORD = re.compile(rf"\b(?:{_EN_CONJ})\b", re.I)
 _EN_SUBJECT = re.compile(rf"\b(?:i|we|he|she|they|{EN_PERSON})\b", re.I)
 _EN_LINKING = {"is", "are", "was", "were", "feels", "feel", "looks", "look", "gets", "get", "seems", "seem"}
@@ -250,6 +252,10 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
         else:
             c, d = _strip_time(text, *_strip_lead(text, a, b))
             if d <= c:
+                continue
+            # "(I) woke up with a stiff neck": waking says when the finding after "with" was noticed, not what it is
+            # (alone, "woke up" finds Terminal insomnia); "I keep waking up at night" is a finding and stays
+            if _EN_WOKE.match(text[c:d]) and _EN_WITH.match(text, b):
                 continue
             neg = _negated_en(text[a:b], c - a + 1) if c > a else False
             # the lead-in can hold the negation ("I have no fever"); a negation word inside the rest counts too
