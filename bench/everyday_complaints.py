@@ -54,8 +54,10 @@ def pct(d: dict[str, float]) -> dict[str, float]:
 
 
 def score(detector: SetDetector, texts: list[str], slots: list[list[list[str]]], names: dict[str, str]) -> dict[str, Any]:
+    # one complaint at a time, as /symptoms reads them: an int8 query encoder quantises a batch's activations with one
+    # scale, so a complaint read in a batch with others may come out otherwise
     t0 = time.perf_counter()
-    found = detector.detect_many(texts)
+    found = [detector.detect(t) for t in texts]
     seconds = time.perf_counter() - t0
     decided = [[t.id for t in s.terms] for s in found]
     first = [[t.id for t in s.terms] + [t.id for t in s.alternatives[:1]] for s in found]

@@ -161,6 +161,13 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("I woke up this morning with a sore throat") == [("sore throat", False)]
     assert spans("my son woke up with a rash") == [("rash", False)]
     assert spans("I keep waking up at night") == [("waking up at night", False)]
+    # a participle of a movement with what it moves over is a circumstance, like "when ..."; what the patient
+    # cannot do, a gerund, and "running a temperature" are not
+    got = [(s.text, s.reading, s.circumstance) for s in find_spans("I get breathless walking up the stairs", language="en")]
+    assert got == [("breathless", False, None), ("breathless walking up the stairs", True, "walking up the stairs")]
+    assert spans("difficulty walking up stairs") == [("difficulty walking up stairs", False)]
+    assert spans("slow breathing") == [("slow breathing", False)]
+    assert spans("she has been running a temperature") == [("running a temperature", False)]
     assert spans("my head hurts all the time") == [("my head hurts", False)]
     assert spans("I wake up at night") == [("wake up at night", False)]
     assert spans("I don't have a fever") == [("fever", True)]

@@ -1037,6 +1037,9 @@ class SetDetector:
         return self.detect_many([text])[0]
 
     def detect_many(self, texts: Sequence[str]) -> list[SymptomSet]:
+        """:meth:`detect` for each of ``texts``, their queries searched in one batch. On an int8 ONNX query encoder
+        (dynamic quantisation: one activation scale per batch) a complaint may then come out slightly otherwise
+        than alone; the service reads one complaint at a time."""
         if isinstance(texts, str):
             raise SymptomTextError("detect_many takes a list of complaints; use detect() for one")
         return [self._decide(t, *c) for t, c in zip(texts, self._candidates_many(list(texts)), strict=True)]

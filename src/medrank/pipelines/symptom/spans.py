@@ -97,9 +97,22 @@ def _pieces(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
 
 _ZH_SPLIT = re.compile(f"{_PUNCT}+|{_ZH_CONJ}")
 _EN_SPLIT = re.compile(rf"{_PUNCT}+|\b(?:{_EN_CONJ})\b", re.I)
+# a participle of a movement with what it moves over or through ("breathless walking up the stairs", "my knee hurts
+# going down the stairs") says in what circumstances, like "when": one that opens its clause, or follows a word that
+# makes it what the patient cannot do ("difficulty walking up stairs"), or a bare gerund ("slow breathing") does not
+_EN_MOVING = r"walking|climbing|running|jogging|standing|sitting|lying|bending|lifting|going|coming|turning|kneeling|carrying"
+_EN_MOVED_OVER = (r"up|down|upstairs|downstairs|stairs|steps|uphill|downhill|the|a|an|my|in|out|on|over|around|into|onto|"
+                  r"off|back|forward|heavy|things|something|anything")
+_EN_NOT_CIRCUMSTANCE = ("difficulty", "difficulties", "trouble", "problem", "problems", "hard", "unable", "inability",
+                        "can't", "cannot", "couldn't", "avoid", "stop", "stops", "stopped", "keep", "keeps", "kept",
+                        "start", "started", "of", "in", "on", "upon", "by", "for", "from", "to", "with", "without",
+                        "while", "when", "after", "before", "and", "or", "but", "i", "am", "is", "are", "was", "were",
+                        "been", "be", "im", "i'm")
+_EN_PARTICIPLE = (r"(?<=\w )" + "".join(rf"(?<!\b{re.escape(w)} )" for w in _EN_NOT_CIRCUMSTANCE)
+                  + rf"(?=(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b)")
 # "especially when I lie down" is one subordinate clause, not "especially" and "when I lie down"
-_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)", re.I)
-_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b", re.I)
+_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)|{_EN_PARTICIPLE}", re.I)
+_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b|(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b", re.I)
 # what may part a subordinate clause from the clause it qualifies: a space only (after a comma it may qualify the
 # whole complaint: "a cough and a fever, especially at night")
 _SUB_GAP = re.compile(r"^\s*$")
