@@ -12,7 +12,8 @@ clause (不 / 没 / 无 / 未 / 否认; "no" / "not" / "without" / "denies") is 
 An English clause loses its lead-in, which says who ("I have", "my son has been"), and its trailing time, which says
 when ("for two days", "since yesterday"); a clause that is only a time is no span. A subordinate clause says in what
 circumstances the clause before it holds, not what the patient has: it is read together with that clause ("hurts
-when I swallow", "low blood sugar after a meal"), never alone ("after a meal" alone finds Postprandial fullness);
+when I swallow", "low blood sugar after a meal"), never alone ("after a meal" alone finds Postprandial fullness); so
+is a participle of a movement ("breathless walking up the stairs"), and "woke up" before "with" is no finding;
 after one word of sensation ("burning when I pee") the two are one piece. "feel" stays when one word follows it
 ("feel sick"). A bare predicate or adjective after a clause ("... swollen and hurts", "my eyes are itchy and
 watery") is read with that clause, and an adjective is searched with the body part it shares ("my eyes are watery").
