@@ -510,10 +510,7 @@ class SetDetector:
         #: the vocabulary's own wordings (names, synonyms), lower-cased: a span that is one of them ("no appetite",
         #: HPO's Poor appetite) names that term even when it opens with a negation word
         self.phrases = frozenset(p.lower() for p in phrases)
-        #: each term's wordings in the vocabulary (name and synonyms): what an English descendant says beyond its
-        #: ancestor (:meth:`_says_more`)
         self.wordings = wordings
-        self._by_wording: dict[str, frozenset[str]] | None = None
         self.language = language
         self.lexicon = lexicon
         #: hits of the lexicon's forms and names (queried by every complaint that names their symptom), searched once
@@ -533,6 +530,20 @@ class SetDetector:
         self._join_margin = join_margin
         #: query → hits while :meth:`fit` prepares the same complaints several times
         self._memo: dict[str, list[tuple[str, float]]] | None = None
+
+    @property
+    def wordings(self) -> Mapping[str, Sequence[str]] | None:
+        """Each term's wordings in the vocabulary (name and synonyms): English pieces in a term's own words
+        (:meth:`_named_by`), and what a descendant says beyond its ancestor (:meth:`_says_more`)."""
+        return self._wordings
+
+    @wordings.setter
+    def wordings(self, wordings: Mapping[str, Sequence[str]] | None) -> None:
+        self._wordings = wordings
+        # derived from the wordings, built when first needed: lower-cased wording → its terms, and each term's
+        # wordings as content-word stems
+        self._by_wording: dict[str, frozenset[str]] | None = None
+        self._stems: dict[str, tuple[frozenset[str], ...]] = {}
 
     @property
     def join_margin(self) -> float | None:
@@ -717,7 +728,7 @@ class SetDetector:
         """Search the lexicon's forms and names now (else on the first complaint): their hits are kept, since
         every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint. The
         table of the vocabulary's English wordings (:meth:`_named_by`) is built now too."""
-        self._named_by("", "a")
+        self._wording_table()
         if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
             return
         forms = sorted(set(self.lexicon.forms) | set(self.lexicon.forms.values())) if self.lexicon is not None else []
@@ -990,13 +1001,22 @@ class SetDetector:
         """The terms one of whose wordings ``piece`` is, case aside (English; empty without wordings)."""
         if self.wordings is None or self._zh(text):
             return frozenset()
+        return self._wording_table().get(piece.strip().lower(), frozenset())
+
+    def _wording_table(self) -> dict[str, frozenset[str]]:
         if self._by_wording is None:
             by: dict[str, set[str]] = {}
-            for cid, wordings in self.wordings.items():
+            for cid, wordings in (self.wordings or {}).items():
                 for w in wordings:
                     by.setdefault(w.strip().lower(), set()).add(cid)
             self._by_wording = {w: frozenset(ids) for w, ids in by.items()}
-        return self._by_wording.get(piece.strip().lower(), frozenset())
+        return self._by_wording
+
+    def _wording_stems(self, cid: str) -> tuple[frozenset[str], ...]:
+        """The content-word stems of each wording of ``cid`` (:func:`_word_stems`)."""
+        if cid not in self._stems:
+            self._stems[cid] = tuple(frozenset(_word_stems(w)) for w in (self.wordings or {}).get(cid, ()))
+        return self._stems[cid]
 
     def _holds(self, cid: str, words: str) -> bool:
         """Whether ``words`` are one of the wordings of ``cid``, English content words compared, words of degree
@@ -1005,7 +1025,7 @@ class SetDetector:
         if self.wordings is None:
             return False
         said = _word_stems(words) - _DEGREE
-        return bool(said) and any(_word_stems(w) - _DEGREE == said for w in self.wordings.get(cid, ()))
+        return bool(said) and any(w - _DEGREE == said for w in self._wording_stems(cid))
 
     def _says_more(self, descendant: str, ancestor: str, text: str) -> bool:
         """Whether the English ``text`` holds a word that the descendant's wordings hold and its ancestor's do not
@@ -1014,8 +1034,8 @@ class SetDetector:
         does not stand in for its ancestor. Without wordings, or in Chinese, every descendant says more."""
         if self.wordings is None or self._zh(text):
             return True
-        own = set().union(*(_word_stems(w) for w in self.wordings.get(descendant, ())))
-        held = set().union(*(_word_stems(w) for w in self.wordings.get(ancestor, ())))
+        own = frozenset().union(*self._wording_stems(descendant))
+        held = frozenset().union(*self._wording_stems(ancestor))
         return bool((own - held) & _word_stems(text))
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
