@@ -601,7 +601,7 @@ def test_a_descendant_stands_in_for_its_ancestor_only_on_words_of_its_own() -> N
     names = {"F": "Fever", "R": "Recurrent fever"}
     wordings = {"F": ("Fever", "Pyrexia"), "R": ("Recurrent fever", "Episodic fever", "Intermittent fevers")}
     # the encoder puts the descendant first on every span
-    hits = {q: [("R", 0.97), ("F", 0.95)] for q in ("high fever", "intermittent fever", "strange fever")}
+    hits = {q: [("R", 0.97), ("F", 0.95)] for q in ("high fever", "intermittent fever", "strange fever", "niggling fever")}
     det = _table_detector(hits, names, _one_feature_calibration("span_score"),
                           hierarchy=HpoHierarchy({"R": ["F"], "F": []}), wordings=wordings)
     # Fever's wordings hold every word of "high fever" ("high" says how much), and nothing in it says recurrent
@@ -609,8 +609,14 @@ def test_a_descendant_stands_in_for_its_ancestor_only_on_words_of_its_own() -> N
     assert [t.id for t in got.terms] == ["F"] and got.alternatives[0].id == "R"
     # "intermittent" (a plural cut: "fevers" and "fever" meet) is the descendant's own word
     assert [t.id for t in det.detect("I have an intermittent fever").terms] == ["R"]
-    # a word Fever's wordings lack may be the descendant's in words the vocabulary does not hold: it stands in
+    # a word Fever's wordings lack that another wording of the vocabulary holds may be the descendant's: it stands in
+    det.wordings = {**wordings, "S": ("Strange behaviour",)}
     assert [t.id for t in det.detect("I have a strange fever").terms] == ["R"]
+    # a word no wording holds says how, not which kind: the term the piece ends with is decided, at least as
+    # probable as its kind (is-a)
+    got = det.detect("I have a niggling fever")
+    assert [t.id for t in got.terms] == ["F"] and got.terms[0].probability == pytest.approx(
+        1 / (1 + math.exp(-(4 * 0.97 - 2))), abs=1e-4)
     # without the vocabulary's wordings every passing descendant stands in for its ancestor, as before
     det.wordings = None
     assert [t.id for t in det.detect("I have a high fever").terms] == ["R"]
@@ -650,6 +656,38 @@ def test_a_piece_that_is_a_terms_own_wording_decides_it() -> None:
     assert [t.id for t in det.detect("a runny nose but no sore throat").terms] == ["R"]
     det.wordings = None
     assert [t.id for t in det.detect("a runny nose and a sore throat").terms] == ["R"]
+
+
+def test_a_piece_ending_in_a_terms_wording_decides_it_when_the_search_reads_it_as_that_term() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    names = {"H": "Headache", "C": "Cluster headache", "N": "Split nail", "B": "Blindness", "P": "Prosopagnosia",
+             "W": "Facial weakness"}
+    wordings = {"H": ("Headache",), "C": ("Cluster headache",), "N": ("Split nail",), "B": ("Blindness",),
+                "P": ("Prosopagnosia",), "W": ("Facial weakness", "Weak face")}
+    hits = {"splitting headache": [("C", 0.3), ("H", 0.29), ("N", 0.2)],
+            "cluster type headache": [("C", 0.3), ("H", 0.29)],
+            "face blindness": [("W", 0.3), ("B", 0.29), ("P", 0.2)]}
+    hierarchy = HpoHierarchy({"C": ["H"], "H": [], "N": [], "B": [], "P": [], "W": []})
+    det = _table_detector(hits, names, _one_feature_calibration("span_score"), hierarchy=hierarchy, wordings=wordings)
+    # nothing passes the calibration; the piece ends with "headache", and the search's two best are Headache and a
+    # kind of it: Headache is decided, as probable as that kind ("split" of Split nail is no kind of headache)
+    got = det.detect("a splitting headache")
+    assert [t.id for t in got.terms] == ["H"]
+    assert got.terms[0].probability == pytest.approx(1 / (1 + math.exp(-(4 * 0.3 - 2))), abs=1e-4)
+    # a kind worded with a word before says which headache: the rule stands aside
+    assert det.detect("a cluster type headache").terms == []
+    # the search reads "face blindness" as something else first: "face" may name what the piece is about
+    assert det.detect("face blindness").terms == []
+    # no wordings, no rule
+    det.wordings = None
+    assert det.detect("a splitting headache").terms == []
+
+
+def test_a_clause_that_says_there_is_none_is_a_denial() -> None:
+    spans = find_spans("itchy all over, but there's no rash", None, "en")
+    assert [(s.text, s.negated) for s in spans] == [("itchy all over", False), ("no rash", True)]
+    assert [(s.text, s.negated) for s in find_spans("there was blood in my wee", None, "en")] == [("blood in my wee", False)]
 
 
 def test_code_prefix_ancestors() -> None:

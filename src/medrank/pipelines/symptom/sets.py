@@ -544,6 +544,7 @@ class SetDetector:
         # wordings as content-word stems
         self._by_wording: dict[str, frozenset[str]] | None = None
         self._stems: dict[str, tuple[frozenset[str], ...]] = {}
+        self._vocabulary_stems: frozenset[str] | None = None
 
     @property
     def join_margin(self) -> float | None:
@@ -921,13 +922,39 @@ class SetDetector:
         # calibration: fit() chooses the threshold without it (with it, complaints the index holds word for word
         # stop counting, and the threshold rises for the rest)
         for i, sp in enumerate(spans if by_wording else ()):
-            if sp.negated or sp.reading or any(cands[j].span_idx == i for j in chosen):
+            if sp.negated or sp.reading:
                 continue
-            named = self._named_by(sp.text, text)
+            on_span = [j for j in chosen if cands[j].span_idx == i]
+            ranked = [c.id for c in sorted(cands, key=lambda c: -c.span_score) if c.span_idx == i]
+            if on_span:
+                # a decided kind of the term the piece ends with, on a word no wording of the vocabulary holds ("a
+                # niggling cough": Barking cough, no word of "barking" or "seal-like"), gives way to that term
+                named = self._headed_by(sp.text, text, ranked, unknown_words=True)
+                narrower = [j for j in on_span if any(self.hierarchy is not None
+                                                      and self.hierarchy.is_ancestor(n, cands[j].id) for n in named)
+                            and not self._says_more(cands[j].id, next(iter(named)), sp.text, loose=True)]
+                if not named or len(narrower) < len(on_span):
+                    continue
+            else:
+                named = self._named_by(sp.text, text) or self._headed_by(sp.text, text, ranked)
+                narrower = []
             best = next((j for j in rest if cands[j].span_idx == i and cands[j].id in named), None)
-            if best is not None and self._compatible(best, chosen, cands, spans):
+            if best is None:
+                continue
+            for j in narrower:
+                chosen.remove(j)
+            if self._compatible(best, chosen, cands, spans):
                 chosen.append(best)
                 rest.remove(best)
+                rest.extend(narrower)
+                # a kind of the term on these words is the term too (is-a): the term is at least as probable
+                kinds = [p[j] for j in range(len(cands)) if cands[j].span_idx == i and self.hierarchy is not None
+                         and self.hierarchy.is_ancestor(cands[best].id, cands[j].id)]
+                if kinds and max(kinds) > p[best]:
+                    p = p.copy()
+                    p[best] = max(kinds)
+            else:  # the term may not stand there: the narrower terms stay
+                chosen.extend(narrower)
         chosen.sort(key=lambda j: (-p[j], cands[j].id))
         if span_cut is not None:
             covered_spans = {cands[j].span_idx for j in chosen}
@@ -1003,6 +1030,43 @@ class SetDetector:
             return frozenset()
         return self._wording_table().get(piece.strip().lower(), frozenset())
 
+    def _headed_by(self, piece: str, text: str, candidates: Sequence[str], unknown_words: bool = False) -> frozenset[str]:
+        """The terms one of whose wordings ends ``piece`` word for word, when the piece's two best ``candidates`` (best
+        first) are that term or kinds of it and no wording of a candidate
+        holds those words and one of the words before them ("splitting headache": Headache; no candidate is worded
+        "splitting headache", and Split nail's "split" is beside the point). A candidate worded with both, or a kind
+        of the term worded with a word before them, says which kind the piece means ("cluster headache", "complete
+        duplication of the ..."), and the rule stands aside."""
+        if self.wordings is None or self._zh(text):
+            return frozenset()
+        words = _WORD.findall(piece.lower())
+        table = self._wording_table()
+        for k in range(1, len(words)):
+            named = table.get(" ".join(words[k:]))
+            if not named:
+                continue
+            if self.hierarchy is None:
+                return frozenset()
+            kinds = [cid for cid in candidates if any(self.hierarchy.is_ancestor(n, cid) for n in named)]
+            # the words before may name another thing of which the term is a part ("face blindness", "strawberry
+            # birthmark"): the search agrees they say how, not what, when its two best are the term or kinds of it
+            if len(candidates) < 2 or not all(cid in named or cid in kinds for cid in candidates[:2]):
+                return frozenset()
+            extra, head = _word_stems(" ".join(words[:k])), _word_stems(" ".join(words[k:]))
+            if any(extra & stems and (head <= stems or cid in kinds)
+                   for cid in candidates for stems in self._wording_stems(cid)):
+                return frozenset()
+            if unknown_words and (not extra or extra & self._every_wording_stem()):
+                return frozenset()
+            return named
+        return frozenset()
+
+    def _every_wording_stem(self) -> frozenset[str]:
+        if self._vocabulary_stems is None:
+            self._vocabulary_stems = frozenset().union(*(frozenset(_word_stems(w)) for ws in (self.wordings or {}).values()
+                                                        for w in ws))
+        return self._vocabulary_stems
+
     def _wording_table(self) -> dict[str, frozenset[str]]:
         if self._by_wording is None:
             by: dict[str, set[str]] = {}
@@ -1027,7 +1091,7 @@ class SetDetector:
         said = _word_stems(words) - _DEGREE
         return bool(said) and any(w - _DEGREE == said for w in self._wording_stems(cid))
 
-    def _says_more(self, descendant: str, ancestor: str, text: str) -> bool:
+    def _says_more(self, descendant: str, ancestor: str, text: str, loose: bool = False) -> bool:
         """Whether the English ``text`` holds a word that the descendant's wordings hold and its ancestor's do not
         ("eyes" for Ocular pruritus, "Itchy eyes", over Pruritus): a descendant the encoder merely puts near the
         same words ("I have a high fever": Recurrent fever, no word of "recurrent", "episodic", "intermittent")
@@ -1036,6 +1100,8 @@ class SetDetector:
             return True
         own = frozenset().union(*self._wording_stems(descendant))
         held = frozenset().union(*self._wording_stems(ancestor))
+        if loose:  # a word and a wording's word that begin alike ("barky", "barking") meet
+            return bool({w[:4] for w in own - held} & {w[:4] for w in _word_stems(text)})
         return bool((own - held) & _word_stems(text))
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:

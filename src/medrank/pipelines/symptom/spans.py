@@ -45,7 +45,7 @@ _EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tende
 _EN_LEAD = re.compile(
     r"^(?:(?:now|recently|lately|suddenly|today|yesterday|tonight|then|(?:this|last)\s+(?:morning|night|evening|week))"
     r",?\s+)*"
-    rf"(?:(?:i|we|he|she|they|it|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
+    rf"(?:(?:i|we|he|she|they|it|there|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
     r"(?:'ve|'m|'s|'d)?\s+)?"
     r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
     r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s|do|does|did|not|don't|"
@@ -178,7 +178,9 @@ _EN_TIME = re.compile(
     rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
     rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
     rf"|now|lately|recently|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
-    rf"|occasionally|every\s+day|so\s+much|very\s+much|badly)"
+    rf"|occasionally|every\s+day|so\s+much|very\s+much|badly"
+    # how many times ("thrown up twice": alone, "twice" finds Bifid antitragus and duplications)
+    rf"|(?:once|twice|{_EN_NUMBER}\s+times)(?:\s+(?:a|an|per|every|each)\s+(?:day|night|week|hour|month))?)"
     # a time of day behind a qualifier ("especially at night", "mostly in the morning") says when the finding before
     # it is worst: alone it finds sleep terms (Maintenance insomnia). A bare "at night" stays ("I wake up at night")
     rf"|\s+(?:especially|mostly|mainly|particularly|usually|often|worse|worst)\s+(?:at|in|during|through)\s+"
