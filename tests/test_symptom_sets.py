@@ -617,6 +617,7 @@ def test_a_descendant_stands_in_for_its_ancestor_only_on_words_of_its_own() -> N
     got = det.detect("I have a niggling fever")
     assert [t.id for t in got.terms] == ["F"] and got.terms[0].probability == pytest.approx(
         1 / (1 + math.exp(-(4 * 0.97 - 2))), abs=1e-4)
+    assert got.alternatives[0].id == "R"  # the kind is offered first, to tick
     # without the vocabulary's wordings every passing descendant stands in for its ancestor, as before
     det.wordings = None
     assert [t.id for t in det.detect("I have a high fever").terms] == ["R"]
@@ -688,6 +689,13 @@ def test_a_clause_that_says_there_is_none_is_a_denial() -> None:
     spans = find_spans("itchy all over, but there's no rash", None, "en")
     assert [(s.text, s.negated) for s in spans] == [("itchy all over", False), ("no rash", True)]
     assert [(s.text, s.negated) for s in find_spans("there was blood in my wee", None, "en")] == [("blood in my wee", False)]
+
+
+def test_how_many_times_says_how_often_not_what() -> None:
+    # alone, "twice" finds duplications (Bifid antitragus for "thrown up twice")
+    assert [s.text for s in find_spans("I've thrown up twice", None, "en")] == ["thrown up"]
+    assert [s.text for s in find_spans("I vomited three times today", None, "en")] == ["vomited"]
+    assert [s.text for s in find_spans("coughing 5 times an hour", None, "en")] == ["coughing"]
 
 
 def test_code_prefix_ancestors() -> None:

@@ -728,8 +728,10 @@ class SetDetector:
     def warm(self) -> None:
         """Search the lexicon's forms and names now (else on the first complaint): their hits are kept, since
         every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint. The
-        table of the vocabulary's English wordings (:meth:`_named_by`) is built now too."""
+        table of the vocabulary's English wordings (:meth:`_named_by`) and their words (:meth:`_headed_by`) are built
+        now too."""
         self._wording_table()
+        self._every_wording_stem()
         if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
             return
         forms = sorted(set(self.lexicon.forms) | set(self.lexicon.forms.values())) if self.lexicon is not None else []
@@ -946,7 +948,7 @@ class SetDetector:
             if self._compatible(best, chosen, cands, spans):
                 chosen.append(best)
                 rest.remove(best)
-                rest.extend(narrower)
+                rest = sorted(rest + narrower, key=lambda j: (-p[j], cands[j].id))  # offered, by probability
                 # a kind of the term on these words is the term too (is-a): the term is at least as probable
                 kinds = [p[j] for j in range(len(cands)) if cands[j].span_idx == i and self.hierarchy is not None
                          and self.hierarchy.is_ancestor(cands[best].id, cands[j].id)]
@@ -1032,11 +1034,12 @@ class SetDetector:
 
     def _headed_by(self, piece: str, text: str, candidates: Sequence[str], unknown_words: bool = False) -> frozenset[str]:
         """The terms one of whose wordings ends ``piece`` word for word, when the piece's two best ``candidates`` (best
-        first) are that term or kinds of it and no wording of a candidate
-        holds those words and one of the words before them ("splitting headache": Headache; no candidate is worded
-        "splitting headache", and Split nail's "split" is beside the point). A candidate worded with both, or a kind
-        of the term worded with a word before them, says which kind the piece means ("cluster headache", "complete
-        duplication of the ..."), and the rule stands aside."""
+        first) are that term or kinds of it and no wording of a candidate holds those words and one of the words
+        before them ("splitting headache": Headache; no candidate is worded "splitting headache", and Split nail's
+        "split" is beside the point). A candidate worded with both, or a kind of the term worded with a word before
+        them, says which kind the piece means ("cluster type headache", "complete duplication of the ..."), and the
+        rule stands aside; ``unknown_words``: only when no wording of the whole vocabulary holds a word before them
+        ("niggling cough", not "fingers are tingling")."""
         if self.wordings is None or self._zh(text):
             return frozenset()
         words = _WORD.findall(piece.lower())
@@ -1062,6 +1065,7 @@ class SetDetector:
         return frozenset()
 
     def _every_wording_stem(self) -> frozenset[str]:
+        """Every content-word stem of the vocabulary's wordings."""
         if self._vocabulary_stems is None:
             self._vocabulary_stems = frozenset().union(*(frozenset(_word_stems(w)) for ws in (self.wordings or {}).values()
                                                         for w in ws))
