@@ -691,6 +691,13 @@ def test_a_clause_that_says_there_is_none_is_a_denial() -> None:
     assert [(s.text, s.negated) for s in find_spans("there was blood in my wee", None, "en")] == [("blood in my wee", False)]
 
 
+def test_a_trailing_time_goes_before_the_lead_in_is_weighed() -> None:
+    # with "all day" gone, "sick" is the one word left: read with its verb, as in "I feel sick" (alone: Fever)
+    assert [s.text for s in find_spans("I feel sick all day", None, "en")] == ["feel sick"]
+    assert [s.text for s in find_spans("I have had a cough for two days", None, "en")] == ["cough"]
+    assert find_spans("since yesterday", None, "en") == []
+
+
 def test_how_many_times_says_how_often_not_what() -> None:
     # alone, "twice" finds duplications (Bifid antitragus for "thrown up twice")
     assert [s.text for s in find_spans("I've thrown up twice", None, "en")] == ["thrown up"]

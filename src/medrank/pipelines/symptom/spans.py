@@ -266,7 +266,8 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             if pos < len(clause):
                 spans.append(_zh_piece(clause, a, pos, len(clause)))
         else:
-            c, d = _strip_time(text, *_strip_lead(text, a, b))
+            # the time first: what is left decides the lead-in ("I feel sick all day": "feel sick", as "I feel sick")
+            c, d = _strip_lead(text, *_strip_time(text, a, b))
             if d <= c:
                 continue
             # "(I) woke up with a stiff neck": waking says when the finding after "with" was noticed, not what it is
