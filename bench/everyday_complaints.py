@@ -79,9 +79,9 @@ def main() -> None:
     set_threads(args.threads)
     from symptom_sets import retriever
 
-    from medrank.data.hpo import load_hpo
+    from medrank.data.consumer import hpo_with_consumer_wordings
 
-    concepts = load_hpo()
+    concepts = hpo_with_consumer_wordings()  # as the service's HPO knowledge base holds them
     name_to_id = {c.name.lower(): c.id for c in concepts}
     names = {c.id: c.name for c in concepts}
     texts, slots = load(args.data, name_to_id)

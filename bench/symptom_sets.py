@@ -82,8 +82,19 @@ def encoder(name: str) -> Any:
     return _ENCODERS[name]
 
 
+def vocabulary_digest(concepts: Any) -> str:
+    """A short digest of what an index holds (ids, names, synonyms, definitions): a cached index built from another
+    vocabulary is never reused under the same key."""
+    h = hashlib.sha256()
+    for c in concepts:
+        h.update(json.dumps([c.id, c.name, list(c.synonyms), c.meta.get("definition", "")], ensure_ascii=False).encode())
+    return h.hexdigest()[:10]
+
+
 def retriever(key: str, concepts: Any, method: str, enc: str | None, language: str,
               use_definitions: bool = False) -> ConceptRetriever:
+    concepts = list(concepts)
+    key = f"{key}-{vocabulary_digest(concepts)}"
     path = CACHE / (f"{key}-def" if use_definitions else key)
     if (path / "concepts.jsonl").exists():
         return ConceptRetriever.load(path, **({"encoder": encoder(enc)} if enc else {}))
@@ -302,11 +313,14 @@ def part_dxy(out: dict[str, Any]) -> None:
 
 # -- (c) English synthetic -------------------------------------------------------------------------------
 def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
-    from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
+    from medrank.data.consumer import hpo_with_consumer_wordings
+    from medrank.data.hpo import layperson_split, without_layperson_of
     from medrank.pipelines.symptom.sets import HpoHierarchy
     from medrank.pipelines.symptom.synthetic import compose_complaints
 
-    concepts = load_hpo()
+    # the vocabulary the service's HPO knowledge base holds: HPO with MedQuAD's everyday wordings (none of which is a
+    # held-out phrase once without_layperson_of has run)
+    concepts = hpo_with_consumer_wordings()
     hier = HpoHierarchy()
     rng = random.Random(SEED)
     eligible = [c for c in concepts if c.meta.get("layperson")]
@@ -563,7 +577,7 @@ def part_icd(out: dict[str, Any]) -> None:
 def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     import os
 
-    from medrank.data.hpo import load_hpo
+    from medrank.data.consumer import hpo_with_consumer_wordings
     from medrank.pipelines.symptom.sets import HpoHierarchy
     from medrank.retrieval.concept_data import load_candidates, load_eval_set
 
@@ -595,10 +609,10 @@ def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None
             for rb in ("torch", "onnx-int8"):
                 dets[f"en (trained run {en_run.name}, HPO, cross-encoder re-ranker on {rb}; {served_form})"] = \
                     SetDetector.from_run(en_run, "hpo", backend="auto", search="exact", reranker_backend=rb)
-    hpo = retriever("hpo-full-hybrid-minilm", load_hpo(), "hybrid", "minilm", "en")
+    hpo = retriever("hpo-full-hybrid-minilm", hpo_with_consumer_wordings(), "hybrid", "minilm", "en")
     _plain_query_encoder(hpo)
     dets["en (MiniLM hybrid, HPO; torch, exact search)"] = SetDetector.from_retriever(hpo, language="en", hierarchy=HpoHierarchy())
-    served = retriever("hpo-full-hybrid-minilm", load_hpo(), "hybrid", "minilm", "en")
+    served = retriever("hpo-full-hybrid-minilm", hpo_with_consumer_wordings(), "hybrid", "minilm", "en")
     _plain_query_encoder(served)
     prepare_for_serving(served, backend="auto", search="hnsw")
     dets["en (MiniLM hybrid, HPO; backend auto, HNSW)"] = SetDetector.from_retriever(served, language="en",

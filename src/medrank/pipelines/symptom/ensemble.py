@@ -144,7 +144,7 @@ def build_ensemble_run(config: Mapping[str, Any], output_dir: PathLike | None = 
     valid_terms = [t for q in valid.queries for t in valid.qrels.relevant(q.id)]
     layperson = fit_layperson_sets(encoders, valid_terms, output_dir, seed=settings.seed,
                                    use_definitions=cfgs[0].use_definitions, write_index=False, depth=settings.depth,
-                                   weights=weights)
+                                   weights=weights, data_root=cfgs[0].data_root)
     name = settings.name or output_dir.name
     atomic_write_json(output_dir / "config.json", {"task": "symptom-ensemble", **asdict(settings) | {"name": name},
                                                    "output_dir": str(output_dir)})

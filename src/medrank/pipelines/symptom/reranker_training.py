@@ -273,7 +273,8 @@ def train_term_reranker(config: Mapping[str, Any], output_dir: PathLike | None =
     valid_terms = [t for g in valid_gold for t in sorted(g)]
     # the first stage's query encoder (open_run_index loaded it with the settings its index recorded)
     sets = fit_layperson_sets(first.index.encoder, valid_terms, output_dir, seed=run_cfg.seed,
-                              use_definitions=run_cfg.use_definitions, reranker=reranker, write_index=False)
+                              use_definitions=run_cfg.use_definitions, reranker=reranker, write_index=False,
+                              data_root=run_cfg.data_root)
     meta["sets_hpo"] = sets
     meta["seconds"] = round(time.perf_counter() - started, 1)
     atomic_write_json(output_dir / META_FILE, meta)

@@ -72,7 +72,8 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
                        n_complaints: int = CALIBRATION_COMPLAINTS, concepts: Sequence[Concept] | None = None,
                        held_out: Sequence[Concept] | None = None, hierarchy: Any = None,
                        use_definitions: bool = False, reranker: Any = None, write_index: bool = True,
-                       weights: Sequence[float] | None = None, depth: int = 100) -> dict[str, Any]:
+                       weights: Sequence[float] | None = None, depth: int = 100,
+                       data_root: str | None = None) -> dict[str, Any]:
     """Write ``run_dir/index-hpo`` (every name and synonym of ``concepts``, default HPO's, dense, through ``encoder``)
     and fit its set decision (``run_dir/sets-hpo.json``) on complaints composed from ``valid_term_ids`` (see the
     module docstring); returns what was fitted. ``held_out`` (default: the check terms of
@@ -82,14 +83,17 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
     :class:`~medrank.pipelines.symptom.reranker.TermReranker`) re-ranks the calibration's search, so the decision is
     fitted on its scores; ``write_index=False`` leaves ``run_dir/index-hpo`` unwritten (a re-ranker's folder).
     ``encoder`` may be a list: the indexes then score by the ``weights``-mean of the encoders' cosines (each
-    retrieving ``depth`` items first; :mod:`~medrank.pipelines.symptom.ensemble`)."""
-    from medrank.data.hpo import layperson_split, load_hpo, without_layperson_of
+    retrieving ``depth`` items first; :mod:`~medrank.pipelines.symptom.ensemble`). ``concepts`` default to HPO's with
+    the everyday wordings of the MedQuAD pages under ``data_root`` (:mod:`medrank.data.consumer`), as the service's
+    HPO knowledge base holds them."""
+    from medrank.data.consumer import hpo_with_consumer_wordings
+    from medrank.data.hpo import layperson_split, without_layperson_of
     from medrank.encoders import CachedEncoder
     from medrank.pipelines.symptom.sets import JOIN_MARGINS, HpoHierarchy, SetDetector
     from medrank.retrieval.concept import ConceptRetriever
 
     t0 = time.perf_counter()
-    concepts = list(concepts) if concepts is not None else load_hpo()
+    concepts = list(concepts) if concepts is not None else hpo_with_consumer_wordings(data_root)
     check = list(held_out) if held_out is not None else layperson_split(concepts)[0]
     check_ids = {c.id for c in check}
     by_id = {c.id: c for c in concepts}

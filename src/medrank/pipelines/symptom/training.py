@@ -140,7 +140,7 @@ def finish_run(task: Any, trainer: Trainer, cfg: SymptomConfig, output_dir: Path
 
         valid_terms = [t for q in eval_set.queries for t in eval_set.qrels.relevant(q.id)]
         layperson = fit_layperson_sets(task.model.as_encoder(cfg.name), valid_terms, output_dir, seed=cfg.seed,
-                                       use_definitions=cfg.use_definitions)
+                                       use_definitions=cfg.use_definitions, data_root=cfg.data_root)
     history = trainer.state.history
     try:
         plot_history({cfg.name: history}, cfg.select_metric, output_dir / "curve.png", title=f"{cfg.name}: validation {cfg.select_metric}")
