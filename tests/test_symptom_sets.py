@@ -177,6 +177,9 @@ def test_english_spans_leave_out_who_and_when() -> None:
         ("vomiting", False), ("diarrhoea", False)]
     assert spans("a sore throat for three days, and now I have a fever") == [("sore throat", False), ("fever", False)]
     assert spans("this morning our 3-year-old son threw up") == [("threw up", False)]
+    # a child named by age is who, not what ("2 year old" found Neonatal inspiratory stridor)
+    assert spans("my 2 year old has a high temperature") == [("high temperature", False)]
+    assert spans("our 18 month old is vomiting") == [("vomiting", False)]
     assert spans("now I don't have a fever") == [("fever", True)]
     assert spans("her throat hurts") == [("her throat hurts", False)]  # a body part is what, not who
 
