@@ -67,12 +67,13 @@ def test_chained_steps_read_their_inputs_from_the_runs_folder_they_are_trained_i
 
 def test_a_run_finished_without_what_newer_runs_write_is_finished_again(tmp_path):
     steps = [s for s in SERVICE_RECIPES if s.needs]
-    assert {s.needs for s in steps} == {"sets-hpo.json", "sets-memory.json"}
+    # the English runs: their HPO index holds MedQuAD's everyday wordings (hpo-wordings.json, written with sets-hpo.json)
+    assert {s.needs for s in steps} == {"hpo-wordings.json", "sets-memory.json"}
     for step in steps:
         run = tmp_path / "runs" / step.output
         run.mkdir(parents=True)
         (run / "detector.json").write_text(json.dumps({"candidates": {"vocab": "index-vocab"}}), encoding="utf-8")
-        assert not finished(step, tmp_path / "runs")  # trained before runs wrote sets-hpo.json / sets-memory.json
+        assert not finished(step, tmp_path / "runs")  # finished before runs wrote hpo-wordings.json / sets-memory.json
         (run / step.needs).write_text("{}", encoding="utf-8")
         assert finished(step, tmp_path / "runs")
 

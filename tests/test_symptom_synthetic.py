@@ -122,3 +122,15 @@ def test_the_served_index_holds_every_synonym_and_the_calibration_never_sees_hel
     detector = SetDetector.from_retriever(served, calibration=calibration, language="en", hierarchy=NoHierarchy())
     found = detector.detect("I have a sore knee and my nose hurts")
     assert {t.name for t in found.terms} >= {"Knee pain"}
+
+
+def test_a_run_records_the_everyday_wordings_its_index_holds(tmp_path: Path) -> None:
+    import json
+
+    from medrank.data.consumer import with_consumer_wordings
+
+    pool = with_consumer_wordings(terms(), {terms()[0].id: ("Sore kneecap",)})
+    fit_layperson_sets(WordHashEncoder(), [c.id for c in pool], tmp_path, seed=1, n_complaints=30, concepts=pool,
+                       held_out=[], hierarchy=NoHierarchy())
+    written = json.loads((tmp_path / "hpo-wordings.json").read_text(encoding="utf-8"))
+    assert written["terms"] == {pool[0].id: ["Sore kneecap"]} and written["wordings"] == 1

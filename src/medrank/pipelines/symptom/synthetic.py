@@ -120,11 +120,29 @@ def fit_layperson_sets(encoder: Any, valid_term_ids: Sequence[str], run_dir: Pat
                                               reranker=reranker)
         calibration = detector.fit(texts, gold, span_rule=True, join_margins=JOIN_MARGINS)
     calibration.save(run_dir / "sets-hpo.json")
+    write_everyday_wordings(concepts, run_dir)
     info = {"file": "sets-hpo.json", "index": "index-hpo", "reranked": reranker is not None, "f1": calibration.info["fit_f1"],
             "definitions": use_definitions, "complaints": len(texts), "terms": len(terms), "terms_unseen_by_index": len(unseen),
             "seconds": round(time.perf_counter() - t0, 1)}
     log.info("English set decision fitted on %d synthetic complaints: F1 %.4f", len(texts), info["f1"])
     return info
+
+
+#: the everyday wordings (not HPO's own) a run's HPO index and set decision were built over
+EVERYDAY_WORDINGS_FILE = "hpo-wordings.json"
+
+
+def write_everyday_wordings(concepts: Sequence[Concept], run_dir: Path) -> Path:
+    """Write ``run_dir/hpo-wordings.json``: each term's everyday wordings (``meta["consumer"]``,
+    :mod:`medrank.data.consumer`) in the vocabulary the run's HPO index and set decision were built over. It says what
+    the index holds beside HPO, and a run without it predates them (``make models`` finishes such a run again)."""
+    from medrank.utils.io import atomic_write_json
+
+    terms = {c.id: list(c.meta["consumer"]) for c in concepts if c.meta.get("consumer")}
+    path = run_dir / EVERYDAY_WORDINGS_FILE
+    atomic_write_json(path, {"source": "MedQuAD focus annotations joined to HPO through UMLS (medrank.data.consumer)",
+                             "terms": terms, "wordings": sum(map(len, terms.values()))})
+    return path
 
 
 _UNSPECIFIED = re.compile(r",?\s*\b(?:unspecified|not elsewhere classified|nec|nos)\b")
