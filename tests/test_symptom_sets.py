@@ -701,6 +701,12 @@ def test_a_trailing_time_goes_before_the_lead_in_is_weighed() -> None:
     assert find_spans("since yesterday", None, "en") == []
 
 
+def test_how_long_it_lasts_is_read_with_the_clause_it_qualifies() -> None:
+    got = [(s.text, s.reading) for s in find_spans("I have a tickly cough that won't go away", None, "en")]
+    assert got == [("tickly cough", False), ("tickly cough that won't go away", True)]
+    assert [s.text for s in find_spans("pain that comes and goes", None, "en")][0] == "pain that comes"  # not a duration
+
+
 def test_how_many_times_says_how_often_not_what() -> None:
     # alone, "twice" finds duplications (Bifid antitragus for "thrown up twice")
     assert [s.text for s in find_spans("I've thrown up twice", None, "en")] == ["thrown up"]

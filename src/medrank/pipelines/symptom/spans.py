@@ -31,6 +31,10 @@ _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
 _ZH_CONJ = r"伴有|伴|并且|并|及|和|且|或者|或|以及|还有|同时"
 _EN_CONJ = r"and|with|but|or|plus|also|then|as well as|along with"
 _EN_SUB = r"when|whenever|while|after|before|during|since|because|if|especially"
+# a relative clause of how long it lasts ("a tickly cough that won't go away", "spots that just won't clear up") says
+# how long, like "for weeks", not what: read with the clause it qualifies, as "when ..." is
+_EN_LASTING = (r"that\s+(?:just\s+)?(?:won't|will\s+not|wont|doesn't|does\s+not|isn't|is\s+not)\s+"
+               r"(?:go\s+away|clear\s+up|clear|stop|settle|shift|get\s+better|improve|heal)\b")
 _ZH_NEG = ("否认", "没有", "不是", "没", "不", "无", "未", "非")
 _EN_NEG = {"no", "not", "without", "denies", "deny", "never", "nor", "none", "neither", "n't"}
 _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "burn", "swells", "swell", "bleeds",
@@ -112,8 +116,8 @@ _EN_NOT_CIRCUMSTANCE = ("difficulty", "difficulties", "trouble", "problem", "pro
 _EN_PARTICIPLE = (r"(?<=\w )" + "".join(rf"(?<!\b{re.escape(w)} )" for w in _EN_NOT_CIRCUMSTANCE)
                   + rf"(?=(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b)")
 # "especially when I lie down" is one subordinate clause, not "especially" and "when I lie down"
-_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)|{_EN_PARTICIPLE}", re.I)
-_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b|(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b", re.I)
+_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)|{_EN_PARTICIPLE}|\b(?={_EN_LASTING})", re.I)
+_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b|(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b|{_EN_LASTING}", re.I)
 # what may part a subordinate clause from the clause it qualifies: a space only (after a comma it may qualify the
 # whole complaint: "a cough and a fever, especially at night")
 _SUB_GAP = re.compile(r"^\s*$")
