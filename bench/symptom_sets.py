@@ -609,10 +609,11 @@ def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None
             for rb in ("torch", "onnx-int8"):
                 dets[f"en (trained run {en_run.name}, HPO, cross-encoder re-ranker on {rb}; {served_form})"] = \
                     SetDetector.from_run(en_run, "hpo", backend="auto", search="exact", reranker_backend=rb)
-    hpo = retriever("hpo-full-hybrid-minilm", hpo_with_consumer_wordings(), "hybrid", "minilm", "en")
+    hpo_concepts = hpo_with_consumer_wordings()
+    hpo = retriever("hpo-full-hybrid-minilm", hpo_concepts, "hybrid", "minilm", "en")
     _plain_query_encoder(hpo)
     dets["en (MiniLM hybrid, HPO; torch, exact search)"] = SetDetector.from_retriever(hpo, language="en", hierarchy=HpoHierarchy())
-    served = retriever("hpo-full-hybrid-minilm", hpo_with_consumer_wordings(), "hybrid", "minilm", "en")
+    served = retriever("hpo-full-hybrid-minilm", hpo_concepts, "hybrid", "minilm", "en")
     _plain_query_encoder(served)
     prepare_for_serving(served, backend="auto", search="hnsw")
     dets["en (MiniLM hybrid, HPO; backend auto, HNSW)"] = SetDetector.from_retriever(served, language="en",

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from medrank.data.hpo import wording_key
 from medrank.records import Concept
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,6 @@ class FocusAnnotation:
     @property
     def words(self) -> tuple[str, ...]:
         return (self.focus, *self.synonyms)
-
-
-def wording_key(text: str) -> str:
-    """Lower case, letters and digits only, single spaces ("Belly-ache" and "belly ache" meet)."""
-    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 
 def read_focus_annotations(root: PathLike | None = None, path: PathLike | None = None) -> list[FocusAnnotation]:

@@ -160,16 +160,18 @@ def without_layperson_of(concepts: Sequence[Concept], held: Sequence[Concept]) -
     everyday wording from outside HPO (``meta["consumer"]``, :mod:`medrank.data.consumer`) that is one of those
     phrases, case and punctuation aside, on whichever term it sits: a held phrase reaches no index."""
     drop = {c.id: set(c.meta.get("layperson", ())) for c in held}
-    held_keys = {_phrase_key(s) for c in held for s in c.meta.get("layperson", ())}
+    held_keys = {wording_key(s) for c in held for s in c.meta.get("layperson", ())}
     out = []
     for c in concepts:
         consumer = set(c.meta.get("consumer", ()))
-        keep = tuple(s for s in c.synonyms if s not in drop.get(c.id, ()) and not (s in consumer and _phrase_key(s) in held_keys))
+        keep = tuple(s for s in c.synonyms
+                     if s not in drop.get(c.id, ()) and not (s in consumer and wording_key(s) in held_keys))
         out.append(Concept(c.id, c.name, keep, c.alt_ids, c.meta))
     return out
 
 
-def _phrase_key(text: str) -> str:
+def wording_key(text: str) -> str:
+    """Lower case, letters and digits only, single spaces ("Belly-ache" and "belly ache" meet)."""
     return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 

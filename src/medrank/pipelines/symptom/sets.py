@@ -931,9 +931,8 @@ class SetDetector:
             if on_span:
                 # a decided kind of the term the piece ends with, on a word no wording of the vocabulary holds ("a
                 # niggling cough": Barking cough, no word of "barking" or "seal-like"), gives way to that term
-                named = self._headed_by(sp.text, text, ranked, unknown_words=True)
-                narrower = [j for j in on_span if any(self.hierarchy is not None
-                                                      and self.hierarchy.is_ancestor(n, cands[j].id) for n in named)
+                named = self._headed_by(sp.text, text, ranked, unknown_words=True)  # empty without a hierarchy
+                narrower = [j for j in on_span if any(self.hierarchy.is_ancestor(n, cands[j].id) for n in named)
                             and not self._says_more(cands[j].id, next(iter(named)), sp.text, loose=True)]
                 if not named or len(narrower) < len(on_span):
                     continue
@@ -1040,7 +1039,7 @@ class SetDetector:
         them, says which kind the piece means ("cluster type headache", "complete duplication of the ..."), and the
         rule stands aside; ``unknown_words``: only when no wording of the whole vocabulary holds a word before them
         ("niggling cough", not "fingers are tingling")."""
-        if self.wordings is None or self._zh(text):
+        if self.wordings is None or self.hierarchy is None or self._zh(text):
             return frozenset()
         words = _WORD.findall(piece.lower())
         table = self._wording_table()
@@ -1048,8 +1047,6 @@ class SetDetector:
             named = table.get(" ".join(words[k:]))
             if not named:
                 continue
-            if self.hierarchy is None:
-                return frozenset()
             kinds = [cid for cid in candidates if any(self.hierarchy.is_ancestor(n, cid) for n in named)]
             # the words before may name another thing of which the term is a part ("face blindness", "strawberry
             # birthmark"): the search agrees they say how, not what, when its two best are the term or kinds of it
