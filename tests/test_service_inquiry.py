@@ -37,7 +37,7 @@ def _zh_engine() -> InquiryEngine:
                          Calibration(threshold=0.95, budget=10), name="dxy-kb", detector=ChineseDetector(ZH_SYMPTOMS, pairs))
 
 
-def _en_engine(tiny_encoder) -> InquiryEngine:
+def _en_engine(tiny_encoder, detector=None) -> InquiryEngine:
     evidences = {
         "E_91": Evidence("E_91", "Do you have a fever?", "B", "E_91", "", ()),
         "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
@@ -53,7 +53,7 @@ def _en_engine(tiny_encoder) -> InquiryEngine:
     model = fit_ddxplus(patients, evidences, support)
     # the tiny encoder's vectors are random: a threshold above any cosine keeps it from detecting anything, so
     # the English findings here are the ones a request sends
-    detector = EnglishDetector(evidences, threshold=2.0, encoder=tiny_encoder, hpo=False)
+    detector = detector or EnglishDetector(evidences, threshold=2.0, encoder=tiny_encoder, hpo=False)
     return InquiryEngine("en", model, {n: e.question for n, e in evidences.items()}, {"Influenza": "Influenza (flu)"},
                          Calibration(threshold=0.95, budget=5), demographics=True, name="ddxplus-kb", detector=detector,
                          value_meanings={n: e.meanings for n, e in evidences.items() if e.meanings})
@@ -248,3 +248,86 @@ def test_engine_model_names_the_rerankers_backend():
     assert engine_model(engine).endswith("re-ranked by a trained history re-ranker)")
     engine.reranker_backend = {"kind": "global", "backend": "torch", "reason": "fastest that agrees"}
     assert engine_model(engine).endswith("re-ranked by a trained history re-ranker on torch)")
+
+
+class _WordDetector:
+    """Reads "fever" as E_91 and nothing else: the engine's own detector knows the evidence's word, not the
+    patient's ("a high temperature")."""
+
+    @staticmethod
+    def detect(text: str) -> list[tuple[str, str]]:
+        return [("E_91", "present")] if "fever" in text.lower() else []
+
+
+def _reading_services(inquiry_services, reader):
+    engines = dict(inquiry_services.differential.inquiry.engines)
+    engines["en"] = _en_engine(inquiry_services.next_questions.ranker.encoders["en"], detector=_WordDetector())
+    inquiry = Inquiry(engines, reader=reader)
+    return dataclasses.replace(inquiry_services, differential=DifferentialService(inquiry),
+                               next_questions=NextQuestionService(inquiry_services.next_questions.ranker, inquiry))
+
+
+def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_services):
+    calls = []
+
+    def reader(text, language):
+        calls.append((text, language))
+        return ["Fever"] if "temperature" in text else []
+
+    c = _client(_reading_services(inquiry_services, reader))
+    dialogue = [_patient("I've had a high temperature since last night"), {"speaker": "doctor", "text": "Any cough?"},
+                _patient("a bit of a temperature still")]
+    body = c.post("/next-questions", json={"dialogue": dialogue, "k": 3}).json()
+    # only the first patient turn is read, in the engine's language; its terms count as confirmed
+    assert calls == [("I've had a high temperature since last night", "en")]
+    assert body["engine"] == "ddxplus-kb" and body["symptoms_read"] == ["Fever"]
+    assert [(f["name"], f["source"]) for f in body["findings"]] == [("E_91", "self-report")]
+    assert "E_91" not in {q["finding"] for q in body["results"]}
+    body = c.post("/differential", json={"dialogue": dialogue[:1], "language": "en"}).json()
+    assert body["symptoms_read"] == ["Fever"] and [f["name"] for f in body["findings"]] == ["E_91"]
+    # symptoms sent (an empty list too: the patient unticked them all) are the confirmed ones; nothing is read
+    calls.clear()
+    body = c.post("/next-questions", json={"dialogue": dialogue[:1], "symptoms": [], "k": 3}).json()
+    assert calls == [] and body["engine"] == "question-bank" and body["symptoms_read"] is None
+    body = c.post("/next-questions", json={"dialogue": dialogue[:1], "symptoms": ["a fever"], "k": 3}).json()
+    assert calls == [] and body["symptoms_read"] is None and [f["name"] for f in body["findings"]] == ["E_91"]
+    # Chinese: the DXY engine's detector reads the colloquial words itself
+    body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "k": 3}).json()
+    assert calls == [] and body["engine"] == "dxy-kb" and body["symptoms_read"] is None
+
+
+def test_a_reader_that_cannot_read_now_leaves_the_engine_its_own_detector(inquiry_services):
+    c = _client(_reading_services(inquiry_services, lambda text, language: None))
+    body = c.post("/next-questions", json={"dialogue": [_patient("I have a fever")], "k": 3}).json()
+    assert body["engine"] == "ddxplus-kb" and body["symptoms_read"] is None
+    assert [f["name"] for f in body["findings"]] == ["E_91"]
+    body = c.post("/next-questions", json={"dialogue": [_patient("I've had a high temperature")], "k": 3}).json()
+    assert body["engine"] == "question-bank" and body["findings"] == [] and body["symptoms_read"] is None
+    with pytest.raises(ValueError, match="reader must be a callable"):
+        Inquiry(inquiry_services.differential.inquiry.engines, reader="Fever")
+
+
+def test_the_service_reader_gives_the_decided_terms_or_none():
+    from types import SimpleNamespace
+
+    from medrank.service.adapters import StillBuildingError
+    from medrank.service.build import symptom_reader
+
+    class Symptoms:
+        def __init__(self, out):
+            self.out, self.calls = out, []
+
+        def detect(self, text, language="auto", kb="auto", k=5):
+            self.calls.append((language, kb))
+            if isinstance(self.out, Exception):
+                raise self.out
+            return self.out
+
+    assert symptom_reader(SimpleNamespace(symptoms=None))("I have a fever", "en") is None
+    decided = Symptoms({"results": [], "terms": [{"name": "Fever"}, {"name": "Headache"}], "alternatives": []})
+    assert symptom_reader(SimpleNamespace(symptoms=decided))("fever and a headache", "en") == ["Fever", "Headache"]
+    assert decided.calls == [("en", "auto")]
+    # a knowledge base without a set detector ranks terms but decides none: nothing is read
+    assert symptom_reader(SimpleNamespace(symptoms=Symptoms({"results": [{"name": "Fever"}]})))("fever", "en") is None
+    building = Symptoms(StillBuildingError("the hpo knowledge base", None))
+    assert symptom_reader(SimpleNamespace(symptoms=building))("fever", "en") is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -544,7 +544,13 @@ class Inquiry:
     add the findings the engine's detector reads out of them, unless an answer already settles that finding.
     """
 
-    def __init__(self, engines: dict[str, Any]) -> None:
+    #: languages in which a request that confirms no symptoms has its first patient turn read by the symptoms
+    #: pipeline too: the DDXPlus evidence matcher knows the questions' own wording ("a fever", not "a high
+    #: temperature" or "the runs"), while the DXY engine's detector already holds the colloquial forms mined from the
+    #: DXY self-reports
+    READ_SYMPTOMS_IN = ("en",)
+
+    def __init__(self, engines: dict[str, Any], reader: Callable[[str, str], list[str] | None] | None = None) -> None:
         from medrank.pipelines.history.inference import Finding
 
         if not engines:
@@ -553,8 +559,26 @@ class Inquiry:
             for method in ("next_questions", "differential", "detect_findings", "should_stop", "finding_label"):
                 if not callable(getattr(engine, method, None)):
                     raise ValueError(f"engines[{lang!r}] must have {method}()")
+        if reader is not None and not callable(reader):
+            raise ValueError("reader must be a callable (text, language) -> symptom names, or None")
         self.engines = dict(engines)
         self.finding = Finding
+        #: (text, language) → the names of the symptom terms the symptoms pipeline decides in the text (None when it
+        #: cannot read it now): what the page would tick, for a caller that sends the dialogue alone
+        self.reader = reader
+
+    def symptoms_of(self, engine: Any, dialogue: Sequence[dict[str, str]],
+                    symptoms: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
+        """The symptoms a request confirms; when it names none (``None``, not an empty list: the patient may have
+        unticked every one), the terms :attr:`reader` decides in the first patient turn, which are also returned
+        second (``None`` when nothing was read)."""
+        if symptoms is not None:
+            return list(symptoms), None
+        opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
+        if self.reader is None or opening is None or engine.language not in self.READ_SYMPTOMS_IN:
+            return [], None
+        read = self.reader(opening, engine.language)
+        return (list(read), list(read)) if read is not None else ([], None)
 
     def engine(self, language: str) -> Any:
         engine = self.engines.get(language)
@@ -636,25 +660,30 @@ class NextQuestionService:
         self.ranker = ranker
         self.inquiry = inquiry
 
-    def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] = (), candidates: Sequence[str] | None = None,
-             language: str = "auto", k: int = 5, findings: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+    def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] | None = None,
+             candidates: Sequence[str] | None = None, language: str = "auto", k: int = 5,
+             findings: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+        """``symptoms``: the terms the patient confirmed; ``None`` (not sent) lets the inquiry read them from the
+        first patient turn (:meth:`Inquiry.symptoms_of`, reported as ``symptoms_read``)."""
         # the conversation's language is its complaint's: short answers ("ok", "38.5") say little about it
         opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
-        lang = resolve_language(opening if opening is not None else self.ranker.query(dialogue, symptoms), language)
+        lang = resolve_language(opening if opening is not None else self.ranker.query(dialogue, symptoms or ()), language)
         inquiry = self.inquiry
         engine = inquiry.engines.get(lang) if inquiry is not None and candidates is None else None
+        read: list[str] | None = None
         if engine is not None:
+            symptoms, read = inquiry.symptoms_of(engine, dialogue, symptoms)
             established = inquiry.established(engine, dialogue, findings, symptoms)
             if established:
-                return self._engine_answer(inquiry, engine, dialogue, established, lang, k)
+                return {**self._engine_answer(inquiry, engine, dialogue, established, lang, k), "symptoms_read": read}
         elif findings and candidates is None:
             raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"
                                    f" now, not {lang!r}" + ("" if inquiry else " (it is still being built)"))
         try:
-            out = self.ranker.rank(dialogue, symptoms, candidates, lang, k)
+            out = self.ranker.rank(dialogue, list(symptoms or ()), candidates, lang, k)
         except NoQuestionBankError as exc:
             raise UnavailableError(str(exc)) from None
-        return {**out, "engine": "question-bank", "findings": [], "should_stop": None,
+        return {**out, "engine": "question-bank", "findings": [], "should_stop": None, "symptoms_read": read,
                 "results": [{**r, "finding": None, "label": None, "options": [], "choice_only": False}
                             for r in out["results"]]}
 
@@ -692,12 +721,14 @@ class DifferentialService:
         self.inquiry = inquiry
 
     def rank(self, findings: Sequence[dict[str, str]], language: str, k: int = 10,
-             dialogue: Sequence[dict[str, str]] = (), symptoms: Sequence[str] = ()) -> dict[str, Any]:
+             dialogue: Sequence[dict[str, str]] = (), symptoms: Sequence[str] | None = None) -> dict[str, Any]:
+        """``symptoms`` as for :meth:`NextQuestionService.rank` (``None``: read from the first patient turn)."""
         from medrank.pipelines.history.inference import InquiryInputError
 
         inquiry = self.inquiry
         engine = inquiry.engine(language)
         # the same findings /next-questions chose its questions by: answers, the patient's words, confirmed symptoms
+        symptoms, read = inquiry.symptoms_of(engine, dialogue, symptoms)
         established = inquiry.established(engine, dialogue, findings, symptoms)
         if not established:
             raise InquiryInputError("no finding to rank conditions by: send at least one finding, a confirmed symptom, "
@@ -714,7 +745,7 @@ class DifferentialService:
                              "unexplained": [finding_key(n, v) for n, v in c.unexplained],
                              "unexplained_labels": [finding_text(engine, n, v) for n, v in c.unexplained]}
                             for c in ranked],
-                "findings": [inquiry.describe(engine, f) for f in established],
+                "findings": [inquiry.describe(engine, f) for f in established], "symptoms_read": read,
                 "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}
 
     def info(self) -> PipelineInfo:

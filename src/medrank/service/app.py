@@ -379,10 +379,11 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         (the inquiry engine of the language; the question bank where no finding of its knowledge base is found)."""
         svc = need(services.next_questions, "next-questions")
         texts = [t.text for t in req.dialogue] + list(req.candidates or [])
-        check_limits(texts, {"dialogue": len(req.dialogue), "symptoms": len(req.symptoms),
+        check_limits(texts, {"dialogue": len(req.dialogue), "symptoms": len(req.symptoms or []),
                              "candidates": len(req.candidates or [])}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
-        return await call(svc.rank, dialogue, list(req.symptoms), req.candidates, req.language, req.k,
+        symptoms = list(req.symptoms) if req.symptoms is not None else None
+        return await call(svc.rank, dialogue, symptoms, req.candidates, req.language, req.k,
                           findings=_findings(req.findings))
 
     @app.post("/similar-questions", response_model=S.SimilarResponse, dependencies=auth, responses=responses,
@@ -399,10 +400,11 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         """Findings so far (and the dialogue) → ranked conditions with probabilities, the findings that support each,
         and whether the inquiry can stop. Not a diagnosis."""
         svc = need(services.differential, "differential")
-        check_limits([f.name for f in req.findings] + [t.text for t in req.dialogue] + list(req.symptoms),
+        check_limits([f.name for f in req.findings] + [t.text for t in req.dialogue] + list(req.symptoms or []),
                      {"dialogue": len(req.dialogue)}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
-        return await call(svc.rank, _findings(req.findings), req.language, req.k, dialogue=dialogue, symptoms=req.symptoms)
+        return await call(svc.rank, _findings(req.findings), req.language, req.k, dialogue=dialogue,
+                          symptoms=list(req.symptoms) if req.symptoms is not None else None)
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:

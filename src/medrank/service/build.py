@@ -53,8 +53,10 @@ from medrank.service.adapters import (
     Services,
     SimilarSearcher,
     SimilarService,
+    StillBuildingError,
     SymptomService,
     TrainedNormalizeService,
+    UnavailableError,
 )
 from medrank.service.backends import (
     DetectorBackend,
@@ -865,6 +867,24 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
 
 
+def symptom_reader(services: Services) -> Callable[[str, str], list[str] | None]:
+    """(text, language) → the names of the terms ``/symptoms`` decides in the text (its default knowledge base of
+    the language, as the page ticks them), or None while no set detector serves that language (still building, or
+    none): the inquiry's reader (:attr:`medrank.service.adapters.Inquiry.reader`)."""
+
+    def read(text: str, language: str) -> list[str] | None:
+        symptoms = services.symptoms  # read at each call: the knowledge bases may still be building
+        if symptoms is None:
+            return None
+        try:
+            found = symptoms.detect(text, language=language, kb="auto", k=1)
+        except (UnavailableError, StillBuildingError):
+            return None
+        return [t["name"] for t in found["terms"]] if "terms" in found else None
+
+    return read
+
+
 def run_step(b: Builder, services: Services, name: str) -> None:
     """Build one step and swap its result into ``services`` (one attribute assignment: atomic for readers)."""
     if name.startswith("symptoms:"):
@@ -881,6 +901,7 @@ def run_step(b: Builder, services: Services, name: str) -> None:
         return
     if name == "differential":
         inquiry = b.inquiry()
+        inquiry.reader = symptom_reader(services)
         services.differential = DifferentialService(inquiry)
         if services.next_questions is not None:
             services.next_questions.inquiry = inquiry

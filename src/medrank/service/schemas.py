@@ -164,7 +164,11 @@ class NextQuestionsRequest(_Request):
     dialogue: list[DialogueTurnIn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
     findings: list[FindingIn] = Field([], max_length=MAX_FINDINGS, description="Findings established so far (answers to "
                                     "earlier questions); findings in the patient's own words are detected as well.")
-    symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed.")
+    symptoms: list[ShortText] | None = Field(
+        None, max_length=MAX_LIST_ITEMS,
+        description="Symptoms the patient confirmed (names of /symptoms terms, as the page ticks them). Not sent: in "
+                    "English the first patient turn is read by /symptoms' detector and the terms it decides count as "
+                    "confirmed (listed in symptoms_read); an empty list confirms none.")
     candidates: list[Text] | None = Field(None, min_length=1, max_length=MAX_LIST_ITEMS,
                                           description="Questions to rank (the question bank ranks them); default: the "
                                                       "inquiry engine's questions.")
@@ -200,6 +204,10 @@ class FindingState(BaseModel):
                                     "turn), 'question:<finding>' (an answer) or 'doctor'.")
 
 
+SYMPTOMS_READ = ("The symptom terms /symptoms decided in the first patient turn, used as confirmed because the request "
+                 "sent no symptoms (null when it sent them, or nothing read them).")
+
+
 class NextQuestionsResponse(_Response):
     language: str
     engine: str = Field(description="What chose the questions: 'ddxplus-kb' (English), 'dxy-kb' (Chinese) or "
@@ -211,6 +219,7 @@ class NextQuestionsResponse(_Response):
                                                          "those detected in the patient's words.")
     should_stop: bool | None = Field(None, description="True when the engine's stopping rule says enough is known "
                                                        "(null for the question bank).")
+    symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
 
 
 # -- /similar-questions -------------------------------------------------------------------------------
@@ -241,8 +250,9 @@ class DifferentialRequest(_Request):
     findings: list[FindingIn] = Field([], max_length=MAX_FINDINGS, description="What is known so far (answers).")
     dialogue: list[DialogueTurnIn] = Field([], max_length=MAX_LIST_ITEMS, description="The conversation so far: findings in the "
                                  "patient's words are detected, and the engine may read the first statement.")
-    symptoms: list[ShortText] = Field([], max_length=MAX_LIST_ITEMS, description="Symptoms the patient confirmed (as "
-                                      "for /next-questions: their findings count as self-reported).")
+    symptoms: list[ShortText] | None = Field(None, max_length=MAX_LIST_ITEMS, description="Symptoms the patient "
+                                             "confirmed (as for /next-questions: their findings count as self-reported; "
+                                             "not sent: read from the first patient turn in English).")
     language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
     k: K = 10
 
@@ -265,6 +275,7 @@ class DifferentialResponse(_Response):
     results: list[RankedConditionOut]
     findings: list[FindingState] = []
     should_stop: bool = Field(description="True when the engine's stopping rule says the inquiry can stop.")
+    symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
 
 
 # -- /health, /models ---------------------------------------------------------------------------------

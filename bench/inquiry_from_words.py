@@ -1,0 +1,140 @@
+"""What /next-questions reads from a complaint sent alone, in everyday English words.
+
+A caller that sends only the dialogue (no ``symptoms``) used to get the findings the English inquiry engine's own
+detector reads (DDXPlus evidence questions matched by MiniLM: "a fever", not "a high temperature" or "the runs");
+when it read none, the question bank answered and could ask again what the patient had just said. Now, where the
+request sends no ``symptoms``, the first patient turn is also read by ``/symptoms``' set detector and its decided
+terms count as confirmed (``Inquiry.reader``), as the page's ticked terms do.
+
+Complaints: the 120 of ``bench/data/everyday_complaints_en.jsonl`` and ``…_en_2.jsonl`` (developer-written, labelled
+with HPO terms, one slot per symptom). The findings a complaint states ("gold") are those the engine's detector reads
+from the labelled terms' names (each slot's first term): the same mapping the page's ticked terms go through; a slot
+whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionService.rank`` call each (k = 5):
+
+* ``words only``: ``symptoms=[]`` (the request confirms none: the engine's detector on the words, as before);
+* ``words + symptoms read``: ``symptoms`` not sent (the service reads them; this change);
+* ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
+
+Reported: the share of complaints the engine answers (not the question bank), micro P / R / F1 of the established
+findings against the gold ones (a multi-choice finding counts by value), the mean number of the five questions that
+ask again what the complaint said, the share of complaints with at least one such question, and one call's latency
+(the ``rank`` call in process, no HTTP). An engine question asks again when its finding is a gold finding; a question
+of the bank names no finding, so it asks again when ``/symptoms``' detector, reading the question, decides a term of
+one of the complaint's slots ("Has he been throwing up today?" → Vomiting).
+
+    python bench/inquiry_from_words.py [--models runs] [--backend auto] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+
+from medrank.config import data_root, seed_everything, set_threads
+from medrank.service.build import build_services
+from medrank.service.settings import ServiceSettings
+
+DATA = [Path(__file__).resolve().parent / "data" / name
+        for name in ("everyday_complaints_en.jsonl", "everyday_complaints_en_2.jsonl")]
+FORMS = ("words only", "words + symptoms read", "labelled terms (reference)")
+
+
+def load() -> list[tuple[str, list[list[str]]]]:
+    """(complaint, its slots: the HPO term names that may stand for each symptom it names)."""
+    out = []
+    for path in DATA:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out.append((row["text"], row["symptoms"]))
+    return out
+
+
+def prf(pred: list[set[str]], gold: list[set[str]]) -> dict[str, float]:
+    tp = sum(len(p & g) for p, g in zip(pred, gold, strict=True))
+    n_pred, n_gold = sum(map(len, pred)), sum(map(len, gold))
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return {"p": round(100 * p, 2), "r": round(100 * r, 2), "f1": round(100 * (2 * p * r / (p + r) if p + r else 0.0), 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=Path, default=Path("runs"), help="trained runs, as `medrank serve --models`")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    set_threads(args.threads)
+    seed_everything(args.seed)
+    settings = ServiceSettings(api_token=None, batch_queries=False, models_dir=args.models, backend=args.backend,
+                               kbs=("hpo",))
+    t0 = time.perf_counter()
+    services = build_services(settings, ("symptoms", "next-questions"), show_progress=False)
+    build_s = time.perf_counter() - t0
+    svc = services.next_questions
+    engine = svc.inquiry.engine("en")
+    complaints = load()
+
+    def key(name: str, value: str) -> str:
+        return name if value == "present" else f"{name}={value}"
+
+    gold = [{key(f.name, f.value) for slot in slots for f in engine.detect_findings(slot[0]) if f.value != "absent"}
+            for _, slots in complaints]
+    question_terms: dict[str, set[str]] = {}  # a bank question → the terms /symptoms decides in it
+
+    def asks_again(result: dict[str, Any], gold_names: set[str], slots: list[list[str]]) -> bool:
+        if result["finding"]:
+            return result["finding"] in gold_names
+        if result["text"] not in question_terms:
+            found = services.symptoms.detect(result["text"], language="en", kb="hpo", k=1)
+            question_terms[result["text"]] = {t["name"] for t in found.get("terms", [])}
+        return bool(question_terms[result["text"]] & {n for slot in slots for n in slot})
+    gold_names = [{k.split("=")[0] for k in g} for g in gold]
+    rows: dict[str, Any] = {}
+    examples: list[dict[str, Any]] = []
+    for form in FORMS:
+        established, engine_used, repeats, seconds, read = [], [], [], [], []
+        for (text, slots), g in zip(complaints, gold_names, strict=True):
+            names = [slot[0] for slot in slots]
+            symptoms = {"words only": [], "words + symptoms read": None, "labelled terms (reference)": names}[form]
+            t1 = time.perf_counter()
+            out = svc.rank([{"speaker": "patient", "text": text}], symptoms, k=5)
+            seconds.append(time.perf_counter() - t1)
+            engine_used.append(out["engine"] == "ddxplus-kb")
+            established.append({key(f["name"], f["value"]) for f in out["findings"] if f["value"] != "absent"})
+            repeats.append(sum(asks_again(r, g, slots) for r in out["results"]))
+            read.append(out.get("symptoms_read"))
+        rows[form] = {"engine_answers_pct": round(100 * sum(engine_used) / len(complaints), 2),
+                      "findings": prf(established, gold),
+                      "repeated_questions_per_list": round(sum(repeats) / len(complaints), 3),
+                      "lists_with_a_repeat_pct": round(100 * sum(r > 0 for r in repeats) / len(complaints), 2),
+                      **common.percentiles(seconds)}
+        if form == "words + symptoms read":
+            examples = [{"complaint": c[0], "symptoms_read": r} for c, r in zip(complaints[:6], read[:6], strict=True)]
+        print(form, rows[form], flush=True)
+    payload = {"environment": common.environment(args.threads, args.seed, str(data_root())), "complaints": len(complaints),
+               "complaints_with_gold_findings": sum(bool(g) for g in gold), "gold_findings": sum(map(len, gold)),
+               "models": str(args.models), "backend": args.backend, "build_seconds": round(build_s, 1), "forms": rows,
+               "examples": examples}
+    md = ["| request | engine answers % | findings P | R | **F1** | repeated questions per top-5 | lists with a repeat % "
+          "| p50 ms |", "|---|---|---|---|---|---|---|---|"]
+    for form, r in rows.items():
+        f = r["findings"]
+        md.append(f"| {form} | {r['engine_answers_pct']} | {f['p']} | {f['r']} | **{f['f1']}** | "
+                  f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | {r['p50_ms']} |")
+    env = payload["environment"]
+    md.append("")
+    md.append(f"{len(complaints)} everyday complaints ({payload['complaints_with_gold_findings']} with a gold finding, "
+              f"{payload['gold_findings']} gold findings); models {args.models}, backend {args.backend}; "
+              f"{env.get('cpu', '')}, {args.threads} thread(s), seed {args.seed}.")
+    common.write("inquiry_from_words", payload, "\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()
