@@ -12,7 +12,9 @@ from the labelled terms' names (each slot's first term): the same mapping the pa
 whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionService.rank`` call each (k = 5):
 
 * ``words only``: ``symptoms=[]`` (the request confirms none: the engine's detector on the words, as before);
-* ``words + symptoms read``: ``symptoms`` not sent (the service reads them; this change);
+* ``words + symptoms read``: ``symptoms`` not sent (the service reads them), the question bank's yes / no
+  questions about a confirmed symptom dropped (``NextQuestionService.drop_repeats``, as served); ``…, bank repeats
+  kept``: the same without dropping them;
 * ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
 
 Reported: the share of complaints the engine answers (not the question bank), micro P / R / F1 of the established
@@ -41,7 +43,8 @@ from medrank.service.settings import ServiceSettings
 
 DATA = [Path(__file__).resolve().parent / "data" / name
         for name in ("everyday_complaints_en.jsonl", "everyday_complaints_en_2.jsonl")]
-FORMS = ("words only", "words + symptoms read", "labelled terms (reference)")
+FORMS = ("words only", "words + symptoms read, bank repeats kept", "words + symptoms read",
+         "labelled terms (reference)")
 
 
 def load() -> list[tuple[str, list[list[str]]]]:
@@ -102,7 +105,8 @@ def main() -> None:
         established, engine_used, repeats, seconds, read = [], [], [], [], []
         for (text, slots), g in zip(complaints, gold_names, strict=True):
             names = [slot[0] for slot in slots]
-            symptoms = {"words only": [], "words + symptoms read": None, "labelled terms (reference)": names}[form]
+            symptoms = names if form.startswith("labelled") else [] if form == "words only" else None
+            svc.drop_repeats = "repeats kept" not in form
             t1 = time.perf_counter()
             out = svc.rank([{"speaker": "patient", "text": text}], symptoms, k=5)
             seconds.append(time.perf_counter() - t1)
@@ -115,7 +119,7 @@ def main() -> None:
                       "repeated_questions_per_list": round(sum(repeats) / len(complaints), 3),
                       "lists_with_a_repeat_pct": round(100 * sum(r > 0 for r in repeats) / len(complaints), 2),
                       **common.percentiles(seconds)}
-        if form == "words + symptoms read":
+        if form == "words + symptoms read":  # (the bank's questions it tags are read once per process)
             examples = [{"complaint": c[0], "symptoms_read": r} for c, r in zip(complaints[:6], read[:6], strict=True)]
         print(form, rows[form], flush=True)
     payload = {"environment": common.environment(args.threads, args.seed, str(data_root())), "complaints": len(complaints),

@@ -958,5 +958,13 @@ def test_auto_completes_the_chinese_set_with_the_dxy_terms_on_uncovered_words(se
     # ICD-10 Beijing's terms first; then only 流涕, whose words (流鼻涕) no ICD-10 term covers; 厌食 has no words
     assert [(t["name"], t["source"]) for t in body["terms"]] == [("咳嗽", None), ("发热", None), ("流涕", "dxy")]
     assert [t["name"] for t in body["alternatives"]] == ["鼻病毒感染"]
+    # the same decided sets for the inquiry's reader, several texts at once (one batch: detect_many), or one alone
+    Icd.detect_many = lambda self, texts: [self.detect(t) for t in texts]
+    Dxy.detect_many = lambda self, texts: [self.detect(t) for t in texts]
+    many = services.symptoms.decide_many([q, q], "zh")
+    assert [[t.name for t in one.terms] for one in many] == [["咳嗽", "发热", "流涕"]] * 2
+    assert [t.name for t in services.symptoms.decide_many([q], "zh")[0].terms] == ["咳嗽", "发热", "流涕"]
+    assert services.symptoms.decide_many([], "zh") == []
+    assert services.symptoms.decide_many(["headache"], "en") is None  # a ranking only: nothing decided
     # a knowledge base asked for by name answers alone
     assert [t["name"] for t in c.post("/symptoms", json={"query": q, "kb": "chip-cdn"}).json()["terms"]] == ["咳嗽", "发热"]

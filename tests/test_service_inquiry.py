@@ -270,16 +270,16 @@ def _reading_services(inquiry_services, reader):
 def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_services):
     calls = []
 
-    def reader(text, language):
-        calls.append((text, language))
-        return ["Fever"] if "temperature" in text else []
+    def reader(texts, language):
+        calls.append((list(texts), language))
+        return [["Fever"] if "temperature" in t else [] for t in texts]
 
     c = _client(_reading_services(inquiry_services, reader))
     dialogue = [_patient("I've had a high temperature since last night"), {"speaker": "doctor", "text": "Any cough?"},
                 _patient("a bit of a temperature still")]
     body = c.post("/next-questions", json={"dialogue": dialogue, "k": 3}).json()
     # only the first patient turn is read, in the engine's language; its terms count as confirmed
-    assert calls == [("I've had a high temperature since last night", "en")]
+    assert calls == [(["I've had a high temperature since last night"], "en")]
     assert body["engine"] == "ddxplus-kb" and body["symptoms_read"] == ["Fever"]
     assert [(f["name"], f["source"]) for f in body["findings"]] == [("E_91", "self-report")]
     assert "E_91" not in {q["finding"] for q in body["results"]}
@@ -297,7 +297,7 @@ def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_servi
 
 
 def test_a_reader_that_cannot_read_now_leaves_the_engine_its_own_detector(inquiry_services):
-    c = _client(_reading_services(inquiry_services, lambda text, language: None))
+    c = _client(_reading_services(inquiry_services, lambda texts, language: None))
     body = c.post("/next-questions", json={"dialogue": [_patient("I have a fever")], "k": 3}).json()
     assert body["engine"] == "ddxplus-kb" and body["symptoms_read"] is None
     assert [f["name"] for f in body["findings"]] == ["E_91"]
@@ -317,17 +317,59 @@ def test_the_service_reader_gives_the_decided_terms_or_none():
         def __init__(self, out):
             self.out, self.calls = out, []
 
-        def detect(self, text, language="auto", kb="auto", k=5):
-            self.calls.append((language, kb))
+        def decide_many(self, texts, language):
+            self.calls.append((list(texts), language))
             if isinstance(self.out, Exception):
                 raise self.out
             return self.out
 
-    assert symptom_reader(SimpleNamespace(symptoms=None))("I have a fever", "en") is None
-    decided = Symptoms({"results": [], "terms": [{"name": "Fever"}, {"name": "Headache"}], "alternatives": []})
-    assert symptom_reader(SimpleNamespace(symptoms=decided))("fever and a headache", "en") == ["Fever", "Headache"]
-    assert decided.calls == [("en", "auto")]
+    def term(name):
+        return SimpleNamespace(name=name)
+
+    assert symptom_reader(SimpleNamespace(symptoms=None))(["I have a fever"], "en") is None
+    decided = Symptoms([SimpleNamespace(terms=[term("Fever"), term("Headache")]), SimpleNamespace(terms=[])])
+    read = symptom_reader(SimpleNamespace(symptoms=decided))(["fever and a headache", "all fine"], "en")
+    assert read == [["Fever", "Headache"], []] and decided.calls == [(["fever and a headache", "all fine"], "en")]
     # a knowledge base without a set detector ranks terms but decides none: nothing is read
-    assert symptom_reader(SimpleNamespace(symptoms=Symptoms({"results": [{"name": "Fever"}]})))("fever", "en") is None
+    assert symptom_reader(SimpleNamespace(symptoms=Symptoms(None)))(["fever"], "en") is None
     building = Symptoms(StillBuildingError("the hpo knowledge base", None))
-    assert symptom_reader(SimpleNamespace(symptoms=building))("fever", "en") is None
+    assert symptom_reader(SimpleNamespace(symptoms=building))(["fever"], "en") is None
+
+
+def test_the_bank_does_not_ask_yes_or_no_about_a_confirmed_symptom(inquiry_services):
+    # "I have a headache" holds no finding of the engine: the question bank answers; the reader tags each question
+    # with the symptom terms it decides in it
+    tags = {"Do you have a fever?": ["Fever"], "Is the headache worse in the morning?": ["Headache"],
+            "Any chest pain?": ["Chest pain"], "Do you cough at night?": ["Cough"]}
+    calls = []
+
+    def reader(texts, language):
+        calls.extend(texts)
+        return [tags.get(t, ["Headache"] if "headache" in t else []) for t in texts]
+
+    c = _client(_reading_services(inquiry_services, reader))
+    complaint = [_patient("I have a headache")]
+    # none confirmed: nothing is read or dropped
+    body = c.post("/next-questions", json={"dialogue": complaint, "symptoms": [], "k": 5}).json()
+    plain = [q["text"] for q in body["results"]]
+    assert sorted(plain) == sorted(tags) and "dropped" not in body["retrieval"] and calls == []
+    body = c.post("/next-questions", json={"dialogue": complaint, "k": 5}).json()
+    assert body["engine"] == "question-bank" and body["symptoms_read"] == ["Headache"]
+    texts = [q["text"] for q in body["results"]]
+    # "Is the headache worse…" asks yes or no about the headache the patient named: dropped; the rest stay in order
+    assert texts == [t for t in plain if t != "Is the headache worse in the morning?"]
+    assert body["retrieval"].endswith("yes / no questions about a confirmed symptom dropped")
+    # each bank question is read once per process
+    before = len(calls)
+    assert [q["text"] for q in c.post("/next-questions", json={"dialogue": complaint, "k": 5}).json()["results"]] == texts
+    assert len(calls) == before + 1  # the complaint only
+    # confirmed (ticked) symptoms drop theirs too; given candidates: nothing is dropped
+    body = c.post("/next-questions", json={"dialogue": complaint, "symptoms": ["Cough", "Chest pain"], "k": 5}).json()
+    assert body["engine"] == "question-bank" and body["symptoms_read"] is None
+    assert {q["text"] for q in body["results"]} == {"Do you have a fever?", "Is the headache worse in the morning?"}
+    body = c.post("/next-questions", json={"dialogue": complaint, "symptoms": ["Fever"],
+                                           "candidates": ["Do you have a fever?", "Any chest pain?"]}).json()
+    assert len(body["results"]) == 2
+    # an open question about a confirmed symptom asks more about it, not it again
+    assert not NextQuestionService.YES_NO.match("Where do you see this rash?")
+    assert NextQuestionService.YES_NO.match("Okay, any numbness or tingling?")

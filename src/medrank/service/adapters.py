@@ -7,6 +7,7 @@ in tests) and are called from worker threads; they hold no per-request state.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -166,13 +167,7 @@ class SymptomService:
                 f"knowledge base in {text_reads} ({lang!r}), or pass language={base.info.language!r} to search it anyway",
                 kb_reads, text_reads)
         detector = self.set_detectors.get(base.info.name)
-        found = detector.detect(query) if detector is not None else None
-        complement = self.COMPLEMENTS.get(base.info.name) if kb == "auto" else None
-        other = self.set_detectors.get(complement) if complement in self.kbs else None
-        if found is not None and other is not None and self.kbs[complement].info.language == base.info.language:
-            from medrank.pipelines.symptom.inference import with_uncovered
-
-            found = with_uncovered(found, other.detect(query), complement)
+        found = self._decided(base, [query], kb == "auto")[0] if detector is not None else None
         # the set detector searched the whole text over this knowledge base already (to its own depth)
         ranked = getattr(found, "ranking", ())
         hits = base.hits(ranked)[:k] if ranked and k <= getattr(detector, "k", 0) else base.search([query], k)[0]
@@ -182,6 +177,32 @@ class SymptomService:
             out["terms"] = [_term(t) for t in found.terms]
             out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
         return out
+
+    def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:
+        """The set detector of ``base`` on ``texts``; with ``complete``, each set completed by the :data:`COMPLEMENTS`
+        knowledge base's terms on words it leaves uncovered. One text is read alone, as ``/symptoms`` reads a
+        complaint; several in one batch (an int8 query encoder may then read one slightly otherwise)."""
+
+        def decide(detector: Any) -> list[Any]:
+            return [detector.detect(texts[0])] if len(texts) == 1 else list(detector.detect_many(list(texts)))
+
+        found = decide(self.set_detectors[base.info.name])
+        complement = self.COMPLEMENTS.get(base.info.name) if complete else None
+        other = self.set_detectors.get(complement) if complement in self.kbs else None
+        if other is not None and self.kbs[complement].info.language == base.info.language:
+            from medrank.pipelines.symptom.inference import with_uncovered
+
+            found = [with_uncovered(f, o, complement) for f, o in zip(found, decide(other), strict=True)]
+        return found
+
+    def decide_many(self, texts: Sequence[str], language: str) -> list[Any] | None:
+        """The decided sets (``medrank.pipelines.symptom.sets.SymptomSet``) of ``texts`` in ``language``, as
+        ``/symptoms`` with ``kb`` auto decides them, in one batch; None when no set detector serves the language's
+        knowledge base (a ranking only). Raises as :meth:`pick` while that knowledge base still builds."""
+        base = self.pick(language, "auto")
+        if base.info.name not in self.set_detectors:
+            return None
+        return self._decided(base, texts, True) if texts else []
 
     def info(self) -> PipelineInfo:
         return PipelineInfo(
@@ -535,6 +556,10 @@ def engine_model(engine: Any) -> str:
     return f"{fitted}, re-ranked by a trained history re-ranker" + (f" on {backend})" if backend else ")")
 
 
+#: (texts, language) → per text, the names of the symptom terms ``/symptoms`` decides in it; None when it cannot now
+SymptomReader = Callable[[Sequence[str], str], "list[list[str]] | None"]
+
+
 class Inquiry:
     """The history inquiry engines (``medrank.pipelines.history.inference.InquiryEngine``, one per language)
     and how a request becomes their findings.
@@ -550,7 +575,7 @@ class Inquiry:
     #: DXY self-reports
     READ_SYMPTOMS_IN = ("en",)
 
-    def __init__(self, engines: dict[str, Any], reader: Callable[[str, str], list[str] | None] | None = None) -> None:
+    def __init__(self, engines: dict[str, Any], reader: SymptomReader | None = None) -> None:
         from medrank.pipelines.history.inference import Finding
 
         if not engines:
@@ -560,11 +585,11 @@ class Inquiry:
                 if not callable(getattr(engine, method, None)):
                     raise ValueError(f"engines[{lang!r}] must have {method}()")
         if reader is not None and not callable(reader):
-            raise ValueError("reader must be a callable (text, language) -> symptom names, or None")
+            raise ValueError("reader must be a callable (texts, language) -> symptom names per text, or None")
         self.engines = dict(engines)
         self.finding = Finding
-        #: (text, language) → the names of the symptom terms the symptoms pipeline decides in the text (None when it
-        #: cannot read it now): what the page would tick, for a caller that sends the dialogue alone
+        #: (texts, language) → per text, the names of the symptom terms the symptoms pipeline decides in it (None
+        #: when it cannot read them now): what the page would tick, for a caller that sends the dialogue alone
         self.reader = reader
 
     def symptoms_of(self, engine: Any, dialogue: Sequence[dict[str, str]],
@@ -577,8 +602,8 @@ class Inquiry:
         opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
         if self.reader is None or opening is None or engine.language not in self.READ_SYMPTOMS_IN:
             return [], None
-        read = self.reader(opening, engine.language)
-        return (list(read), list(read)) if read is not None else ([], None)
+        read = self.reader([opening], engine.language)
+        return (list(read[0]), list(read[0])) if read is not None else ([], None)
 
     def engine(self, language: str) -> Any:
         engine = self.engines.get(language)
@@ -656,9 +681,22 @@ class NextQuestionService:
     a language without one (yet), given candidate questions, or a complaint in which no finding of the engine is
     found. ``inquiry`` may be set after construction (the engines build in the background)."""
 
-    def __init__(self, ranker: NextQuestionRanker, inquiry: Inquiry | None = None) -> None:
+    #: a question asked for a yes or a no ("Are you seeing double?", "Any jaundice recently?"), past a filler word
+    #: or two; an open one ("Where do you see this rash?") asks more about a confirmed symptom, not it again
+    YES_NO = re.compile(r"^(?:(?:so|okay|ok|and|um|uh|hm|well|alright|right)[,.]?\s+)*(?:are|is|do|does|did|have|has|had|"
+                        r"was|were|can|could|any|anything)\b", re.IGNORECASE)
+    #: how many questions past ``k`` the bank is asked for, to stand in for those dropped
+    SPARE = 5
+
+    def __init__(self, ranker: NextQuestionRanker, inquiry: Inquiry | None = None, drop_repeats: bool = True) -> None:
         self.ranker = ranker
         self.inquiry = inquiry
+        #: drop the bank's yes / no questions about a confirmed symptom (:meth:`_asks_again`; English, where the
+        #: inquiry has a reader); False keeps the bank's list as it ranks it
+        self.drop_repeats = drop_repeats
+        #: a bank question → the symptom terms the inquiry's reader decides in it (its words are the bank's, not a
+        #: user's: kept for the process, at most one entry per bank question)
+        self._question_terms: dict[str, frozenset[str]] = {}
 
     def rank(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] | None = None,
              candidates: Sequence[str] | None = None, language: str = "auto", k: int = 5,
@@ -679,13 +717,33 @@ class NextQuestionService:
         elif findings and candidates is None:
             raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"
                                    f" now, not {lang!r}" + ("" if inquiry else " (it is still being built)"))
+        confirmed = frozenset(symptoms or ())
+        reader = inquiry.reader if inquiry is not None and lang in inquiry.READ_SYMPTOMS_IN else None
+        drops = self.drop_repeats and bool(confirmed) and reader is not None and candidates is None
         try:
-            out = self.ranker.rank(dialogue, list(symptoms or ()), candidates, lang, k)
+            out = self.ranker.rank(dialogue, list(symptoms or ()), candidates, lang, k + self.SPARE if drops else k)
         except NoQuestionBankError as exc:
             raise UnavailableError(str(exc)) from None
+        results = out["results"]
+        if drops:
+            asks_again = self._asks_again([r["text"] for r in results], confirmed, reader, lang)
+            results = [r for r, again in zip(results, asks_again, strict=True) if not again][:k]
+            out = {**out, "retrieval": f"{out['retrieval']}; yes / no questions about a confirmed symptom dropped"}
         return {**out, "engine": "question-bank", "findings": [], "should_stop": None, "symptoms_read": read,
-                "results": [{**r, "finding": None, "label": None, "options": [], "choice_only": False}
-                            for r in out["results"]]}
+                "results": [{**r, "finding": None, "label": None, "options": [], "choice_only": False} for r in results]}
+
+    def _asks_again(self, questions: Sequence[str], confirmed: frozenset[str], reader: SymptomReader,
+                    lang: str) -> list[bool]:
+        """Per bank question, whether it asks for a yes or a no about a symptom the patient confirmed: one of the
+        terms the reader decides in the question is ("Are you seeing double?" once Diplopia is; "Any double vision
+        or headaches?" too: the headache deserves a question of its own). The questions not read before are read
+        in one call and remembered."""
+        yes_no = [q for q in questions if self.YES_NO.match(q)]
+        unread = list(dict.fromkeys(q for q in yes_no if q not in self._question_terms))
+        found = reader(unread, lang) if unread else []
+        if found is not None:  # None: the reader cannot read now; those questions stay, nothing is remembered
+            self._question_terms.update({q: frozenset(names) for q, names in zip(unread, found, strict=True)})
+        return [q in yes_no and bool(self._question_terms.get(q, frozenset()) & confirmed) for q in questions]
 
     @staticmethod
     def _engine_answer(inquiry: Inquiry, engine: Any, dialogue: Sequence[dict[str, str]], established: list[Any],

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -54,6 +54,7 @@ from medrank.service.adapters import (
     SimilarSearcher,
     SimilarService,
     StillBuildingError,
+    SymptomReader,
     SymptomService,
     TrainedNormalizeService,
     UnavailableError,
@@ -867,20 +868,20 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
 
 
-def symptom_reader(services: Services) -> Callable[[str, str], list[str] | None]:
-    """(text, language) → the names of the terms ``/symptoms`` decides in the text (its default knowledge base of
-    the language, as the page ticks them), or None while no set detector serves that language (still building, or
-    none): the inquiry's reader (:attr:`medrank.service.adapters.Inquiry.reader`)."""
+def symptom_reader(services: Services) -> SymptomReader:
+    """(texts, language) → per text, the names of the terms ``/symptoms`` decides in it (the default knowledge base of
+    the language, as the page ticks them; one batch), or None while no set detector serves that language (still
+    building, or none): the inquiry's reader (:attr:`medrank.service.adapters.Inquiry.reader`)."""
 
-    def read(text: str, language: str) -> list[str] | None:
+    def read(texts: Sequence[str], language: str) -> list[list[str]] | None:
         symptoms = services.symptoms  # read at each call: the knowledge bases may still be building
         if symptoms is None:
             return None
         try:
-            found = symptoms.detect(text, language=language, kb="auto", k=1)
+            found = symptoms.decide_many(texts, language)
         except (UnavailableError, StillBuildingError):
             return None
-        return [t["name"] for t in found["terms"]] if "terms" in found else None
+        return [[t.name for t in one.terms] for one in found] if found is not None else None
 
     return read
 
