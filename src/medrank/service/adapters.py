@@ -686,7 +686,7 @@ class NextQuestionService:
     YES_NO = re.compile(r"^(?:(?:so|okay|ok|and|um|uh|hm|well|alright|right)[,.]?\s+)*(?:are|is|do|does|did|have|has|had|"
                         r"was|were|can|could|any|anything)\b", re.IGNORECASE)
     #: how many questions past ``k`` the bank is asked for, to stand in for those dropped
-    SPARE = 5
+    SPARE = 10
 
     def __init__(self, ranker: NextQuestionRanker, inquiry: Inquiry | None = None, drop_repeats: bool = True) -> None:
         self.ranker = ranker
