@@ -315,6 +315,11 @@ def test_detector_drops_negated_findings_and_validates_input() -> None:
         det.detect("咳" * 5000)
     with pytest.raises(SymptomTextError):
         det.detect_many("咳嗽")  # type: ignore[arg-type]
+    # a text without a letter names no symptom (its nearest terms are still ranked)
+    for junk in ("12345", "🙂🙂", "???"):
+        got = det.detect(junk)
+        assert got.terms == [] and got.alternatives == [] and list(got.ranking) == _search([junk], det.k)[0]
+    assert [len(s.terms) for s in det.detect_many(["12345", "咳嗽"])] == [0, 1]
 
 
 def test_fit_learns_a_calibration_from_labelled_complaints() -> None:

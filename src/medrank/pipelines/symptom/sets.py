@@ -1129,7 +1129,10 @@ class SetDetector:
         than alone; the service reads one complaint at a time."""
         if isinstance(texts, str):
             raise SymptomTextError("detect_many takes a list of complaints; use detect() for one")
-        return [self._decide(t, *c) for t, c in zip(texts, self._candidates_many(list(texts)), strict=True)]
+        out = [self._decide(t, *c) for t, c in zip(texts, self._candidates_many(list(texts)), strict=True)]
+        # words name symptoms: a text without a letter ("12345", an emoji) names none, whatever its nearest terms
+        # (still ranked, for a caller who asks for them)
+        return [s if any(ch.isalpha() for ch in t) else SymptomSet([], [], s.ranking) for t, s in zip(texts, out, strict=True)]
 
     # -- fitting -----------------------------------------------------------------------------------
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
