@@ -12,14 +12,17 @@ from the labelled terms' names (each slot's first term): the same mapping the pa
 whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionService.rank`` call each (k = 5):
 
 * ``words only``: ``symptoms=[]`` (the request confirms none: the engine's detector on the words, as before);
-* ``words + symptoms read``: ``symptoms`` not sent (the service reads them), the question bank's yes / no
-  questions about a confirmed symptom dropped (``NextQuestionService.drop_repeats``, as served); ``…, bank repeats
-  kept``: the same without dropping them;
+* ``words + symptoms read``: ``symptoms`` not sent (the service reads them: the terms decided at or above the
+  calibrated threshold), the question bank's yes / no questions about a confirmed symptom dropped
+  (``NextQuestionService.drop_repeats``, as served); ``…, bank repeats kept``: the same without dropping them;
+  ``words + every decided term read``: every decided term read, those the minimum count or a wording rule adds below
+  the threshold too (bank repeats kept);
 * ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
 
 Reported: the share of complaints the engine answers (not the question bank), micro P / R / F1 of the established
 findings against the gold ones (a multi-choice finding counts by value), the mean number of the five questions that
-ask again what the complaint said, the share of complaints with at least one such question, and one call's latency
+ask again what the complaint said, the share of complaints with at least one such question, and one call's latency; and, over 12 openings that name no symptom ("Hello doctor", "Thank you", "I need a
+sick note for work"), how many have a term read and how many a finding established
 (the ``rank`` call in process, no HTTP). An engine question asks again when its finding is a gold finding; a question
 of the bank names no finding, so it asks again when ``/symptoms``' detector, reading the question, decides a term of
 one of the complaint's slots ("Has he been throwing up today?" → Vomiting).
@@ -38,13 +41,17 @@ from typing import Any
 import common
 
 from medrank.config import data_root, seed_everything, set_threads
-from medrank.service.build import build_services
+from medrank.service.build import build_services, symptom_reader
 from medrank.service.settings import ServiceSettings
 
 DATA = [Path(__file__).resolve().parent / "data" / name
         for name in ("everyday_complaints_en.jsonl", "everyday_complaints_en_2.jsonl")]
-FORMS = ("words only", "words + symptoms read, bank repeats kept", "words + symptoms read",
-         "labelled terms (reference)")
+FORMS = ("words only", "words + every decided term read", "words + symptoms read, bank repeats kept",
+         "words + symptoms read", "labelled terms (reference)")
+#: openings that name no symptom (written for this check): nothing should be read from them
+NO_SYMPTOM = ("Hello doctor", "Hi", "Good morning", "ok", "Thank you", "I'm fine, thanks", "My name is John",
+              "I need a sick note for work", "I'm here for my yearly check-up", "Can I get a repeat prescription?",
+              "I'd like to talk about my test results", "My GP sent me")
 
 
 def load() -> list[tuple[str, list[list[str]]]]:
@@ -106,7 +113,8 @@ def main() -> None:
         for (text, slots), g in zip(complaints, gold_names, strict=True):
             names = [slot[0] for slot in slots]
             symptoms = names if form.startswith("labelled") else [] if form == "words only" else None
-            svc.drop_repeats = "repeats kept" not in form
+            svc.drop_repeats = form in ("words + symptoms read", "labelled terms (reference)")
+            svc.inquiry.reader = symptom_reader(services, confident=form != "words + every decided term read")
             t1 = time.perf_counter()
             out = svc.rank([{"speaker": "patient", "text": text}], symptoms, k=5)
             seconds.append(time.perf_counter() - t1)
@@ -114,7 +122,11 @@ def main() -> None:
             established.append({key(f["name"], f["value"]) for f in out["findings"] if f["value"] != "absent"})
             repeats.append(sum(asks_again(r, g, slots) for r in out["results"]))
             read.append(out.get("symptoms_read"))
-        rows[form] = {"engine_answers_pct": round(100 * sum(engine_used) / len(complaints), 2),
+        no_symptom = [svc.rank([{"speaker": "patient", "text": t}], symptoms, k=5)
+                      for t, symptoms in ((t, None if "read" in form else []) for t in NO_SYMPTOM)]
+        rows[form] = {"no_symptom_openings_with_a_term_read": sum(bool(o["symptoms_read"]) for o in no_symptom),
+                      "no_symptom_openings_with_a_finding": sum(bool(o["findings"]) for o in no_symptom),
+                      "engine_answers_pct": round(100 * sum(engine_used) / len(complaints), 2),
                       "findings": prf(established, gold),
                       "repeated_questions_per_list": round(sum(repeats) / len(complaints), 3),
                       "lists_with_a_repeat_pct": round(100 * sum(r > 0 for r in repeats) / len(complaints), 2),
@@ -127,11 +139,13 @@ def main() -> None:
                "models": str(args.models), "backend": args.backend, "build_seconds": round(build_s, 1), "forms": rows,
                "examples": examples}
     md = ["| request | engine answers % | findings P | R | **F1** | repeated questions per top-5 | lists with a repeat % "
-          "| p50 ms |", "|---|---|---|---|---|---|---|---|"]
+          f"| p50 ms | of {len(NO_SYMPTOM)} openings naming no symptom: a term read | a finding |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for form, r in rows.items():
         f = r["findings"]
         md.append(f"| {form} | {r['engine_answers_pct']} | {f['p']} | {f['r']} | **{f['f1']}** | "
-                  f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | {r['p50_ms']} |")
+                  f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | {r['p50_ms']} | "
+                  f"{r['no_symptom_openings_with_a_term_read']} | {r['no_symptom_openings_with_a_finding']} |")
     env = payload["environment"]
     md.append("")
     md.append(f"{len(complaints)} everyday complaints ({payload['complaints_with_gold_findings']} with a gold finding, "

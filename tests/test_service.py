@@ -931,6 +931,8 @@ def test_a_knowledge_base_without_a_set_calibration_serves_its_ranking(services,
 
 def test_auto_completes_the_chinese_set_with_the_dxy_terms_on_uncovered_words(services):
     """ICD-10 Beijing has no plain 流涕: under kb 'auto' the DXY set adds its terms on words no ICD-10 term covers."""
+    from types import SimpleNamespace
+
     from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
     from medrank.service.backends import KBInfo, KnowledgeBase
 
@@ -966,5 +968,10 @@ def test_auto_completes_the_chinese_set_with_the_dxy_terms_on_uncovered_words(se
     assert [t.name for t in services.symptoms.decide_many([q], "zh")[0].terms] == ["咳嗽", "发热", "流涕"]
     assert services.symptoms.decide_many([], "zh") == []
     assert services.symptoms.decide_many(["headache"], "en") is None  # a ranking only: nothing decided
+    # confident: only the terms at or above the detector's calibrated threshold (none known: every decided term)
+    assert [t.name for t in services.symptoms.decide_many([q], "zh", confident=True)[0].terms] == ["咳嗽", "发热", "流涕"]
+    Icd.calibration = SimpleNamespace(threshold=0.9)
+    assert [t.name for t in services.symptoms.decide_many([q], "zh", confident=True)[0].terms] == ["咳嗽", "流涕"]
+    assert [t.name for t in services.symptoms.decide_many([q], "zh")[0].terms] == ["咳嗽", "发热", "流涕"]
     # a knowledge base asked for by name answers alone
     assert [t["name"] for t in c.post("/symptoms", json={"query": q, "kb": "chip-cdn"}).json()["terms"]] == ["咳嗽", "发热"]

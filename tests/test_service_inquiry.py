@@ -317,8 +317,8 @@ def test_the_service_reader_gives_the_decided_terms_or_none():
         def __init__(self, out):
             self.out, self.calls = out, []
 
-        def decide_many(self, texts, language):
-            self.calls.append((list(texts), language))
+        def decide_many(self, texts, language, confident=False):
+            self.calls.append((list(texts), language, confident))
             if isinstance(self.out, Exception):
                 raise self.out
             return self.out
@@ -329,7 +329,10 @@ def test_the_service_reader_gives_the_decided_terms_or_none():
     assert symptom_reader(SimpleNamespace(symptoms=None))(["I have a fever"], "en") is None
     decided = Symptoms([SimpleNamespace(terms=[term("Fever"), term("Headache")]), SimpleNamespace(terms=[])])
     read = symptom_reader(SimpleNamespace(symptoms=decided))(["fever and a headache", "all fine"], "en")
-    assert read == [["Fever", "Headache"], []] and decided.calls == [(["fever and a headache", "all fine"], "en")]
+    # the terms decided at or above the calibrated threshold only (nobody unticks what the reader reads)
+    assert read == [["Fever", "Headache"], []] and decided.calls == [(["fever and a headache", "all fine"], "en", True)]
+    symptom_reader(SimpleNamespace(symptoms=decided), confident=False)(["fever"], "en")
+    assert decided.calls[-1] == (["fever"], "en", False)
     # a knowledge base without a set detector ranks terms but decides none: nothing is read
     assert symptom_reader(SimpleNamespace(symptoms=Symptoms(None)))(["fever"], "en") is None
     building = Symptoms(StillBuildingError("the hpo knowledge base", None))

@@ -6,6 +6,7 @@ in tests) and are called from worker threads; they hold no per-request state.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import threading
@@ -195,14 +196,21 @@ class SymptomService:
             found = [with_uncovered(f, o, complement) for f, o in zip(found, decide(other), strict=True)]
         return found
 
-    def decide_many(self, texts: Sequence[str], language: str) -> list[Any] | None:
+    def decide_many(self, texts: Sequence[str], language: str, confident: bool = False) -> list[Any] | None:
         """The decided sets (``medrank.pipelines.symptom.sets.SymptomSet``) of ``texts`` in ``language``, as
         ``/symptoms`` with ``kb`` auto decides them, in one batch; None when no set detector serves the language's
-        knowledge base (a ranking only). Raises as :meth:`pick` while that knowledge base still builds."""
+        knowledge base (a ranking only). ``confident``: only the terms at or above the detector's calibrated
+        threshold (a term the minimum count or a wording rule added below it stays out). Raises as :meth:`pick`
+        while that knowledge base still builds."""
         base = self.pick(language, "auto")
-        if base.info.name not in self.set_detectors:
+        detector = self.set_detectors.get(base.info.name)
+        if detector is None:
             return None
-        return self._decided(base, texts, True) if texts else []
+        found = self._decided(base, texts, True) if texts else []
+        cut = _decision_threshold(detector) if confident else None
+        if cut is None:
+            return found
+        return [dataclasses.replace(f, terms=[t for t in f.terms if t.probability >= cut]) for f in found]
 
     def info(self) -> PipelineInfo:
         return PipelineInfo(
@@ -221,6 +229,14 @@ def _set_detection(detector: Any) -> str:
     memory = getattr(detector, "memory", None)
     return ("decides the set of terms (calibrated probabilities, spans, alternatives)"
             + (f"; reads the training memory of {memory.n_texts} annotated texts" if memory is not None else ""))
+
+
+def _decision_threshold(detector: Any) -> float | None:
+    """The probability at which a set detector decides a term by itself (its calibration's threshold; a self-report
+    model's own), None when it has none."""
+    calibration = getattr(detector, "calibration", None)
+    value = getattr(calibration, "threshold", None) if calibration is not None else getattr(detector, "threshold", None)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _term(term: Any) -> dict[str, Any]:

@@ -868,17 +868,20 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
 
 
-def symptom_reader(services: Services) -> SymptomReader:
+def symptom_reader(services: Services, confident: bool = True) -> SymptomReader:
     """(texts, language) → per text, the names of the terms ``/symptoms`` decides in it (the default knowledge base of
     the language, as the page ticks them; one batch), or None while no set detector serves that language (still
-    building, or none): the inquiry's reader (:attr:`medrank.service.adapters.Inquiry.reader`)."""
+    building, or none): the inquiry's reader (:attr:`medrank.service.adapters.Inquiry.reader`). ``confident``: only
+    the terms decided at or above the calibrated threshold: nobody unticks what this reader reads, and the minimum
+    count of a set (one term) fills it from a text that names no symptom too ("Thank you" → Transient ischemic
+    attack 42 %, whose name then steers the question bank to heart attacks)."""
 
     def read(texts: Sequence[str], language: str) -> list[list[str]] | None:
         symptoms = services.symptoms  # read at each call: the knowledge bases may still be building
         if symptoms is None:
             return None
         try:
-            found = symptoms.decide_many(texts, language)
+            found = symptoms.decide_many(texts, language, confident=confident)
         except (UnavailableError, StillBuildingError):
             return None
         return [[t.name for t in one.terms] for one in found] if found is not None else None
