@@ -431,3 +431,16 @@ def test_a_categorical_member_of_a_group_is_asked_by_its_values_only():
     assert eng.asks_which("AL")
     # a binary member (A2), a main categorical (K) and a main multi-choice finding (M) may be answered yes / no
     assert not any(eng.asks_which(n) for n in ("A", "A2", "K", "M", "unknown"))
+
+
+def test_a_finding_is_listed_without_the_second_questions_opening_or_the_consultation():
+    from medrank.pipelines.history.inquiry.findings import evidence_description, finding_phrase
+
+    question = "Have you vomited several times or have you made several efforts to vomit?"
+    assert finding_phrase(question) == "vomited several times or made several efforts to vomit"
+    assert evidence_description(question) == "vomited several times or have you made several efforts to vomit"  # matched as is
+    assert finding_phrase("Do you have pain somewhere, related to your reason for consulting?") == "pain somewhere"
+    assert finding_phrase("Do you have any lesions, redness or problems on your skin that you believe are related to "
+                          "the condition you are consulting for?") == "any lesions, redness or problems on your skin"
+    assert finding_phrase("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
+    assert finding_phrase("有没有咳痰？") == evidence_description("有没有咳痰？")

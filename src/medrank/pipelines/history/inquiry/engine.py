@@ -122,9 +122,9 @@ class InquiryEngine:
 
     def finding_description(self, name: str) -> str:
         """What the finding is, short enough for a list ("a fever" for "Do you have a fever (...)?")."""
-        from medrank.pipelines.history.inquiry.findings import evidence_description
+        from medrank.pipelines.history.inquiry.findings import finding_phrase
 
-        return evidence_description(self.finding_label(name))
+        return finding_phrase(self.finding_label(name))
 
     def finding_options(self, name: str) -> list[tuple[str, str]]:
         """(value code, meaning) of a categorical or multi-choice finding; empty for a yes / no one."""

@@ -58,6 +58,21 @@ def evidence_description(question: str) -> str:
     return text or question
 
 
+# a second question joined by "or" ("… or have you made several efforts to vomit"): its own opening goes
+EN_OR_OPENING = re.compile(r"\bor (?:do|does|did|have|has|are|is|were|was) you\s+", re.IGNORECASE)
+# what every DDXPlus finding is anyway ("… related to your reason for consulting")
+EN_RELATED = re.compile(r",?\s*(?:that you believe (?:are|is) )?related to (?:the condition you are consulting for|your "
+                        r"reason for consulting|your consultation today)\s*$", re.IGNORECASE)
+
+
+def finding_phrase(question: str) -> str:
+    """A finding as a list shows it: :func:`evidence_description` without the opening of a second question joined by
+    "or" ("vomited several times or made several efforts to vomit") and without saying that it concerns the
+    consultation ("pain somewhere"). Display only: the detector matches the descriptions as they are."""
+    text = EN_OR_OPENING.sub("or ", evidence_description(question))
+    return EN_RELATED.sub("", text).strip() or evidence_description(question)
+
+
 class EnglishDetector:
     """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
 
