@@ -158,6 +158,10 @@ def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquir
     unexplained = {x["name"]: (x["unexplained"], x["unexplained_labels"]) for x in mixed["results"]}
     assert unexplained["Influenza"] == (["E_55=V_89"], ["Where is the pain: forehead"])
     assert unexplained["Migraine"] == (["E_91"], ["a fever"])
+    # the pain and where it is read apart: a multiple-choice finding names its established values
+    migraine = next(x for x in mixed["results"] if x["name"] == "Migraine")
+    assert dict(zip(migraine["supporting"], migraine["supporting_labels"], strict=True)) == {
+        "E_53": "pain somewhere", "E_55": "Where is the pain: forehead"}
     assert "Each condition listed leaves something reported unexplained" in mixed["note"]
     assert isinstance(en["should_stop"], bool)
 

@@ -549,6 +549,16 @@ def finding_text(engine: Any, name: str, value: str) -> str:
     return text if value == "present" else f"{text}: {engine.value_label(name, value)}"
 
 
+def supporting_text(engine: Any, name: str, established: Sequence[Any]) -> str:
+    """A finding that raises a condition in a few words, with the values established for a multiple-choice one
+    ("pain somewhere: forehead, top of the head": the pain and where it is read alike without them)."""
+    from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
+
+    values = [f.value for f in established if f.name == name and f.value not in (PRESENT, ABSENT, UNSURE)]
+    text = engine.finding_description(name)
+    return f"{text}: {', '.join(engine.value_label(name, v) for v in values)}" if values else text
+
+
 def unexplained_note(engine: Any, ranked: Sequence[Any]) -> str:
     """When no listed condition accounts for every established finding, the differential says which findings
     none of them accounts for (those its case collection never shows with any of them), or that each leaves one."""
@@ -815,7 +825,7 @@ class DifferentialService:
                                                                      unexplained_note(engine, ranked)))),
                 "results": [{"name": c.name, "label": engine.condition_label(c.name),
                              "probability": round(float(c.probability), 6), "supporting": list(c.supporting),
-                             "supporting_labels": [engine.finding_description(n) for n in c.supporting],
+                             "supporting_labels": [supporting_text(engine, n, established) for n in c.supporting],
                              "unexplained": [finding_key(n, v) for n, v in c.unexplained],
                              "unexplained_labels": [finding_text(engine, n, v) for n, v in c.unexplained]}
                             for c in ranked],
