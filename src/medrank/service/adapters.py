@@ -524,6 +524,8 @@ def _scored_by(scorer: str) -> str:
 
 
 # -- /next-questions and /differential ---------------------------------------------------------------
+#: the values of a finding that are an answer, not a value code (the request schema's, the engine's too)
+ANSWER_VALUES = ("present", "absent", "unsure")
 #: what a finding's ``source`` in a request becomes in the engine (an answer names the question it answers)
 ANSWER_SOURCES = ("self-report", "answer", "doctor")
 #: the one-line statement every differential carries
@@ -552,9 +554,7 @@ def finding_text(engine: Any, name: str, value: str) -> str:
 def supporting_text(engine: Any, name: str, established: Sequence[Any]) -> str:
     """A finding that raises a condition in a few words, with the values established for a multiple-choice one
     ("pain somewhere: forehead, top of the head": the pain and where it is read alike without them)."""
-    from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
-
-    values = [f.value for f in established if f.name == name and f.value not in (PRESENT, ABSENT, UNSURE)]
+    values = [f.value for f in established if f.name == name and f.value not in ANSWER_VALUES]
     text = engine.finding_description(name)
     return f"{text}: {', '.join(engine.value_label(name, v) for v in values)}" if values else text
 
