@@ -19,6 +19,10 @@ whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionSe
   the threshold too (bank repeats kept);
 * ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
 
+Chinese (not read so as served: this is why): the DXY self-reports of the inquiry engine's validation carve-out, words
+alone vs with the symptoms read by the ``dxy`` knowledge base (its self-report model refitted without those
+reports), findings against each report's explicit symptoms.
+
 Reported: the share of complaints the engine answers (not the question bank), micro P / R / F1 of the established
 findings against the gold ones (a multi-choice finding counts by value), the mean number of the five questions that
 ask again what the complaint said, the share of complaints with at least one such question, and one call's latency; and, over 12 openings that name no symptom ("Hello doctor", "Thank you", "I need a
@@ -73,6 +77,39 @@ def prf(pred: list[set[str]], gold: list[set[str]]) -> dict[str, float]:
     return {"p": round(100 * p, 2), "r": round(100 * r, 2), "f1": round(100 * (2 * p * r / (p + r) if p + r else 0.0), 2)}
 
 
+def chinese_part(services: Any) -> dict[str, Any]:
+    """The DXY engine on the self-reports of its validation carve-out (never used to fit it), words alone vs with the
+    symptoms read by the ``dxy`` knowledge base. The served self-report model is fitted on every visible report,
+    these too: here it is refitted without them, so that the reading is scored on reports it never saw."""
+    from medrank.config import dataset_dir
+    from medrank.pipelines.history.inquiry.build import load_corpus
+    from medrank.pipelines.symptom.lexicon import read_dxy_folder
+    from medrank.pipelines.symptom.self_report import SelfReportModel
+
+    svc = services.next_questions
+    patients = [p for p in load_corpus("zh").valid if p.text.strip()]
+    held = {p.text for p in patients}
+    records = [r for r in read_dxy_folder(dataset_dir("dxy-dialog")) if r.report not in held]
+    served = services.symptoms.set_detectors["dxy"]
+    services.symptoms.set_detectors = {**services.symptoms.set_detectors,
+                                       "dxy": SelfReportModel.fit(records, served.names)}
+    svc.inquiry.reader = symptom_reader(services)
+    svc.inquiry.READ_SYMPTOMS_IN = ("en", "zh")  # as if Chinese were read (it is not served so)
+    forms: dict[str, Any] = {}
+    for form, symptoms in (("words only", []), ("words + symptoms read", None)):
+        established, seconds = [], []
+        for p in patients:
+            t1 = time.perf_counter()
+            out = svc.rank([{"speaker": "patient", "text": p.text}], symptoms, k=5)
+            seconds.append(time.perf_counter() - t1)
+            established.append({f["name"] for f in out["findings"] if f["value"] == "present"})
+        forms[form] = {"findings": prf(established, [set(p.initial) for p in patients]), **common.percentiles(seconds)}
+        print("zh", form, forms[form], flush=True)
+    services.symptoms.set_detectors = {**services.symptoms.set_detectors, "dxy": served}
+    del svc.inquiry.READ_SYMPTOMS_IN  # back to the class's
+    return {"reports": len(patients), "model_records": len(records), "forms": forms}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, default=Path("runs"), help="trained runs, as `medrank serve --models`")
@@ -83,7 +120,7 @@ def main() -> None:
     set_threads(args.threads)
     seed_everything(args.seed)
     settings = ServiceSettings(api_token=None, batch_queries=False, models_dir=args.models, backend=args.backend,
-                               kbs=("hpo",))
+                               kbs=("hpo", "dxy"))
     t0 = time.perf_counter()
     services = build_services(settings, ("symptoms", "next-questions"), show_progress=False)
     build_s = time.perf_counter() - t0
@@ -134,10 +171,11 @@ def main() -> None:
         if form == "words + symptoms read":  # (the bank's questions it tags are read once per process)
             examples = [{"complaint": c[0], "symptoms_read": r} for c, r in zip(complaints[:6], read[:6], strict=True)]
         print(form, rows[form], flush=True)
+    chinese = chinese_part(services)
     payload = {"environment": common.environment(args.threads, args.seed, str(data_root())), "complaints": len(complaints),
                "complaints_with_gold_findings": sum(bool(g) for g in gold), "gold_findings": sum(map(len, gold)),
                "models": str(args.models), "backend": args.backend, "build_seconds": round(build_s, 1), "forms": rows,
-               "examples": examples}
+               "examples": examples, "chinese": chinese}
     md = ["| request | engine answers % | findings P | R | **F1** | repeated questions per top-5 | lists with a repeat % "
           f"| p50 ms | of {len(NO_SYMPTOM)} openings naming no symptom: a term read | a finding |",
           "|---|---|---|---|---|---|---|---|---|---|"]
@@ -147,6 +185,12 @@ def main() -> None:
                   f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | {r['p50_ms']} | "
                   f"{r['no_symptom_openings_with_a_term_read']} | {r['no_symptom_openings_with_a_finding']} |")
     env = payload["environment"]
+    md += ["", f"Chinese: the {chinese['reports']} DXY self-reports of the inquiry engine's validation carve-out, "
+               "findings established (present) against each report's explicit symptoms; the dxy knowledge base's "
+               f"self-report model refitted on the {chinese['model_records']} other visible reports:", "",
+           "| request | findings P | R | **F1** | p50 ms |", "|---|---|---|---|---|"]
+    md += [f"| {form} | {r['findings']['p']} | {r['findings']['r']} | **{r['findings']['f1']}** | {r['p50_ms']} |"
+           for form, r in chinese["forms"].items()]
     md.append("")
     md.append(f"{len(complaints)} everyday complaints ({payload['complaints_with_gold_findings']} with a gold finding, "
               f"{payload['gold_findings']} gold findings); models {args.models}, backend {args.backend}; "

@@ -444,3 +444,17 @@ def test_a_finding_is_listed_without_the_second_questions_opening_or_the_consult
                           "the condition you are consulting for?") == "any lesions, redness or problems on your skin"
     assert finding_phrase("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
     assert finding_phrase("有没有咳痰？") == evidence_description("有没有咳痰？")
+
+
+def test_surface_forms_break_ties_by_name_whatever_the_string_hashing():
+    import os
+    import subprocess
+    import sys
+
+    # "热咳" co-occurs once with each of two symptoms and shares one character with each: a tie
+    code = ("from medrank.pipelines.history.inquiry.findings import learn_surface_forms; "
+            "print(learn_surface_forms(['发热', '咳嗽'], [(['热咳'], ['发热', '咳嗽'])])['热咳'])")
+    got = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
+           for seed in (0, 1, 2, 3, 4, 5)}
+    assert got == {"发热"}

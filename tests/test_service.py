@@ -973,5 +973,7 @@ def test_auto_completes_the_chinese_set_with_the_dxy_terms_on_uncovered_words(se
     Icd.calibration = SimpleNamespace(threshold=0.9)
     assert [t.name for t in services.symptoms.decide_many([q], "zh", confident=True)[0].terms] == ["咳嗽", "流涕"]
     assert [t.name for t in services.symptoms.decide_many([q], "zh")[0].terms] == ["咳嗽", "发热", "流涕"]
+    # one knowledge base named: its own set, not completed
+    assert [t.name for t in services.symptoms.decide_many([q], "zh", kb="dxy")[0].terms] == ["咳嗽", "流涕", "发烧", "厌食"]
     # a knowledge base asked for by name answers alone
     assert [t["name"] for t in c.post("/symptoms", json={"query": q, "kb": "chip-cdn"}).json()["terms"]] == ["咳嗽", "发热"]

@@ -295,7 +295,7 @@ def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_servi
     assert calls == [] and body["engine"] == "question-bank" and body["symptoms_read"] is None
     body = c.post("/next-questions", json={"dialogue": dialogue[:1], "symptoms": ["a fever"], "k": 3}).json()
     assert calls == [] and body["symptoms_read"] is None and [f["name"] for f in body["findings"]] == ["E_91"]
-    # Chinese: the DXY engine's detector reads the colloquial words itself
+    # Chinese: the DXY engine's detector reads the words alone (reading them too found nothing more)
     body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "k": 3}).json()
     assert calls == [] and body["engine"] == "dxy-kb" and body["symptoms_read"] is None
 
@@ -321,8 +321,8 @@ def test_the_service_reader_gives_the_decided_terms_or_none():
         def __init__(self, out):
             self.out, self.calls = out, []
 
-        def decide_many(self, texts, language, confident=False):
-            self.calls.append((list(texts), language, confident))
+        def decide_many(self, texts, language, confident=False, kb="auto"):
+            self.calls.append((list(texts), language, confident, kb))
             if isinstance(self.out, Exception):
                 raise self.out
             return self.out
@@ -334,9 +334,12 @@ def test_the_service_reader_gives_the_decided_terms_or_none():
     decided = Symptoms([SimpleNamespace(terms=[term("Fever"), term("Headache")]), SimpleNamespace(terms=[])])
     read = symptom_reader(SimpleNamespace(symptoms=decided))(["fever and a headache", "all fine"], "en")
     # the terms decided at or above the calibrated threshold only (nobody unticks what the reader reads)
-    assert read == [["Fever", "Headache"], []] and decided.calls == [(["fever and a headache", "all fine"], "en", True)]
+    assert read == [["Fever", "Headache"], []] and decided.calls == [(["fever and a headache", "all fine"], "en", True, "auto")]
     symptom_reader(SimpleNamespace(symptoms=decided), confident=False)(["fever"], "en")
-    assert decided.calls[-1] == (["fever"], "en", False)
+    assert decided.calls[-1] == (["fever"], "en", False, "auto")
+    # Chinese is read with the dxy knowledge base: its 41 symptoms are the DXY engine's findings
+    symptom_reader(SimpleNamespace(symptoms=decided))(["宝宝发烧"], "zh")
+    assert decided.calls[-1] == (["宝宝发烧"], "zh", True, "dxy")
     # a knowledge base without a set detector ranks terms but decides none: nothing is read
     assert symptom_reader(SimpleNamespace(symptoms=Symptoms(None)))(["fever"], "en") is None
     building = Symptoms(StillBuildingError("the hpo knowledge base", None))
@@ -380,3 +383,14 @@ def test_the_bank_does_not_ask_yes_or_no_about_a_confirmed_symptom(inquiry_servi
     # an open question about a confirmed symptom asks more about it, not it again
     assert not NextQuestionService.YES_NO.match("Where do you see this rash?")
     assert NextQuestionService.YES_NO.match("Okay, any numbness or tingling?")
+
+
+def test_where_chinese_is_read_the_terms_read_add_their_findings(inquiry_services):
+    # the DXY engine's detector finds nothing in "宝宝不舒服"; a term read there (拉肚子) is read as 腹泻
+    reading = _reading_services(inquiry_services, lambda texts, language: [["拉肚子"] for _ in texts])
+    reading.next_questions.inquiry.READ_SYMPTOMS_IN = ("en", "zh")
+    c = _client(reading)
+    body = c.post("/next-questions", json={"dialogue": [_patient("宝宝不舒服")], "k": 3}).json()
+    assert body["engine"] == "dxy-kb" and body["symptoms_read"] == ["拉肚子"]
+    assert [(f["name"], f["source"]) for f in body["findings"]] == [("腹泻", "self-report")]
+    assert "retrieval" in body and "dropped" not in body["retrieval"]

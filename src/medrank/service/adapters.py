@@ -196,17 +196,18 @@ class SymptomService:
             found = [with_uncovered(f, o, complement) for f, o in zip(found, decide(other), strict=True)]
         return found
 
-    def decide_many(self, texts: Sequence[str], language: str, confident: bool = False) -> list[Any] | None:
+    def decide_many(self, texts: Sequence[str], language: str, confident: bool = False,
+                    kb: str = "auto") -> list[Any] | None:
         """The decided sets (``medrank.pipelines.symptom.sets.SymptomSet``) of ``texts`` in ``language``, as
-        ``/symptoms`` with ``kb`` auto decides them, in one batch; None when no set detector serves the language's
-        knowledge base (a ranking only). ``confident``: only the terms at or above the detector's calibrated
-        threshold (a term the minimum count or a wording rule added below it stays out). Raises as :meth:`pick`
-        while that knowledge base still builds."""
-        base = self.pick(language, "auto")
+        ``/symptoms`` decides them with ``kb`` (auto: the language's default, completed as there), in one batch;
+        None when no set detector serves that knowledge base (a ranking only). ``confident``: only the terms at or
+        above the detector's calibrated threshold (a term the minimum count or a wording rule added below it stays
+        out). Raises as :meth:`pick` while that knowledge base still builds, or when it is not served."""
+        base = self.pick(language, kb)
         detector = self.set_detectors.get(base.info.name)
         if detector is None:
             return None
-        found = self._decided(base, texts, True) if texts else []
+        found = self._decided(base, texts, kb == "auto") if texts else []
         cut = _decision_threshold(detector) if confident else None
         if cut is None:
             return found
@@ -597,9 +598,9 @@ class Inquiry:
 
     #: languages in which a request that confirms no symptoms has its first patient turn read by the symptoms
     #: pipeline too: the DDXPlus evidence matcher knows the questions' own wording ("a fever", not "a high
-    #: temperature" or "the runs"), while the DXY engine's detector already holds the colloquial forms mined from the
-    #: DXY self-reports
-    READ_SYMPTOMS_IN = ("en",)
+    #: temperature" or "the runs"). Not Chinese: read by the dxy knowledge base's self-report model, the DXY engine's
+    #: validation self-reports gave it no finding its own detector had missed (``bench/inquiry_from_words.py``)
+    READ_SYMPTOMS_IN: tuple[str, ...] = ("en",)
 
     def __init__(self, engines: dict[str, Any], reader: SymptomReader | None = None) -> None:
         from medrank.pipelines.history.inference import Finding
@@ -745,7 +746,8 @@ class NextQuestionService:
                                    f" now, not {lang!r}" + ("" if inquiry else " (it is still being built)"))
         confirmed = frozenset(symptoms or ())
         reader = inquiry.reader if inquiry is not None and lang in inquiry.READ_SYMPTOMS_IN else None
-        drops = self.drop_repeats and bool(confirmed) and reader is not None and candidates is None
+        # :data:`YES_NO` reads English questions (the DXY engine answers nearly every Chinese complaint)
+        drops = self.drop_repeats and lang == "en" and bool(confirmed) and reader is not None and candidates is None
         try:
             out = self.ranker.rank(dialogue, list(symptoms or ()), candidates, lang, k + self.SPARE if drops else k)
         except NoQuestionBankError as exc:

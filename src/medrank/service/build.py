@@ -868,20 +868,26 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
     return sorted(steps, key=lambda n: rank.get(n, len(STEP_ORDER)))
 
 
+#: the knowledge base the inquiry's reader reads a language with (default: the one ``/symptoms`` picks, as the page
+#: ticks its terms): the DXY engine's findings are the ``dxy`` knowledge base's 41 symptoms themselves
+READ_KNOWLEDGE_BASES = {"zh": "dxy"}
+
+
 def symptom_reader(services: Services, confident: bool = True) -> SymptomReader:
-    """(texts, language) → per text, the names of the terms ``/symptoms`` decides in it (the default knowledge base of
-    the language, as the page ticks them; one batch), or None while no set detector serves that language (still
-    building, or none): the inquiry's reader (:attr:`medrank.service.adapters.Inquiry.reader`). ``confident``: only
-    the terms decided at or above the calibrated threshold: nobody unticks what this reader reads, and the minimum
-    count of a set (one term) fills it from a text that names no symptom too ("Thank you" → Transient ischemic
-    attack 42 %, whose name then steers the question bank to heart attacks)."""
+    """(texts, language) → per text, the names of the terms ``/symptoms`` decides in it (over
+    :data:`READ_KNOWLEDGE_BASES`, else the language's default knowledge base; one batch), or None while no set
+    detector serves it (still building, or none): the inquiry's reader (:attr:`medrank.service.adapters
+    .Inquiry.reader`). ``confident``: only the terms decided at or above the calibrated threshold: nobody unticks
+    what this reader reads, and the minimum count of a set (one term) fills it from a text that names no symptom too
+    ("Thank you" → Transient ischemic attack 42 %, whose name then steers the question bank to heart attacks)."""
 
     def read(texts: Sequence[str], language: str) -> list[list[str]] | None:
         symptoms = services.symptoms  # read at each call: the knowledge bases may still be building
         if symptoms is None:
             return None
         try:
-            found = symptoms.decide_many(texts, language, confident=confident)
+            found = symptoms.decide_many(texts, language, confident=confident,
+                                         kb=READ_KNOWLEDGE_BASES.get(language, "auto"))
         except (UnavailableError, StillBuildingError):
             return None
         return [[t.name for t in one.terms] for one in found] if found is not None else None

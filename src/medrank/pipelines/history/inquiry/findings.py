@@ -249,7 +249,9 @@ def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[
         def strength(s: str, w: str = w, n: int = n) -> tuple[float, int]:
             return co[w][s] / n + 0.5 * len(set(w) & set(s)) / len(set(s)), co[w][s]
 
-        best = max(co[w], key=strength)
+        # a tie goes to the first name in sorted order: in the counter's order it went with the process's string
+        # hashing (the sets above), and the lexicon, with it every Chinese figure, changed from one run to the next
+        best = max(sorted(co[w]), key=strength)
         share = co[w][best] / n
         if share >= min_share or set(w) & set(best):
             forms[w] = best
