@@ -348,6 +348,34 @@ def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_ov
     assert det.detect("vomiting after coughing") == [("E_166", "present")]
 
 
+def test_a_clause_about_pain_matches_findings_that_speak_of_pain_only():
+    import numpy as np
+
+    from medrank.pipelines.history.inquiry.findings import _circumstance_stems
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    assert _circumstance_stems("chest pain even at rest") == {"rest"}
+
+    class Encoder:  # the body part brings the hernia nearest, as MiniLM has it ("stomach hurts" ~ "Stomach hernia")
+        table = {"a hiatal hernia": [1.0, 0.0], "pain when swallowing": [0.0, 1.0], "chest pain even at rest": [0.6, 0.8],
+                 "stomach hurts": [0.99, 0.14], "hiatal hernia": [1.0, 0.0], "it hurts to swallow": [0.7, 0.71],
+                 "chest pain when I climb stairs": [0.6, 0.8], "chest pain at rest": [0.6, 0.8]}
+
+        def encode(self, texts, show_progress=False):
+            return np.asarray([self.table[t] for t in texts])
+
+    evidences = {"E_98": Evidence("E_98", "Do you have a hiatal hernia?", "B", "E_98", "", ()),
+                 "E_65": Evidence("E_65", "Do you have pain when swallowing?", "B", "E_65", "", ()),
+                 "E_14": Evidence("E_14", "Do you have chest pain even at rest?", "B", "E_14", "", ())}
+    det = EnglishDetector(evidences, threshold=0.6, encoder=Encoder(), hpo=False)
+    assert det.detect("stomach hurts") == []  # nearest the hernia, which says nothing of pain
+    assert det.detect("I have a hiatal hernia") == [("E_98", "present")]
+    assert det.detect("it hurts to swallow") == [("E_65", "present")]
+    # "at rest" is a circumstance the clause must state too (and "when swallowing" another)
+    assert det.detect("chest pain when I climb stairs") == []
+    assert dict(det.detect("chest pain at rest")).get("E_14") == "present"
+
+
 # ------------------------------------------------------------------ real data
 
 
@@ -458,3 +486,18 @@ def test_surface_forms_break_ties_by_name_whatever_the_string_hashing():
                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip()
            for seed in (0, 1, 2, 3, 4, 5)}
     assert got == {"发热"}
+
+
+@pytest.mark.slow
+def test_real_english_detector_reads_pain_by_its_place_and_circumstance():
+    en = load_engine("en")
+
+    def found(text: str) -> set[str]:
+        return {en.finding_description(f.name) for f in en.detect_findings(text) if f.value == "present"}
+
+    assert "chest pain even at rest" not in found("I have chest pain when I climb stairs")
+    assert "chest pain even at rest" in found("I have chest pain even when resting")
+    assert not any("heart attack" in f for f in found("I get chest pain"))
+    assert "a hiatal hernia" not in found("my stomach hurts and I feel sick")
+    assert "pain that is increased when you breathe in deeply" in found("My chest hurts when I breathe in")
+    assert any(f.startswith("difficulty swallowing") for f in found("it hurts to swallow"))

@@ -45,8 +45,10 @@ EN_SUBJECT = re.compile(rf"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(
                         r"\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
-# the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale")
-EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(.*)$", re.IGNORECASE)
+# the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale", "chest pain even
+# at rest")
+EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(?P<clause>.*)$|\bat\s+(?P<rest>rest)\b",
+                             re.IGNORECASE)
 ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
 ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
 
@@ -99,6 +101,8 @@ class EnglishDetector:
         self.threshold = threshold
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
+        #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
+        self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
 
     @staticmethod
     def clauses(text: str) -> list[str]:
@@ -123,9 +127,15 @@ class EnglishDetector:
             # an evidence about a circumstance the clause does not state ("vomit after coughing" for "vomiting") is
             # passed over for the next nearest one
             stems = {w[:4] for w in re.findall(r"[a-z]+", clause.lower())}
+            # a clause about pain is the pain reader's, or a finding's that speaks of pain too ("a sore throat"): its
+            # body part alone brings other findings near it ("I get chest pain": a heart attack or angina; "my
+            # stomach hurts": HPO's Stomach hernia, a hiatal hernia)
+            of_pain = EN_PAIN.search(clause) is not None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
                     break
+                if of_pain and not self.of_pain[j]:
+                    continue
                 if not self.circumstances[j] or self.circumstances[j] & stems:
                     value = ABSENT if EN_NEGATION.search(clause) else PRESENT
                     found.setdefault(self.names[j], value)
@@ -145,7 +155,8 @@ def _circumstance_stems(description: str) -> frozenset[str]:
     m = EN_CIRCUMSTANCE.search(description)
     if m is None:
         return frozenset()
-    return frozenset(w[:4] for w in re.findall(r"[a-z]+", m.group(1).lower()) if len(w) >= 4 and w not in _FUNCTION)
+    words = m.group("clause") or m.group("rest")
+    return frozenset(w[:4] for w in re.findall(r"[a-z]+", words.lower()) if len(w) >= 4 and w not in _FUNCTION)
 
 
 EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+)aches?\b", re.IGNORECASE)
