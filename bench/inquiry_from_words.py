@@ -147,11 +147,11 @@ def main() -> None:
     examples: list[dict[str, Any]] = []
     for form in FORMS:
         established, engine_used, repeats, seconds, read = [], [], [], [], []
+        svc.drop_repeats = form in ("words + symptoms read", "labelled terms (reference)")
+        svc.inquiry.reader = symptom_reader(services, confident=form != "words + every decided term read")
         for (text, slots), g in zip(complaints, gold_names, strict=True):
             names = [slot[0] for slot in slots]
             symptoms = names if form.startswith("labelled") else [] if form == "words only" else None
-            svc.drop_repeats = form in ("words + symptoms read", "labelled terms (reference)")
-            svc.inquiry.reader = symptom_reader(services, confident=form != "words + every decided term read")
             t1 = time.perf_counter()
             out = svc.rank([{"speaker": "patient", "text": text}], symptoms, k=5)
             seconds.append(time.perf_counter() - t1)
@@ -159,8 +159,8 @@ def main() -> None:
             established.append({key(f["name"], f["value"]) for f in out["findings"] if f["value"] != "absent"})
             repeats.append(sum(asks_again(r, g, slots) for r in out["results"]))
             read.append(out.get("symptoms_read"))
-        no_symptom = [svc.rank([{"speaker": "patient", "text": t}], symptoms, k=5)
-                      for t, symptoms in ((t, None if "read" in form else []) for t in NO_SYMPTOM)]
+        opening_symptoms = None if "read" in form else []
+        no_symptom = [svc.rank([{"speaker": "patient", "text": t}], opening_symptoms, k=5) for t in NO_SYMPTOM]
         rows[form] = {"no_symptom_openings_with_a_term_read": sum(bool(o["symptoms_read"]) for o in no_symptom),
                       "no_symptom_openings_with_a_finding": sum(bool(o["findings"]) for o in no_symptom),
                       "engine_answers_pct": round(100 * sum(engine_used) / len(complaints), 2),

@@ -619,6 +619,10 @@ class Inquiry:
         #: when it cannot read them now): what the page would tick, for a caller that sends the dialogue alone
         self.reader = reader
 
+    def reader_for(self, language: str) -> SymptomReader | None:
+        """:attr:`reader` where it reads ``language`` (:data:`READ_SYMPTOMS_IN`), else None."""
+        return self.reader if language in self.READ_SYMPTOMS_IN else None
+
     def symptoms_of(self, engine: Any, dialogue: Sequence[dict[str, str]],
                     symptoms: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
         """The symptoms a request confirms; when it names none (``None``, not an empty list: the patient may have
@@ -627,7 +631,7 @@ class Inquiry:
         if symptoms is not None:
             return list(symptoms), None
         opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
-        if self.reader is None or opening is None or engine.language not in self.READ_SYMPTOMS_IN:
+        if opening is None or self.reader_for(engine.language) is None:
             return [], None
         read = self.reader([opening], engine.language)
         return (list(read[0]), list(read[0])) if read is not None else ([], None)
@@ -745,7 +749,7 @@ class NextQuestionService:
             raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"
                                    f" now, not {lang!r}" + ("" if inquiry else " (it is still being built)"))
         confirmed = frozenset(symptoms or ())
-        reader = inquiry.reader if inquiry is not None and lang in inquiry.READ_SYMPTOMS_IN else None
+        reader = inquiry.reader_for(lang) if inquiry is not None else None
         # :data:`YES_NO` reads English questions (the DXY engine answers nearly every Chinese complaint)
         drops = self.drop_repeats and lang == "en" and bool(confirmed) and reader is not None and candidates is None
         try:
