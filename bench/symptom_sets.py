@@ -501,6 +501,11 @@ def ensemble_rows(systems: dict[str, Any], en_run: Path, run_config: dict[str, A
         preds = [{t.id for t in det_s.detect(text).terms} for text in test_texts]
         systems[f"set detector, {label}, the run's own calibration, served form ({note}, exact search)"] = pct(
             set_prf(preds, test_gold))
+        # and with small talk read as no finding, as /symptoms serves it (medrank.pipelines.symptom.small_talk)
+        if det_s.use_small_talk(heldout.index, heldout.concepts.values()):
+            preds = [{t.id for t in det_s.detect(text).terms} for text in test_texts]
+            systems[f"set detector, {label}, the run's own calibration, served form ({note}, exact search) + "
+                    "small-talk gate"] = pct(set_prf(preds, test_gold))
 
 
 def reranker_rows(systems: dict[str, Any], en_run: Path, encoder_label: str, trained_on: str, tag: str, digest: str,
@@ -630,6 +635,8 @@ def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None
         samples = []
         for _ in range(10):
             for t in texts:
+                if isinstance(det, SetDetector):  # each complaint read as a new one: no query vector remembered
+                    det.forget_queries()
                 t0 = time.perf_counter()
                 det.detect(t)
                 samples.append(time.perf_counter() - t0)

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from medrank.encoders.base import Encoder
 from medrank.records import Concept
 from medrank.retrieval.concept import ConceptRetriever, concept_entries
@@ -150,6 +152,18 @@ class StoreBackend:
         bar.close()
         store.save()
         return added
+
+    def dense_scores(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's best entry score in the store's dense search alone (what a small-talk gate compares with:
+        ``medrank.pipelines.symptom.small_talk``); needs an encoder."""
+        if self.encoder is None:
+            raise ValueError("a bm25 store has no dense scores")
+        vectors = self.encoder.encode(list(texts), kind="query", batch_size=32, show_progress=False)
+        if hasattr(self.store, "search_batch"):
+            batches = self.store.search_batch(vectors, list(texts), k=1, mode="dense")
+        else:  # pragma: no cover - a store without batch search
+            batches = [self.store.search(vectors[i], t, k=1, mode="dense") for i, t in enumerate(texts)]
+        return np.array([float(hits[0].score) if hits else -np.inf for hits in batches], dtype=np.float64)
 
     def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         depth = k * self.overfetch

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from medrank.encoders.memo import remembering_queries
 from medrank.index.base import check_k
 from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, ensemble_members, open_run_index
 from medrank.pipelines.symptom.reranker import SERVED_BACKEND, TermReranker
@@ -141,12 +142,14 @@ def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[s
     if not path.exists():
         return None
     try:
-        return SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
+        sets = SetDetector.from_retriever(detector.retriever, calibration=SetCalibration.load(path), language=language,
                                           lexicon=_lexicon(language, data_root), name=f"{Path(run_dir).name}:{candidates}",
                                           memory=run_memory(run_dir), reranker=reranker)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("%s: its set decision cannot be read (%s); served as a ranking", Path(run_dir).name, exc)
         return None
+    sets.use_small_talk(detector.retriever.index, detector.retriever.concepts.values(), data_root)
+    return sets
 
 
 def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
@@ -155,4 +158,14 @@ def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] |
     calibration = shipped_calibration(kb.info.name, kb.info.method, trained=bool(kb.info.trained))
     if calibration is None:
         return None
-    return SetDetector.from_knowledge_base(kb, calibration=calibration, lexicon=_lexicon(kb.info.language, data_root))
+    sets = SetDetector.from_knowledge_base(kb, calibration=calibration, lexicon=_lexicon(kb.info.language, data_root))
+    # small talk names no finding: gated on the knowledge base's dense search, an index's dense part or a store's
+    # dense scores (``dense_scores`` and ``encoder``); a BM25-only knowledge base has none
+    backend = kb.backend
+    if getattr(backend, "retriever", None) is not None:
+        sets.use_small_talk(backend.retriever.index, kb.concepts.values(), data_root)
+    elif callable(getattr(backend, "dense_scores", None)) and getattr(backend, "encoder", None) is not None:
+        # the store's search, its dense scores and the small-talk index share one query memo: a piece is encoded once
+        backend.encoder = remembering_queries(backend.encoder)
+        sets.use_small_talk(backend.dense_scores, kb.concepts.values(), data_root, encoder=backend.encoder)
+    return sets

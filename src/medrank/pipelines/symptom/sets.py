@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import re
@@ -45,6 +46,7 @@ from medrank.pipelines.symptom.spans import Span, find_spans, is_chinese
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
+log = logging.getLogger(__name__)
 SearchFn = Callable[[Sequence[str], int], list[list[tuple[str, float]]]]
 
 MAX_TEXT_CHARS = 2000
@@ -495,7 +497,7 @@ class SetDetector:
                  k: int = 10, expansion_forms: int = 4, max_alternatives: int = 5, name: str = "",
                  memory: TrainingMemory | None = None, reranker: Any = None,
                  join_margin: float | None | str = "calibration", phrases: Iterable[str] = (),
-                 wordings: Mapping[str, Sequence[str]] | None = None) -> None:
+                 wordings: Mapping[str, Sequence[str]] | None = None, small_talk: Any = None) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if language not in (None, "zh", "en"):
@@ -530,6 +532,10 @@ class SetDetector:
         self._join_margin = join_margin
         #: query → hits while :meth:`fit` prepares the same complaints several times
         self._memo: dict[str, list[tuple[str, float]]] | None = None
+        #: a :class:`~medrank.pipelines.symptom.small_talk.SmallTalkGate` (None: every decided term stands); see
+        #: :meth:`use_small_talk`
+        self.small_talk = small_talk
+        self._small_talk_reads_search = False
 
     @property
     def wordings(self) -> Mapping[str, Sequence[str]] | None:
@@ -600,14 +606,16 @@ class SetDetector:
     @classmethod
     def from_run(cls, run_dir: PathLike, candidates: str = "vocab", calibration: SetCalibration | PathLike | None = None,
                  backend: str = "torch", search: str = "exact", rerank: bool = True, reranker_backend: str | None = None,
-                 **kwargs: Any) -> SetDetector:
+                 small_talk: bool = True, data_root: PathLike | None = None, **kwargs: Any) -> SetDetector:
         """Over a trained run (the retriever :class:`~medrank.pipelines.symptom.inference.SymptomDetector` loads);
         the calibration defaults to ``RUN/sets-<candidates>.json`` when :meth:`fit` saved one there, the training
         memory to ``RUN/sets-memory.json``; ``backend`` / ``search`` as
         :func:`~medrank.pipelines.symptom.artefacts.prepare_for_serving`. With ``rerank`` (and no calibration
         given), a run whose re-ranker is calibrated for ``candidates`` (``RUN/reranker/sets-<candidates>.json``,
         :mod:`~medrank.pipelines.symptom.reranker`) is re-ranked, on ``reranker_backend`` (default: ``backend``;
-        ``"auto"``: :data:`~medrank.pipelines.symptom.reranker.SERVED_BACKEND`)."""
+        ``"auto"``: :data:`~medrank.pipelines.symptom.reranker.SERVED_BACKEND`). An English run reads small talk as
+        naming no finding (:meth:`use_small_talk`, with the MTS-Dialog turns under ``data_root``) unless
+        ``small_talk`` is False."""
         # read here, not through the inference module: that module serves this one (no import circle)
         from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, open_run_index
 
@@ -637,6 +645,8 @@ class SetDetector:
             kwargs["lexicon"] = span_lexicon()
         detector = cls.from_retriever(retriever, calibration=calibration, **kwargs)
         detector.serving = getattr(retriever, "serving", "")
+        if small_talk:
+            detector.use_small_talk(retriever.index, retriever.concepts.values(), data_root)
         return detector
 
     # -- candidates --------------------------------------------------------------------------------
@@ -748,13 +758,17 @@ class SetDetector:
             found.update(zip(missing, self.search(missing, self.k), strict=True))
         return [lexicon[q] if q in lexicon else found[q] for q in queries]
 
-    def _candidates_many(self, texts: Sequence[str]
+    def _candidates_many(self, texts: Sequence[str], searched: dict[str, list[tuple[str, float]]] | None = None
                          ) -> list[tuple[list[Span], list[_Candidate], np.ndarray, tuple[tuple[str, float], ...]]]:
+        """Each text's pieces, candidates, feature rows and whole-text hits; ``searched`` (when given) receives
+        every query's hits as searched (before any re-ranking)."""
         texts = [check_text(t) for t in texts]
         plans, found = self._segment(texts)
         flat = [q for _, queries, _ in plans for q in queries]
         missing = [q for q in dict.fromkeys(flat) if q not in found]
         found.update(zip(missing, self._search_many(missing) if missing else [], strict=True))
+        if searched is not None:
+            searched.update(found)
         results = [found[q] for q in flat]
         if self.reranker is not None:
             # a circumstance is re-ranked too: its scores are compared with its reading's (see _merge)
@@ -1129,10 +1143,76 @@ class SetDetector:
         than alone; the service reads one complaint at a time."""
         if isinstance(texts, str):
             raise SymptomTextError("detect_many takes a list of complaints; use detect() for one")
-        out = [self._decide(t, *c) for t, c in zip(texts, self._candidates_many(list(texts)), strict=True)]
+        searched: dict[str, list[tuple[str, float]]] = {}
+        candidates = self._candidates_many(list(texts), searched)
+        out = [self._decide(t, *c) for t, c in zip(texts, candidates, strict=True)]
         # words name symptoms: a text without a letter ("12345", an emoji) names none, whatever its nearest terms
         # (still ranked, for a caller who asks for them)
-        return [s if any(ch.isalpha() for ch in t) else SymptomSet([], [], s.ranking) for t, s in zip(texts, out, strict=True)]
+        out = [s if any(ch.isalpha() for ch in t) else SymptomSet([], [], s.ranking) for t, s in zip(texts, out, strict=True)]
+        return self._without_small_talk(list(texts), out, searched) if self.small_talk is not None else out
+
+    def _without_small_talk(self, texts: list[str], sets: list[SymptomSet],
+                            searched: Mapping[str, list[tuple[str, float]]]) -> list[SymptomSet]:
+        """``sets`` less the terms decided on small talk ("ok", "thank you"; :mod:`~.small_talk`), and the
+        alternatives on the same words: the calibration reads every text as a complaint."""
+        spans = sorted({(i, t.span or (0, len(text))) for i, (text, s) in enumerate(zip(texts, sets, strict=True))
+                        for t in s.terms})
+        if not spans:
+            return sets
+        pieces = [texts[i][a:b] for i, (a, b) in spans]
+        known: list[float | None] = [None] * len(spans)
+        if self._small_talk_reads_search:  # this search's own scores are the gate's: no second search
+            known = [searched[p][0][1] if searched.get(p) else None for p in pieces]
+        said = self.small_talk.small_talk(pieces, known)
+        chatter = {(i, span) for (i, span), is_talk in zip(spans, said, strict=True) if is_talk}
+        if not chatter:
+            return sets
+        out = []
+        for i, (text, s) in enumerate(zip(texts, sets, strict=True)):
+            gone = {span for j, span in chatter if j == i}
+            if not gone:
+                out.append(s)
+                continue
+
+            def on_talk(t: DetectedTerm) -> bool:
+                return (t.span or (0, len(text))) in gone  # noqa: B023 - used within this iteration only
+
+            out.append(SymptomSet([t for t in s.terms if not on_talk(t)], [t for t in s.alternatives if not on_talk(t)],
+                                  s.ranking))
+        return out
+
+    def forget_queries(self) -> None:
+        """Forget the query vectors the small-talk gate remembers (:class:`~medrank.encoders.QueryMemo`): a benchmark
+        timing each complaint as a new one calls it before each."""
+        if self.small_talk is not None:
+            self.small_talk.forget()
+
+    def use_small_talk(self, index: Any, concepts: Iterable[Any], root: PathLike | None = None,
+                       encoder: Any = None) -> bool:
+        """Read English small talk as naming no finding (:mod:`~medrank.pipelines.symptom.small_talk`), with the
+        small-talk turns of the data under ``root``; ``concepts``: the vocabulary's terms (a turn holding one of
+        their names or synonyms is not small talk). ``index``: the vocabulary's built index (its dense part is
+        used; when it is dense, it must be the index :attr:`search` reads), or, with ``encoder``, a function giving
+        each text's best term score under that encoder (a store).
+        Returns whether the gate is on: not for Chinese, an index without a dense part, or where MTS-Dialog is
+        missing (logged)."""
+        from medrank.pipelines.symptom.small_talk import SmallTalkGate, small_talk_turns
+
+        if self.language != "en":
+            return False
+        try:
+            turns = small_talk_turns(root)
+        except OSError as exc:  # the data root without MTS-Dialog (DataNotFoundError) or an unreadable file
+            log.warning("%s: small talk is read as complaints (%s)", self.name or "set detector", exc)
+            return False
+        from medrank.pipelines.symptom.small_talk import dense_view
+
+        wordings = [w for c in concepts for w in (c.name, *c.synonyms)]
+        self.small_talk = (SmallTalkGate.build(index, turns, wordings) if encoder is None
+                           else SmallTalkGate.for_encoder(index, encoder, turns, wordings))
+        # a dense (or ensemble) index searched as it is, not re-ranked: the candidates' scores are the gate's
+        self._small_talk_reads_search = encoder is None and self.reranker is None and dense_view(index) is index
+        return self.small_talk is not None
 
     # -- fitting -----------------------------------------------------------------------------------
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
