@@ -108,3 +108,25 @@ class Encoder(ABC):
         folder keeps its caches and a folder whose model was re-saved in place does not.
         """
         return self.spec()
+
+
+class WrappedEncoder(Encoder):
+    """An encoder around another one (a cache, a memo, a batching queue): its name, backend, dimension, spec and
+    fingerprint are the wrapped encoder's, so indexes and caches see the model underneath. Subclasses implement
+    :meth:`_encode`, usually by calling ``self.encoder.encode``."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.name = getattr(encoder, "name", "encoder")
+        self.backend = getattr(encoder, "backend", "torch")
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def spec(self) -> dict[str, Any]:
+        return self.encoder.spec()
+
+    def fingerprint(self) -> dict[str, Any]:
+        inner = getattr(self.encoder, "fingerprint", None)  # an encoder outside this package may have none
+        return inner() if callable(inner) else self.spec()

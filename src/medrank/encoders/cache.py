@@ -21,11 +21,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from medrank.encoders.base import Encoder, TextKind
+from medrank.encoders.base import Encoder, TextKind, WrappedEncoder
 from medrank.utils.io import atomic_write_bytes, atomic_write_text, file_lock
 
 
@@ -33,13 +32,11 @@ def _text_key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8")).digest()
 
 
-class CachedEncoder(Encoder):
+class CachedEncoder(WrappedEncoder):
     """Wraps ``encoder``; texts already encoded (with the same kind) are read from ``directory``."""
 
     def __init__(self, encoder: Encoder, directory: str | os.PathLike[str]) -> None:
-        self.encoder = encoder
-        self.name = encoder.name
-        self.backend = encoder.backend
+        super().__init__(encoder)
         key = json.dumps(encoder.fingerprint(), sort_keys=True, default=str)
         self.directory = Path(directory) / hashlib.sha1(key.encode()).hexdigest()[:16]
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -47,16 +44,6 @@ class CachedEncoder(Encoder):
             described = {"fingerprint": json.loads(key), "spec": encoder.spec()}
             atomic_write_text(self.directory / "spec.json", json.dumps(described, sort_keys=True, default=str))
         self._stores: dict[str, tuple[dict[bytes, int], np.ndarray]] = {}
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    def spec(self) -> dict[str, Any]:
-        return self.encoder.spec()
-
-    def fingerprint(self) -> dict[str, Any]:
-        return self.encoder.fingerprint()
 
     def _path(self, kind: TextKind | None) -> Path:
         return self.directory / f"{kind or 'plain'}.safetensors"

@@ -17,34 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from medrank.encoders.base import Encoder, TextKind
+from medrank.encoders.base import Encoder, TextKind, WrappedEncoder
 
 DEFAULT_SIZE = 1024
 
 
-class QueryMemo(Encoder):
+class QueryMemo(WrappedEncoder):
     """Wraps ``encoder``; the vectors of the last ``size`` distinct query texts are answered from memory."""
 
     def __init__(self, encoder: Encoder, size: int = DEFAULT_SIZE) -> None:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
-        self.encoder = encoder
+        super().__init__(encoder)
         self.size = size
-        self.name = getattr(encoder, "name", "encoder")
-        self.backend = getattr(encoder, "backend", "torch")
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    def spec(self) -> dict[str, Any]:
-        return self.encoder.spec()
-
-    def fingerprint(self) -> dict[str, Any]:
-        inner = getattr(self.encoder, "fingerprint", None)
-        return inner() if callable(inner) else self.spec()
 
     def __getattr__(self, name: str) -> Any:  # the wrapped encoder's own settings (prompts, max length, session)
         if name == "encoder":  # not set yet (during unpickling or a failed __init__)

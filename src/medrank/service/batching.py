@@ -18,17 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from medrank.encoders.base import Encoder, TextKind
+from medrank.encoders.base import Encoder, TextKind, WrappedEncoder
 
 
-class BatchingEncoder(Encoder):
+class BatchingEncoder(WrappedEncoder):
     """Wraps ``encoder``; small concurrent :meth:`encode` calls are coalesced into one batch."""
 
     def __init__(self, encoder: Encoder, max_batch: int = 32, max_wait_s: float = 0.002) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-        self.encoder = encoder
-        self.name = encoder.name
+        super().__init__(encoder)
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self._queue: queue.Queue[tuple[list[str], TextKind | None, Future[np.ndarray]]] = queue.Queue()
@@ -36,16 +35,6 @@ class BatchingEncoder(Encoder):
         self._start_lock = threading.Lock()
         #: batches run and texts encoded through the queue (for tests and /models details)
         self.stats = {"batches": 0, "texts": 0}
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    def spec(self) -> dict[str, Any]:
-        return self.encoder.spec()
-
-    def fingerprint(self) -> dict[str, Any]:
-        return self.encoder.fingerprint()
 
     def _encode(self, texts: list[str], kind: TextKind | None, batch_size: int, show_progress: bool) -> np.ndarray:
         if len(texts) > self.max_batch:
