@@ -121,6 +121,7 @@ def _detector() -> SetDetector:
 def test_the_detector_decides_nothing_on_small_talk_and_keeps_complaints(tmp_path) -> None:
     det = _detector()
     assert [t.name for t in det.detect("thank you").terms]  # the calibration reads every text as a complaint
+    assert [t.name for t in det.detect("I have a headache, ok").terms] == ["Headache", "Fever"]  # Fever on "ok"
     retriever_index = det.small_talk  # none yet
     assert retriever_index is None
     _write_mts(tmp_path, ["\n".join(f"Patient: {t}" for t in TURNS)])
@@ -129,6 +130,10 @@ def test_the_detector_decides_nothing_on_small_talk_and_keeps_complaints(tmp_pat
     talk = det.detect("thank you")
     assert talk.terms == [] and talk.alternatives == []
     assert [t.name for t in det.detect("I have a headache").terms] == ["Headache"]
+    # a complaint with small talk in it: the complaint's term stays, nothing is decided or offered on the small talk
+    mixed = det.detect("I have a headache, ok")
+    assert [t.name for t in mixed.terms] == ["Headache"]
+    assert all("ok" not in "I have a headache, ok"[slice(*t.span)] for t in mixed.terms + mixed.alternatives)
     # one call for several texts: each text's own spans are gated
     assert [[t.name for t in s.terms] for s in det.detect_many(["ok", "I have a headache", "thank you"])] == [
         [], ["Headache"], []]

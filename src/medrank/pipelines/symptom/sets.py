@@ -1153,10 +1153,10 @@ class SetDetector:
 
     def _without_small_talk(self, texts: list[str], sets: list[SymptomSet],
                             searched: Mapping[str, list[tuple[str, float]]]) -> list[SymptomSet]:
-        """``sets`` less the terms decided on small talk ("ok", "thank you"; :mod:`~.small_talk`), and the
-        alternatives on the same words: the calibration reads every text as a complaint."""
+        """``sets`` less the terms, decided or offered, on small talk ("ok", "thank you"; :mod:`~.small_talk`): the
+        calibration reads every text as a complaint."""
         spans = sorted({(i, t.span or (0, len(text))) for i, (text, s) in enumerate(zip(texts, sets, strict=True))
-                        for t in s.terms})
+                        for t in s.terms + s.alternatives})
         if not spans:
             return sets
         pieces = [texts[i][a:b] for i, (a, b) in spans]

@@ -7,15 +7,16 @@ those scores tells small talk from an everyday complaint, so the gate asks the e
 span nearer to some term of the vocabulary than to anything patients say that is not a finding?
 
 What patients say that is not a finding comes from data: the patient (and family) turns of MTS-Dialog's training
-conversations of at most :data:`MAX_WORDS` words ("Okay.", "Thank you, doctor.", "I'm twenty six.") that hold no
-wording of the vocabulary. Some of those still state a finding in words the vocabulary lacks ("I feel nauseous.",
+conversations of at most :data:`MAX_WORDS` words ("Okay.", "Thank you, doctor.", "I'm twenty six.", "I have a
+roommate.") that hold no wording of the vocabulary. Some of those still state a finding in words the vocabulary lacks ("I feel nauseous.",
 "It feels achy."); a turn that is nearer to a term than to every other turn is left out, so the remaining turns
 are those the encoder itself reads as small talk.
 
 :meth:`SmallTalkGate.margins` gives, per text, the score of its best term minus that of its nearest small-talk
 turn, under the same dense encoder (each member of an ensemble, scores averaged with the ensemble's weights;
 the dense part of a BM25 + dense hybrid). A decided term whose span has a margin of at most :attr:`SmallTalkGate.margin`
-(0: the nearest neighbour is small talk) is not decided (:meth:`~medrank.pipelines.symptom.sets.SetDetector.detect_many`).
+(0: the nearest neighbour is small talk) is neither decided nor offered
+(:meth:`~medrank.pipelines.symptom.sets.SetDetector.detect_many`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ log = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 
-#: the longest patient turn (in words) read as small talk
-MAX_WORDS = 3
+#: the longest patient turn (in words) read as small talk: 3, 5 and 8 were tried on MTS-Dialog's validation turns
+#: (bench/small_talk.py); at 8 turns that state a finding ("I hurt my left elbow") begin to count as small talk
+MAX_WORDS = 5
 #: the conversations the turns come from (their validation and test splits are never read here)
 SOURCE = Path("Main-Dataset") / "MTS-Dialog-TrainingSet.csv"
 _SPEAKER = re.compile(r"^\s*(Patient|Guest_family)[^:]{0,20}:\s*(.*)$")
