@@ -278,3 +278,15 @@ def test_everyday_words_from_medquad_reach_their_terms() -> None:
                        ("my 2 year old has a high temperature", "Fever")):
         names = [t.name for t in run.detect(text).terms]
         assert names == [name], (text, names)
+
+
+def test_the_served_run_reads_small_talk_as_no_finding() -> None:
+    # medrank.pipelines.symptom.small_talk: the calibration alone decided Otitis media with effusion for "ok" and a
+    # transient ischemic attack for "thank you"
+    run = _english_run()
+    if run.small_talk is None:
+        pytest.skip("the small-talk gate needs MTS-Dialog under the data root")
+    for text in ("ok", "thank you", "good morning doctor", "I'm forty one."):
+        got = run.detect(text)
+        assert got.terms == [] and got.alternatives == [], (text, [t.name for t in got.terms])
+    assert {"Headache", "Fever"} <= {t.name for t in run.detect("I have a headache and a fever, thank you").terms}
