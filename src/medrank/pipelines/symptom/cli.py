@@ -149,7 +149,8 @@ def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_jso
             continue
         console.print(f"[bold]{escape(res['query'])}[/bold]", soft_wrap=True)
         if not res["terms"]:
-            console.print("  no term decided; alternatives below")
+            console.print("  no term decided" + ("; alternatives below" if res["alternatives"] else
+                                                 " (no symptom found in these words)"))
         for t in res["terms"]:
             code = f"  ({escape(t['id'])})" if t["id"] != t["name"] else ""  # CHIP-CDN names are their own ids
             console.print(f"  {t['probability']:>4.0%}  {escape(t['name'])}{code}"
