@@ -157,3 +157,15 @@ def test_a_store_gate_from_an_encoder_and_a_score_function(tmp_path) -> None:
 
     gate = SmallTalkGate.for_encoder(term_scores, enc, TURNS, ["Headache", "head pain", "Fever"])
     assert gate is not None and gate.small_talk(["thank you", "I have a headache"]) == [True, False]
+
+
+def test_subset_keeps_the_vectors_of_the_entries_it_keeps() -> None:
+    from medrank.pipelines.symptom.small_talk import subset
+
+    enc = TableEncoder()
+    mean = ConceptRetriever.mean_of([ConceptRetriever.build(TERMS, method="dense", encoder=enc)] * 2).index
+    every = like(mean, ["Yes.", "Thank you.", "I'm forty one."])
+    cut = subset(every, [1, 2])
+    assert cut.entry_texts == ["Thank you.", "I'm forty one."] and cut.method == "mean"
+    hit = cut.search(["thank you"], k=1)[0]
+    assert hit.ids == ("small-talk:0",) and hit.scores[0] == pytest.approx(1.0, abs=1e-5)

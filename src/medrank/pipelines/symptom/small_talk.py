@@ -132,6 +132,26 @@ def like(index: Any, texts: Sequence[str]) -> Any:
     raise TypeError(f"no dense structure to copy in a {type(index).__name__}")
 
 
+def subset(index: Any, keep: Sequence[int]) -> Any:
+    """An index :func:`like` built, cut to the entries at positions ``keep``: their vectors are reused, not encoded
+    again."""
+    from medrank.index.dense import DenseIndex
+    from medrank.index.hybrid import HybridIndex
+
+    if isinstance(index, DenseIndex):
+        vectors = index.faiss_index.reconstruct_n(0, index.faiss_index.ntotal)
+        out = DenseIndex(index.encoder, batch_size=index.batch_size, show_progress=False)
+        texts = [index.entry_texts[i] for i in keep]
+        out.entry_ids = [f"small-talk:{i}" for i in range(len(texts))]
+        out.entry_texts, out.entry_items = texts, list(out.entry_ids)
+        out.build_from_vectors(vectors[list(keep)])
+        return out
+    if isinstance(index, HybridIndex) and index.method == "mean":
+        parts = [subset(c, keep) for c in index.components]
+        return HybridIndex.from_built(parts, method="mean", weights=index.weights, depth=index.depth)
+    raise TypeError(f"no dense structure to cut in a {type(index).__name__}")
+
+
 def _top(rankings: Sequence[Any], rank: int = 0) -> np.ndarray:
     return np.array([r.scores[rank] if len(r.scores) > rank else -np.inf for r in rankings], dtype=np.float64)
 
@@ -190,14 +210,15 @@ class SmallTalkGate:
         if len(candidates) < 2:
             return None
         # each turn's nearest other turn is its second hit (the first is itself)
+        every = index_of(candidates)
         to_term = term_scores(candidates)
-        to_other = _top(index_of(candidates).search(candidates, k=2), rank=1)
-        kept = [t for t, a, b in zip(candidates, to_term, to_other, strict=True) if a <= b]
-        if not kept:
+        to_other = _top(every.search(candidates, k=2), rank=1)
+        keep = [i for i, (a, b) in enumerate(zip(to_term, to_other, strict=True)) if a <= b]
+        if not keep:
             return None
         log.info("small talk: %d of %d short patient turns kept (%d hold a wording, %d are nearer to a term)",
-                 len(kept), len(turns), len(turns) - len(candidates), len(candidates) - len(kept))
-        return cls(term_scores, kept, index_of(kept), margin)
+                 len(keep), len(turns), len(turns) - len(candidates), len(candidates) - len(keep))
+        return cls(term_scores, [candidates[i] for i in keep], subset(every, keep), margin)
 
     def forget(self) -> None:
         """Empty the query memo shared with the vocabulary's search (a benchmark timing each text as new)."""
