@@ -35,12 +35,20 @@ def test_a_query_is_encoded_once_and_the_oldest_is_forgotten() -> None:
     assert memo.encode("ab", kind="query").shape == (3,)  # one text, one vector, as any encoder
 
 
-def test_passages_are_not_kept_and_settings_pass_through() -> None:
-    inner = CountingEncoder()
+def test_a_symmetric_encoder_shares_a_texts_vector_between_kinds_and_an_asymmetric_one_does_not() -> None:
+    inner = CountingEncoder()  # no prompts: a query and a passage of one text are one vector
     memo = remembering_queries(inner)
     memo.encode(["x"], kind="passage")
+    memo.encode(["x"], kind="query")
     memo.encode(["x"], kind="passage")
-    assert [c[0] for c in inner.calls] == ["passage", "passage"]
+    assert [c[0] for c in inner.calls] == ["passage"]
+    e5 = CountingEncoder()
+    e5.query_prompt, e5.passage_prompt = "query: ", "passage: "
+    memo5 = remembering_queries(e5)
+    memo5.encode(["x"], kind="passage")
+    memo5.encode(["x"], kind="query")
+    memo5.encode(["x"], kind="query")
+    assert [c[0] for c in e5.calls] == ["passage", "query"]
     assert remembering_queries(memo) is memo and memo.dim == 3 and memo.spec() == {"name": "counting"}
     with pytest.raises(ValueError, match="size"):
         QueryMemo(inner, size=0)
