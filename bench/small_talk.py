@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
-import re
 import statistics
 import time
 from pathlib import Path
@@ -34,7 +32,7 @@ import common
 from medrank.config import dataset_dir, set_threads
 from medrank.pipelines.symptom.set_eval import slot_prf
 from medrank.pipelines.symptom.sets import SetDetector
-from medrank.pipelines.symptom.small_talk import MAX_WORDS
+from medrank.pipelines.symptom.small_talk import MAX_WORDS, patient_turns
 
 DEFAULT_RUN = Path("runs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5")
 EVERYDAY = (Path(__file__).parent / "data" / "everyday_complaints_en.jsonl",
@@ -42,19 +40,8 @@ EVERYDAY = (Path(__file__).parent / "data" / "everyday_complaints_en.jsonl",
 #: texts a person may type to the page that name no finding (a developer's list; the MTS-Dialog turns are the data)
 CHATTER = ("ok", "hello", "thank you", "I'm fine", "can you help me", "my name is John", "what should I do",
            "I need a doctor", "hi, I am not feeling well", "nothing", "good morning doctor", "yes", "no", "see you")
-_SPEAKER = re.compile(r"^\s*(Patient|Guest_family)[^:]{0,20}:\s*(.*)$")
-
-
 def validation_turns() -> list[str]:
-    path = dataset_dir("mts-dialog") / "Main-Dataset" / "MTS-Dialog-ValidationSet.csv"
-    turns: dict[str, None] = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            for line in (row.get("dialogue") or "").splitlines():
-                m = _SPEAKER.match(line)
-                if m and m.group(2).strip():
-                    turns.setdefault(m.group(2).strip(), None)
-    return list(turns)
+    return patient_turns(dataset_dir("mts-dialog") / "Main-Dataset" / "MTS-Dialog-ValidationSet.csv")
 
 
 def decide(detector: SetDetector, texts: list[str], memo_of: SetDetector | None = None) -> tuple[list[Any], list[float]]:

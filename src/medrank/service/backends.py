@@ -153,27 +153,26 @@ class StoreBackend:
         store.save()
         return added
 
+    def _search_batches(self, texts: Sequence[str], depth: int, mode: str) -> list[Any]:
+        """The store's hits for each text (entries, best first), ``depth`` per text, searched by ``mode``."""
+        vectors = (self.encoder.encode(list(texts), kind="query", batch_size=32, show_progress=False)
+                   if mode != "bm25" else None)
+        if hasattr(self.store, "search_batch"):
+            return self.store.search_batch(vectors, list(texts), k=depth, mode=mode)
+        # a store without batch search
+        return [self.store.search(None if vectors is None else vectors[i], t, k=depth, mode=mode)
+                for i, t in enumerate(texts)]
+
     def dense_scores(self, texts: Sequence[str]) -> np.ndarray:
         """Each text's best entry score in the store's dense search alone (what a small-talk gate compares with:
         ``medrank.pipelines.symptom.small_talk``); needs an encoder."""
         if self.encoder is None:
             raise ValueError("a bm25 store has no dense scores")
-        vectors = self.encoder.encode(list(texts), kind="query", batch_size=32, show_progress=False)
-        if hasattr(self.store, "search_batch"):
-            batches = self.store.search_batch(vectors, list(texts), k=1, mode="dense")
-        else:  # pragma: no cover - a store without batch search
-            batches = [self.store.search(vectors[i], t, k=1, mode="dense") for i, t in enumerate(texts)]
+        batches = self._search_batches(texts, 1, "dense")
         return np.array([float(hits[0].score) if hits else -np.inf for hits in batches], dtype=np.float64)
 
     def search(self, texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
-        depth = k * self.overfetch
-        vectors = (self.encoder.encode(list(texts), kind="query", batch_size=32, show_progress=False)
-                   if self.mode != "bm25" else None)
-        if hasattr(self.store, "search_batch"):
-            batches = self.store.search_batch(vectors, list(texts), k=depth, mode=self.mode)
-        else:  # pragma: no cover - a store without batch search
-            batches = [self.store.search(None if vectors is None else vectors[i], t, k=depth, mode=self.mode)
-                       for i, t in enumerate(texts)]
+        batches = self._search_batches(texts, k * self.overfetch, self.mode)
         out = []
         for hits in batches:
             best: dict[str, float] = {}

@@ -49,6 +49,18 @@ _WORD = re.compile(r"[a-z0-9]+")
 MIN_WORDING_CHARS = 4
 
 
+def patient_turns(path: PathLike) -> list[str]:
+    """The distinct patient and family turns of an MTS-Dialog CSV file (``dialogue`` column), in file order."""
+    turns: dict[str, None] = {}
+    with open(path, encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            for line in (row.get("dialogue") or "").splitlines():
+                m = _SPEAKER.match(line)
+                if m is not None and m.group(2).strip():
+                    turns.setdefault(m.group(2).strip(), None)
+    return list(turns)
+
+
 def small_talk_turns(root: PathLike | None = None, max_words: int = MAX_WORDS) -> list[str]:
     """The distinct patient and family turns of MTS-Dialog's training conversations with at most ``max_words``
     words, in file order (``root``: the data root, default :func:`medrank.config.data_root`)."""
@@ -56,18 +68,7 @@ def small_talk_turns(root: PathLike | None = None, max_words: int = MAX_WORDS) -
 
     if max_words < 1:
         raise ValueError(f"max_words must be >= 1, got {max_words}")
-    path = dataset_dir("mts-dialog", root) / SOURCE
-    turns: dict[str, None] = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            for line in (row.get("dialogue") or "").splitlines():
-                m = _SPEAKER.match(line)
-                if m is None:
-                    continue
-                turn = m.group(2).strip()
-                if turn and len(turn.split()) <= max_words:
-                    turns.setdefault(turn, None)
-    return list(turns)
+    return [t for t in patient_turns(dataset_dir("mts-dialog", root) / SOURCE) if len(t.split()) <= max_words]
 
 
 def _words(text: str) -> str:
