@@ -166,6 +166,24 @@ def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquir
     assert isinstance(en["should_stop"], bool)
 
 
+def test_differential_reads_its_language_as_next_questions_does(inquiry_services):
+    # no language sent: the first patient turn's, else the confirmed symptoms', else the one engine knowing the findings
+    c = _client(inquiry_services)
+    zh = c.post("/differential", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "k": 3})
+    assert zh.status_code == 200, zh.text
+    assert zh.json()["language"] == "zh" and zh.json()["engine"] == "dxy-kb"
+    assert c.post("/differential", json={"dialogue": [_patient("宝宝不舒服")], "symptoms": ["拉肚子"]}).json()["language"] == "zh"
+    en = c.post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_201"}, {"name": "age", "value": "30"}]})
+    assert en.status_code == 200, en.text
+    assert en.json()["language"] == "en" and en.json()["results"][0]["name"] == "Influenza"
+    # a language neither engine speaks is refused as /next-questions refuses it, not read as English
+    french = c.post("/differential", json={"dialogue": [_patient("J'ai de la fièvre et je tousse depuis deux jours")]})
+    assert french.status_code == 404 and french.json()["errors"][0]["type"] == "unsupported_language", french.text
+    # findings no single engine knows, and no words: say what to send
+    mixed = c.post("/differential", json={"findings": [{"name": "E_91"}, {"name": "咳嗽"}]})
+    assert mixed.status_code == 422 and "send language 'en' or 'zh'" in mixed.json()["detail"]
+
+
 @pytest.mark.parametrize("path, body, status, match", [
     ("/differential", {"findings": [{"name": "E_999"}], "language": "en"}, 422, "unknown finding 'E_999'"),
     ("/next-questions", {"dialogue": [_patient("I have a headache")], "findings": [{"name": "E_999"}]}, 422, "unknown finding"),

@@ -816,6 +816,7 @@ class DifferentialService:
         from medrank.pipelines.history.inference import InquiryInputError
 
         inquiry = self.inquiry
+        language = self._language(findings, dialogue, symptoms, language)
         engine = inquiry.engine(language)
         # the same findings /next-questions chose its questions by: answers, the patient's words, confirmed symptoms
         symptoms, read = inquiry.symptoms_of(engine, dialogue, symptoms)
@@ -837,6 +838,24 @@ class DifferentialService:
                             for c in ranked],
                 "findings": [inquiry.describe(engine, f) for f in established], "symptoms_read": read,
                 "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}
+
+    def _language(self, findings: Sequence[dict[str, str]], dialogue: Sequence[dict[str, str]],
+                  symptoms: Sequence[str] | None, language: str) -> str:
+        """``language``, or for ``auto`` the language of the first patient turn (as ``/next-questions`` reads it),
+        else of the confirmed symptoms, else the one engine that knows every finding name sent."""
+        from medrank.pipelines.history.inference import InquiryInputError
+
+        if language != "auto":
+            return language
+        opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
+        if opening is not None or symptoms:
+            return resolve_language(opening if opening is not None else " ".join(symptoms or ()), language)
+        names = {f["name"] for f in findings} - {"age", "sex"}
+        knowing = [lang for lang, e in self.inquiry.engines.items() if names and names <= set(e.finding_names())]
+        if len(knowing) == 1:
+            return knowing[0]
+        raise InquiryInputError("language 'auto' needs a patient turn, a confirmed symptom or findings that one engine "
+                                f"knows: send language 'en' or 'zh' (engines served now: {sorted(self.inquiry.engines)})")
 
     def info(self) -> PipelineInfo:
         engines = self.inquiry.engines

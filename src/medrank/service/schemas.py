@@ -253,7 +253,8 @@ class DifferentialRequest(_Request):
     symptoms: list[ShortText] | None = Field(None, max_length=MAX_LIST_ITEMS, description="Symptoms the patient "
                                              "confirmed (as for /next-questions: their findings count as self-reported; "
                                              "not sent: read from the first patient turn in English).")
-    language: Literal["en", "zh"] = Field(description="Which engine: 'en' (DDXPlus) or 'zh' (DXY).")
+    language: Language = Field("auto", description="Which engine: 'en' (DDXPlus) or 'zh' (DXY); 'auto' (default): the "
+                               "language of the first patient turn, else the engine that knows every finding sent.")
     k: K = 10
 
 
