@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="inquiry_from_words",
+                    help="results file name under bench/results (e.g. inquiry_from_words_zero_shot with --models EMPTY_DIR)")
     args = ap.parse_args()
     set_threads(args.threads)
     seed_everything(args.seed)
@@ -195,7 +197,7 @@ def main() -> None:
     md.append(f"{len(complaints)} everyday complaints ({payload['complaints_with_gold_findings']} with a gold finding, "
               f"{payload['gold_findings']} gold findings); models {args.models}, backend {args.backend}; "
               f"{env.get('cpu', '')}, {args.threads} thread(s), seed {args.seed}.")
-    common.write("inquiry_from_words", payload, "\n".join(md) + "\n")
+    common.write(args.name, payload, "\n".join(md) + "\n")
 
 
 if __name__ == "__main__":

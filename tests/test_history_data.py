@@ -348,3 +348,39 @@ def test_a_global_reranker_with_fewer_layers_trains_saves_and_reloads_with_them(
     for bad in (0, -1, True, "three"):
         with pytest.raises(ValueError, match="layers must be"):
             resolve_config({**cfg, "layers": bad})
+
+
+def test_a_question_bank_on_the_first_stage_ranks_from_the_dialogue(tmp_path, tiny_st):
+    from medrank.pipelines.history.builders import build_first_stage, load_first_stage
+    from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, display_question
+
+    mts, aci = write_fixture(tmp_path)
+    out = tmp_path / "first-stage"
+    meta = build_first_stage(out, tiny_st, files=[mts, aci], valid_fraction=0.0, threshold=0.999)
+    assert not (out / "train.jsonl").exists() and meta["memory"] > 0  # the bank and the memory, no split samples
+    stage, _, _ = load_first_stage(out, encoder=tiny_st)
+    assert meta["bank"]["size"] == len(stage.bank)
+    stage.remember_tails = False
+    bank = QuestionBank.from_first_stage("en", stage, "fixture")
+    ranker = NextQuestionRanker({"en": bank}, {"en": tiny_st})
+    dialogue = [{"speaker": "patient", "text": "I have a cough."}, {"speaker": "doctor", "text": "Okay. Do you have FEVER?"},
+                {"speaker": "patient", "text": "No."}]
+    remembered = len(stage._cache)
+    out_rank = ranker.rank(dialogue, [], None, "en", k=20)
+    texts = [r["text"] for r in out_rank["results"]]
+    assert texts and len(texts) == len(set(texts)) == len(stage.bank) - 1  # every question but the one asked
+    assert "Do you have fever?" not in texts  # asked in another casing: the bank's phrasing map finds it
+    assert all(t == display_question(t.lower()) and t[0].isupper() for t in texts)
+    assert {r["id"] for r in out_rank["results"]} <= set(bank.ids) and all(i.startswith("en-q") for i in bank.ids)
+    assert "history first stage" in out_rank["retrieval"]
+    assert len(stage._cache) == remembered  # a user's turns are not kept
+    # the same dialogue twice: the same list (no state kept between calls)
+    assert ranker.rank(dialogue, [], None, "en", k=20)["results"] == out_rank["results"]
+
+
+def test_display_question_restores_the_capitals_normalising_took():
+    from medrank.pipelines.history.question_bank import display_question
+
+    assert display_question("do you have anything i should know about?") == "Do you have anything I should know about?"
+    assert display_question("i'm sorry, is it itchy?") == "I'm sorry, is it itchy?"
+    assert display_question("is it itchy in the nights?") == "Is it itchy in the nights?"

@@ -581,7 +581,7 @@ class Builder:
         banks = {}
         for lang, source, loader in (("en", "MTS-Dialog doctor questions", mts_doctor_questions),
                                      ("zh", "DXY paediatric dialogue doctor questions", dxy_doctor_questions)):
-            banks[lang] = self._question_bank(lang, source, loader)
+            banks[lang] = (self._first_stage_bank() if lang == "en" else None) or self._question_bank(lang, source, loader)
         encoders = {lang: self.encoder(lang) for lang in banks}
         # rephrasings are merged only where a threshold was chosen for the encoder (DISTINCT_BY_ENCODER)
         # (a threshold for centred vectors needs the bank's own vectors to centre on)
@@ -713,6 +713,36 @@ class Builder:
             engines[lang] = engine
         self.progress("engines")(len(languages), len(languages))
         return Inquiry(engines)
+
+    def _first_stage_bank(self) -> QuestionBank | None:
+        """The English questions as the history pipeline's first stage ranks them (what doctors asked next after similar
+        turns of the MTS-Dialog / ACI-Bench training dialogues; ``bench/history_first_stage.py``), built once into the
+        state; None where it cannot be (the dialogues are missing, or the English encoder is not the MiniLM its
+        weights were chosen for): the plain question bank then serves."""
+        from medrank.pipelines.history.builders import build_first_stage, load_first_stage
+
+        encoder = self.encoder("en")
+        if encoder.name != "minilm":
+            return None
+        out = self.state / "questions-en-first-stage"
+        fp = self._fingerprint("questions-first-stage", "en", encoder.fingerprint(), self.data_key)
+        try:
+            if not self._fresh(out, fp):
+                meta = self._timed("history first stage (en): question bank and training turns built",
+                                   lambda: build_first_stage(out, self.build_encoder("en"), data_root=self.settings.data_root,
+                                                             show_progress=self.show_progress))
+                self.say(f"  history first stage: {meta['bank']['size']:,} questions, {meta['memory']:,} training turns")
+                self._stamp(out, fp)
+            # its questions and training turns are encoded as entries are (the embedding cache: once per model)
+            stage, _, _ = self._timed("history first stage (en) loaded",
+                                      lambda: load_first_stage(out, encoder=self.build_encoder("en")))
+        except (OSError, ValueError) as exc:  # no MTS-Dialog / ACI-Bench here: the plain bank serves
+            self.say(f"  next questions (en): no history first stage ({exc}); the question bank ranks by the query alone")
+            return None
+        stage.encoder = encoder  # a dialogue's turns are read by the query encoder, as every query is
+        stage.remember_tails = False  # users' turns: not kept
+        return QuestionBank.from_first_stage("en", stage, "MTS-Dialog + ACI-Bench training dialogues (doctor questions "
+                                             "and the turns before them)")
 
     def _question_bank(self, lang: str, source: str, loader: Callable[[Any], list[str]]) -> QuestionBank:
         from medrank.index import BM25Index, DenseIndex, HybridIndex, load_index

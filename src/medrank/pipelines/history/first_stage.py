@@ -66,6 +66,9 @@ class FirstStage:
     tail_turns: int = 2
     knn_k: int = 200
     knn_temperature: float = 0.1
+    #: keep each context tail's vector for the next call (training and benches see the same tails again and again);
+    #: a service turns it off: its tails are users' words, each seen once, and the cache would grow without end
+    remember_tails: bool = True
     _cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +93,10 @@ class FirstStage:
             self.memory_dialogues = np.array(self.memory.dialogues, dtype=object)
 
     def _encode(self, tails: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        if not self.remember_tails:
+            if not tails:
+                return np.zeros((0, 1), dtype=np.float32)
+            return np.asarray(self.encoder.encode(list(tails), kind="query", batch_size=32, show_progress=show_progress))
         todo = sorted({t for t in tails if t not in self._cache})
         if todo:
             vecs = self.encoder.encode(todo, kind="query", batch_size=32, show_progress=show_progress)

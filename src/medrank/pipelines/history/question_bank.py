@@ -7,6 +7,12 @@ again, and, where a cosine threshold was chosen for the encoder (:data:`DISTINCT
 question that only rephrases a better-ranked or an already asked one is dropped
 (:func:`distinct_questions`). An optional trained re-ranker re-scores the recalled list.
 
+A bank built on the history pipeline's first stage (:meth:`QuestionBank.from_first_stage`: what doctors asked next
+after similar turns of the training dialogues, the question's own similarity to them, BM25 and how often it is
+asked; :mod:`medrank.pipelines.history.first_stage`) ranks its questions from the dialogue itself rather than
+from the query text: the first stage the trained re-rankers were trained over, and the one
+``bench/history_first_stage.py`` measures.
+
 :class:`NextQuestionRanker` is what a caller (the service, a script) holds; it is thread-safe
 (no per-request state).
 """
@@ -14,6 +20,7 @@ question that only rephrases a better-ranked or an already asked one is dropped
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +41,15 @@ FIRST_STAGE = "first-stage (re-ranker not trained)"
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
+
+
+_PRONOUN_I = re.compile(r"\bi(?=\b|')")
+
+
+def display_question(text: str) -> str:
+    """A normalised (lower-case) bank question as a person reads it: its first letter and the pronoun "I" upper-case."""
+    text = _PRONOUN_I.sub("I", text.strip())
+    return text[:1].upper() + text[1:]
 
 
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
@@ -73,8 +89,15 @@ class QuestionBank:
     """History-taking questions of one language behind a recall index (BM25 / dense / hybrid)."""
 
     def __init__(self, language: str, ids: Sequence[str], texts: Sequence[str], index: Any, retrieval: str, source: str,
-                 vectors: np.ndarray | None = None, centre: bool = False) -> None:
+                 vectors: np.ndarray | None = None, centre: bool = False, first_stage: Any = None) -> None:
         self.language = language
+        #: a :class:`~medrank.pipelines.history.first_stage.FirstStage` over these questions (ids ``<language>-<its
+        #: id>``) that ranks them from the dialogue; None: ``index`` ranks them from the query text
+        self.first_stage = first_stage
+        if first_stage is not None:
+            self._stage_id = {f"{language}-{q.id}": q.id for q in first_stage.bank}
+            # every phrasing merged into a question → its id: a question the doctor asked in any of them is asked
+            self._phrasing = {_norm(m): f"{language}-{q.id}" for q in first_stage.bank for m in (q.text, *q.members)}
         self.ids = list(ids)
         self.texts = dict(zip(ids, texts, strict=True))
         self.index = index
@@ -90,6 +113,41 @@ class QuestionBank:
         #: length, centred when asked): rephrasings are found without encoding the bank at every request
         self.vectors = self.comparable(vectors) if vectors is not None else None
         self._row = {qid: n for n, qid in enumerate(self.ids)}
+
+    @classmethod
+    def from_first_stage(cls, language: str, stage: Any, source: str) -> QuestionBank:
+        """The canonical questions of a history first stage (:func:`~medrank.pipelines.history.builders.load_first_stage`),
+        ranked by it; its vectors (the encoder's, unit length) find rephrasings."""
+        ids = [f"{language}-{q.id}" for q in stage.bank]
+        weights = ", ".join(f"{k} {v:g}" for k, v in stage.weights.items() if v)
+        retrieval = (f"history first stage (what doctors asked next after the {len(stage.memory.tails):,} most similar "
+                     f"training turns, question similarity, BM25, how often asked; weights {weights})"
+                     if stage.memory is not None else f"history first stage (weights {weights})")
+        return cls(language, ids, [display_question(q.text) for q in stage.bank], None, retrieval, source,
+                   vectors=np.asarray(stage.vectors, dtype=np.float32), first_stage=stage)
+
+    def asked_ids(self, dialogue: Sequence[dict[str, str]]) -> set[str]:
+        """Ids of the bank questions the doctor already asked in ``dialogue`` (any merged phrasing of them;
+        first-stage banks only)."""
+        from medrank.pipelines.history.builders.mts_aci import questions_in
+
+        out = set()
+        for t in dialogue:
+            if t["speaker"] == "doctor":
+                for q in questions_in(t["text"]) or [t["text"]]:
+                    if (qid := self._phrasing.get(_norm(q))) is not None:
+                        out.add(qid)
+        return out
+
+    def rank_dialogue(self, dialogue: Sequence[dict[str, str]], k: int) -> list[tuple[str, float]]:
+        """The first stage's top ``k`` (id, score) for ``dialogue``, questions already asked left out."""
+        from medrank.pipelines.history.data import Turn
+
+        stage = self.first_stage
+        turns = [Turn(t["speaker"], t["text"]) for t in dialogue]
+        asked = {self._stage_id[i] for i in self.asked_ids(dialogue)}
+        ids, scores = stage.retrieve([turns], [asked], k=k)[0]
+        return [(f"{self.language}-{i}", s) for i, s in zip(ids, scores, strict=True)]
 
     def comparable(self, vectors: np.ndarray) -> np.ndarray:
         """Encoder vectors (the passage side) as this bank compares questions: centred if it centres, unit length."""
@@ -178,9 +236,13 @@ class NextQuestionRanker:
             depth = max(k, self.rerank_depth)
         else:
             depth = max(3 * k, self.rerank_depth) if encoder is not None else k
-        ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
+        if bank.first_stage is not None:
+            ranked = bank.rank_dialogue(dialogue, depth + len(asked) + 5)
+        else:
+            ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
+            ranked = list(zip(ranking.ids, ranking.scores, strict=True))
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
-                for i, s in zip(ranking.ids, ranking.scores, strict=True) if _norm(bank.texts[i]) not in asked][:depth]
+                for i, s in ranked if _norm(bank.texts[i]) not in asked][:depth]
         retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
         if encoder is None:
             return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,

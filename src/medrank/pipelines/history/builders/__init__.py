@@ -133,6 +133,48 @@ def build_mts_aci(
         return meta
 
 
+def build_first_stage(
+    out_dir: Path,
+    encoder: Any,
+    *,
+    encoder_name: str = "minilm",
+    data_root: str | None = None,
+    files: Sequence[Path] | None = None,
+    valid_fraction: float = 0.2,
+    seed: int = 13,
+    threshold: float = DEFAULT_THRESHOLD,
+    k: int = 30,
+    show_progress: bool = False,
+) -> dict[str, Any]:
+    """Only ``bank.jsonl``, ``memory.jsonl`` and ``meta.json`` under ``out_dir`` (no split samples): the first stage
+    :func:`build_mts_aci` builds from the same training dialogues (the same carve, ``seed``), readable with
+    :func:`load_first_stage`, for a caller that ranks with it (the service) rather than trains on its samples.
+    ``encoder`` is the ``encoder_name`` model the caller holds (its embedding cache is reused); ``files``: the raw
+    training files (default: the visible MTS-Dialog / ACI-Bench ones under ``data_root``)."""
+    from medrank.utils.io import atomic_dir, atomic_write_json
+
+    with atomic_dir(out_dir) as out:
+        t0 = time.perf_counter()
+        train_files = list(files) if files is not None else default_files(data_root)["train"]
+        kept, carved = carve(read_dialogues(train_files, "train"), valid_fraction, seed)
+        train_raw = question_samples(kept)
+        bank, known = build_bank([q for s in train_raw for q in s.asked], encoder, threshold, show_progress=show_progress)
+        write_jsonl(out / "bank.jsonl", [{"id": q.id, "text": q.text, "count": q.count, "members": q.members} for q in bank])
+        write_jsonl(out / "memory.jsonl", [{"tail": context_tail(s.context), "asked": [known[q] for q in s.asked],
+                                            "dialogue_id": s.dialogue_id} for s in train_raw])
+        meta: dict[str, Any] = {
+            "source": "mts-aci", "files": {"train": [str(f) for f in train_files]},
+            "carved_from_train": {"fraction": valid_fraction, "seed": seed, "dialogues": len(carved)},
+            "bank": {"size": len(bank), "threshold": threshold, "encoder": encoder_name, "built_from": "train",
+                     "questions": sum(q.count for q in bank), "distinct_phrasings": len(known),
+                     "clustering": "leader clustering by decreasing frequency, MiniLM cosine >= threshold"},
+            "first_stage": {"k": k, "weights": dict(DEFAULT_WEIGHTS), "tail_turns": 2, "knn_k": 200, "knn_temperature": 0.1},
+            "memory": len(train_raw), "splits": {}, "seconds": round(time.perf_counter() - t0, 1),
+        }
+        atomic_write_json(out / "meta.json", meta)
+        return meta
+
+
 def _first_stage_samples(
     items: Sequence[RawSample], bank, stage: FirstStage, encoder, known: dict[str, str], threshold: float, k: int,
     show_progress: bool,
