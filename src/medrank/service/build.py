@@ -719,7 +719,7 @@ class Builder:
         turns of the MTS-Dialog / ACI-Bench training dialogues; ``bench/history_first_stage.py``), built once into the
         state; None where it cannot be (the dialogues are missing, or the English encoder is not the MiniLM its
         weights were chosen for): the plain question bank then serves."""
-        from medrank.pipelines.history.builders import build_first_stage, load_first_stage
+        from medrank.pipelines.history.inference import build_first_stage, load_first_stage
 
         encoder = self.encoder("en")
         if encoder.name != "minilm":

@@ -1,8 +1,10 @@
 """What the history pipeline serves: a saved re-ranker (global, cross-encoder or bi-encoder), the
-next-question ranker over a question bank, and the symptom inquiry engine (next questions about findings,
+next-question ranker over a question bank (the English one on the first stage: ``build_first_stage`` /
+``load_first_stage``), and the symptom inquiry engine (next questions about findings,
 differential, stopping rule)."""
 
 from medrank.pipelines.history.artefacts import RERANKER_MARKERS
+from medrank.pipelines.history.builders import build_first_stage, load_first_stage
 from medrank.pipelines.history.evaluation import load_reranker
 from medrank.pipelines.history.inquiry import (
     Finding,
@@ -24,4 +26,4 @@ from medrank.pipelines.history.question_bank import (
 
 __all__ = ["DISTINCT_BY_ENCODER", "FIRST_STAGE", "RERANKER_MARKERS", "Finding", "InquiryEngine", "InquiryInputError",
            "NextQuestionRanker", "NoQuestionBankError", "ProposedQuestion", "QuestionBank", "RankedCondition",
-           "engine_prepared", "load_engine", "load_reranker", "prepare_engines"]
+           "build_first_stage", "engine_prepared", "load_engine", "load_first_stage", "load_reranker", "prepare_engines"]
