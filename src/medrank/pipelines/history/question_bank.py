@@ -120,8 +120,9 @@ class QuestionBank:
         ranked by it; its vectors (the encoder's, unit length) find rephrasings."""
         ids = [f"{language}-{q.id}" for q in stage.bank]
         weights = ", ".join(f"{k} {v:g}" for k, v in stage.weights.items() if v)
-        retrieval = (f"history first stage (what doctors asked next after the {len(stage.memory.tails):,} most similar "
-                     f"training turns, question similarity, BM25, how often asked; weights {weights})"
+        retrieval = (f"history first stage (what doctors asked next after the {stage.knn_k} most similar of "
+                     f"{len(stage.memory.tails):,} training turns, question similarity, BM25, how often asked; "
+                     f"weights {weights})"
                      if stage.memory is not None else f"history first stage (weights {weights})")
         return cls(language, ids, [display_question(q.text) for q in stage.bank], None, retrieval, source,
                    vectors=np.asarray(stage.vectors, dtype=np.float32), first_stage=stage)
