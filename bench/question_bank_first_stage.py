@@ -30,8 +30,8 @@ import common
 from medrank.config import seed_everything, set_threads
 from medrank.pipelines.history.builders.mts_aci import carve, default_files, question_samples, read_dialogues
 from medrank.pipelines.history.builders.question_bank import DEFAULT_THRESHOLD, map_to_bank
+from medrank.pipelines.history.inference import mts_doctor_questions
 from medrank.pipelines.history.question_bank import DISTINCT_COSINE, NextQuestionRanker
-from medrank.service.banks import mts_doctor_questions
 from medrank.service.build import Builder
 from medrank.service.settings import ServiceSettings
 

@@ -7,7 +7,7 @@ import pytest
 from medrank.data.errors import DataFormatError
 from medrank.data.hpo import hpo_parents, load_hpo, parse_synonym
 from medrank.data.procedures import load_procedure_kb, load_procedure_mentions
-from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
+from medrank.pipelines.history.inference import dxy_doctor_questions, mts_doctor_questions
 
 OBO = """format-version: 1.2
 data-version: hp/releases/test

@@ -576,7 +576,7 @@ class Builder:
         svc.use_sentence_vectors(self.encoder("en"), vectors)
 
     def next_questions(self) -> NextQuestionService:
-        from medrank.service.banks import dxy_doctor_questions, mts_doctor_questions
+        from medrank.pipelines.history.inference import dxy_doctor_questions, mts_doctor_questions
 
         banks = {}
         for lang, source, loader in (("en", "MTS-Dialog doctor questions", mts_doctor_questions),

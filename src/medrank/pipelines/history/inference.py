@@ -23,7 +23,8 @@ from medrank.pipelines.history.question_bank import (
     NoQuestionBankError,
     QuestionBank,
 )
+from medrank.pipelines.history.question_sources import dxy_doctor_questions, mts_doctor_questions
 
 __all__ = ["DISTINCT_BY_ENCODER", "FIRST_STAGE", "RERANKER_MARKERS", "Finding", "InquiryEngine", "InquiryInputError",
            "NextQuestionRanker", "NoQuestionBankError", "ProposedQuestion", "QuestionBank", "RankedCondition",
-           "build_first_stage", "engine_prepared", "load_engine", "load_first_stage", "load_reranker", "prepare_engines"]
+           "build_first_stage", "dxy_doctor_questions", "engine_prepared", "load_engine", "load_first_stage", "load_reranker", "mts_doctor_questions", "prepare_engines"]

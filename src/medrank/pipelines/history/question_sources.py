@@ -1,4 +1,5 @@
-"""Question banks for ``/next-questions``: real doctor questions from dialogue datasets.
+"""The doctor questions a plain question bank holds (``/next-questions`` where no first stage serves a language):
+real doctor questions from dialogue datasets.
 
 * English: the doctor turns of MTS-Dialog (training + validation conversations of the main
   set; CC BY 4.0), split into sentences, keeping the questions;
