@@ -96,6 +96,20 @@ def test_next_questions_come_from_the_engine_and_skip_what_the_patient_said(inqu
     assert not set(found) & {q["finding"] for q in body["results"]}
 
 
+def test_a_chinese_greeting_gets_the_engines_questions_an_english_one_the_bank(inquiry_services):
+    # nothing read: the DXY engine still asks its most telling questions (its bank holds only templates about its
+    # own symptoms); English keeps the question bank, which asks what the complaint is
+    c = _client(inquiry_services)
+    zh = c.post("/next-questions", json={"dialogue": [_patient("你好医生")], "k": 3}).json()
+    assert zh["engine"] == "dxy-kb" and zh["findings"] == [] and zh["should_stop"] is False
+    assert len(zh["results"]) == 3 and all(q["finding"] in ZH_SYMPTOMS for q in zh["results"])
+    en = c.post("/next-questions", json={"dialogue": [_patient("Hello doctor")], "k": 3}).json()
+    assert en["engine"] == "question-bank" and en["findings"] == []
+    # there is no condition to rank yet: /differential says so, as before
+    bare = c.post("/differential", json={"dialogue": [_patient("你好医生")]})
+    assert bare.status_code == 422 and "no finding" in bare.json()["detail"]
+
+
 def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry_services):
     c = _client(inquiry_services)
     body = c.post("/next-questions", json={"dialogue": [_patient("I have a headache")], "k": 3}).json()

@@ -718,6 +718,11 @@ class NextQuestionService:
                         r"was|were|can|could|any|anything)\b", re.IGNORECASE)
     #: how many questions past ``k`` the bank is asked for, to stand in for those dropped
     SPARE = 10
+    #: languages whose engine asks even when nothing is read: the DXY bank holds only template questions about the
+    #: engine's own symptoms, so a greeting got the templates nearest its words (肺部阴影? — a finding no parent
+    #: can tell); the engine's questions are those that best tell its conditions apart from the prior
+    #: (``bench/inquiry_from_nothing.py``). English keeps the bank: its first stage asks what the complaint is
+    ENGINE_FROM_NOTHING = ("zh",)
 
     def __init__(self, ranker: NextQuestionRanker, inquiry: Inquiry | None = None, drop_repeats: bool = True) -> None:
         self.ranker = ranker
@@ -743,7 +748,7 @@ class NextQuestionService:
         if engine is not None:
             symptoms, read = inquiry.symptoms_of(engine, dialogue, symptoms)
             established = inquiry.established(engine, dialogue, findings, symptoms)
-            if established:
+            if established or lang in self.ENGINE_FROM_NOTHING:
                 return {**self._engine_answer(inquiry, engine, dialogue, established, lang, k), "symptoms_read": read}
         elif findings and candidates is None:
             raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"

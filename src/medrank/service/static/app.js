@@ -326,7 +326,8 @@ async function rankQuestions(dialogue, findings) {
   const sent = dialogueToSend(dialogue);
   const data = await api("/next-questions", { dialogue: sent, symptoms: state.symptoms, findings, k: 5 });
   const engine = data.engine !== "question-bank";
-  if (engine) await showDifferential(sent, findings, data.language);
+  // nothing known yet (a greeting the engine still asks after): no condition to rank
+  if (engine && data.findings.length) await showDifferential(sent, findings, data.language);
   else $("differential-block").hidden = true;
   state.dialogue = dialogue;
   state.findings = findings;
