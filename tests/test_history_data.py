@@ -384,3 +384,39 @@ def test_display_question_restores_the_capitals_normalising_took():
     assert display_question("do you have anything i should know about?") == "Do you have anything I should know about?"
     assert display_question("i'm sorry, is it itchy?") == "I'm sorry, is it itchy?"
     assert display_question("is it itchy in the nights?") == "Is it itchy in the nights?"
+
+
+def test_the_services_english_bank_is_the_first_stage_built_once(tmp_path, monkeypatch):
+    from medrank.encoders import TransformerEncoder
+    from medrank.service.build import Builder
+    from medrank.service.settings import ServiceSettings
+
+    model, tok = make_tiny_bert()
+    minilm = TransformerEncoder(model, tok, pooling="mean", name="minilm")  # tiny weights under MiniLM's name
+    root = tmp_path / "data"
+    (root / "mts-dialog" / "Main-Dataset").mkdir(parents=True)
+    (root / "aci-bench" / "data" / "challenge_data").mkdir(parents=True)
+    mts, aci = write_fixture(tmp_path)
+    mts.rename(root / "mts-dialog" / "Main-Dataset" / "MTS-Dialog-TrainingSet.csv")
+    aci.rename(root / "aci-bench" / "data" / "challenge_data" / "train.csv")
+
+    def builder(state, data):
+        b = Builder(ServiceSettings(api_token=None, state_dir=state, data_root=data), show_progress=False)
+        monkeypatch.setattr(b, "encoder", lambda lang: minilm)
+        monkeypatch.setattr(b, "build_encoder", lambda lang, track=True: minilm)
+        return b
+
+    b = builder(tmp_path / "state", root)
+    bank = b._first_stage_bank()
+    assert bank is not None and bank.first_stage is not None and "history first stage" in bank.retrieval
+    assert bank.first_stage.remember_tails is False and bank.first_stage.encoder is minilm
+    saved = tmp_path / "state" / "questions-en-first-stage" / "bank.jsonl"
+    stamp = saved.stat().st_mtime_ns
+    again = b._first_stage_bank()  # loaded from the state, not built again
+    assert saved.stat().st_mtime_ns == stamp and again.ids == bank.ids
+    # no dialogues under the data root: the plain bank serves instead (None here), and says why
+    assert builder(tmp_path / "state-2", tmp_path / "nothing")._first_stage_bank() is None
+    # another English encoder than the MiniLM the first stage's weights were chosen for: the plain bank
+    other = builder(tmp_path / "state-3", root)
+    monkeypatch.setattr(other, "encoder", lambda lang: TransformerEncoder(model, tok, pooling="mean", name="tiny"))
+    assert other._first_stage_bank() is None
