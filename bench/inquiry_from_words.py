@@ -17,6 +17,8 @@ whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionSe
   (``NextQuestionService.drop_repeats``, as served); ``…, bank repeats kept``: the same without dropping them;
   ``words + every decided term read``: every decided term read, those the minimum count or a wording rule adds below
   the threshold too (bank repeats kept);
+* ``after a greeting: …``: as ``words + symptoms read``, the complaint stated in answer to "What brings you here
+  today?" after "Hello doctor" (the first patient turns are read until one names a symptom);
 * ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
 
 Chinese (not read so as served: this is why): the DXY self-reports of the inquiry engine's validation carve-out, words
@@ -51,7 +53,9 @@ from medrank.service.settings import ServiceSettings
 DATA = [Path(__file__).resolve().parent / "data" / name
         for name in ("everyday_complaints_en.jsonl", "everyday_complaints_en_2.jsonl")]
 FORMS = ("words only", "words + every decided term read", "words + symptoms read, bank repeats kept",
-         "words + symptoms read", "labelled terms (reference)")
+         "words + symptoms read", "after a greeting: words + symptoms read", "labelled terms (reference)")
+#: the dialogue of the "after a greeting" form, the complaint then answering the opening question
+GREETING = [{"speaker": "patient", "text": "Hello doctor"}, {"speaker": "doctor", "text": "What brings you here today?"}]
 #: openings that name no symptom (written for this check): nothing should be read from them
 NO_SYMPTOM = ("Hello doctor", "Hi", "Good morning", "ok", "Thank you", "I'm fine, thanks", "My name is John",
               "I need a sick note for work", "I'm here for my yearly check-up", "Can I get a repeat prescription?",
@@ -149,13 +153,15 @@ def main() -> None:
     examples: list[dict[str, Any]] = []
     for form in FORMS:
         established, engine_used, repeats, seconds, read = [], [], [], [], []
-        svc.drop_repeats = form in ("words + symptoms read", "labelled terms (reference)")
+        svc.drop_repeats = form in ("words + symptoms read", "after a greeting: words + symptoms read",
+                                    "labelled terms (reference)")
         svc.inquiry.reader = symptom_reader(services, confident=form != "words + every decided term read")
         for (text, slots), g in zip(complaints, gold_names, strict=True):
             names = [slot[0] for slot in slots]
             symptoms = names if form.startswith("labelled") else [] if form == "words only" else None
             t1 = time.perf_counter()
-            out = svc.rank([{"speaker": "patient", "text": text}], symptoms, k=5)
+            opening = GREETING if form.startswith("after a greeting") else []
+            out = svc.rank([*opening, {"speaker": "patient", "text": text}], symptoms, k=5)
             seconds.append(time.perf_counter() - t1)
             engine_used.append(out["engine"] == "ddxplus-kb")
             established.append({key(f["name"], f["value"]) for f in out["findings"] if f["value"] != "absent"})

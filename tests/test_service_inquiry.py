@@ -332,6 +332,31 @@ def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_servi
     assert calls == [] and body["engine"] == "dxy-kb" and body["symptoms_read"] is None
 
 
+def test_a_complaint_stated_after_a_greeting_is_read_too(inquiry_services):
+    calls = []
+
+    def reader(texts, language):
+        calls.append(list(texts))
+        return [["Fever"] if "temperature" in t else [] for t in texts]
+
+    c = _client(_reading_services(inquiry_services, reader))
+    greeting = [_patient("Hello doctor"), {"speaker": "doctor", "text": "What brings you here today?"},
+                _patient("I've had a high temperature since last night")]
+    body = c.post("/next-questions", json={"dialogue": greeting, "k": 3}).json()
+    # the patient turns are read one after the other until one names a symptom
+    assert calls == [["Hello doctor"], ["I've had a high temperature since last night"]]
+    assert body["engine"] == "ddxplus-kb" and body["symptoms_read"] == ["Fever"]
+    assert [(f["name"], f["source"]) for f in body["findings"]] == [("E_91", "self-report")]
+    assert c.post("/differential", json={"dialogue": greeting}).json()["symptoms_read"] == ["Fever"]
+    # only the first turns may hold the complaint: a temperature named in the fourth patient turn is not read so
+    calls.clear()
+    late = [_patient("Hello"), {"speaker": "doctor", "text": "How are you?"}, _patient("ok"),
+            {"speaker": "doctor", "text": "And?"}, _patient("well"), {"speaker": "doctor", "text": "So?"},
+            _patient("a high temperature")]
+    body = c.post("/next-questions", json={"dialogue": late, "k": 3}).json()
+    assert calls == [["Hello"], ["ok"], ["well"]] and body["symptoms_read"] == [] and body["engine"] == "question-bank"
+
+
 def test_a_reader_that_cannot_read_now_leaves_the_engine_its_own_detector(inquiry_services):
     c = _client(_reading_services(inquiry_services, lambda texts, language: None))
     body = c.post("/next-questions", json={"dialogue": [_patient("I have a fever")], "k": 3}).json()

@@ -601,6 +601,9 @@ class Inquiry:
     #: temperature" or "the runs"). Not Chinese: read by the dxy knowledge base's self-report model, the DXY engine's
     #: validation self-reports gave it no finding its own detector had missed (``bench/inquiry_from_words.py``)
     READ_SYMPTOMS_IN: tuple[str, ...] = ("en",)
+    #: how many of the first patient turns may hold the complaint: a patient who greets first ("Hello doctor") states
+    #: it in answer to the opening question the bank then asks ("What brings you here today?")
+    OPENING_TURNS = 3
 
     def __init__(self, engines: dict[str, Any], reader: SymptomReader | None = None) -> None:
         from medrank.pipelines.history.inference import Finding
@@ -626,15 +629,21 @@ class Inquiry:
     def symptoms_of(self, engine: Any, dialogue: Sequence[dict[str, str]],
                     symptoms: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
         """The symptoms a request confirms; when it names none (``None``, not an empty list: the patient may have
-        unticked every one), the terms :attr:`reader` decides in the first patient turn, which are also returned
-        second (``None`` when nothing was read)."""
+        unticked every one), the terms :attr:`reader` decides in the first patient turn that names any (of the first
+        :data:`OPENING_TURNS`, read one after the other), which are also returned second (``None`` when nothing could
+        be read)."""
         if symptoms is not None:
             return list(symptoms), None
-        opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
-        if opening is None or self.reader_for(engine.language) is None:
+        said = [t["text"] for t in dialogue if t["speaker"] == "patient"][:self.OPENING_TURNS]
+        if not said or self.reader_for(engine.language) is None:
             return [], None
-        read = self.reader([opening], engine.language)
-        return (list(read[0]), list(read[0])) if read is not None else ([], None)
+        for text in said:
+            read = self.reader([text], engine.language)
+            if read is None:
+                return [], None
+            if read[0]:
+                return list(read[0]), list(read[0])
+        return [], []
 
     def engine(self, language: str) -> Any:
         engine = self.engines.get(language)

@@ -200,7 +200,11 @@ function showSymptomSet(data, text) {
 }
 
 $("confirm").addEventListener("click", () => {
-  state.symptoms = [...document.querySelectorAll("#symptoms input:checked, #alternatives input:checked")].map((b) => b.value);
+  // nothing was offered to tick: send none (null), and the service reads the symptoms from the patient's words,
+  // a complaint stated after a greeting too; a list the patient unticked confirms none ([])
+  const offered = document.querySelectorAll("#symptoms input, #alternatives input").length > 0;
+  state.symptoms = offered
+    ? [...document.querySelectorAll("#symptoms input:checked, #alternatives input:checked")].map((b) => b.value) : null;
   busy(patient, "Finding questions and similar questions…", async () => {
     // both requests end before the buttons come back; the first failure is the one shown
     const failed = (await Promise.allSettled([rankQuestions(state.dialogue, state.findings), findSimilar()]))
