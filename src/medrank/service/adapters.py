@@ -43,6 +43,13 @@ def resolve_language(text: str, language: str) -> str:
     return found.language
 
 
+def conversation_language(dialogue: Sequence[dict[str, str]], fallback: str, language: str) -> str:
+    """``language``, or for ``auto`` the language of the first patient turn (short answers, "ok", "38.5", say little
+    about it), else of ``fallback`` (:func:`resolve_language`)."""
+    opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
+    return resolve_language(opening if opening is not None else fallback, language)
+
+
 class UnavailableError(LookupError):
     """The requested knowledge base / language is not served by this deployment (→ 404 / 503)."""
 
@@ -748,9 +755,7 @@ class NextQuestionService:
              findings: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
         """``symptoms``: the terms the patient confirmed; ``None`` (not sent) lets the inquiry read them from the
         first patient turn (:meth:`Inquiry.symptoms_of`, reported as ``symptoms_read``)."""
-        # the conversation's language is its complaint's: short answers ("ok", "38.5") say little about it
-        opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
-        lang = resolve_language(opening if opening is not None else self.ranker.query(dialogue, symptoms or ()), language)
+        lang = conversation_language(dialogue, self.ranker.query(dialogue, symptoms or ()), language)
         inquiry = self.inquiry
         engine = inquiry.engines.get(lang) if inquiry is not None and candidates is None else None
         read: list[str] | None = None
@@ -861,9 +866,8 @@ class DifferentialService:
 
         if language != "auto":
             return language
-        opening = next((t["text"] for t in dialogue if t["speaker"] == "patient"), None)
-        if opening is not None or symptoms:
-            return resolve_language(opening if opening is not None else " ".join(symptoms or ()), language)
+        if any(t["speaker"] == "patient" for t in dialogue) or symptoms:
+            return conversation_language(dialogue, " ".join(symptoms or ()), language)
         names = {f["name"] for f in findings} - {"age", "sex"}
         knowing = [lang for lang, e in self.inquiry.engines.items() if names and names <= set(e.finding_names())]
         if len(knowing) == 1:

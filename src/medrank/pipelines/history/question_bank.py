@@ -95,7 +95,6 @@ class QuestionBank:
         #: id>``) that ranks them from the dialogue; None: ``index`` ranks them from the query text
         self.first_stage = first_stage
         if first_stage is not None:
-            self._stage_id = {f"{language}-{q.id}": q.id for q in first_stage.bank}
             # every phrasing merged into a question → its id: a question the doctor asked in any of them is asked
             self._phrasing = {_norm(m): f"{language}-{q.id}" for q in first_stage.bank for m in (q.text, *q.members)}
         self.ids = list(ids)
@@ -146,7 +145,7 @@ class QuestionBank:
 
         stage = self.first_stage
         turns = [Turn(t["speaker"], t["text"]) for t in dialogue]
-        asked = {self._stage_id[i] for i in self.asked_ids(dialogue)}
+        asked = {i.removeprefix(f"{self.language}-") for i in self.asked_ids(dialogue)}
         ids, scores = stage.retrieve([turns], [asked], k=k)[0]
         return [(f"{self.language}-{i}", s) for i, s in zip(ids, scores, strict=True)]
 

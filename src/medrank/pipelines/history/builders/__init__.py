@@ -44,6 +44,27 @@ def load_meta(out_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _bank_and_memory(kept: Sequence[Any], encoder: Any, threshold: float, show_progress: bool) -> tuple[list, Memory]:
+    """The question bank of ``kept`` training dialogues and the first stage's memory of their questioning turns."""
+    train_raw = question_samples(kept)
+    bank, known = build_bank([q for s in train_raw for q in s.asked], encoder, threshold, show_progress=show_progress)
+    memory = Memory([context_tail(s.context) for s in train_raw], [[known[q] for q in s.asked] for s in train_raw],
+                    [s.dialogue_id for s in train_raw])
+    return bank, memory
+
+
+def _write_bank_and_memory(out_dir: Path, bank: Sequence[Any], memory: Memory) -> None:
+    write_jsonl(out_dir / "bank.jsonl", [{"id": q.id, "text": q.text, "count": q.count, "members": q.members} for q in bank])
+    write_jsonl(out_dir / "memory.jsonl", [{"tail": t, "asked": a, "dialogue_id": d}
+                                           for t, a, d in zip(memory.tails, memory.asked, memory.dialogues, strict=True)])
+
+
+def _bank_meta(bank: Sequence[Any], threshold: float, encoder_name: str, built_from: str) -> dict[str, Any]:
+    return {"size": len(bank), "threshold": threshold, "encoder": encoder_name, "built_from": built_from,
+            "questions": sum(q.count for q in bank), "distinct_phrasings": sum(len(q.members) for q in bank),
+            "clustering": "leader clustering by decreasing frequency, MiniLM cosine >= threshold"}
+
+
 def build_mts_aci(
     out_dir: Path,
     splits: Mapping[str, Sequence[Path]] | None = None,
@@ -96,18 +117,11 @@ def build_mts_aci(
             dialogues[bank_split] = kept
             dialogues["valid"] = dialogues.get("valid", []) + carved
             carved_n = len(carved)
-            train_raw = question_samples(kept)
-            bank, _ = build_bank([q for s in train_raw for q in s.asked], encoder, threshold, show_progress=show_progress)
-            known0 = {m: q.id for q in bank for m in q.members}
-            memory = Memory([context_tail(s.context) for s in train_raw], [[known0[q] for q in s.asked] for s in train_raw],
-                            [s.dialogue_id for s in train_raw])
+            bank, memory = _bank_and_memory(kept, encoder, threshold, show_progress)
             stage_cfg = {"k": k, "weights": {**DEFAULT_WEIGHTS, **(weights or {})}, "tail_turns": 2,
                          "knn_k": 200, "knn_temperature": 0.1}
         known = {m: q.id for q in bank for m in q.members}
-        write_jsonl(out_dir / "bank.jsonl", [{"id": q.id, "text": q.text, "count": q.count, "members": q.members}
-                                             for q in bank])
-        write_jsonl(out_dir / "memory.jsonl", [{"tail": t, "asked": a, "dialogue_id": d}
-                                               for t, a, d in zip(memory.tails, memory.asked, memory.dialogues, strict=True)])
+        _write_bank_and_memory(out_dir, bank, memory)
         stage = FirstStage(bank, encoder, stage_cfg["weights"], memory, tail_turns=stage_cfg["tail_turns"],
                            knn_k=stage_cfg["knn_k"], knn_temperature=stage_cfg["knn_temperature"])
         meta: dict[str, Any] = {
@@ -115,10 +129,7 @@ def build_mts_aci(
             "files": {n: [str(p) for p in ps] for n, ps in splits.items()},
             "carved_from_train": {"fraction": valid_fraction if bank_dir is None else 0.0, "seed": seed,
                                   "dialogues": carved_n},
-            "bank": {"size": len(bank), "threshold": threshold, "encoder": encoder_name,
-                     "built_from": str(bank_dir) if bank_dir else bank_split,
-                     "questions": sum(q.count for q in bank), "distinct_phrasings": len(known),
-                     "clustering": "leader clustering by decreasing frequency, MiniLM cosine >= threshold"},
+            "bank": _bank_meta(bank, threshold, encoder_name, str(bank_dir) if bank_dir else bank_split),
             "first_stage": stage_cfg,
             "splits": {},
         }
@@ -157,19 +168,14 @@ def build_first_stage(
         t0 = time.perf_counter()
         train_files = list(files) if files is not None else default_files(data_root)["train"]
         kept, carved = carve(read_dialogues(train_files, "train"), valid_fraction, seed)
-        train_raw = question_samples(kept)
-        bank, known = build_bank([q for s in train_raw for q in s.asked], encoder, threshold, show_progress=show_progress)
-        write_jsonl(out / "bank.jsonl", [{"id": q.id, "text": q.text, "count": q.count, "members": q.members} for q in bank])
-        write_jsonl(out / "memory.jsonl", [{"tail": context_tail(s.context), "asked": [known[q] for q in s.asked],
-                                            "dialogue_id": s.dialogue_id} for s in train_raw])
+        bank, memory = _bank_and_memory(kept, encoder, threshold, show_progress)
+        _write_bank_and_memory(out, bank, memory)
         meta: dict[str, Any] = {
             "source": "mts-aci", "files": {"train": [str(f) for f in train_files]},
             "carved_from_train": {"fraction": valid_fraction, "seed": seed, "dialogues": len(carved)},
-            "bank": {"size": len(bank), "threshold": threshold, "encoder": encoder_name, "built_from": "train",
-                     "questions": sum(q.count for q in bank), "distinct_phrasings": len(known),
-                     "clustering": "leader clustering by decreasing frequency, MiniLM cosine >= threshold"},
+            "bank": _bank_meta(bank, threshold, encoder_name, "train"),
             "first_stage": {"k": k, "weights": dict(DEFAULT_WEIGHTS), "tail_turns": 2, "knn_k": 200, "knn_temperature": 0.1},
-            "memory": len(train_raw), "splits": {}, "seconds": round(time.perf_counter() - t0, 1),
+            "memory": len(memory.tails), "splits": {}, "seconds": round(time.perf_counter() - t0, 1),
         }
         atomic_write_json(out / "meta.json", meta)
         return meta
