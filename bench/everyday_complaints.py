@@ -92,8 +92,16 @@ def main() -> None:
         how = f" ({served.serving})" if served.serving else ""
         how += " + small-talk gate" if served.small_talk is not None else ""
         systems[f"trained run {args.run.name}, its own calibration, served form{how}"] = score(served, texts, slots, names)
-    else:
-        print(f"{args.run} has no sets-hpo.json: its row is left out (make models trains it)", flush=True)
+    results = common.RESULTS / f"{args.name or args.data.stem.replace('_en', '')}.json"
+    kept: list[str] = []
+    if not (args.run / "sets-hpo.json").exists() and results.exists():
+        # the trained run is not on this machine: its rows stay as the last run that had it wrote them, and say so
+        before = json.loads(results.read_text(encoding="utf-8"))
+        for name, row in before.get("systems", {}).items():
+            if name.startswith("trained run"):
+                systems[name] = row
+                kept.append(name)
+        print(f"{args.run} has no sets-hpo.json: its rows are kept from {results.name} ({len(kept)})", flush=True)
     # what a fresh checkout serves without trained runs: MiniLM hybrid over every HPO name and synonym
     hybrid = retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en")
     zero = SetDetector.from_retriever(hybrid, language="en", hierarchy=HpoHierarchy(), name="hpo")
@@ -102,7 +110,8 @@ def main() -> None:
     gate = " + small-talk gate" if zero.use_small_talk(hybrid.index, concepts) else ""
     systems[f"zero-shot MiniLM hybrid, shipped calibration (hpo-hybrid.json){gate}"] = score(zero, texts, slots, names)
     out = {"complaints": len(texts), "slots": sum(len(s) for s in slots), "data": str(args.data.name),
-           "systems": systems, "environment": common.environment(threads=args.threads, seed=None, data=str(args.data))}
+           "systems": systems, **({"kept_from_an_earlier_run": kept} if kept else {}),
+           "environment": common.environment(threads=args.threads, seed=None, data=str(args.data))}
     lines = [f"### English complaints in everyday words ({out['complaints']} hand-written complaints, {out['slots']} "
              "symptoms; written by a developer, not patients; a check, nothing fitted on it)", "",
              "| system | decided P | decided R | **decided F1** | decided or offered first R | whole-text top-1 F1 | ms / complaint |",
@@ -114,6 +123,9 @@ def main() -> None:
     lines += ["", "Slots: each symptom a complaint names, with the HPO terms that may stand for it; a decided term fills "
               "at most one slot (`medrank.pipelines.symptom.set_eval.slot_prf`). The complaints and their slots: "
               f"`bench/data/{out['data']}`."]
+    if kept:
+        lines += ["", "Not re-run this time (the trained run was not on the machine), kept as an earlier run of this script "
+                  "wrote them: " + "; ".join(kept) + "."]
     common.write(args.name or args.data.stem.replace("_en", ""), out, "\n".join(lines))
     for name, r in systems.items():
         print(name, r["decided"], flush=True)
