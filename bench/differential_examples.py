@@ -60,9 +60,11 @@ def main() -> None:
     rows = []
     for text in COMPLAINTS:
         read, served, before = both(text)
+        outside = engine.outside_probability(read) if read else None
         rows.append({"complaint": text, "findings": [f"{engine.finding_description(f.name)}: "
                                                      f"{engine.value_label(f.name, f.value)}" for f in read],
-                     "served": served, "as_answers": before})
+                     "served": served, "as_answers": before,
+                     "outside": None if outside is None else round(100 * outside, 1)})
         print(rows[-1], flush=True)
     openings = [t for t in first_patient_turns(10_000) if t.strip()]
     with_location = changed = 0
@@ -76,12 +78,13 @@ def main() -> None:
     payload = {"environment": common.environment(threads=args.threads, seed=args.seed, data=str(data_root())),
                "rows": rows, "mts_dialog_validation_openings": corpus}
     md = ["`python bench/differential_examples.py`: DDXPlus engine (naive Bayes over its training carve-out), each "
-          "complaint as the opening of a conversation; top three conditions, %.", "",
-          "| complaint | findings read | as served (locations: one of them at least) | as answers (before) |",
-          "|---|---|---|---|"]
+          "complaint as the opening of a conversation; top three conditions, %; none of the 49: the outside class "
+          "(`bench/differential_outside.py`), whose share the conditions of each column leave (each column its own).", "",
+          "| complaint | findings read | as served (locations: one of them at least) | as answers (before) | none of the 49, as served |",
+          "|---|---|---|---|---|"]
     md += [f"| {r['complaint']} | {'; '.join(r['findings'])} | "
-           f"{', '.join(f'{n} {p}' for n, p in r['served'])} | {', '.join(f'{n} {p}' for n, p in r['as_answers'])} |"
-           for r in rows]
+           f"{', '.join(f'{n} {p}' for n, p in r['served'])} | {', '.join(f'{n} {p}' for n, p in r['as_answers'])} | "
+           f"{'-' if r['outside'] is None else r['outside']} |" for r in rows]
     md += ["", f"MTS-Dialog validation first patient turns: {corpus['complaints']}; with a multi-choice value read "
                f"(a body location): {corpus['with_a_value_read']}; of those, another top condition: "
                f"{corpus['top_condition_changed']}."]

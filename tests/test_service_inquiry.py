@@ -178,6 +178,21 @@ def test_differential_changes_with_answers_and_says_it_is_not_a_diagnosis(inquir
         "E_53": "pain somewhere", "E_55": "Where is the pain: forehead"}
     assert "Each condition listed leaves something reported unexplained" in mixed["note"]
     assert isinstance(en["should_stop"], bool)
+    assert first["outside_probability"] is None and en["outside_probability"] is None  # closed-world engines
+
+
+def test_an_open_world_engine_says_how_likely_the_condition_is_none_of_its_own(inquiry_services):
+    engine = inquiry_services.differential.inquiry.engines["en"]
+    engine.calibration = dataclasses.replace(engine.calibration, outside_prior=0.2, outside_leak=0.1)
+    c = _client(inquiry_services)
+    findings = [{"name": "E_91"}, {"name": "E_53"}, {"name": "E_55", "value": "V_89"}]
+    body = c.post("/differential", json={"findings": findings, "language": "en"}).json()
+    p_out = body["outside_probability"]
+    assert 0.0 < p_out < 1.0 and "the chance that the condition is none of them" in body["note"]
+    assert abs(sum(x["probability"] for x in body["results"]) + p_out - 1) < 1e-3  # the two conditions share the rest
+    # a fever and a cough: influenza explains both, the outside class gets less than with a finding none explains
+    flu = c.post("/differential", json={"findings": [{"name": "E_91"}, {"name": "E_201"}], "language": "en"}).json()
+    assert flu["outside_probability"] < p_out
 
 
 def test_differential_reads_its_language_as_next_questions_does(inquiry_services):

@@ -542,10 +542,14 @@ NOT_A_DIAGNOSIS = ("This is not a diagnosis: it is how likely each condition is 
 
 
 def coverage_note(engine: Any) -> str:
-    """What a differential can name: the engine's conditions and nothing else (a complaint outside them, a swollen
-    knee for DDXPlus, still gets its nearest conditions ranked)."""
-    return (f"It weighs the {len(engine.model.conditions)} conditions of its case collection only: a condition "
-            "outside them is never listed.")
+    """What a differential can name: the engine's conditions, and (an open-world engine) how likely it is that the
+    condition is none of them; a closed-world engine still ranks its nearest conditions for a complaint outside
+    them (a swollen knee for DDXPlus)."""
+    n = len(engine.model.conditions)
+    if getattr(engine, "open_world", False):
+        return (f"It weighs the {n} conditions of its case collection and the chance that the condition is none of "
+                "them; a condition outside them is never named.")
+    return f"It weighs the {n} conditions of its case collection only: a condition outside them is never listed."
 
 
 def finding_key(name: str, value: str) -> str:
@@ -845,6 +849,8 @@ class DifferentialService:
                                     "or a dialogue in which the patient describes a symptom")
         turns = inquiry.turns(dialogue) or None
         ranked = engine.differential(established, k=k, dialogue=turns)
+        weigh_outside = getattr(engine, "outside_probability", None)  # an engine that weighs its conditions only lacks it
+        outside = weigh_outside(established) if callable(weigh_outside) else None
         answered = sum(f.source.startswith("question:") for f in established)
         return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": language,
                 "engine": engine.name, "note": " ".join(filter(None, (NOT_A_DIAGNOSIS, coverage_note(engine),
@@ -855,6 +861,7 @@ class DifferentialService:
                              "unexplained": [finding_key(n, v) for n, v in c.unexplained],
                              "unexplained_labels": [finding_text(engine, n, v) for n, v in c.unexplained]}
                             for c in ranked],
+                "outside_probability": None if outside is None else round(float(outside), 6),
                 "findings": [inquiry.describe(engine, f) for f in established], "symptoms_read": read,
                 "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}
 

@@ -274,6 +274,10 @@ class DifferentialResponse(_Response):
     engine: str
     note: str = Field(description="A plain statement that this is not a diagnosis.")
     results: list[RankedConditionOut]
+    outside_probability: float | None = Field(None, description="How likely the condition is none of the engine's "
+                                              "(an outside class fitted by leaving conditions out; the results' "
+                                              "probabilities share the rest); null for an engine that weighs its "
+                                              "own conditions only.")
     findings: list[FindingState] = []
     should_stop: bool = Field(description="True when the engine's stopping rule says the inquiry can stop.")
     symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)

@@ -319,6 +319,11 @@ async function showDifferential(sent, findings, language) {
     el("span", { class: "probability", text: percent(c.probability) }),
     ...(c.supporting_labels.length ? [el("span", { class: "score", lang: language, text: `fits: ${c.supporting_labels.join(", ")}` })] : []),
     ...(c.unexplained_labels.length ? [el("span", { class: "score", lang: language, text: `does not explain: ${c.unexplained_labels.join(", ")}` })] : []))));
+  // an open-world engine also says how likely the condition is none of those it knows
+  const outside = $("differential-outside");
+  outside.hidden = data.outside_probability == null;
+  outside.textContent = data.outside_probability == null ? ""
+    : `A condition none of these: ${percent(data.outside_probability)} (the list holds only the conditions of its case collection).`;
   $("differential-note").textContent = data.note;
   $("differential-meta").textContent = `${data.engine} · ${modelLine(data)}`;
   $("differential-block").hidden = false;

@@ -169,7 +169,27 @@ def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, d
         if best is None or info["objective"] > best[0]:
             best = (info["objective"], engine.calibration, {**info, "text_weight": weight})
     assert best is not None
-    return best[1], best[2]
+    cal, info = best[1], best[2]
+    if corpus.language == "en":  # the outside class, fitted by leaving conditions out of the inner tables
+        from medrank.pipelines.history.inquiry.outside import fit_outside, leave_conditions_out
+
+        cases = leave_conditions_out(list(corpus.support), [corpus.train[i] for i in inner], tuning,
+                                     fold_engine(corpus), seed=SEED)
+        cal.outside_prior, cal.outside_leak, info["outside"] = fit_outside(cases)
+    return cal, info
+
+
+def fold_engine(corpus: Corpus) -> Any:
+    """``make(patients, conditions)``: an English engine whose tables know only ``conditions``, fitted on
+    ``patients`` (closed world, no differential model: what :mod:`.outside` reads states with)."""
+    labels = {n: e.question for n, e in corpus.evidences.items()}
+
+    def make(patients: list[Patient], conditions: list[str]) -> InquiryEngine:
+        model = fit_ddxplus(patients, corpus.evidences, {c: corpus.support[c] for c in conditions})
+        return InquiryEngine("en", model, labels, corpus.condition_labels, Calibration(budget=BUDGETS["en"]),
+                             demographics=True, name="ddxplus-kb", presence_weight=PRESENCE_WEIGHT_EN)
+
+    return make
 
 
 #: complaints whose inquiry states check a re-ranker backend against torch (``backend="auto"``)
@@ -228,7 +248,7 @@ def attach_reranker(engine: InquiryEngine, run: Path, backend: str = "torch") ->
 
 _CACHE: dict[tuple[str, str], tuple[Corpus, Calibration, dict[str, Any]]] = {}
 #: bump when the fitting or tuning changes, so saved calibrations and models are not reused
-CALIBRATION_VERSION = 4
+CALIBRATION_VERSION = 5
 
 
 def _cache_file(corpus: Corpus, kind: str, suffix: str) -> Path:

@@ -21,6 +21,7 @@ import numpy as np
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import InquiryInputError
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE, AnyOf, NaiveBayes
+from medrank.pipelines.history.inquiry.posterior import outside_probability as open_world_share
 
 #: limits on what a caller may send
 MAX_TURNS = 1000
@@ -66,6 +67,9 @@ class Calibration:
     cutoff: float = 0.01  # conditions at or above this probability form the differential set
     budget: int = 30  # turn budget
     text_weight: float = 0.0  # weight of the self-report prior (engines with a text prior)
+    #: the open-world class (:mod:`.outside`): its prior (0: closed world) and the least likelihood of a stated finding
+    outside_prior: float = 0.0
+    outside_leak: float = 0.0
     tuned_on: dict[str, Any] = field(default_factory=dict)
 
 
@@ -287,6 +291,8 @@ class InquiryEngine:
         observed = self.observed(findings)
         turns = self.check_dialogue(dialogue) if dialogue else None
         probs = self.probabilities(self.log_posterior_observed(observed, findings, turns))
+        # the conditions share what the outside class leaves (nothing in a closed world)
+        probs = probs * (1.0 - (self.outside_observed(observed) or 0.0))
         top = np.argsort(-probs, kind="stable")[:k]
         prior = np.exp(self.model.log_prior)
         present = [(n, v) for n, v in observed.items() if v not in (UNSURE, ABSENT) and n not in ("age", "sex")]
@@ -314,6 +320,23 @@ class InquiryEngine:
             support = tuple(name for name, _ in present if raises[name][ci] and name not in left)
             out.append(RankedCondition(self.model.conditions[ci], round(float(probs[ci]), 6), support, unexplained))
         return out
+
+    @property
+    def open_world(self) -> bool:
+        """Whether the engine weighs a condition outside its collection (:mod:`.outside`): a calibrated outside prior,
+        and no self-report prior (the outside class compares likelihoods of the findings alone)."""
+        return self.calibration.outside_prior > 0.0 and not (self.text_prior is not None and self.text_weight > 0)
+
+    def outside_probability(self, findings: Sequence[Finding]) -> float | None:
+        """P(the patient's condition is none of the collection's | the findings); None for a closed-world engine."""
+        return self.outside_observed(self.observed(findings))
+
+    def outside_observed(self, observed: dict[str, Any]) -> float | None:
+        if not self.open_world:
+            return None
+        inside = float(np.logaddexp.reduce(self.model.log_joint(observed)))
+        return open_world_share(inside, self.model.log_outside(observed, self.calibration.outside_leak),
+                                   self.calibration.outside_prior)
 
     def membership(self, observed: dict[str, Any]) -> np.ndarray | None:
         """P(condition belongs in the differential), when the engine has a differential model."""

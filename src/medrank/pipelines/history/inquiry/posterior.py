@@ -168,18 +168,61 @@ class NaiveBayes:
             out &= var.seen[:, var.value_index(v)]
         return out
 
-    def log_posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
-        """Normalised log posterior; ``base`` replaces the log prior (e.g. a prior from the self-report)."""
+    def log_joint(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
+        """log P(condition, observed) for every condition (unnormalised); ``base`` replaces the log prior."""
         logp = (self.log_prior if base is None else np.asarray(base, dtype=np.float64)).copy()
         for name, value in observed.items():
             logp += self.log_likelihood(name, value)
+        return logp
+
+    def log_posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
+        """Normalised log posterior; ``base`` replaces the log prior (e.g. a prior from the self-report)."""
+        logp = self.log_joint(observed, base)
         return logp - np.logaddexp.reduce(logp)
+
+    def log_outside(self, observed: Mapping[str, Any], leak: float) -> float:
+        """log P(observed | a condition outside the collection), the likelihood of an open-world class.
+
+        A patient whose condition the collection lacks answers like the collection's patients on average (per
+        finding, the prior-weighted mean of the conditions' likelihoods), except for a finding stated present that
+        no condition's training cases show: an unlisted condition shows it with probability ``leak``, where every
+        listed condition only keeps its floor (a knee complaint in a collection of chest and infectious
+        conditions). The "leak" of noisy-OR diagnostic networks (Henrion, UAI 1988) plays the same part: findings
+        caused by something outside the model. Absent and not-sure answers, age and sex keep the mean alone."""
+        prior = np.exp(self.log_prior - np.logaddexp.reduce(self.log_prior))
+        total = 0.0
+        for name, value in observed.items():
+            mean = float(np.exp(self.log_likelihood(name, value)) @ prior)
+            if self.states_present(name, value) and not self.shown(name, value).any():
+                mean = max(mean, leak)
+            total += float(np.log(max(mean, 1e-300)))
+        return total
+
+    def states_present(self, name: str, value: Any) -> bool:
+        """Whether an observation says the finding is there (yes, or a value other than the default)."""
+        var = self.variables.get(name)
+        if var is None or value in (ABSENT, UNSURE):
+            return False
+        if var.kind == "B":
+            return value == PRESENT
+        values = (value,) if isinstance(value, str) else tuple(value)
+        return any(v != var.default for v in values)
 
     def posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
         return np.exp(self.log_posterior(observed, base))
 
     def to_json(self) -> dict[str, Any]:
         return {"conditions": self.conditions, "variables": len(self.variables)}
+
+
+def outside_probability(log_inside: float, log_outside: float, outside_prior: float) -> float:
+    """P(outside | x) from log P(x | inside) (the collection's evidence, log Σ_c P(c) P(x | c)) and log P(x |
+    outside); 0 when ``outside_prior`` is 0 (the closed world)."""
+    if outside_prior <= 0.0:
+        return 0.0
+    a = np.log1p(-outside_prior) + log_inside
+    b = np.log(outside_prior) + log_outside
+    return float(np.exp(b - np.logaddexp(a, b)))
 
 
 # ------------------------------------------------------------------ estimation
