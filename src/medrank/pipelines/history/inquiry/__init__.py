@@ -4,6 +4,7 @@ A knowledge-base first stage (expected information gain over a naive-Bayes poste
 training patients) proposes questions about findings not yet established; a trained history
 re-ranker may reorder them given the dialogue. English uses the DDXPlus knowledge base, Chinese
 the DXY symptom statistics. ``load_engine("en" | "zh")`` fits (or reloads) one; see :class:`InquiryEngine`.
+The English differential also weighs a condition outside its collection (:mod:`.outside`).
 """
 
 from medrank.pipelines.history.inquiry.build import engine_prepared, load_engine, prepare_engines
