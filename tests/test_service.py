@@ -193,6 +193,18 @@ def test_normalize_refuses_text_without_chinese_characters(services):
         assert r.status_code == 404 and "Chinese" in r.json()["detail"], mention
 
 
+def test_normalize_reads_a_procedure_abbreviation_of_its_data_written_alone(services):
+    c = _client(services)
+    assert c.post("/normalize", json={"mention": "TURP"}).status_code == 404  # the tiny service knows none
+    services.normalize = NormalizeService(services.normalize.kb, abbreviations=frozenset({"TURP", "PICC"}))
+    c = _client(services)
+    for mention in ("TURP", "ｔｕｒｐ", "PICC+"):
+        r = c.post("/normalize", json={"mention": mention, "k": 2})
+        assert r.status_code == 200 and len(r.json()["results"]) == 2, mention
+    for mention in ("hello", "TURP please", "12345"):  # a word that is no abbreviation: refused as before
+        assert c.post("/normalize", json={"mention": mention}).status_code == 404, mention
+
+
 def test_zero_shot_normalize_reports_a_calibrated_confidence(services):
     from medrank.service.calibration import TopHitCalibrator
 

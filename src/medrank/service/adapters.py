@@ -256,12 +256,15 @@ def _term(term: Any) -> dict[str, Any]:
 
 
 # -- /normalize ---------------------------------------------------------------------------------------
-def require_chinese(mention: str) -> None:
-    """The procedure normalisers read Chinese procedure names: text without a Han character is refused (→ 404)."""
-    if not has_han(mention):
+def require_chinese(mention: str, abbreviations: frozenset[str] = frozenset()) -> None:
+    """The procedure normalisers read Chinese procedure names: text without a Han character is refused (→ 404), but
+    for a procedure abbreviation of the data written alone ("TURP"; ``medrank.pipelines.procedures.abbreviations``)."""
+    from medrank.pipelines.procedures.inference import reads_as_abbreviation
+
+    if not has_han(mention) and not reads_as_abbreviation(mention, abbreviations):
         found = identify(mention)
         raise UnavailableError(f"the text {found.reads} and holds no Chinese character: the procedure normaliser reads "
-                               "Chinese procedure names only")
+                               "Chinese procedure names only, and procedure abbreviations its data writes alone")
 
 
 class NormalizeService:
@@ -271,12 +274,14 @@ class NormalizeService:
     TopHitCalibrator`, fit on a carve-out of the visible training mentions); ``low_confidence`` = below 0.5.
     """
 
-    def __init__(self, kb: KnowledgeBase, calibrator: Any = None) -> None:
+    def __init__(self, kb: KnowledgeBase, calibrator: Any = None, abbreviations: frozenset[str] = frozenset()) -> None:
         self.kb = kb
         self.calibrator = calibrator
+        #: procedure abbreviations read when written alone (``abbreviations_of_data``)
+        self.abbreviations = abbreviations
 
     def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
-        require_chinese(mention)
+        require_chinese(mention, self.abbreviations)
         hits = self.kb.search([mention], max(k, 2))[0]
         exact = bool(hits) and same_text(mention, hits[0].name)
         confidence = (None if self.calibrator is None
@@ -298,18 +303,20 @@ class TrainedNormalizeService:
     """The trained recall-and-rank normaliser (MTCG → KAR → FB or the learned fusion, :class:`~medrank.pipelines.
     procedures.normalizer.ProcedureNormalizer`): the candidates with their fused scores, plus the terms its count rule selects."""
 
-    def __init__(self, normalizer: Any, codes: dict[str, tuple[str, ...]], model: str, version: str) -> None:
+    def __init__(self, normalizer: Any, codes: dict[str, tuple[str, ...]], model: str, version: str,
+                 abbreviations: frozenset[str] = frozenset()) -> None:
         if not callable(getattr(normalizer, "normalize_one", None)):
             raise ValueError("normalizer must have normalize_one(text) -> Prediction")
         self.normalizer = normalizer
         self.codes = codes
+        self.abbreviations = abbreviations
         # what computes the frozen bottom MTCG and KAR share (the trained blocks and heads run on torch)
         self._info = PipelineInfo(model, version, True, {"standard_names": len(codes), "backend": getattr(normalizer, "backend", "torch")})
         # the normaliser toggles eval mode and fills caches per call: one request at a time
         self._lock = threading.Lock()
 
     def normalize(self, mention: str, k: int = 5) -> dict[str, Any]:
-        require_chinese(mention)
+        require_chinese(mention, self.abbreviations)
         with self._lock:
             pred = self.normalizer.normalize_one(mention)
         rows = [{"id": name, "name": name, "score": round(float(score), 6), "codes": list(self.codes.get(name, ()))}

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -431,13 +431,21 @@ class Builder:
                     self._timed("procedure normaliser warmed up (standard names encoded)", norm.warm_up)
                 codes = {c.name: tuple(c.meta["codes"]) for c in load_procedure_kb(self.settings.data_root)}
                 fusion = "learned fusion + mention memory" if getattr(norm, "fusion", "fb") == "learned" else "FB"
-                return TrainedNormalizeService(norm, codes, f"MTCG + KAR + {fusion} (trained run {run.name})", "CHIP 2019 (yidu-n7k)")
+                return TrainedNormalizeService(norm, codes, f"MTCG + KAR + {fusion} (trained run {run.name})", "CHIP 2019 (yidu-n7k)",
+                                               self.procedure_abbreviations(codes))
             except (ImportError, FileNotFoundError, ValueError, KeyError) as exc:
                 self.say(f"  normalize: could not load {run} ({exc}); serving the zero-shot form")
         if "procedures" not in self.settings.kbs:
             return None
         kb = self.knowledge_base("procedures")
-        return NormalizeService(kb, self.normalize_calibrator(kb))
+        return NormalizeService(kb, self.normalize_calibrator(kb),
+                                self.procedure_abbreviations(c.name for c in kb.concepts.values()))
+
+    def procedure_abbreviations(self, names: Iterable[str]) -> frozenset[str]:
+        """The procedure abbreviations /normalize reads written alone: the code list's and the training mentions'."""
+        from medrank.pipelines.procedures.inference import abbreviations_of_data
+
+        return abbreviations_of_data(names, self.settings.data_root)
 
     def normalize_calibrator(self, kb: KnowledgeBase) -> TopHitCalibrator | None:
         """P(top name is right) for the zero-shot normaliser, fit once on a fixed-seed carve-out of the CHIP 2019

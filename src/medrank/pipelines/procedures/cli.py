@@ -57,6 +57,17 @@ def _evaluate(test: Path | None, split: str | None, model: Path | None, options:
     return evaluate_procedures(test, split, model, options)
 
 
+def _abbreviations() -> frozenset[str]:
+    """The procedure abbreviations of the data under the data root (none when the code list is missing)."""
+    from medrank.data.procedures import load_procedure_kb
+    from medrank.pipelines.procedures.abbreviations import abbreviations_of_data
+
+    try:
+        return abbreviations_of_data(c.name for c in load_procedure_kb())
+    except (OSError, ValueError):
+        return frozenset()
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def normalize(
@@ -70,6 +81,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Normalise procedure mentions: MTCG recall → KAR re-ranking → FB (or learned fusion) → standard names + ICD codes."""
         from medrank.console import console, fail, print_refusal, print_results
+        from medrank.pipelines.procedures.abbreviations import reads_as_abbreviation
         from medrank.pipelines.procedures.fusion import check_theta
         from medrank.pipelines.procedures.normalizer import ProcedureNormalizer, check_mentions
         from medrank.text import has_han
@@ -79,9 +91,12 @@ def register(app: typer.Typer) -> None:
             if theta is not None:
                 check_theta(theta)
             # the normalisers read Chinese procedure names: a mention without a Han character is reported, not
-            # normalised (its nearest Chinese name would be a confident wrong code)
+            # normalised (its nearest Chinese name would be a confident wrong code), unless it is a procedure
+            # abbreviation the data writes alone ("TURP")
+            abbreviations = _abbreviations() if not all(has_han(m) for m in mentions) else frozenset()
             refused = {m: "not normalised: the mention holds no Chinese character; the procedure normaliser reads "
-                          "Chinese procedure names only" for m in mentions if not has_han(m)}
+                          "Chinese procedure names only, and procedure abbreviations its data writes alone"
+                       for m in mentions if not has_han(m) and not reads_as_abbreviation(m, abbreviations)}
             kept = [m for m in mentions if m not in refused]
             norm = ProcedureNormalizer.load(model or default_run(), **({"theta": theta} if theta is not None else {})) if kept else None
             if norm is not None and theta is not None and norm.learned is not None:

@@ -451,11 +451,12 @@ function passageItem(r, top) {
 $("passages-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const entity = $("entity").value.trim(), aspect = $("aspect").value.trim();
-  if (!entity || !aspect) { showError(clinician, "Give both an entity and an aspect."); return; }
-  // the previous answer goes at once: a failure must not leave it on screen as if it were this one's
+  // the previous answer goes at once: a failure (or a form left half filled) must not leave it on screen as if it
+  // were this one's
   $("passages").replaceChildren();
   $("curve").replaceChildren();
   $("passages-meta").textContent = "";
+  if (!entity || !aspect) { showError(clinician, "Give both an entity and an aspect."); return; }
   busy(clinician, "Searching the passages…", async () => {
     const data = await api("/passages", { entity, aspect, k: 5 });
     const top = new Set(data.results.flatMap((r) => r.sentences).sort((a, b) => b.score - a.score).slice(0, HIGHLIGHTED));
@@ -471,10 +472,10 @@ const coder = $("coder");
 $("normalize-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const mention = $("mention").value.trim();
-  if (!mention) { showError(coder, "Type a procedure."); return; }
   $("codes").hidden = true;
   $("normalize-meta").textContent = "";
   $("normalize-warn").hidden = true;
+  if (!mention) { showError(coder, "Type a procedure."); return; }
   busy(coder, "Normalizing…", async () => {
     const data = await api("/normalize", { mention, k: 5 });
     const body = document.querySelector("#codes tbody");
