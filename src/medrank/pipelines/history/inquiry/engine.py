@@ -336,7 +336,7 @@ class InquiryEngine:
             return None
         inside = float(np.logaddexp.reduce(self.model.log_joint(observed)))
         return open_world_share(inside, self.model.log_outside(observed, self.calibration.outside_leak),
-                                   self.calibration.outside_prior)
+                                self.calibration.outside_prior)
 
     def membership(self, observed: dict[str, Any]) -> np.ndarray | None:
         """P(condition belongs in the differential), when the engine has a differential model."""

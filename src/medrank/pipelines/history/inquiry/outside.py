@@ -1,8 +1,8 @@
 """How likely the patient's condition is one the collection lacks: an open-world class beside the conditions.
 
 The naive Bayes normalises over the collection's conditions, so a complaint that none of them explains still gets a
-confident top condition (DDXPlus has no knee condition: "my knee is swollen and hurts when I walk" read Spontaneous rib
-fracture at 87 %). An *outside* class with prior ``outside_prior`` and likelihood
+confident top condition (DDXPlus has no knee or stomach condition, yet a swollen knee or vomiting get one). An
+*outside* class with prior ``outside_prior`` and likelihood
 :meth:`~medrank.pipelines.history.inquiry.posterior.NaiveBayes.log_outside` (the collection's mean likelihood per
 finding, a stated finding at least ``leak``) takes its share:
 

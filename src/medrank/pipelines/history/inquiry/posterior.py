@@ -186,8 +186,7 @@ class NaiveBayes:
         A patient whose condition the collection lacks answers like the collection's patients on average (per
         finding, the prior-weighted mean of the conditions' likelihoods), except for a finding stated present that
         no condition's training cases show: an unlisted condition shows it with probability ``leak``, where every
-        listed condition only keeps its floor (a knee complaint in a collection of chest and infectious
-        conditions). The "leak" of noisy-OR diagnostic networks (Henrion, UAI 1988) plays the same part: findings
+        listed condition only keeps its floor or its smoothing. The "leak" of noisy-OR diagnostic networks (Henrion, UAI 1988) plays the same part: findings
         caused by something outside the model. Absent and not-sure answers, age and sex keep the mean alone."""
         prior = np.exp(self.log_prior - np.logaddexp.reduce(self.log_prior))
         total = 0.0
