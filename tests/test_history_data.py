@@ -352,7 +352,12 @@ def test_a_global_reranker_with_fewer_layers_trains_saves_and_reloads_with_them(
 
 def test_a_question_bank_on_the_first_stage_ranks_from_the_dialogue(tmp_path, tiny_st):
     from medrank.pipelines.history.builders import build_first_stage, load_first_stage
-    from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, display_question
+    from medrank.pipelines.history.question_bank import (
+        NextQuestionRanker,
+        QuestionBank,
+        display_question,
+        is_tagged_statement,
+    )
 
     mts, aci = write_fixture(tmp_path)
     out = tmp_path / "first-stage"
@@ -376,6 +381,24 @@ def test_a_question_bank_on_the_first_stage_ranks_from_the_dialogue(tmp_path, ti
     assert len(stage._cache) == remembered  # a user's turns are not kept
     # the same dialogue twice: the same list (no state kept between calls)
     assert ranker.rank(dialogue, [], None, "en", k=20)["results"] == out_rank["results"]
+    # statements with a confirmation tag are never proposed; a question left out that way is left out of every list
+    assert bank.never_asked == {q.id for q in stage.bank if is_tagged_statement(q.text)}
+    left_out = next(q for q in stage.bank if q.text != "do you have fever?")
+    bank.never_asked = frozenset({left_out.id})
+    texts = [r["text"] for r in ranker.rank(dialogue, [], None, "en", k=20)["results"]]
+    assert display_question(left_out.text) not in texts and len(texts) == len(stage.bank) - 2
+
+
+def test_a_statement_with_a_confirmation_tag_is_no_question_to_propose():
+    from medrank.pipelines.history.question_bank import is_tagged_statement
+
+    for statement in ("you're seventy eight years old correct?", "i'm gon na prescribe you some meloxicam okay?",
+                      "call me if anything happens okay?", "doctor x referred you to us is that correct?",
+                      "no drugs and stuff right?"):
+        assert is_tagged_statement(statement), statement
+    for question in ("are you doing okay?", "which side left or right?", "is that all right?", "any fever or chills?",
+                     "does it hurt on the right?", "how are you feeling today?", "okay?"):
+        assert not is_tagged_statement(question), question
 
 
 def test_display_question_restores_the_capitals_normalising_took():

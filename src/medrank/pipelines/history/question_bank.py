@@ -52,6 +52,23 @@ def display_question(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+#: the words that open a question asking the patient something (an auxiliary, a wh-word, "any …", "tell me …")
+_ASKING = frozenset("are is am was were do does did have has had can could would will should shall may might how what "
+                    "when where which who whom whose why any anything anyone anybody tell".split())
+#: a confirmation tag closing a statement ("… okay?", "… correct?", "… is that right?")
+_TAG = re.compile(r"\b(?:okay|ok|correct|right|alright|all right)\?$")
+
+
+def is_tagged_statement(question: str) -> bool:
+    """Whether a bank question is a statement with a confirmation tag, not a question that asks for something: the
+    plan announced ("i'm gon na prescribe you some meloxicam … okay?") or what the record says confirmed ("you're
+    seventy eight years old correct?", "here it says you had severe sinusitis … correct?"). A pre-consultation has
+    neither a plan nor a record to confirm. A question opened by an auxiliary or a wh-word stays one, whatever its last
+    word ("are you doing okay?", "which side left or right?")."""
+    words = question.lower().split()
+    return len(words) >= 2 and words[0] not in _ASKING and _TAG.search(" ".join(words)) is not None
+
+
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
 DISTINCT_COSINE = 0.80
 
@@ -112,19 +129,25 @@ class QuestionBank:
         #: length, centred when asked): rephrasings are found without encoding the bank at every request
         self.vectors = self.comparable(vectors) if vectors is not None else None
         self._row = {qid: n for n, qid in enumerate(self.ids)}
+        #: first-stage question ids (without the language prefix) never proposed (:meth:`from_first_stage`)
+        self.never_asked: frozenset[str] = frozenset()
 
     @classmethod
-    def from_first_stage(cls, language: str, stage: Any, source: str) -> QuestionBank:
+    def from_first_stage(cls, language: str, stage: Any, source: str, leave_out_statements: bool = True) -> QuestionBank:
         """The canonical questions of a history first stage (:func:`~medrank.pipelines.history.builders.load_first_stage`),
-        ranked by it; its vectors (the encoder's, unit length) find rephrasings."""
+        ranked by it; its vectors (the encoder's, unit length) find rephrasings. With ``leave_out_statements``, the
+        statements with a confirmation tag (:func:`is_tagged_statement`) are never proposed."""
         ids = [f"{language}-{q.id}" for q in stage.bank]
         weights = ", ".join(f"{k} {v:g}" for k, v in stage.weights.items() if v)
         retrieval = (f"history first stage (what doctors asked next after the {stage.knn_k} most similar of "
                      f"{len(stage.memory.tails):,} training turns, question similarity, BM25, how often asked; "
                      f"weights {weights})"
                      if stage.memory is not None else f"history first stage (weights {weights})")
-        return cls(language, ids, [display_question(q.text) for q in stage.bank], None, retrieval, source,
+        bank = cls(language, ids, [display_question(q.text) for q in stage.bank], None, retrieval, source,
                    vectors=np.asarray(stage.vectors, dtype=np.float32), first_stage=stage)
+        bank.never_asked = frozenset(q.id for q in stage.bank if is_tagged_statement(q.text)) if leave_out_statements \
+            else frozenset()
+        return bank
 
     def asked_ids(self, dialogue: Sequence[dict[str, str]]) -> set[str]:
         """Ids of the bank questions the doctor already asked in ``dialogue`` (any merged phrasing of them;
@@ -145,7 +168,7 @@ class QuestionBank:
 
         stage = self.first_stage
         turns = [Turn(t["speaker"], t["text"]) for t in dialogue]
-        asked = {i.removeprefix(f"{self.language}-") for i in self.asked_ids(dialogue)}
+        asked = {i.removeprefix(f"{self.language}-") for i in self.asked_ids(dialogue)} | self.never_asked
         ids, scores = stage.retrieve([turns], [asked], k=k)[0]
         return [(f"{self.language}-{i}", s) for i, s in zip(ids, scores, strict=True)]
 
