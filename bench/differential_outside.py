@@ -58,12 +58,13 @@ def main() -> None:
         p_out, msp, kept, left = [], [], [], []
         for c in at:
             joint = c.model.log_joint(c.observed)
-            closed = np.exp((joint - np.logaddexp.reduce(joint)) / cal.temperature)
-            closed /= closed.sum()
+            closed = served.probabilities(joint)  # tempered as served (shift-invariant)
             p = outside_probability(c.log_inside, c.log_outside(cal.outside_leak), cal.outside_prior)
             opened = closed * (1.0 - p)
             p_out.append(p)
-            msp.append(1.0 - float(closed.max()))
+            # 1 - the top probability, ranked in log space: near certainty, 1 - p rounds to 0 for many patients alike
+            z = joint / cal.temperature
+            msp.append(float(np.logaddexp.reduce(np.delete(z, z.argmax())) - np.logaddexp.reduce(z)))
             if c.outside:
                 left.append((float(closed.max()), float(opened.max()), p > opened.max()))
             else:

@@ -92,7 +92,8 @@ def main() -> None:
         how = f" ({served.serving})" if served.serving else ""
         how += " + small-talk gate" if served.small_talk is not None else ""
         systems[f"trained run {args.run.name}, its own calibration, served form{how}"] = score(served, texts, slots, names)
-    results = common.RESULTS / f"{args.name or args.data.stem.replace('_en', '')}.json"
+    result_name = args.name or args.data.stem.replace("_en", "")
+    results = common.RESULTS / f"{result_name}.json"
     kept: list[str] = []
     if not (args.run / "sets-hpo.json").exists() and results.exists():
         # the trained run is not on this machine: its rows stay as the last run that had it wrote them, and say so
@@ -126,7 +127,7 @@ def main() -> None:
     if kept:
         lines += ["", "Not re-run this time (the trained run was not on the machine), kept as an earlier run of this script "
                   "wrote them: " + "; ".join(kept) + "."]
-    common.write(args.name or args.data.stem.replace("_en", ""), out, "\n".join(lines))
+    common.write(result_name, out, "\n".join(lines))
     for name, r in systems.items():
         print(name, r["decided"], flush=True)
 

@@ -21,9 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import common
-from service_next_questions import first_patient_turns
 
-from medrank.config import set_threads
+from medrank.config import dataset_dir, set_threads
+from medrank.pipelines.history.builders.mts_aci import read_dialogues
 from medrank.service.build import build_services
 from medrank.service.settings import ServiceSettings
 
@@ -37,21 +37,24 @@ def main() -> None:
     args = ap.parse_args()
     set_threads(args.threads)
     from medrank.data.procedures import load_procedure_kb, load_procedure_mentions
-    from medrank.pipelines.procedures.abbreviations import latin_words, reads_as_abbreviation
+    from medrank.pipelines.procedures.abbreviations import (
+        latin_words,
+        procedure_abbreviations,
+        reads_as_abbreviation,
+    )
     from medrank.text import has_han
 
     settings = ServiceSettings(api_token=None, batch_queries=False, models_dir=Path("/nonexistent-no-runs"),
                                **({"state_dir": args.state} if args.state else {}))
     service = build_services(settings, ("normalize",), show_progress=False).normalize
     known = service.abbreviations
-    # the names the data gives each abbreviation
+    # the names the data gives each abbreviation: those that write it in brackets, ...
     expected: dict[str, set[str]] = defaultdict(set)
     for concept in load_procedure_kb():
-        for word in latin_words(concept.name):
-            if word in known and f"{word}" in concept.name.upper().replace("（", "(").replace("）", ")"):
-                expected[word].add(concept.name)
+        for word in procedure_abbreviations([concept.name]):
+            expected[word].add(concept.name)
     train = load_procedure_mentions("train")
-    for q in train.queries:
+    for q in train.queries:  # ... and the training names of a mention that is the abbreviation alone
         if not has_han(q.text) and len(latin_words(q.text)) == 1:
             expected[latin_words(q.text)[0]] |= set(train.qrels.relevant(q.id))
     rows, right = [], 0
@@ -69,17 +72,9 @@ def main() -> None:
         first = service.normalize(q.text, k=1)["results"][0]["name"] if read else None
         bare_rows.append({"mention": q.text, "read": read, "first_name": first,
                           "right": first in set(valid.qrels.relevant(q.id)) if first else False})
-    turns = [t for t in first_patient_turns(10_000) if t.strip()]
-    # every patient turn of the validation conversations, not only the first
-    import csv
-
-    from medrank.config import dataset_dir
+    # every patient turn of the MTS-Dialog validation conversations
     path = dataset_dir("mts-dialog") / "Main-Dataset" / "MTS-Dialog-ValidationSet.csv"
-    with open(path, encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            turns += [line.split(":", 1)[1].strip() for line in row["dialogue"].splitlines()
-                      if line.lower().startswith("patient:") and ":" in line]
-    turns = sorted({t for t in turns if t})
+    turns = sorted({t.text for d in read_dialogues([path], "valid") for t in d.turns if t.speaker == "patient"})
     read_turns = [t for t in turns if reads_as_abbreviation(t, known)]
     typed = {t: reads_as_abbreviation(t, known) for t in TYPED}
     out = {"abbreviations": len(known), "first_name_right": right, "rows": rows,

@@ -501,3 +501,17 @@ def test_real_english_detector_reads_pain_by_its_place_and_circumstance():
     assert "a hiatal hernia" not in found("my stomach hurts and I feel sick")
     assert "pain that is increased when you breathe in deeply" in found("My chest hurts when I breathe in")
     assert any(f.startswith("difficulty swallowing") for f in found("it hurts to swallow"))
+
+
+def test_states_after_several_budgets_are_those_of_separate_inquiries():
+    from medrank.pipelines.history.inquiry.simulate import inquiry_states, inquiry_states_at
+
+    engine = _toy_engine()
+    patients = [Patient("p0", "c0", ("A",), {"A": True, "A2": True, "K": ("0",)}),
+                Patient("p1", "c1", ("B",), {"B": True, "M": ("x",)})]
+    at = inquiry_states_at(engine, patients, (0, 1, 2, 9))
+    for budget, states in at.items():
+        assert states == inquiry_states(engine, patients, budget), budget
+    assert at[0] != at[2] and at[9] == inquiry_states(engine, patients, 20)  # nothing left to ask: where it stopped
+    with pytest.raises(ValueError, match="budgets"):
+        inquiry_states_at(engine, patients, ())

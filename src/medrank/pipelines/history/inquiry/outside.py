@@ -66,14 +66,14 @@ def leave_conditions_out(conditions: Sequence[str], train: Sequence[Patient], re
     """Cases for fitting or measuring the outside class: for each fold of conditions, an engine fitted by
     ``make_engine(patients, kept conditions)`` on ``train`` without that fold reads every patient of ``read`` at the
     states its inquiries of each of ``budgets`` questions reach."""
-    from medrank.pipelines.history.inquiry.simulate import inquiry_states
+    from medrank.pipelines.history.inquiry.simulate import inquiry_states_at
 
     cases = []
     for held in condition_folds(list(conditions), folds, seed):
         kept = [c for c in conditions if c not in set(held)]
         engine = make_engine([p for p in train if p.condition in set(kept)], kept)
-        for budget in budgets:
-            for patient, observed in zip(read, inquiry_states(engine, read, budget), strict=True):
+        for budget, states in inquiry_states_at(engine, read, budgets).items():
+            for patient, observed in zip(read, states, strict=True):
                 joint = engine.model.log_joint(observed)
                 cases.append(OutsideCase(engine.model, observed, patient.condition in set(held), budget,
                                          patient.condition, float(np.logaddexp.reduce(joint))))

@@ -125,13 +125,24 @@ def inquiry_states(engine: InquiryEngine, patients: Sequence[Patient], budget: i
     Every patient's inquiry advances one turn at a time together, so each turn scores the questions of
     all of them in one batch (:meth:`.InformationGain.best` picks what :meth:`.InquiryEngine.first_stage`
     would)."""
+    return inquiry_states_at(engine, patients, (budget,))[budget]
+
+
+def inquiry_states_at(engine: InquiryEngine, patients: Sequence[Patient],
+                      budgets: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """:func:`inquiry_states` after each of ``budgets`` questions, from one run of the inquiries (the states after
+    5 questions are where the inquiry of 30 stood after its fifth)."""
+    if not budgets or min(budgets) < 0:
+        raise ValueError(f"budgets must be non-negative question counts, got {list(budgets)}")
     model, gain = engine.model, engine.gain
     observed = [engine.observed(opening(engine, p)) for p in patients]
     # unnormalised log posteriors, grown by one answer per turn instead of summed again
     logp = np.stack([model.log_prior + sum((model.log_likelihood(n, v) for n, v in o.items()), np.zeros(len(model.log_prior)))
                      for o in observed]) if patients else np.zeros((0, len(model.log_prior)))
     active = list(range(len(patients)))
-    for _ in range(budget):
+    # the maps are replaced, never changed in place, when an answer joins them: a snapshot is a shallow list copy
+    states = {0: list(observed)} if 0 in budgets else {}
+    for turn in range(1, max(budgets) + 1):
         if not active:
             break
         rows = logp[active]
@@ -148,7 +159,10 @@ def inquiry_states(engine: InquiryEngine, patients: Sequence[Patient], budget: i
             logp[i] += model.log_likelihood(name, reply[name])
             still.append(i)
         active = still
-    return observed
+        if turn in budgets:
+            states[turn] = list(observed)
+    # an inquiry with nothing left to ask stands where it stopped
+    return {b: states.get(b, observed) for b in budgets}
 
 
 # ------------------------------------------------------------------ metrics
