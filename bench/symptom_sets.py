@@ -349,7 +349,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
-    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
+    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS, body_parts=True)
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
@@ -360,7 +360,8 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
                                        language="en", hierarchy=hier, name="hpo")
     det_d.calibration = SetDetector.from_retriever(
         retriever("hpo-calibration-hybrid-minilm", cal_concepts, "hybrid", "minilm", "en", True),
-        language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)
+        language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
+                                                      body_parts=True)
     preds = [{t.id for t in s.terms} for s in det_d.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + definitions in the index + spans + calibration + per-span rule)"] = pct(
         set_prf(preds, test_gold))
@@ -368,7 +369,8 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     # a calibration fitted on unseen phrases only (the earlier design) never saw an exact match
     served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
                                         language="en", hierarchy=hier, name="hpo")
-    for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS)), ("mixed", cal)):
+    for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
+                                                               body_parts=True)), ("mixed", cal)):
         served.calibration = calibration
         preds = [{t.id for t in s.terms} for s in served.detect_many(test_texts)]
         systems[f"phrases in the index (served case): set detector, MiniLM hybrid, calibrated on {label}"] = pct(
@@ -819,7 +821,10 @@ def main() -> None:
             systems = dict(now[key].get("systems", {}))
             for name, row in value.get("systems", {}).items():
                 systems[name] = {**systems.get(name, {}), **row}
-            now[key] = {**now[key], **{k: v for k, v in value.items() if k != "systems"}, "systems": systems}
+            merged = {"systems": systems}
+            if "one_term" in value:  # the one-symptom rows likewise
+                merged["one_term"] = {**now[key].get("one_term", {}), **value["one_term"]}
+            now[key] = {**now[key], **{k: v for k, v in value.items() if k not in merged}, **merged}
         elif key in ("part_seconds", "part_load_average", "part_machine"):
             now[key] = {**now.get(key, {}), **value}
         else:

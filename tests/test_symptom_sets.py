@@ -719,6 +719,19 @@ def test_how_many_times_says_how_often_not_what() -> None:
     assert [s.text for s in find_spans("coughing 5 times an hour", None, "en")] == ["coughing"]
 
 
+def test_a_pair_of_function_words_is_how_often_not_two_findings() -> None:
+    # split, "off" alone decided Squared-off platyspondyly
+    assert [s.text for s in find_spans("my tummy's been hurting on and off since sunday", None, "en")] == [
+        "my tummy's been hurting"]
+    assert [s.text for s in find_spans("I have a headache every now and then", None, "en")] == ["headache"]
+    assert [s.text for s in find_spans("I feel sick and dizzy off and on", None, "en")] == ["feel sick", "dizzy"]
+    assert [s.text for s in find_spans("my cough gets worse and worse", None, "en")] == ["my cough gets worse and worse"]
+    # two findings, and a finding and a function word, still part
+    assert [s.text for s in find_spans("I had a fever and then a rash", None, "en")] == ["fever", "rash"]
+    assert [s.text for s in find_spans("pain in my neck and back", None, "en")] == ["pain in my neck", "back"]
+    assert [s.text for s in find_spans("no fever and no cough", None, "en")] == ["no fever", "no cough"]
+
+
 def test_code_prefix_ancestors() -> None:
     h = CodePrefixHierarchy({"R10": ("R10",), "R10.1": ("R10.1",), "R10.101": ("R10.101",), "R11": ("R11",)})
     assert h.is_ancestor("R10", "R10.101") and h.is_ancestor("R10.1", "R10.101")

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
 from medrank.pipelines.symptom.spans import Span, find_spans, is_chinese
@@ -273,6 +274,10 @@ class SetCalibration:
     info: dict[str, Any] = field(default_factory=dict)
     model: str = "logistic"
     trees: BoostedTrees | None = None
+    #: an English term is not decided on a span whose body parts its wordings contradict (:mod:`.body_parts`:
+    #: Breast mass for "a lump in my neck"); a rule on top of the probabilities, which :meth:`SetDetector.fit`
+    #: chooses the threshold without
+    body_parts: bool = False
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.features if f not in FEATURES]
@@ -303,7 +308,8 @@ class SetCalibration:
                 "mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept,
                 **({"trees": self.trees.to_json()} if self.trees is not None else {}),
                 "threshold": self.threshold, "min_terms": self.min_terms, "span_threshold": self.span_threshold,
-                **({"join_margin": self.join_margin} if self.join_margin is not None else {}), "info": self.info}
+                **({"join_margin": self.join_margin} if self.join_margin is not None else {}),
+                **({"body_parts": True} if self.body_parts else {}), "info": self.info}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -317,7 +323,8 @@ class SetCalibration:
         return cls([float(v) for v in d["mean"]], [float(v) for v in d["scale"]], [float(v) for v in d["coef"]],
                    float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), tuple(d["features"]),
                    None if d.get("span_threshold") is None else float(d["span_threshold"]),
-                   None if d.get("join_margin") is None else float(d["join_margin"]), dict(d.get("info", {})), model, trees)
+                   None if d.get("join_margin") is None else float(d["join_margin"]), dict(d.get("info", {})), model, trees,
+                   bool(d.get("body_parts", False)))
 
     @classmethod
     def load(cls, path: PathLike) -> SetCalibration:
@@ -551,6 +558,7 @@ class SetDetector:
         self._by_wording: dict[str, frozenset[str]] | None = None
         self._stems: dict[str, tuple[frozenset[str], ...]] = {}
         self._vocabulary_stems: frozenset[str] | None = None
+        self._body_parts: BodyParts | None = None
 
     @property
     def join_margin(self) -> float | None:
@@ -917,13 +925,14 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         vaguer = self._vaguer(order, cands, spans, p, threshold, text)
+        contradicted = self._contradicted(text, spans, cands) if cal.body_parts else set()
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
         # what is absent ("I have no fever" decided Simple febrile seizure at 0 % to fill it)
         for j in order:
             stated = cands[j].span_idx >= 0 and not spans[cands[j].span_idx].negated
-            ok = (p[j] >= threshold or (len(chosen) < min_terms and stated)) and j not in vaguer
+            ok = (p[j] >= threshold or (len(chosen) < min_terms and stated)) and j not in vaguer and j not in contradicted
             # a reading re-reads words other spans hold, for the finding they name together: only its best match is
             # that finding (its fourth, Chromosomal breakage…, decided "broke out in hives after eating shrimp")
             ok = ok and not (stated and spans[cands[j].span_idx].reading
@@ -976,7 +985,7 @@ class SetDetector:
             for i, sp in enumerate(spans):
                 if sp.negated or i in covered_spans:
                     continue
-                best = next((j for j in rest if cands[j].span_idx == i), None)
+                best = next((j for j in rest if cands[j].span_idx == i and j not in contradicted), None)
                 if best is not None and p[best] >= span_cut and self._compatible(best, chosen, cands, spans):
                     chosen.append(best)
                     rest.remove(best)
@@ -1009,6 +1018,8 @@ class SetDetector:
         own_words = [j for j in rest if (math.isfinite(cands[j].span_score) or math.isfinite(cands[j].text_score))
                      and not (cands[j].span_idx >= 0 and spans[cands[j].span_idx].negated)]
         alternatives = uncovered + [j for j in own_words if j not in uncovered]
+        # a term its span's body parts contradict is offered after the others (it was not decided for that)
+        alternatives.sort(key=lambda j: j in contradicted)
         return SymptomSet([term(j) for j in chosen],
                           [term(j) for j in alternatives[: max(self.max_alternatives, len(uncovered))]], ranking)
 
@@ -1119,6 +1130,17 @@ class SetDetector:
             return bool({w[:4] for w in own - held} & {w[:4] for w in _word_stems(text)})
         return bool((own - held) & _word_stems(text))
 
+    def _contradicted(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """The English candidates whose wordings name only body parts that their span's parts never go with
+        (:meth:`.BodyParts.contradicts`); empty without wordings."""
+        if self.wordings is None or self._zh(text):
+            return set()
+        if self._body_parts is None:
+            self._body_parts = BodyParts.from_wordings(self.wordings)
+        parts = self._body_parts
+        return {j for j, c in enumerate(cands)
+                if parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text, self.wordings.get(c.id, ()))}
+
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
         spans that overlap: "my knee is swollen and hurts" and its "hurts") is its kin (:meth:`Hierarchy.kin`)."""
@@ -1218,7 +1240,7 @@ class SetDetector:
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
             batch: int = 64, span_rule: bool = False, model: str = "logistic",
             features: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
-            join_margins: Sequence[float | None] = (None,)) -> SetCalibration:
+            join_margins: Sequence[float | None] = (None,), body_parts: bool = False) -> SetCalibration:
         """Fit the probability model on labelled complaints, then the threshold / minimum count (and, with
         ``span_rule``, the per-span threshold) that maximise micro set F1 on them; sets and returns
         :attr:`calibration`.
@@ -1228,7 +1250,8 @@ class SetDetector:
         out-of-fold probabilities, ``folds`` folds of complaints, ``seed``). ``features`` default to every feature
         when the detector has a :attr:`memory`, else :data:`BASE_FEATURES`. ``join_margins``: the
         :attr:`SetCalibration.join_margin` values to try (each prepares the complaints again; the one with the best
-        F1 is kept); a detector given its own ``join_margin`` keeps it."""
+        F1 is kept); a detector given its own ``join_margin`` keeps it. ``body_parts``: the calibration turns the
+        body-part rule on (:attr:`SetCalibration.body_parts`; the threshold is chosen without it)."""
         if len(texts) != len(gold) or not texts:
             raise ValueError(f"{len(texts)} texts and {len(gold)} gold sets: give the same, non-zero number")
         if model not in MODELS:
@@ -1259,6 +1282,7 @@ class SetDetector:
             self._join_margin = own_margin
         assert best is not None
         f1, cal, prepared = best
+        cal.body_parts = body_parts
         self.calibration = cal
         reachable = sum(len(g & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True))
         cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for _, _, x, _ in prepared)),

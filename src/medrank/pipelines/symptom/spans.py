@@ -22,7 +22,10 @@ watery") is read with that clause, and an adjective is searched with the body pa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han
 
@@ -82,10 +85,13 @@ def is_chinese(text: str) -> bool:
     return mostly_han(text) and not KANA.search(text) and not HANGUL.search(text)
 
 
-def _pieces(text: str, pattern: re.Pattern[str]) -> list[tuple[int, int]]:
-    """Maximal pieces of ``text`` between matches of ``pattern``, trimmed of spaces."""
+def _pieces(text: str, pattern: re.Pattern[str], keep: Callable[[str, re.Match[str]], bool] | None = None
+            ) -> list[tuple[int, int]]:
+    """Maximal pieces of ``text`` between matches of ``pattern`` (those ``keep`` does not keep), trimmed of spaces."""
     out, pos = [], 0
     for m in pattern.finditer(text):
+        if keep is not None and keep(text, m):
+            continue
         out.append((pos, m.start()))
         pos = m.end()
     out.append((pos, len(text)))
@@ -133,13 +139,37 @@ _EN_PART_SUBJECT = re.compile(
     rf"({'|'.join(sorted(_EN_LINKING | _EN_PREDICATES))})\b", re.I)
 
 
+_EN_WORD_BEFORE = re.compile(r"([A-Za-z']+)\s*$")
+_EN_WORD_AFTER = re.compile(r"\s*([A-Za-z']+)")
+_EN_PAIR_BEFORE = re.compile(r"\b([A-Za-z']+)\s+(?:and|or)\s+$", re.I)
+
+
+def _binomial(text: str, m: re.Match[str]) -> bool:
+    """True when the conjunction ``m`` joins two function words or a word with itself: a fixed pair that says how
+    often or which way ("on and off", "now and then", "over and over", "worse and worse"), not two findings. Split,
+    "off" alone finds Squared-off platyspondyly."""
+    word = m.group(0).lower()
+    pair = _EN_PAIR_BEFORE.search(text, 0, m.start())
+    if word in ENGLISH_STOP_WORDS and pair is not None:  # the second word of the pair is a conjunction too: "now and then"
+        first = pair.group(1).lower()
+        return first in ENGLISH_STOP_WORDS and first not in _EN_NEG
+    if word not in ("and", "or"):
+        return False
+    before = _EN_WORD_BEFORE.search(text, 0, m.start())
+    after = _EN_WORD_AFTER.match(text, m.end())
+    if before is None or after is None:
+        return False
+    a, b = before.group(1).lower(), after.group(1).lower()
+    return a == b or (a in ENGLISH_STOP_WORDS and b in ENGLISH_STOP_WORDS and a not in _EN_NEG and b not in _EN_NEG)
+
+
 def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
     """Character ranges of the clauses of ``text`` (see the module docstring)."""
     zh = is_chinese(text) if language is None else language == "zh"
     if zh:
         return _pieces(text, _ZH_SPLIT)
     out = []
-    for a, b in _pieces(text, _EN_SPLIT):
+    for a, b in _pieces(text, _EN_SPLIT, _binomial):
         for c, d in _pieces(text[a:b], _EN_SUB_SPLIT):
             out.append((a + c, a + d))
     return out
@@ -181,7 +211,7 @@ _EN_TIME = re.compile(
     rf"|\s+(?:{_EN_ABOUT}{_EN_NUMBER}\s+{_EN_UNIT}\s+(?:ago|now))"
     rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
     rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
-    rf"|now|lately|recently|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
+    rf"|now|lately|recently|(?:every\s+)?now\s+and\s+then|on\s+and\s+off|off\s+and\s+on|from\s+time\s+to\s+time|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
     rf"|occasionally|every\s+day|so\s+much|very\s+much|badly"
     # how many times ("thrown up twice": alone, "twice" finds Bifid antitragus and duplications)
     rf"|(?:once|twice|{_EN_NUMBER}\s+times)(?:\s+(?:a|an|per|every|each)\s+(?:day|night|week|hour|month))?)"

@@ -1,0 +1,91 @@
+"""The body parts a vocabulary names, and whether a term's words name another part than the complaint's.
+
+A retriever matches a complaint's finding word and misses where it is: "a lump in my neck" finds Breast mass (its
+synonym "Breast lump"), "swollen knee" finds Lymphadenopathy ("Swollen lymph nodes"). :class:`BodyParts` reads the
+parts from the vocabulary itself: HPO names the organs and regions of its branches "Abnormality of the knee",
+"Abnormal breast morphology", "Abnormal pharynx physiology". A term names the parts its own wordings (name,
+synonyms) hold. Two parts go together when one term's wordings name both: a tissue found everywhere and a region
+that holds it ("Neck muscle weakness": neck and muscle; "Finger joint hypermobility": finger and joint), or the
+learned and the everyday word for one part (Multiple renal cysts, "Multiple kidney cysts": renal and kidney).
+
+A term *contradicts* a span when the span names parts, the term's wordings name parts, and no part of one goes
+together with a part of the other (Breast mass for "lump in my neck"; not Pruritus, "Itchy skin", for "itchy skin
+on my hands"). A term whose wordings name no part (Pruritus for "an itchy rash on my arm", where "arm" is no
+part of the list) contradicts nothing: the check only speaks when both sides name a part it knows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+#: vocabulary names that name a part: "Abnormality of the knee", "Abnormal breast morphology",
+#: "Abnormal pharynx physiology" (a part of one or two words)
+PART_NAMES = (
+    re.compile(r"^abnormality of the ((?:[a-z]+ )?[a-z]+)$"),
+    re.compile(r"^abnormal ((?:[a-z]+ )?[a-z]+) (?:morphology|physiology)$"),
+)
+_WORD = re.compile(r"[a-z]+")
+#: words of a part-naming name that are not the part ("Abnormality of the skin of the hand" is no part name)
+_NOT_PARTS = frozenset({"abnormality", "abnormal", "the", "of", "and", "or", "in", "on", "to", "a", "an"})
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def stem(word: str) -> str:
+    """A word's first five letters, less a plural "s": "pharyngeal" and "pharynx", "breasts" and "breast" meet."""
+    return _singular(word)[:5]
+
+
+class BodyParts:
+    """Part words, their stems, and which stems go together (see the module docstring).
+
+    A complaint names a part only by the part's own word ("knee", "knees"): a stem is too loose there ("place" is
+    no placenta, "physical" no physis). A vocabulary wording names it by its stem too ("pharyngeal", "Pharyngeal
+    edema"), the vocabulary's adjectives being regular."""
+
+    def __init__(self, words: Iterable[str], together: Mapping[str, Iterable[str]]) -> None:
+        self.words = frozenset(words)
+        self.stems = frozenset(stem(w) for w in self.words)
+        self.together = {p: frozenset(q) for p, q in together.items()}
+
+    @classmethod
+    def from_wordings(cls, wordings: Mapping[str, Sequence[str]]) -> BodyParts:
+        """From a vocabulary's wordings (term id → name and synonyms, :attr:`SetDetector.wordings`): a part is the
+        one word a part-naming name (:data:`PART_NAMES`) leaves after its pattern ("lymph node" gives no part: two
+        words, and "node" alone says too little)."""
+        words: set[str] = set()
+        for texts in wordings.values():
+            for text in texts:
+                for pattern in PART_NAMES:
+                    m = pattern.match(text.lower())
+                    if m is not None:
+                        left = [w for w in m.group(1).split() if w not in _NOT_PARTS]
+                        if len(left) == 1:
+                            words.add(_singular(left[0]))
+        parts = cls(words, {})
+        together: dict[str, set[str]] = {p: {p} for p in parts.stems}
+        for texts in wordings.values():
+            named = frozenset().union(*(parts.in_wording(text) for text in texts)) if texts else frozenset()
+            for p in named:
+                together[p] |= named
+        return cls(words, together)
+
+    def in_complaint(self, text: str) -> frozenset[str]:
+        """The stems of the parts ``text`` names by their own word."""
+        return frozenset(stem(w) for w in _WORD.findall(text.lower()) if _singular(w) in self.words)
+
+    def in_wording(self, text: str) -> frozenset[str]:
+        """The stems of the parts a vocabulary wording names."""
+        return frozenset(stem(w) for w in _WORD.findall(text.lower())) & self.stems
+
+    def contradicts(self, span: str, wordings: Sequence[str]) -> bool:
+        """Whether a term with these ``wordings`` names parts, and only parts that no part ``span`` names goes
+        together with."""
+        here = self.in_complaint(span)
+        if not here:
+            return False
+        theirs = frozenset().union(*(self.in_wording(w) for w in wordings)) if wordings else frozenset()
+        return bool(theirs) and not any(theirs & self.together.get(p, frozenset()) for p in here)

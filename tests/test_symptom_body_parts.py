@@ -1,0 +1,95 @@
+"""Body parts read from a vocabulary's own names, and the contradiction check (tiny hand-built vocabularies)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from medrank.pipelines.symptom.body_parts import BodyParts, stem
+from medrank.pipelines.symptom.sets import FEATURES, SetCalibration, SetDetector
+
+WORDINGS = {
+    "neck": ("Abnormality of the neck",),
+    "breast": ("Abnormal breast morphology",),
+    "knee": ("Abnormality of the knee",),
+    "skin": ("Abnormality of the skin",),
+    "hand": ("Abnormality of the hand",),
+    "pharynx": ("Abnormal pharynx physiology",),
+    "lymph": ("Abnormal lymph node morphology",),  # two words: no part
+    "node-skin": ("Abnormality of the skin of the hand",),  # more than a part: no part
+    "mass": ("Breast mass", "Breast lump"),
+    "edema": ("Pharyngeal edema", "Swollen throat"),
+    "pruritus": ("Pruritus", "Itchy skin"),
+    "hand-skin": ("Thickened skin of the hands",),
+    "neck-pain": ("Neck pain",),
+    "fever": ("Fever",),
+}
+
+
+def parts() -> BodyParts:
+    return BodyParts.from_wordings(WORDINGS)
+
+
+def test_parts_are_the_one_word_of_part_naming_names():
+    assert parts().words == frozenset({"neck", "breast", "knee", "skin", "hand", "pharynx"})
+
+
+def test_stem_meets_adjective_and_plural():
+    assert stem("pharyngeal") == stem("pharynx") == "phary"
+    assert stem("breasts") == stem("breast")
+    assert stem("glass") == "glass"  # a double s is no plural
+
+
+def test_a_complaint_names_a_part_by_its_own_word_only():
+    p = parts()
+    assert p.in_complaint("a lump in my neck") == {"neck"}
+    assert p.in_complaint("both knees hurt") == {"knee"}
+    assert p.in_complaint("my pharyngeal area") == frozenset()  # an adjective is the vocabulary's, not the patient's
+    assert p.in_wording("Pharyngeal edema") == {"phary"}
+
+
+def test_parts_go_together_when_one_wording_names_both():
+    p = parts()
+    assert p.together[stem("skin")] == {stem("skin"), stem("hand")}
+    assert p.together[stem("neck")] == {stem("neck")}
+
+
+def test_contradicts():
+    p = parts()
+    assert p.contradicts("lump in my neck", WORDINGS["mass"])
+    assert p.contradicts("my knee is swollen", WORDINGS["edema"])
+    assert not p.contradicts("itchy skin on my hands", WORDINGS["pruritus"])  # skin goes with hand
+    assert not p.contradicts("itchy hands", WORDINGS["pruritus"])  # ... even when only the hand is named
+    assert not p.contradicts("a sore neck", WORDINGS["neck-pain"])  # the same part
+    assert not p.contradicts("a lump", WORDINGS["mass"])  # the span names no part
+    assert not p.contradicts("hot all over my neck", WORDINGS["fever"])  # the term names no part
+    assert not p.contradicts("lump in my neck", ())
+
+
+def _detector(body_parts: bool) -> SetDetector:
+    names = {"mass": "Breast mass", "neck-pain": "Neck pain"}
+    hits = [("mass", 0.9), ("neck-pain", 0.6)]
+
+    def search(texts, k):
+        return [hits[:k] for _ in texts]
+
+    cal = SetCalibration(mean=[0.0], scale=[1.0], coef=[10.0], intercept=-5.0, threshold=0.5, min_terms=0,
+                         features=("span_score",), body_parts=body_parts)
+    return SetDetector(search, names, language="en", calibration=cal, wordings=WORDINGS)
+
+
+def test_a_contradicted_term_is_offered_after_the_others_not_decided():
+    on = _detector(True).detect("a lump in my neck")
+    assert [t.id for t in on.terms] == ["neck-pain"]
+    assert [t.id for t in on.alternatives] == ["mass"]
+    off = _detector(False).detect("a lump in my neck")
+    assert [t.id for t in off.terms] == ["mass", "neck-pain"]
+
+
+def test_the_rule_travels_with_the_calibration():
+    cal = _detector(True).calibration
+    assert cal is not None
+    again = SetCalibration.from_json(cal.to_json())
+    assert again.body_parts
+    assert "body_parts" not in _detector(False).calibration.to_json()  # type: ignore[union-attr]
+    row = np.zeros((1, len(FEATURES)))
+    assert np.isclose(again.probability(row)[0], cal.probability(row)[0])
