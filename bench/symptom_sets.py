@@ -58,6 +58,7 @@ from medrank.pipelines.symptom.set_eval import cross_fit
 from medrank.pipelines.symptom.sets import (
     CALIBRATIONS,
     JOIN_MARGINS,
+    RULES,
     SetCalibration,
     SetDetector,
     has_overlapping_spans,
@@ -349,7 +350,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
-    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS, body_parts=True)
+    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS, rules=RULES)
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
@@ -361,7 +362,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     det_d.calibration = SetDetector.from_retriever(
         retriever("hpo-calibration-hybrid-minilm", cal_concepts, "hybrid", "minilm", "en", True),
         language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
-                                                      body_parts=True)
+                                                      rules=RULES)
     preds = [{t.id for t in s.terms} for s in det_d.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + definitions in the index + spans + calibration + per-span rule)"] = pct(
         set_prf(preds, test_gold))
@@ -370,7 +371,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
                                         language="en", hierarchy=hier, name="hpo")
     for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
-                                                               body_parts=True)), ("mixed", cal)):
+                                                               rules=RULES)), ("mixed", cal)):
         served.calibration = calibration
         preds = [{t.id for t in s.terms} for s in served.detect_many(test_texts)]
         systems[f"phrases in the index (served case): set detector, MiniLM hybrid, calibrated on {label}"] = pct(

@@ -73,7 +73,7 @@ def _detector(body_parts: bool) -> SetDetector:
         return [hits[:k] for _ in texts]
 
     cal = SetCalibration(mean=[0.0], scale=[1.0], coef=[10.0], intercept=-5.0, threshold=0.5, min_terms=0,
-                         features=("span_score",), body_parts=body_parts)
+                         features=("span_score",), rules=("body_parts",) if body_parts else ())
     return SetDetector(search, names, language="en", calibration=cal, wordings=WORDINGS)
 
 
@@ -89,7 +89,7 @@ def test_the_rule_travels_with_the_calibration():
     cal = _detector(True).calibration
     assert cal is not None
     again = SetCalibration.from_json(cal.to_json())
-    assert again.body_parts
-    assert "body_parts" not in _detector(False).calibration.to_json()  # type: ignore[union-attr]
+    assert again.rules == ("body_parts",)
+    assert "rules" not in _detector(False).calibration.to_json()  # type: ignore[union-attr]
     row = np.zeros((1, len(FEATURES)))
     assert np.isclose(again.probability(row)[0], cal.probability(row)[0])

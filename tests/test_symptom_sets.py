@@ -732,6 +732,39 @@ def test_a_pair_of_function_words_is_how_often_not_two_findings() -> None:
     assert [s.text for s in find_spans("no fever and no cough", None, "en")] == ["no fever", "no cough"]
 
 
+def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> None:
+    def read(text: str) -> list[tuple[str, bool]]:
+        return [(s.text, s.reading) for s in find_spans(text, None, "en", part_pain=True)]
+
+    assert read("my knee hurts going down the stairs") == [("knee pain", False), ("knee pain going down the stairs", True)]
+    assert read("her ear is sore") == [("ear pain", False)]
+    assert read("my shoulder's been aching") == [("shoulder pain", False)]
+    # the body part is still shared with a bare predicate ("my knee is swollen"), then the piece is renamed
+    assert read("my knee hurts and is swollen") == [("knee pain", False), ("knee pain and is swollen", True),
+                                                    ("my knee is swollen", False)]
+    assert read("I hurt my back") == [("hurt my back", False)]  # no body part before the verb
+    assert [s.text for s in find_spans("her ear is sore", None, "en")] == ["her ear is sore"]  # off by default
+
+
+def test_calibration_rules_are_known_and_travel_with_it() -> None:
+    with pytest.raises(ValueError, match="rules"):
+        SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",), rules=("no-such-rule",))
+    cal = SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",), rules=("part_pain",))
+    assert SetCalibration.from_json(cal.to_json()).rules == ("part_pain",)
+
+
+def test_fit_prepares_complaints_with_its_rules_and_the_calibration_keeps_them() -> None:
+    det = _en_detector()
+    texts = ["my throat hurts", "I have a runny nose"] * 5
+    gold = [{"H5"}, {"H4"}] * 5
+    cal = det.fit(texts, gold, rules=("body_parts", "part_pain"))
+    assert cal.rules == ("part_pain", "body_parts")  # in RULES' order
+    assert [s.text for s in det._spans("my throat hurts")] == ["throat pain"]
+    assert [s.text for s in _en_detector()._spans("my throat hurts")] == ["my throat hurts"]  # a calibration without it
+    with pytest.raises(ValueError, match="rules"):
+        det.fit(texts, gold, rules=("no-such-rule",))
+
+
 def test_code_prefix_ancestors() -> None:
     h = CodePrefixHierarchy({"R10": ("R10",), "R10.1": ("R10.1",), "R10.101": ("R10.101",), "R11": ("R11",)})
     assert h.is_ancestor("R10", "R10.101") and h.is_ancestor("R10.1", "R10.101")

@@ -64,6 +64,13 @@ MODELS = ("logistic", "boosted")
 #: the :attr:`SetCalibration.join_margin` values an English calibration tries (None: clauses are never joined)
 JOIN_MARGINS: tuple[float | None, ...] = (None, 0.0, 0.02, 0.05)
 CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
+#: optional English rules a calibration turns on (:attr:`SetCalibration.rules`). ``part_pain``: a body part and a verb
+#: of pain are searched as the vocabulary says them ("my knee hurts" as "knee pain", :func:`.spans.find_spans`); it
+#: changes the pieces, so :meth:`SetDetector.fit` prepares its complaints with it. ``body_parts``: a term is not
+#: decided on a span whose body parts its wordings contradict (:mod:`.body_parts`: Breast mass for "a lump in my
+#: neck"); a rule on top of the probabilities, which ``fit`` chooses the threshold without. A trained run's
+#: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
+RULES = ("part_pain", "body_parts")
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
 MEMORY_FILE = "sets-memory.json"
 
@@ -274,10 +281,8 @@ class SetCalibration:
     info: dict[str, Any] = field(default_factory=dict)
     model: str = "logistic"
     trees: BoostedTrees | None = None
-    #: an English term is not decided on a span whose body parts its wordings contradict (:mod:`.body_parts`:
-    #: Breast mass for "a lump in my neck"); a rule on top of the probabilities, which :meth:`SetDetector.fit`
-    #: chooses the threshold without
-    body_parts: bool = False
+    #: optional English rules the calibration was fitted (and measured) with, of :data:`RULES`
+    rules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.features if f not in FEATURES]
@@ -290,6 +295,10 @@ class SetCalibration:
         if self.model == "logistic" and not len(self.mean) == len(self.scale) == len(self.coef) == len(self.features):
             raise ValueError("a logistic calibration needs one mean, scale and coefficient per feature")
         self._columns = [FEATURES.index(f) for f in self.features]
+        self.rules = tuple(self.rules)
+        unknown_rules = [r for r in self.rules if r not in RULES]
+        if unknown_rules:
+            raise ValueError(f"calibration rules {unknown_rules} are not among this version's {list(RULES)}")
 
     @property
     def uses_memory(self) -> bool:
@@ -309,7 +318,7 @@ class SetCalibration:
                 **({"trees": self.trees.to_json()} if self.trees is not None else {}),
                 "threshold": self.threshold, "min_terms": self.min_terms, "span_threshold": self.span_threshold,
                 **({"join_margin": self.join_margin} if self.join_margin is not None else {}),
-                **({"body_parts": True} if self.body_parts else {}), "info": self.info}
+                **({"rules": list(self.rules)} if self.rules else {}), "info": self.info}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -324,7 +333,7 @@ class SetCalibration:
                    float(d["intercept"]), float(d["threshold"]), int(d["min_terms"]), tuple(d["features"]),
                    None if d.get("span_threshold") is None else float(d["span_threshold"]),
                    None if d.get("join_margin") is None else float(d["join_margin"]), dict(d.get("info", {})), model, trees,
-                   bool(d.get("body_parts", False)))
+                   tuple(d.get("rules", ())))
 
     @classmethod
     def load(cls, path: PathLike) -> SetCalibration:
@@ -559,6 +568,8 @@ class SetDetector:
         self._stems: dict[str, tuple[frozenset[str], ...]] = {}
         self._vocabulary_stems: frozenset[str] | None = None
         self._body_parts: BodyParts | None = None
+        #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
+        self._fitting_rules: tuple[str, ...] | None = None
 
     @property
     def join_margin(self) -> float | None:
@@ -658,9 +669,15 @@ class SetDetector:
         return detector
 
     # -- candidates --------------------------------------------------------------------------------
+    def _rule(self, name: str) -> bool:
+        """Whether the optional rule ``name`` (:data:`RULES`) applies: the calibration's, or what :meth:`fit` prepares."""
+        if self._fitting_rules is not None:
+            return name in self._fitting_rules
+        return self._calibration is not None and name in self._calibration.rules
+
     def _spans(self, text: str) -> list[Span]:
         zh = self._zh(text)
-        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en")
+        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=self._rule("part_pain"))
         if not self.phrases:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
@@ -925,7 +942,7 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         vaguer = self._vaguer(order, cands, spans, p, threshold, text)
-        contradicted = self._contradicted(text, spans, cands) if cal.body_parts else set()
+        contradicted = self._contradicted(text, spans, cands) if self._rule("body_parts") else set()
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
@@ -1240,7 +1257,7 @@ class SetDetector:
     def fit(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]], c: float = 1.0,
             batch: int = 64, span_rule: bool = False, model: str = "logistic",
             features: Sequence[str] | None = None, folds: int = 5, seed: int = 0,
-            join_margins: Sequence[float | None] = (None,), body_parts: bool = False) -> SetCalibration:
+            join_margins: Sequence[float | None] = (None,), rules: Sequence[str] = ()) -> SetCalibration:
         """Fit the probability model on labelled complaints, then the threshold / minimum count (and, with
         ``span_rule``, the per-span threshold) that maximise micro set F1 on them; sets and returns
         :attr:`calibration`.
@@ -1250,14 +1267,18 @@ class SetDetector:
         out-of-fold probabilities, ``folds`` folds of complaints, ``seed``). ``features`` default to every feature
         when the detector has a :attr:`memory`, else :data:`BASE_FEATURES`. ``join_margins``: the
         :attr:`SetCalibration.join_margin` values to try (each prepares the complaints again; the one with the best
-        F1 is kept); a detector given its own ``join_margin`` keeps it. ``body_parts``: the calibration turns the
-        body-part rule on (:attr:`SetCalibration.body_parts`; the threshold is chosen without it)."""
+        F1 is kept); a detector given its own ``join_margin`` keeps it. ``rules``: the optional rules the calibration
+        turns on (:data:`RULES`; the complaints are prepared with ``part_pain``, the threshold chosen without
+        ``body_parts``)."""
         if len(texts) != len(gold) or not texts:
             raise ValueError(f"{len(texts)} texts and {len(gold)} gold sets: give the same, non-zero number")
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {model!r}")
         if not join_margins:
             raise ValueError("join_margins needs at least one value (None: never join clauses)")
+        unknown_rules = [r for r in rules if r not in RULES]
+        if unknown_rules:
+            raise ValueError(f"rules {unknown_rules} are not among {list(RULES)}")
         features = tuple(features) if features is not None else (FEATURES if self.memory is not None else BASE_FEATURES)
         if any(f in MEMORY_FEATURES for f in features) and self.memory is None:
             raise ValueError("memory features need a training memory: call memorise() on the training texts first")
@@ -1267,6 +1288,7 @@ class SetDetector:
         margins = list(join_margins) if own_margin == "calibration" else [self.join_margin]
         best: tuple[float, SetCalibration, list[Any]] | None = None
         self._memo = {} if len(margins) > 1 else None
+        self._fitting_rules = tuple(r for r in rules if r != "body_parts")
         try:
             for margin in margins:
                 self._join_margin = margin
@@ -1280,9 +1302,10 @@ class SetDetector:
         finally:
             self._memo = None
             self._join_margin = own_margin
+            self._fitting_rules = None
         assert best is not None
         f1, cal, prepared = best
-        cal.body_parts = body_parts
+        cal.rules = tuple(r for r in RULES if r in rules)
         self.calibration = cal
         reachable = sum(len(g & {cd.id for cd in cands}) for (_, cands, _, _), g in zip(prepared, gold_sets, strict=True))
         cal.info = {"complaints": len(texts), "candidates": int(sum(len(x) for _, _, x, _ in prepared)),

@@ -141,6 +141,10 @@ _EN_PART_SUBJECT = re.compile(
 
 _EN_WORD_BEFORE = re.compile(r"([A-Za-z']+)\s*$")
 _EN_WORD_AFTER = re.compile(r"\s*([A-Za-z']+)")
+# function words that open a clause or a noun phrase: "... breathe in and I have a cough" is two clauses
+_EN_OPENERS = frozenset({"i", "we", "you", "he", "she", "it", "they", "me", "us", "him", "them", "my", "your", "his",
+                         "her", "our", "their", "its", "the", "a", "an", "this", "that", "these", "those", "there",
+                         "some", "any", "no", "every", "each", "all", "both"})
 _EN_PAIR_BEFORE = re.compile(r"\b([A-Za-z']+)\s+(?:and|or)\s+$", re.I)
 
 
@@ -152,7 +156,9 @@ def _binomial(text: str, m: re.Match[str]) -> bool:
     pair = _EN_PAIR_BEFORE.search(text, 0, m.start())
     if word in ENGLISH_STOP_WORDS and pair is not None:  # the second word of the pair is a conjunction too: "now and then"
         first = pair.group(1).lower()
-        return first in ENGLISH_STOP_WORDS and first not in _EN_NEG
+        # ... unless the word before is itself the second of a pair: "on and off and then I vomit"
+        second_of_pair = _EN_PAIR_BEFORE.search(text, 0, pair.start(1)) is not None
+        return first in ENGLISH_STOP_WORDS and first not in _EN_NEG | _EN_OPENERS and not second_of_pair
     if word not in ("and", "or"):
         return False
     before = _EN_WORD_BEFORE.search(text, 0, m.start())
@@ -160,7 +166,9 @@ def _binomial(text: str, m: re.Match[str]) -> bool:
     if before is None or after is None:
         return False
     a, b = before.group(1).lower(), after.group(1).lower()
-    return a == b or (a in ENGLISH_STOP_WORDS and b in ENGLISH_STOP_WORDS and a not in _EN_NEG and b not in _EN_NEG)
+    if _EN_PAIR_BEFORE.search(text, 0, before.start(1)) is not None:  # "a" closes a pair already: "on and off and then"
+        return False
+    return a == b or (a in ENGLISH_STOP_WORDS and b in ENGLISH_STOP_WORDS and not {a, b} & (_EN_NEG | _EN_OPENERS))
 
 
 def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
@@ -264,6 +272,22 @@ def _with_shared_subject(clause: str, bare: str) -> str | None:
     return None
 
 
+# "my knee hurts", "her ear is sore", "my shoulder's been aching": a body part and a verb of pain. The vocabulary says
+# "Knee pain", "Ear pain": searched so, the piece finds them ("my knee hurts" found Knee dislocation, "my ear hurts"
+# nothing); what follows the verb stays ("chest pain when I breathe in")
+_EN_PART_HURTS = re.compile(
+    r"^(?:my|your|his|her|our|their|the)\s+((?:[\w-]+\s+){0,2}?[\w-]+?)(?:'s)?\s+"
+    r"(?:(?:is|are|was|were|has\s+been|have\s+been|been|feels|feel|keeps|keep)\s+)?"
+    r"(?:hurts|hurt|hurting|aches|ache|aching|achy|sore|painful|killing\s+me)\b",
+    re.I)
+
+
+def _as_pain(text: str) -> str:
+    """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain"; anything else as it is)."""
+    m = _EN_PART_HURTS.match(text)
+    return f"{m.group(1)} pain{text[m.end():]}" if m else text
+
+
 def _sensation_only(span: Span) -> bool:
     """One word that says how something feels but not what or where ("burning", "hurts", "itchy")."""
     words = span.text.lower().split()
@@ -278,12 +302,14 @@ def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
 
 
 def find_spans(text: str, lexicon: object | None = None, language: str | None = None,
-               min_chars: int = 2) -> list[Span]:
+               min_chars: int = 2, part_pain: bool = False) -> list[Span]:
     """Mention spans of ``text``: lexicon words and the rest of each clause (Chinese), clauses (English).
 
     ``lexicon`` is anything with ``find(text) -> [(start, end, name)]`` (a
     :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`). Pieces shorter than ``min_chars``
-    non-space characters (a stray 的 between two symptoms) are dropped; lexicon words are always kept.
+    non-space characters (a stray 的 between two symptoms) are dropped; lexicon words are always kept. With
+    ``part_pain``, an English piece of a body part and a verb of pain is searched as "<part> pain" ("my knee hurts"
+    → "knee pain").
     """
     zh = is_chinese(text) if language is None else language == "zh"
     spans: list[Span] = []
@@ -347,5 +373,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 if shared is not None:
                     span = replace(span, text=shared)
             spans.append(span)
+    if part_pain and not zh:
+        spans = [replace(s, text=_as_pain(s.text)) for s in spans]
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or len(s.text.replace(" ", "")) >= min_chars]
