@@ -439,6 +439,8 @@ def test_pain_reader_takes_locations_from_the_evidence_labels():
     assert reader.detect(["a headache"]) == [("E_53", "present"), ("E_55", "V_1")]
     assert reader.detect(["my knee hurts when I walk"]) == [("E_53", "present"), ("E_55", "V_3"), ("E_55", "V_4")]
     assert reader.detect(["back pain"]) == [("E_53", "present")]  # "back of the neck" is not the back
+    assert reader.detect(["both my knees hurt"]) == [("E_53", "present"), ("E_55", "V_3"), ("E_55", "V_4")]
+    assert reader.detect(["my glass hurts"]) == [("E_53", "present")]  # a double s is no plural
     assert reader.detect(["no pain"]) == [("E_53", "absent")]
     assert reader.detect(["a fever"]) == []
     # a bare "hurts" takes the body part of the clause before it, not of one further back or a negated one

@@ -738,6 +738,7 @@ def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> No
 
     assert read("my knee hurts going down the stairs") == [("knee pain", False), ("knee pain going down the stairs", True)]
     assert read("her ear is sore") == [("ear pain", False)]
+    assert read("both my knees hurt") == [("knees pain", False)]
     assert read("my shoulder's been aching") == [("shoulder pain", False)]
     # the body part is still shared with a bare predicate ("my knee is swollen"), then the piece is renamed
     assert read("my knee hurts and is swollen") == [("knee pain", False), ("knee pain and is swollen", True),

@@ -276,7 +276,7 @@ def _with_shared_subject(clause: str, bare: str) -> str | None:
 # "Knee pain", "Ear pain": searched so, the piece finds them ("my knee hurts" found Knee dislocation, "my ear hurts"
 # nothing); what follows the verb stays ("chest pain when I breathe in")
 _EN_PART_HURTS = re.compile(
-    r"^(?:my|your|his|her|our|their|the)\s+((?:[\w-]+\s+){0,2}?[\w-]+?)(?:'s)?\s+"
+    r"^(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+((?:[\w-]+\s+){0,2}?[\w-]+?)(?:'s)?\s+"
     r"(?:(?:is|are|was|were|has\s+been|have\s+been|been|feels|feel|keeps|keep)\s+)?"
     r"(?:hurts|hurt|hurting|aches|ache|aching|achy|sore|painful|killing\s+me)\b",
     re.I)

@@ -187,12 +187,15 @@ class PainReader:
         return None
 
     def locations(self, part: str) -> list[str]:
-        """Value codes whose label names ``part``: a label word equal to it or ending with it ("forehead" for
-        "head"), unless that word is followed by "of" ("back of head" is not the back)."""
+        """Value codes whose label names ``part`` (or its singular: "knees", "tonsils"): a label word equal to it or
+        ending with it ("forehead" for "head"), unless that word is followed by "of" ("back of head" is not the
+        back)."""
+        one = part[:-1] if len(part) > 3 and part.endswith("s") and not part.endswith("ss") else part
         out = []
         for code, words in self.words.items():
             for i, word in enumerate(words):
-                if (word == part or (word.endswith(part) and len(part) >= 4)) and (i + 1 == len(words) or words[i + 1] != "of"):
+                named = any(word == p or (word.endswith(p) and len(p) >= 4) for p in {part, one})
+                if named and (i + 1 == len(words) or words[i + 1] != "of"):
                     out.append(code)
                     break
         return out
