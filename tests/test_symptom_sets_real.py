@@ -131,6 +131,22 @@ def test_swollen_knee_that_hurts_decides_pain_and_swelling() -> None:
     assert any("swelling" in n or "swollen" in n or "effusion" in n for n in decided)
 
 
+def test_a_term_that_names_another_body_part_is_not_decided() -> None:
+    # Breast mass ("Breast lump") for a lump in the neck, Lymphadenopathy ("Swollen lymph nodes") for a knee
+    decided, offered = _offered("I have a lump in my neck")
+    assert "breast mass" not in decided and offered[:1] != ["breast mass"]
+    decided, offered = _offered("swollen knee")
+    assert "lymphadenopathy" not in decided and offered[:1] != ["lymphadenopathy"]
+    decided, _ = _offered("I have a rash on my arm that itches")  # skin goes with the arm
+    assert "pruritus" in decided
+
+
+def test_a_body_part_that_hurts_is_that_parts_pain() -> None:
+    assert "ear pain" in _offered("my ear hurts and I can't hear well")[0]
+    assert "shoulder pain" in _offered("my shoulder hurts when I lift my arm")[0]
+    assert "knee pain" in _offered("My knee hurts going down the stairs")[0]
+
+
 def test_phrases_the_index_holds_are_decided() -> None:
     # "Runny Nose" and "Sore throat" are HPO synonyms: a calibration that saw only unseen phrases left them at 0.07
     decided, _ = _offered("I have a runny nose and a sore throat")
