@@ -552,6 +552,8 @@ class SetDetector:
         #: :meth:`use_small_talk`
         self.small_talk = small_talk
         self._small_talk_reads_search = False
+        #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
+        self._fitting_rules: tuple[str, ...] | None = None
 
     @property
     def wordings(self) -> Mapping[str, Sequence[str]] | None:
@@ -568,8 +570,6 @@ class SetDetector:
         self._stems: dict[str, tuple[frozenset[str], ...]] = {}
         self._vocabulary_stems: frozenset[str] | None = None
         self._body_parts: BodyParts | None = None
-        #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
-        self._fitting_rules: tuple[str, ...] | None = None
 
     @property
     def join_margin(self) -> float | None:
@@ -764,9 +764,10 @@ class SetDetector:
         """Search the lexicon's forms and names now (else on the first complaint): their hits are kept, since
         every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint. The
         table of the vocabulary's English wordings (:meth:`_named_by`) and their words (:meth:`_headed_by`) are built
-        now too."""
+        now too, and the body parts of its wordings when the calibration's rules read them (:meth:`_contradicted`)."""
         self._wording_table()
         self._every_wording_stem()
+        self._parts()
         if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
             return
         forms = sorted(set(self.lexicon.forms) | set(self.lexicon.forms.values())) if self.lexicon is not None else []
@@ -942,7 +943,7 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         vaguer = self._vaguer(order, cands, spans, p, threshold, text)
-        contradicted = self._contradicted(text, spans, cands) if self._rule("body_parts") else set()
+        contradicted = self._contradicted(text, spans, cands)
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
@@ -1147,14 +1148,19 @@ class SetDetector:
             return bool({w[:4] for w in own - held} & {w[:4] for w in _word_stems(text)})
         return bool((own - held) & _word_stems(text))
 
+    def _parts(self) -> BodyParts | None:
+        """The body parts of the vocabulary's wordings, built once, when the ``body_parts`` rule applies."""
+        if self._body_parts is None and self.wordings is not None and self._rule("body_parts"):
+            self._body_parts = BodyParts.from_wordings(self.wordings)
+        return self._body_parts if self._rule("body_parts") else None
+
     def _contradicted(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """The English candidates whose wordings name only body parts that their span's parts never go with
         (:meth:`.BodyParts.contradicts`); empty without wordings."""
-        if self.wordings is None or self._zh(text):
+        parts = self._parts()
+        if parts is None or self._zh(text):
             return set()
-        if self._body_parts is None:
-            self._body_parts = BodyParts.from_wordings(self.wordings)
-        parts = self._body_parts
+        assert self.wordings is not None
         return {j for j, c in enumerate(cands)
                 if parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text, self.wordings.get(c.id, ()))}
 
