@@ -424,6 +424,27 @@ def test_sequence_samples_positives_are_open_findings_the_patient_has():
         asked_before.add(s.candidates[0])
 
 
+def test_a_question_that_repeats_its_main_question_asks_where_once_that_is_present():
+    from medrank.pipelines.history.inquiry.findings import follow_up_questions
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    evidences = {
+        "E_53": Evidence("E_53", "Do you have pain somewhere, related to your reason for consulting?", "B", "E_53", "", ()),
+        "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_0", ("V_0", "V_1")),
+        "E_57": Evidence("E_57", "Does the pain radiate to another location?", "M", "E_53", "V_0", ("V_0", "V_1")),
+        "E_151": Evidence("E_151", "Do you have swelling in one or more areas of your body?", "B", "E_151", "", ()),
+        "E_152": Evidence("E_152", "Where is the swelling located?", "M", "E_151", "V_0", ("V_0", "V_1")),
+    }
+    assert follow_up_questions(evidences) == {"E_55": ("E_53", "Where is the pain located?")}
+    eng = _toy_engine()
+    eng.follow_ups = {"A2": ("A", "Where is A2?")}
+    assert eng.question_text("A2", {}) == "Do you have A2?"
+    assert eng.question_text("A2", {"A": "absent"}) == "Do you have A2?"
+    assert eng.question_text("A2", {"A": "present"}) == "Where is A2?"
+    asked = {q.finding: q.text for q in eng.next_questions(["patient: hi"], [Finding("A", "present")], k=5)}
+    assert asked["A2"] == "Where is A2?" and asked["B"] == "Do you have B?"
+
+
 def test_pain_reader_takes_locations_from_the_evidence_labels():
     from medrank.pipelines.history.inquiry.findings import PainReader
     from medrank.pipelines.history.inquiry.kb import Evidence

@@ -687,7 +687,7 @@ class Inquiry:
         # a patient turn that answers the question about an answered finding is that finding ("yes", "not sure"):
         # it is not read again as free text
         # (the question may be worded around the finding's label: "有没有流涕？" for 流涕)
-        answered = {engine.finding_label(f.name) for f in given if f.name in known}
+        answered = {label for f in given if f.name in known for label in engine.question_wordings(f.name)}
 
         def answers_one(i: int) -> bool:
             asked = dialogue[i - 1]["text"] if i and dialogue[i - 1]["speaker"] == "doctor" else ""

@@ -106,9 +106,11 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
 
             return EnglishDetector(evidences)
 
+        from medrank.pipelines.history.inquiry.findings import follow_up_questions
+
         engine = InquiryEngine("en", model, labels, corpus.condition_labels, cal, demographics=True,
                                name="ddxplus-kb", detector_factory=english_detector, value_meanings=meanings,
-                               presence_weight=PRESENCE_WEIGHT_EN)
+                               presence_weight=PRESENCE_WEIGHT_EN, follow_ups=follow_up_questions(evidences))
         engine.differential_model = fit_differential(engine, train, cal.budget, differential_file)
         return engine
     from medrank.pipelines.history.inquiry.textprior import TextPrior

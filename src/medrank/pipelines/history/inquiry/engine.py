@@ -12,7 +12,7 @@ from the likelihood estimates (never on the validation carve-out the reports use
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +86,7 @@ class InquiryEngine:
                  reranker: Reranker | None = None, rerank_k: int = 30,
                  value_meanings: dict[str, dict[str, str]] | None = None,
                  differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0,
-                 presence_weight: float = 0.0) -> None:
+                 presence_weight: float = 0.0, follow_ups: Mapping[str, tuple[str, str]] | None = None) -> None:
         self.language = language
         self.model = model
         self.labels = labels
@@ -105,6 +105,9 @@ class InquiryEngine:
         self.differential_model = differential_model
         self.text_prior = text_prior
         self.text_weight = text_weight
+        #: finding → (main finding, its question once the main finding is present): a question that says only what
+        #: its main one says asks for what is left (:func:`.findings.follow_up_questions`)
+        self.follow_ups = dict(follow_ups or {})
         self._order = {n: i for i, n in enumerate(self.finding_names())}
 
     # ------------------------------------------------------------------ vocabulary
@@ -267,12 +270,28 @@ class InquiryEngine:
         logp = self.log_posterior_observed(observed, findings, turns)
         ranked = self.first_stage(observed, max(k, self.rerank_k) if use_reranker else k, logp)
         if not use_reranker or len(ranked) < 2:
-            return [ProposedQuestion(n, self.labels[n], round(s, 6), "kb") for n, s in ranked[:k]]
+            return [ProposedQuestion(n, self.question_text(n, observed), round(s, 6), "kb") for n, s in ranked[:k]]
         assert self.reranker is not None
+        # the re-ranker reads the questions as it was trained on them: the knowledge base's words
         texts = [self.labels[n] for n, _ in ranked]
         scores = list(self.reranker(self.reranker_text(turns), texts))
         order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
-        return [ProposedQuestion(ranked[i][0], texts[i], round(float(scores[i]), 6), "reranked") for i in order]
+        return [ProposedQuestion(ranked[i][0], self.question_text(ranked[i][0], observed), round(float(scores[i]), 6),
+                                 "reranked") for i in order]
+
+    def question_wordings(self, name: str) -> tuple[str, ...]:
+        """Every way the question about ``name`` is asked: the knowledge base's words and its follow-up wording."""
+        follow_up = self.follow_ups.get(name)
+        return (self.finding_label(name), *((follow_up[1],) if follow_up is not None else ()))
+
+    def question_text(self, name: str, observed: Mapping[str, Any]) -> str:
+        """The question about ``name`` as asked now: the knowledge base's words, or its follow-up wording once its
+        main finding is present (:attr:`follow_ups`: "Where is the pain located?", not "Do you feel pain
+        somewhere?" to a patient who said where it hurts)."""
+        follow_up = self.follow_ups.get(name)
+        if follow_up is not None and observed.get(follow_up[0]) == PRESENT:
+            return follow_up[1]
+        return self.labels[name]
 
     @staticmethod
     def reranker_text(turns: Sequence[str]) -> str:

@@ -75,6 +75,26 @@ def finding_phrase(question: str) -> str:
     return EN_RELATED.sub("", text).strip() or evidence_description(question)
 
 
+def follow_up_questions(evidences: Mapping[str, Evidence]) -> dict[str, tuple[str, str]]:
+    """Multi-choice questions that say only what their group's main question says ("Do you feel pain somewhere?"
+    under "Do you have pain somewhere, related to your reason for consulting?"): once the main finding is present,
+    asked as they read, they ask again what the patient has said; they ask where. ``{question: (main finding, the
+    question as asked then)}``, worded as the knowledge base words its other location questions ("Where is the
+    swelling located?"). Only a phrase that ends in "somewhere" names a place to ask for."""
+    out = {}
+    for name, ev in evidences.items():
+        main = evidences.get(ev.group)
+        if ev.kind != "M" or main is None or main.name == name or main.kind != "B":
+            continue
+        phrase = finding_phrase(ev.question)
+        if phrase.lower() != finding_phrase(main.question).lower():
+            continue
+        m = re.fullmatch(r"(.+?)\s+somewhere", phrase, re.IGNORECASE)
+        if m is not None:
+            out[name] = (main.name, f"Where is the {m.group(1)} located?")
+    return out
+
+
 class EnglishDetector:
     """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
 
