@@ -443,3 +443,36 @@ def test_the_services_english_bank_is_the_first_stage_built_once(tmp_path, monke
     other = builder(tmp_path / "state-3", root)
     monkeypatch.setattr(other, "encoder", lambda lang: TransformerEncoder(model, tok, pooling="mean", name="tiny"))
     assert other._first_stage_bank() is None
+
+
+def test_a_question_that_takes_a_pain_as_said_waits_for_one():
+    from medrank.index import BM25Index
+    from medrank.pipelines.history.question_bank import (
+        NextQuestionRanker,
+        QuestionBank,
+        mentions_pain,
+        presupposes_pain,
+    )
+
+    for q in ("What have you taken for the pain?", "How would you describe your pain?", "Does the pain come and go?",
+              "From a scale of zero to ten how would you rate the worst pain?"):
+        assert presupposes_pain(q), q
+    for q in ("Any pain?", "Do you have any chest pain?", "Any pain in the morning?", "Painful?"):
+        assert not presupposes_pain(q), q
+    assert mentions_pain(["my knee hurts"]) and mentions_pain(["a headache"]) and mentions_pain(["Knee pain"])
+    assert not mentions_pain(["my voice is hoarse", "Hoarse voice"])
+
+    texts = ["What have you taken for the pain?", "Any fever or chills?", "Any pain?"]
+    ids = [f"q{i}" for i in range(len(texts))]
+    bank = QuestionBank("en", ids, texts, BM25Index(language="en").build(ids, texts), "bm25", "test")
+    ranker = NextQuestionRanker({"en": bank}, {})
+
+    def asked(dialogue, symptoms=()):
+        return [r["text"] for r in ranker.rank(dialogue, list(symptoms), None, "en", k=5)["results"]]
+
+    # (BM25 returns the questions sharing a word with the patient's: "what have you taken", "chills")
+    hoarse = [{"speaker": "patient", "text": "my voice is hoarse, what have you taken for chills?"}]
+    assert asked(hoarse) == ["Any fever or chills?"]
+    back = [{"speaker": "patient", "text": "my back hurts, what have you taken for chills?"}]
+    assert "What have you taken for the pain?" in asked(back)
+    assert "What have you taken for the pain?" in asked(hoarse, ["Back pain"])  # a confirmed pain counts

@@ -69,6 +69,26 @@ def is_tagged_statement(question: str) -> bool:
     return len(words) >= 2 and words[0] not in _ASKING and _TAG.search(" ".join(words)) is not None
 
 
+#: a definite reference to pain ("What have you taken for the pain?", "How would you describe your pain?"): the
+#: question takes the pain as said
+_PAIN_REFERENCE = re.compile(r"\b(?:the|your|this|that)\s+(?:[a-z]+\s+)?pains?\b", re.IGNORECASE)
+
+
+def presupposes_pain(question: str) -> bool:
+    """Whether an English question takes the patient's pain as already said ("Does the pain come and go?", "From a
+    scale of zero to ten … how would you rate the pain?"). Asked of a patient who named none ("my voice is hoarse"),
+    it tells them they said what they did not."""
+    return _PAIN_REFERENCE.search(question) is not None
+
+
+def mentions_pain(texts: Sequence[str]) -> bool:
+    """Whether any of ``texts`` (the dialogue's turns, the confirmed symptoms' names) speaks of pain: "pain", "hurts",
+    "sore", "aching", "headache" (:data:`~medrank.pipelines.history.inquiry.findings.EN_PAIN`)."""
+    from medrank.pipelines.history.inquiry.findings import EN_PAIN
+
+    return any(EN_PAIN.search(t) for t in texts)
+
+
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
 DISTINCT_COSINE = 0.80
 
@@ -264,8 +284,12 @@ class NextQuestionRanker:
         else:
             ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
             ranked = list(zip(ranking.ids, ranking.scores, strict=True))
+        # an English question that takes a pain as said is not asked before one is ("What have you taken for the
+        # pain?" after "my voice is hoarse")
+        no_pain = lang == "en" and not mentions_pain([t["text"] for t in dialogue] + list(symptoms))
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
-                for i, s in ranked if _norm(bank.texts[i]) not in asked][:depth]
+                for i, s in ranked if _norm(bank.texts[i]) not in asked
+                and not (no_pain and presupposes_pain(bank.texts[i]))][:depth]
         retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
         if encoder is None:
             return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
