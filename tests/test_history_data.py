@@ -445,24 +445,28 @@ def test_the_services_english_bank_is_the_first_stage_built_once(tmp_path, monke
     assert other._first_stage_bank() is None
 
 
-def test_a_question_that_takes_a_pain_as_said_waits_for_one():
+def test_a_question_that_takes_a_finding_as_said_waits_for_it():
     from medrank.index import BM25Index
     from medrank.pipelines.history.question_bank import (
         NextQuestionRanker,
         QuestionBank,
         mentions_pain,
-        presupposes_pain,
+        presupposed_findings,
+        said,
     )
 
-    for q in ("What have you taken for the pain?", "How would you describe your pain?", "Does the pain come and go?",
-              "From a scale of zero to ten how would you rate the worst pain?"):
-        assert presupposes_pain(q), q
-    for q in ("Any pain?", "Do you have any chest pain?", "Any pain in the morning?", "Painful?"):
-        assert not presupposes_pain(q), q
+    assert presupposed_findings("What have you taken for the pain?") == {"pain"}
+    assert presupposed_findings("Does the dizziness make you nauseous?") == {"dizziness"}
+    assert presupposed_findings("How is your asthma?") == {"asthma"}
+    assert presupposed_findings("From a scale of zero to ten how would you rate the worst pain?") == {"pain"}
+    for q in ("Any pain?", "Do you have any chest pain?", "Any pain in the morning?", "Was the loss sudden?"):
+        assert presupposed_findings(q) == frozenset(), q
     assert mentions_pain(["my knee hurts"]) and mentions_pain(["a headache"]) and mentions_pain(["Knee pain"])
     assert not mentions_pain(["my voice is hoarse", "Hoarse voice"])
+    assert said("dizziness", ["I feel dizzy"]) and said("fever", ["I'm feverish"]) and said("pain", ["it hurts"])
+    assert not said("asthma", ["I keep coughing"])
 
-    texts = ["What have you taken for the pain?", "Any fever or chills?", "Any pain?"]
+    texts = ["What have you taken for the pain?", "Any fever or chills?", "Does the dizziness make you nauseous?"]
     ids = [f"q{i}" for i in range(len(texts))]
     bank = QuestionBank("en", ids, texts, BM25Index(language="en").build(ids, texts), "bm25", "test")
     ranker = NextQuestionRanker({"en": bank}, {})
@@ -470,9 +474,9 @@ def test_a_question_that_takes_a_pain_as_said_waits_for_one():
     def asked(dialogue, symptoms=()):
         return [r["text"] for r in ranker.rank(dialogue, list(symptoms), None, "en", k=5)["results"]]
 
-    # (BM25 returns the questions sharing a word with the patient's: "what have you taken", "chills")
-    hoarse = [{"speaker": "patient", "text": "my voice is hoarse, what have you taken for chills?"}]
+    # (BM25 returns the questions sharing a word with the patient's: "what have you taken", "chills", "nauseous")
+    hoarse = [{"speaker": "patient", "text": "my voice is hoarse, what have you taken for chills? I'm nauseous"}]
     assert asked(hoarse) == ["Any fever or chills?"]
-    back = [{"speaker": "patient", "text": "my back hurts, what have you taken for chills?"}]
-    assert "What have you taken for the pain?" in asked(back)
+    back = [{"speaker": "patient", "text": "my back hurts and I'm dizzy, what have you taken for chills? nauseous"}]
+    assert set(asked(back)) == set(texts)
     assert "What have you taken for the pain?" in asked(hoarse, ["Back pain"])  # a confirmed pain counts

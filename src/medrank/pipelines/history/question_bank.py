@@ -19,6 +19,7 @@ from the query text: the first stage the trained re-rankers were trained over, a
 
 from __future__ import annotations
 
+import functools
 import numbers
 import re
 from collections.abc import Sequence
@@ -69,24 +70,48 @@ def is_tagged_statement(question: str) -> bool:
     return len(words) >= 2 and words[0] not in _ASKING and _TAG.search(" ".join(words)) is not None
 
 
-#: a definite reference to pain ("What have you taken for the pain?", "How would you describe your pain?"): the
-#: question takes the pain as said
-_PAIN_REFERENCE = re.compile(r"\b(?:the|your|this|that)\s+(?:[a-z]+\s+)?pains?\b", re.IGNORECASE)
+#: a definite reference ("the pain", "your asthma", "the worst pain"): the one or two words after it
+_DEFINITE = re.compile(r"\b(?:the|your|this|that|these|those)\s+([a-z]+)(?:\s+([a-z]+))?", re.IGNORECASE)
 
 
-def presupposes_pain(question: str) -> bool:
-    """Whether an English question takes the patient's pain as already said ("Does the pain come and go?", "From a
-    scale of zero to ten … how would you rate the pain?"). Asked of a patient who named none ("my voice is hoarse"),
-    it tells them they said what they did not."""
-    return _PAIN_REFERENCE.search(question) is not None
+@functools.cache
+def finding_words() -> frozenset[str]:
+    """Words that name a finding by themselves: the one-word names and synonyms of HPO terms, lower case, four
+    letters or more ("pain", "dizziness", "rash", "asthma"; the Human Phenotype Ontology of
+    :func:`medrank.data.hpo.load_hpo`). Empty when HPO cannot be read."""
+    from medrank.data.hpo import load_hpo
+
+    try:
+        concepts = load_hpo()
+    except (OSError, ImportError, ValueError):
+        return frozenset()
+    return frozenset(w.lower() for c in concepts for w in (c.name, *c.synonyms)
+                     if len(w) >= 4 and re.fullmatch(r"[A-Za-z]+", w))
+
+
+def presupposed_findings(question: str) -> frozenset[str]:
+    """The findings an English question takes as said: a finding word (:func:`finding_words`) right after "the" /
+    "your" ("What have you taken for the pain?", "Does the dizziness make you nauseous?", "How is your asthma?").
+    Asked of a patient who said none of it ("my voice is hoarse"), it tells them they said what they did not."""
+    words = finding_words()
+    return frozenset(w for m in _DEFINITE.finditer(question.lower()) for w in m.groups() if w and w in words)
 
 
 def mentions_pain(texts: Sequence[str]) -> bool:
-    """Whether any of ``texts`` (the dialogue's turns, the confirmed symptoms' names) speaks of pain: "pain", "hurts",
-    "sore", "aching", "headache" (:data:`~medrank.pipelines.history.inquiry.findings.EN_PAIN`)."""
+    """Whether any of ``texts`` speaks of pain: "pain", "hurts", "sore", "aching", "headache"
+    (:data:`~medrank.pipelines.history.inquiry.findings.EN_PAIN`)."""
     from medrank.pipelines.history.inquiry.findings import EN_PAIN
 
     return any(EN_PAIN.search(t) for t in texts)
+
+
+def said(finding: str, texts: Sequence[str]) -> bool:
+    """Whether ``texts`` (the dialogue's turns, the confirmed symptoms' names) say ``finding``: its first four letters
+    in them ("dizz" in "I feel dizzy", "feve" in "feverish"), or, for pain, any word of pain (:func:`mentions_pain`)."""
+    if finding in ("pain", "pains"):
+        return mentions_pain(texts)
+    stem = finding[:4]
+    return any(stem in t.lower() for t in texts)
 
 
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
@@ -284,12 +309,12 @@ class NextQuestionRanker:
         else:
             ranking = bank.index.search([query], k=depth + len(asked) + 5)[0]
             ranked = list(zip(ranking.ids, ranking.scores, strict=True))
-        # an English question that takes a pain as said is not asked before one is ("What have you taken for the
+        # an English question that takes a finding as said is not asked before it is ("What have you taken for the
         # pain?" after "my voice is hoarse")
-        no_pain = lang == "en" and not mentions_pain([t["text"] for t in dialogue] + list(symptoms))
+        texts = [t["text"] for t in dialogue] + list(symptoms)
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
                 for i, s in ranked if _norm(bank.texts[i]) not in asked
-                and not (no_pain and presupposes_pain(bank.texts[i]))][:depth]
+                and not (lang == "en" and not all(said(f, texts) for f in presupposed_findings(bank.texts[i])))][:depth]
         retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
         if encoder is None:
             return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
