@@ -605,10 +605,14 @@ class Builder:
             except (ImportError, FileNotFoundError, ValueError) as exc:
                 self.say(f"  next questions: no usable re-ranker in {run} ({exc}); serving the first stage")
             else:
-                return NextQuestionService(NextQuestionRanker(
+                return self._warmed(NextQuestionRanker(
                     banks, encoders, f"{type(reranker).__name__} re-ranker (trained run {run.name}) over first-stage top-30",
                     True, reranker=reranker, distinct=distinct))
-        return NextQuestionService(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
+        return self._warmed(NextQuestionRanker(banks, encoders, FIRST_STAGE, False, distinct=distinct))
+
+    def _warmed(self, ranker: NextQuestionRanker) -> NextQuestionService:
+        self._timed("next questions: the finding words a question may take as said read", ranker.warm)
+        return NextQuestionService(ranker)
 
     # -- side processes: pure-Python or single-thread work beside the build's own 2-thread encodes -------------
     def _start_aside(self, what: str, code: str, *args: str) -> None:

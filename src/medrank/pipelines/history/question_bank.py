@@ -280,6 +280,11 @@ class NextQuestionRanker:
         order = topk_stable(scores, min(k, len(rows)))
         return [{**rows[j], "score": round(float(scores[j]), 6)} for j in order]
 
+    def warm(self) -> None:
+        """Read now what the first English request would otherwise read: the finding words (:func:`finding_words`)."""
+        if "en" in self.banks:
+            finding_words()
+
     def query(self, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str]) -> str:
         patient = [t["text"] for t in dialogue if t["speaker"] == "patient"][-self.history_turns:]
         return " ".join([*symptoms, *patient]) or dialogue[-1]["text"]
