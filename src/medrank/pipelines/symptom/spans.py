@@ -17,6 +17,9 @@ is a participle of a movement ("breathless walking up the stairs"), and "woke up
 after one word of sensation ("burning when I pee") the two are one piece. "feel" stays when one word follows it
 ("feel sick"). A bare predicate or adjective after a clause ("... swollen and hurts", "my eyes are itchy and
 watery") is read with that clause, and an adjective is searched with the body part it shares ("my eyes are watery").
+A conjunction between two function words ("on and off", "now and then") or a word and itself ("worse and worse") joins
+no two findings: the clause is not cut there. With ``part_pain`` (a calibration rule), a body part with a verb of pain
+is searched as the vocabulary says it ("my knee hurts" as "knee pain").
 """
 
 from __future__ import annotations
