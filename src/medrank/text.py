@@ -164,3 +164,9 @@ def mostly_han(text: str) -> bool:
 def has_han(text: str) -> bool:
     """True when ``text`` holds at least one Han character."""
     return HAN.search(text) is not None
+
+
+def singular(word: str) -> str:
+    """An English word less a plural "s" ("knees" → "knee", "tonsils" → "tonsil"); a double s ("glass") and words of
+    three letters or fewer ("gas") stay."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word

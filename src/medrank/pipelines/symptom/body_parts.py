@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from medrank.text import singular
+
 #: vocabulary names that name a part: "Abnormality of the knee", "Abnormal breast morphology",
 #: "Abnormal pharynx physiology" (a part of one or two words)
 PART_NAMES = (
@@ -30,13 +32,9 @@ _WORD = re.compile(r"[a-z]+")
 _NOT_PARTS = frozenset({"abnormality", "abnormal", "the", "of", "and", "or", "in", "on", "to", "a", "an"})
 
 
-def _singular(word: str) -> str:
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
 def stem(word: str) -> str:
     """A word's first five letters, less a plural "s": "pharyngeal" and "pharynx", "breasts" and "breast" meet."""
-    return _singular(word)[:5]
+    return singular(word)[:5]
 
 
 class BodyParts:
@@ -50,6 +48,8 @@ class BodyParts:
         self.words = frozenset(words)
         self.stems = frozenset(stem(w) for w in self.words)
         self.together = {p: frozenset(q) for p, q in together.items()}
+        #: wording → the parts it names: the vocabulary's wordings are read again for every complaint
+        self._in_wording: dict[str, frozenset[str]] = {}
 
     @classmethod
     def from_wordings(cls, wordings: Mapping[str, Sequence[str]]) -> BodyParts:
@@ -64,22 +64,26 @@ class BodyParts:
                     if m is not None:
                         left = [w for w in m.group(1).split() if w not in _NOT_PARTS]
                         if len(left) == 1:
-                            words.add(_singular(left[0]))
+                            words.add(singular(left[0]))
         parts = cls(words, {})
         together: dict[str, set[str]] = {p: {p} for p in parts.stems}
         for texts in wordings.values():
             named = frozenset().union(*(parts.in_wording(text) for text in texts)) if texts else frozenset()
             for p in named:
                 together[p] |= named
-        return cls(words, together)
+        parts.together = {p: frozenset(q) for p, q in together.items()}
+        return parts
 
     def in_complaint(self, text: str) -> frozenset[str]:
         """The stems of the parts ``text`` names by their own word."""
-        return frozenset(stem(w) for w in _WORD.findall(text.lower()) if _singular(w) in self.words)
+        return frozenset(stem(w) for w in _WORD.findall(text.lower()) if singular(w) in self.words)
 
     def in_wording(self, text: str) -> frozenset[str]:
         """The stems of the parts a vocabulary wording names."""
-        return frozenset(stem(w) for w in _WORD.findall(text.lower())) & self.stems
+        named = self._in_wording.get(text)
+        if named is None:
+            named = self._in_wording[text] = frozenset(stem(w) for w in _WORD.findall(text.lower())) & self.stems
+        return named
 
     def contradicts(self, span: str, wordings: Sequence[str]) -> bool:
         """Whether a term with these ``wordings`` names parts, and only parts that no part ``span`` names goes

@@ -31,7 +31,7 @@ import numpy as np
 
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT
-from medrank.text import EN_PERSON
+from medrank.text import EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
                          r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
@@ -210,7 +210,7 @@ class PainReader:
         """Value codes whose label names ``part`` (or its singular: "knees", "tonsils"): a label word equal to it or
         ending with it ("forehead" for "head"), unless that word is followed by "of" ("back of head" is not the
         back)."""
-        one = part[:-1] if len(part) > 3 and part.endswith("s") and not part.endswith("ss") else part
+        one = singular(part)
         out = []
         for code, words in self.words.items():
             for i, word in enumerate(words):
