@@ -471,6 +471,39 @@ def test_pain_reader_takes_locations_from_the_evidence_labels():
     assert reader.detect(["no swelling of the knee", "hurts when I walk"]) == [("E_53", "present")]
 
 
+def test_pain_reader_reads_a_position_word_with_the_part_it_places():
+    from medrank.pipelines.history.inquiry.findings import PainReader
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    labels = {"V_0": "nowhere", "V_1": "lower chest", "V_2": "upper chest", "V_3": "lower teeth(R)",
+              "V_4": "upper lip", "V_5": "bottom lip", "V_6": "big toe", "V_7": "toe (2)", "V_8": "back of the head"}
+    evidences = {
+        "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
+        "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_0", tuple(labels), labels),
+    }
+    reader = PainReader.from_evidences(evidences)
+    assert reader is not None
+    pain = ("E_53", "present")
+    # "lower" names no place alone: the lower back is none of these labels
+    assert reader.detect(["my lower back hurts"]) == [pain]
+    assert reader.detect(["my lower chest hurts"]) == [pain, ("E_55", "V_1")]
+    assert reader.detect(["my chest hurts"]) == [pain, ("E_55", "V_1"), ("E_55", "V_2")]
+    assert reader.detect(["my upper lip is sore"]) == [pain, ("E_55", "V_4")]
+    assert reader.detect(["my lip is sore"]) == [pain, ("E_55", "V_4"), ("E_55", "V_5")]
+    assert reader.detect(["my toe hurts"]) == [pain, ("E_55", "V_6"), ("E_55", "V_7")]
+    assert reader.detect(["the pain goes down my leg"]) == [pain]  # "the" of "back of the head" names no place
+    assert reader.detect(["my big toe hurts"]) == [pain, ("E_55", "V_6")]
+    # an irregular plural: "toothache" is the teeth's
+    assert reader.detect(["I have a toothache"]) == [pain, ("E_55", "V_3")]
+
+
+def test_singular_of_regular_and_irregular_plurals():
+    from medrank.text import singular
+
+    assert [singular(w) for w in ("knees", "teeth", "feet", "glass", "gas", "knee")] == [
+        "knee", "tooth", "foot", "glass", "gas", "knee"]
+
+
 def test_a_categorical_member_of_a_group_is_asked_by_its_values_only():
     variables = dict(_toy_model().variables)
     variables["AL"] = Variable("AL", "M", "A", values=("nowhere", "head", "knee"), default="nowhere",

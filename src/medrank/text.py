@@ -166,7 +166,13 @@ def has_han(text: str) -> bool:
     return HAN.search(text) is not None
 
 
+#: the irregular plurals of body parts
+_IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
+
+
 def singular(word: str) -> str:
-    """An English word less a plural "s" ("knees" → "knee", "tonsils" → "tonsil"); a double s ("glass") and words of
-    three letters or fewer ("gas") stay."""
+    """An English word less a plural "s" ("knees" → "knee", "tonsils" → "tonsil"), or the singular of an irregular
+    plural ("teeth" → "tooth"); a double s ("glass") and words of three letters or fewer ("gas") stay."""
+    if word in _IRREGULAR_PLURALS:
+        return _IRREGULAR_PLURALS[word]
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word

@@ -181,6 +181,12 @@ def _circumstance_stems(description: str) -> frozenset[str]:
 
 EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+)aches?\b", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
+#: words of a location label that name nothing ("side of the chest")
+_LABEL_FUNCTION_WORDS = frozenset({"a", "an", "of", "the"})
+#: English words that place a body part ("lower chest", "upper lip", "big toe"): grammar, not anatomy; none names a
+#: place alone
+POSITION_WORDS = frozenset({"above", "below", "big", "bottom", "inner", "internal", "lateral", "little", "lower",
+                            "outer", "posterior", "under", "upper"})
 
 
 class PainReader:
@@ -191,6 +197,9 @@ class PainReader:
         self.location = location
         #: value code -> the words of its English label, sides removed ("temple(R)" -> ["temple"])
         self.words = {code: EN_SIDE.sub("", label).lower().split() for code, label in labels.items()}
+        #: value code -> the position word its label opens with ("lower" of "lower chest"), or None
+        self.positions = {code: words[0] if len(words) > 1 and words[0] in POSITION_WORDS else None
+                          for code, words in self.words.items()}
 
     @classmethod
     def from_evidences(cls, evidences: Mapping[str, Evidence]) -> PainReader | None:
@@ -206,19 +215,34 @@ class PainReader:
                     return cls(name, other, labels)
         return None
 
-    def locations(self, part: str) -> list[str]:
-        """Value codes whose label names ``part`` (or its singular: "knees", "tonsils"): a label word equal to it or
+    def locations(self, part: str, position: str | None = None) -> list[str]:
+        """Value codes whose label names ``part`` (or its singular: "knees", "teeth"): a label word equal to it or
         ending with it ("forehead" for "head"), unless that word is followed by "of" ("back of head" is not the
-        back)."""
-        one = singular(part)
+        back). A position word names no place alone ("lower" is not the lower chest); given the ``position`` word
+        said before the part, a label that opens with another one is passed over ("bottom lip" for "upper lip"),
+        and one that opens with none too when a label opens with that one ("toe (2)" for "big toe")."""
+        if part in POSITION_WORDS or part in _LABEL_FUNCTION_WORDS:
+            return []
+        forms = {part, singular(part)}
         out = []
         for code, words in self.words.items():
+            if position is not None and self.positions[code] not in (None, position):
+                continue
             for i, word in enumerate(words):
-                named = any(word == p or (word.endswith(p) and len(p) >= 4) for p in {part, one})
+                named = any(singular(word) == p or word == p or (word.endswith(p) and len(p) >= 4) for p in forms)
                 if named and (i + 1 == len(words) or words[i + 1] != "of"):
                     out.append(code)
                     break
-        return out
+        placed = [code for code in out if self.positions[code] == position]
+        return placed if position is not None and placed else out
+
+    def _places(self, words: Sequence[str]) -> list[str]:
+        """The value codes the words name, each part read with the position word just before it."""
+        codes: set[str] = set()
+        for i, word in enumerate(words):
+            before = words[i - 1] if i > 0 and words[i - 1] in POSITION_WORDS else None
+            codes.update(self.locations(word, before))
+        return sorted(codes)
 
     def detect(self, clauses: Sequence[str]) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
@@ -227,14 +251,14 @@ class PainReader:
             match = EN_PAIN.search(clause)
             words = re.findall(r"[a-z]+", clause.lower())
             if match is None:
-                before = [] if EN_NEGATION.search(clause) else sorted({c for w in words for c in self.locations(w)})
+                before = [] if EN_NEGATION.search(clause) else self._places(words)
                 continue
             if EN_NEGATION.search(clause):
                 found.append((self.pain, ABSENT))
                 before = []
                 continue
             parts = [match.group(1).lower()] if match.group(1) else words
-            codes = sorted({c for part in parts for c in self.locations(part)}) or before
+            codes = self._places(parts) or before
             before = []
             found.append((self.pain, PRESENT))
             found += [(self.location, c) for c in codes if (self.location, c) not in found]
