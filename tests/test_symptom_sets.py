@@ -738,11 +738,21 @@ def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> No
 
     assert read("my knee hurts going down the stairs") == [("knee pain", False), ("knee pain going down the stairs", True)]
     assert read("her ear is sore") == [("ear pain", False)]
-    assert read("both my knees hurt") == [("knees pain", False)]
+    assert read("both my knees hurt") == [("knee pain", False)]
+    assert read("my feet hurt") == [("foot pain", False)]  # as the vocabulary names the part: Foot pain
     assert read("my shoulder's been aching") == [("shoulder pain", False)]
     # the body part is still shared with a bare predicate ("my knee is swollen"), then the piece is renamed
     assert read("my knee hurts and is swollen") == [("knee pain", False), ("knee pain and is swollen", True),
                                                     ("my knee is swollen", False)]
+    # ... and a bare verb of pain after it takes that part ("my wrist is swollen and hurts": wrist pain)
+    assert read("my wrist is swollen and hurts") == [("my wrist is swollen", False),
+                                                     ("my wrist is swollen and hurts", True), ("wrist pain", False)]
+    assert read("my knee is swollen and hurts when I walk")[-2:] == [("knee pain", False),
+                                                                   ("knee pain when I walk", True)]
+    assert [s.text for s in find_spans("my wrist is swollen and hurts", None, "en")][-1] == "hurts"  # rule off
+    # "it hurts to swallow": "it" stood before the verb, so the verb does not take the throat
+    assert read("my throat is really sore and it hurts to swallow") == [
+        ("throat pain", False), ("throat pain and hurts to swallow", True), ("hurts to swallow", False)]
     assert read("I hurt my back") == [("hurt my back", False)]  # no body part before the verb
     assert [s.text for s in find_spans("her ear is sore", None, "en")] == ["her ear is sore"]  # off by default
 

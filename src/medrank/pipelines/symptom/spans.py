@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han
+from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han, singular
 
 # punctuation (ASCII and full-width) that ends a clause
 _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
@@ -256,17 +256,17 @@ def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
     return a, b
 
 
-def _with_shared_subject(clause: str, bare: str) -> str | None:
+def _with_shared_subject(clause: str, bare: str, part_pain: bool = False) -> str | None:
     """``bare`` (an adjective, or a linking verb with what follows) with the subject of ``clause`` before it: "my
     knee" and "is swollen" of "my knee hurts and is swollen" → "my knee is swollen"; an adjective takes the clause's
     linking verb too ("my eyes are" + "watery"). None when the clause opens with no body part and verb ("a rash and
-    itchy"), and for a verb of pain ("hurts", below)."""
+    itchy"), and for a verb of pain ("hurts", below) unless ``part_pain`` searches the two as "<part> pain"."""
     m = _EN_PART_SUBJECT.match(clause)
     if m is None:
         return None
     subject, verb = m.group(1), m.group(2)
     first = bare.split(maxsplit=1)[0].lower()
-    if first in _EN_LINKING:
+    if first in _EN_LINKING or (part_pain and _EN_PART_HURTS.match(f"{subject} {bare}") is not None):
         return f"{subject} {bare}"
     # a verb of pain ("hurts") stays alone: read with the whole clause it is already ("my knee is swollen and
     # hurts"), and "my knee hurts" alone reads as Knee dislocation to the zero-shot MiniLM
@@ -278,17 +278,24 @@ def _with_shared_subject(clause: str, bare: str) -> str | None:
 # "my knee hurts", "her ear is sore", "my shoulder's been aching": a body part and a verb of pain. The vocabulary says
 # "Knee pain", "Ear pain": searched so, the piece finds them ("my knee hurts" found Knee dislocation, "my ear hurts"
 # nothing); what follows the verb stays ("chest pain when I breathe in")
+_EN_PART_WORD = r"(?!(?:is|are|was|were|been|has|have|had|feels|feel|keeps|keep|gets|get|got)\b)[\w-]+"
 _EN_PART_HURTS = re.compile(
-    r"^(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+((?:[\w-]+\s+){0,2}?[\w-]+?)(?:'s)?\s+"
+    rf"^(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+((?:{_EN_PART_WORD}\s+){{0,2}}?"
+    rf"{_EN_PART_WORD}?)(?:'s)?\s+"
     r"(?:(?:is|are|was|were|has\s+been|have\s+been|been|feels|feel|keeps|keep)\s+)?"
+    r"(?:(?:really|very|so|quite|pretty|extremely|too|a\s+bit|a\s+little)\s+)?"
     r"(?:hurts|hurt|hurting|aches|ache|aching|achy|sore|painful|killing\s+me)\b",
     re.I)
 
 
 def _as_pain(text: str) -> str:
-    """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain"; anything else as it is)."""
+    """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain", "my feet hurt" → "foot pain";
+    anything else as it is)."""
     m = _EN_PART_HURTS.match(text)
-    return f"{m.group(1)} pain{text[m.end():]}" if m else text
+    if m is None:
+        return text
+    *before, part = m.group(1).split()
+    return " ".join([*before, singular(part)]) + f" pain{text[m.end():]}"
 
 
 def _sensation_only(span: Span) -> bool:
@@ -366,13 +373,16 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 # read as the words the two are searched as, without what was left out between them ("threw up twice
                 # this morning and feel queasy" read the time too, and found Bilateral tonic-clonic seizure on awakening)
                 raw = text[a:d].strip()
-                own = raw if raw.split()[0].lower() in _EN_PREDICATES else inner  # its own verb too: "and is swollen"
+                opens = raw.split()[0].lower() in _EN_PREDICATES
+                own = raw if opens else inner  # its own verb too: "and is swollen"
                 conj = _EN_CONJ_WORD.search(text, prev.end, c)
                 spans.append(Span(prev.start, d, f"{prev.text} {conj.group(0)} {own}" if conj else f"{prev.text}, {own}",
                                   None, False, reading=True))
                 # searched with the subject it shares ("my eyes are itchy and watery": "my eyes are watery", where
                 # "watery" alone finds Excessive salivation); it still covers its own words
-                shared = _with_shared_subject(prev.text, own)
+                # a verb of pain takes the part only when nothing stood before it ("... and hurts"; not "... and it
+                # hurts to swallow", where "it" is no body part)
+                shared = _with_shared_subject(prev.text, own, part_pain and opens)
                 if shared is not None:
                     span = replace(span, text=shared)
             spans.append(span)
