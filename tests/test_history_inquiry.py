@@ -527,6 +527,7 @@ def test_a_finding_is_listed_without_the_second_questions_opening_or_the_consult
     assert finding_phrase("Do you have any lesions, redness or problems on your skin that you believe are related to "
                           "the condition you are consulting for?") == "any lesions, redness or problems on your skin"
     assert finding_phrase("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
+    assert finding_phrase("Where is the swelling located?") == "swelling location"
     assert finding_phrase("有没有咳痰？") == evidence_description("有没有咳痰？")
 
 
@@ -557,6 +558,21 @@ def test_real_english_detector_reads_pain_by_its_place_and_circumstance():
     assert "a hiatal hernia" not in found("my stomach hurts and I feel sick")
     assert "pain that is increased when you breathe in deeply" in found("My chest hurts when I breathe in")
     assert any(f.startswith("difficulty swallowing") for f in found("it hurts to swallow"))
+
+
+@pytest.mark.slow
+def test_real_english_detector_reads_where_a_swelling_is():
+    en = load_engine("en")
+
+    def where(text: str, question: str) -> set[str]:
+        return {en.value_label(f.name, f.value) for f in en.detect_findings(text)
+                if en.finding_description(f.name) == question}
+
+    assert where("my knee is swollen and hurts when I walk", "swelling location") == {"knee(R)", "knee(L)"}
+    assert where("my knee hurts and is swollen", "swelling location") == {"knee(R)", "knee(L)"}
+    lips = where("Swollen lip", "swelling location")  # an HPO term read from /symptoms
+    assert {v.split("(")[0] for v in lips} == {"upper lip", "bottom lip"}
+    assert not where("no swelling of the knee", "swelling location")
 
 
 def test_states_after_several_budgets_are_those_of_separate_inquiries():

@@ -70,7 +70,11 @@ EN_RELATED = re.compile(r",?\s*(?:that you believe (?:are|is) )?related to (?:th
 def finding_phrase(question: str) -> str:
     """A finding as a list shows it: :func:`evidence_description` without the opening of a second question joined by
     "or" ("vomited several times or made several efforts to vomit") and without saying that it concerns the
-    consultation ("pain somewhere"). Display only: the detector matches the descriptions as they are."""
+    consultation ("pain somewhere"); a question of where lists as the place of its finding ("Where is the swelling
+    located?": "swelling location"). Display only: the detector matches the descriptions as they are."""
+    where = re.fullmatch(r"where is (?:the )?(.+?) located\??", question.strip(), re.IGNORECASE)
+    if where is not None:
+        return f"{where.group(1)} location"
     text = EN_OR_OPENING.sub("or ", evidence_description(question))
     return EN_RELATED.sub("", text).strip() or evidence_description(question)
 
@@ -116,6 +120,11 @@ class EnglishDetector:
                 self.names += [name] * len(extra)
                 self.descriptions += extra
         self.pain = PainReader.from_evidences(evidences)
+        #: binary evidence -> (its location evidence, that evidence's body locations): where a swelling or a skin
+        #: lesion is, read in the clause that states it ("my knee is swollen": the knee)
+        self.located = {main: (member, BodyLocations(BodyLocations.labels_of(evidences[member])))
+                        for main, member in located_members(evidences).items()
+                        if self.pain is None or main != self.pain.pain}
         self.encoder = encoder if encoder is not None else load_encoder("minilm")
         self.vectors = self.encoder.encode(self.descriptions, show_progress=False)
         self.threshold = threshold
@@ -143,10 +152,13 @@ class EnglishDetector:
         pain = self.pain.detect(parts) if self.pain is not None else []
         sims = self.encoder.encode([self.concept(p) for p in parts], show_progress=False) @ self.vectors.T
         found: dict[str, str] = {}
+        located: list[tuple[str, str]] = []
+        before: list[str] = []  # the words of the clause before, unless negated: where "... and is swollen" is
         for clause, row in zip(parts, sims, strict=True):
+            words = re.findall(r"[a-z]+", clause.lower())
             # an evidence about a circumstance the clause does not state ("vomit after coughing" for "vomiting") is
             # passed over for the next nearest one
-            stems = {w[:4] for w in re.findall(r"[a-z]+", clause.lower())}
+            stems = {w[:4] for w in words}
             # a clause about pain is the pain reader's, or a finding's that speaks of pain too ("a sore throat"): its
             # body part alone brings other findings near it ("I get chest pain": a heart attack or angina; "my
             # stomach hurts": HPO's Stomach hernia, a hiatal hernia)
@@ -159,11 +171,15 @@ class EnglishDetector:
                 if not self.circumstances[j] or self.circumstances[j] & stems:
                     value = ABSENT if EN_NEGATION.search(clause) else PRESENT
                     found.setdefault(self.names[j], value)
+                    if value == PRESENT and self.names[j] in self.located:
+                        member, body = self.located[self.names[j]]
+                        located += [(member, c) for c in body.places(words) or body.places(before)]
                     break
+            before = [] if EN_NEGATION.search(clause) else words
         if pain:
             for name in {n for n, _ in pain}:
                 found.pop(name, None)  # the pain reader knows the location the nearest-question match does not
-        return list(found.items()) + pain
+        return list(found.items()) + pain + list(dict.fromkeys(located))
 
 
 #: words of a circumstance that say nothing about it
@@ -189,31 +205,20 @@ POSITION_WORDS = frozenset({"above", "below", "big", "bottom", "inner", "interna
                             "outer", "posterior", "under", "upper"})
 
 
-class PainReader:
-    """Pain and where it is: the binary pain evidence and the values of its multi-choice location evidence."""
+class BodyLocations:
+    """The body locations of a multi-choice location evidence (its value labels) a clause's words name."""
 
-    def __init__(self, pain: str, location: str, labels: Mapping[str, str]) -> None:
-        self.pain = pain
-        self.location = location
+    def __init__(self, labels: Mapping[str, str]) -> None:
         #: value code -> the words of its English label, sides removed ("temple(R)" -> ["temple"])
         self.words = {code: EN_SIDE.sub("", label).lower().split() for code, label in labels.items()}
         #: value code -> the position word its label opens with ("lower" of "lower chest"), or None
         self.positions = {code: words[0] if len(words) > 1 and words[0] in POSITION_WORDS else None
                           for code, words in self.words.items()}
 
-    @classmethod
-    def from_evidences(cls, evidences: Mapping[str, Evidence]) -> PainReader | None:
-        """The knowledge base's pain evidence (a binary question about pain somewhere) and the multi-choice
-        evidence of its group that lists body locations; None when the knowledge base has no such pair."""
-        for name, ev in evidences.items():
-            if ev.kind != "B" or not re.search(r"\bpain somewhere\b", ev.question, re.IGNORECASE):
-                continue
-            for other, member in evidences.items():
-                if member.group == name and member.kind == "M" and re.search(r"\bpain somewhere\b", member.question,
-                                                                               re.IGNORECASE):
-                    labels = {c: t for c, t in member.meanings.items() if c != member.default}
-                    return cls(name, other, labels)
-        return None
+    @staticmethod
+    def labels_of(member: Evidence) -> dict[str, str]:
+        """A location evidence's value labels, its default ("nowhere") left out."""
+        return {c: t for c, t in member.meanings.items() if c != member.default}
 
     def locations(self, part: str, position: str | None = None) -> list[str]:
         """Value codes whose label names ``part`` (or its singular: "knees", "teeth"): a label word equal to it or
@@ -236,13 +241,48 @@ class PainReader:
         placed = [code for code in out if self.positions[code] == position]
         return placed if position is not None and placed else out
 
-    def _places(self, words: Sequence[str]) -> list[str]:
+    def places(self, words: Sequence[str]) -> list[str]:
         """The value codes the words name, each part read with the position word just before it."""
         codes: set[str] = set()
         for i, word in enumerate(words):
             before = words[i - 1] if i > 0 and words[i - 1] in POSITION_WORDS else None
             codes.update(self.locations(word, before))
         return sorted(codes)
+
+
+def located_members(evidences: Mapping[str, Evidence]) -> dict[str, str]:
+    """Binary evidence -> the multi-choice evidence of its group that asks where it is ("Do you have swelling in one
+    or more areas of your body?" -> "Where is the swelling located?"; "lesions, redness or problems on your skin" ->
+    "Where is the affected region located?")."""
+    out = {}
+    for name, member in evidences.items():
+        main = evidences.get(member.group)
+        if (member.kind == "M" and main is not None and main.kind == "B" and member.group != name
+                and re.search(r"\bwhere\b.*\blocated\b", member.question, re.IGNORECASE)):
+            out.setdefault(member.group, name)
+    return out
+
+
+class PainReader(BodyLocations):
+    """Pain and where it is: the binary pain evidence and the values of its multi-choice location evidence."""
+
+    def __init__(self, pain: str, location: str, labels: Mapping[str, str]) -> None:
+        super().__init__(labels)
+        self.pain = pain
+        self.location = location
+
+    @classmethod
+    def from_evidences(cls, evidences: Mapping[str, Evidence]) -> PainReader | None:
+        """The knowledge base's pain evidence (a binary question about pain somewhere) and the multi-choice
+        evidence of its group that lists body locations; None when the knowledge base has no such pair."""
+        for name, ev in evidences.items():
+            if ev.kind != "B" or not re.search(r"\bpain somewhere\b", ev.question, re.IGNORECASE):
+                continue
+            for other, member in evidences.items():
+                if member.group == name and member.kind == "M" and re.search(r"\bpain somewhere\b", member.question,
+                                                                               re.IGNORECASE):
+                    return cls(name, other, cls.labels_of(member))
+        return None
 
     def detect(self, clauses: Sequence[str]) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
@@ -251,14 +291,14 @@ class PainReader:
             match = EN_PAIN.search(clause)
             words = re.findall(r"[a-z]+", clause.lower())
             if match is None:
-                before = [] if EN_NEGATION.search(clause) else self._places(words)
+                before = [] if EN_NEGATION.search(clause) else self.places(words)
                 continue
             if EN_NEGATION.search(clause):
                 found.append((self.pain, ABSENT))
                 before = []
                 continue
             parts = [match.group(1).lower()] if match.group(1) else words
-            codes = self._places(parts) or before
+            codes = self.places(parts) or before
             before = []
             found.append((self.pain, PRESENT))
             found += [(self.location, c) for c in codes if (self.location, c) not in found]
