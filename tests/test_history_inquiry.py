@@ -528,6 +528,7 @@ def test_a_finding_is_listed_without_the_second_questions_opening_or_the_consult
                           "the condition you are consulting for?") == "any lesions, redness or problems on your skin"
     assert finding_phrase("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
     assert finding_phrase("Where is the swelling located?") == "swelling location"
+    assert finding_phrase("Characterize your pain:") == "Characterize your pain"
     assert finding_phrase("有没有咳痰？") == evidence_description("有没有咳痰？")
 
 

@@ -76,7 +76,8 @@ def finding_phrase(question: str) -> str:
     if where is not None:
         return f"{where.group(1)} location"
     text = EN_OR_OPENING.sub("or ", evidence_description(question))
-    return EN_RELATED.sub("", text).strip() or evidence_description(question)
+    # "Characterize your pain:" is listed with its answer after a colon of its own
+    return EN_RELATED.sub("", text).strip().rstrip(":").strip() or evidence_description(question)
 
 
 def follow_up_questions(evidences: Mapping[str, Evidence]) -> dict[str, tuple[str, str]]:
