@@ -476,7 +476,8 @@ def test_pain_reader_reads_a_position_word_with_the_part_it_places():
     from medrank.pipelines.history.inquiry.kb import Evidence
 
     labels = {"V_0": "nowhere", "V_1": "lower chest", "V_2": "upper chest", "V_3": "lower teeth(R)",
-              "V_4": "upper lip", "V_5": "bottom lip", "V_6": "big toe", "V_7": "toe (2)", "V_8": "back of the head"}
+              "V_4": "upper lip", "V_5": "bottom lip", "V_6": "big toe", "V_7": "toe (2)", "V_8": "back of the head",
+              "V_9": "thigh(R)"}
     evidences = {
         "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
         "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_0", tuple(labels), labels),
@@ -492,6 +493,7 @@ def test_pain_reader_reads_a_position_word_with_the_part_it_places():
     assert reader.detect(["my lip is sore"]) == [pain, ("E_55", "V_4"), ("E_55", "V_5")]
     assert reader.detect(["my toe hurts"]) == [pain, ("E_55", "V_6"), ("E_55", "V_7")]
     assert reader.detect(["the pain goes down my leg"]) == [pain]  # "the" of "back of the head" names no place
+    assert reader.detect(["a high pain in my toe"]) == [pain, ("E_55", "V_6"), ("E_55", "V_7")]  # "thigh" is no "high"
     assert reader.detect(["my big toe hurts"]) == [pain, ("E_55", "V_6")]
     # an irregular plural: "toothache" is the teeth's
     assert reader.detect(["I have a toothache"]) == [pain, ("E_55", "V_3")]
@@ -574,6 +576,20 @@ def test_real_english_detector_reads_where_a_swelling_is():
     lips = where("Swollen lip", "swelling location")  # an HPO term read from /symptoms
     assert {v.split("(")[0] for v in lips} == {"upper lip", "bottom lip"}
     assert not where("no swelling of the knee", "swelling location")
+
+
+@pytest.mark.slow
+def test_real_english_detector_reads_a_rash_as_the_skin_finding_its_questions_ask_about():
+    en = load_engine("en")
+
+    def found(text: str) -> set[str]:
+        return {en.finding_description(f.name) for f in en.detect_findings(text) if f.value == "present"}
+
+    skin = "any lesions, redness or problems on your skin"
+    assert skin in found("I have a rash on my arm that itches")  # "What color is the rash?", "How severe is the itching?"
+    assert skin in found("Skin rash")  # an HPO term read from /symptoms
+    assert skin not in found("my knee is swollen")  # "Is the rash swollen?" does not make a swelling a rash
+    assert "pain somewhere" in found("I have a sore throat") and skin not in found("I have a sore throat")
 
 
 def test_states_after_several_budgets_are_those_of_separate_inquiries():

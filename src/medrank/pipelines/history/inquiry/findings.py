@@ -100,16 +100,39 @@ def follow_up_questions(evidences: Mapping[str, Evidence]) -> dict[str, tuple[st
     return out
 
 
+def member_descriptions(evidences: Mapping[str, Evidence]) -> dict[str, list[str]]:
+    """Yes / no finding -> the things the categorical questions of its group take as given, the word after "the" /
+    "your" ("What color is the rash?", "How severe is the itching?", "Do your lesions peel off?": rash, itching,
+    lesions). Questions about pain are left out (pain is the pain reader's), and so is the rest of each question:
+    "Is the rash swollen?" whole is nearer "Swollen lip" than the swelling finding is."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for name, member in evidences.items():
+        main = evidences.get(member.group)
+        if member.kind != "C" or main is None or main.kind != "B" or member.group == name:
+            continue
+        if EN_PAIN.search(member.question) is not None:
+            continue
+        for word in re.findall(r"\b(?:the|your)\s+([a-z]+)", member.question.lower()):
+            if word not in out[member.group]:
+                out[member.group].append(word)
+    return dict(out)
+
+
 class EnglishDetector:
     """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
 
     With ``hpo`` (default), an evidence whose description is the name or a synonym of an HPO term
     (exact, case and leading article ignored; e.g. "a sore throat" = Pharyngalgia) is also described
     by that term's name and synonyms, layperson ones included ("Throat pain").
+
+    With ``members`` (default), a yes / no finding is also described by the questions asked about it once present
+    (the categorical members of its group, :func:`member_descriptions`): "Do you have any lesions, redness or
+    problems on your skin …?" by the rash, the itching and the lesions its questions ask about ("What color is the
+    rash?"); the patient who says "a rash" states the finding those questions take as present.
     """
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
-                 hpo: bool = True) -> None:
+                 hpo: bool = True, members: bool = True) -> None:
         from medrank.encoders import load_encoder
 
         binary = [n for n, e in evidences.items() if e.kind == "B"]
@@ -118,6 +141,10 @@ class EnglishDetector:
         self.descriptions = [own[n] for n in binary]
         if hpo:
             for name, extra in hpo_synonyms(own).items():
+                self.names += [name] * len(extra)
+                self.descriptions += extra
+        if members:
+            for name, extra in member_descriptions(evidences).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
         self.pain = PainReader.from_evidences(evidences)
@@ -223,7 +250,7 @@ class BodyLocations:
 
     def locations(self, part: str, position: str | None = None) -> list[str]:
         """Value codes whose label names ``part`` (or its singular: "knees", "teeth"): a label word equal to it or
-        ending with it ("forehead" for "head"), unless that word is followed by "of" ("back of head" is not the
+        a compound ending with it ("forehead" for "head"), unless that word is followed by "of" ("back of head" is not the
         back). A position word names no place alone ("lower" is not the lower chest); given the ``position`` word
         said before the part, a label that opens with another one is passed over ("bottom lip" for "upper lip"),
         and one that opens with none too when a label opens with that one ("toe (2)" for "big toe")."""
@@ -235,7 +262,7 @@ class BodyLocations:
             if position is not None and self.positions[code] not in (None, position):
                 continue
             for i, word in enumerate(words):
-                named = any(singular(word) == p or word == p or (word.endswith(p) and len(p) >= 4) for p in forms)
+                named = any(singular(word) == p or word == p or _compound_of(word, p) for p in forms)
                 if named and (i + 1 == len(words) or words[i + 1] != "of"):
                     out.append(code)
                     break
@@ -249,6 +276,12 @@ class BodyLocations:
             before = words[i - 1] if i > 0 and words[i - 1] in POSITION_WORDS else None
             codes.update(self.locations(word, before))
         return sorted(codes)
+
+
+def _compound_of(word: str, part: str) -> bool:
+    """Whether a label word is a compound ending with a part ("forehead": head); a letter or two before it make
+    another word ("thigh" is no "high")."""
+    return len(part) >= 4 and word.endswith(part) and len(word) - len(part) >= 3
 
 
 def located_members(evidences: Mapping[str, Evidence]) -> dict[str, str]:
