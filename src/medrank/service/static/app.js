@@ -345,7 +345,8 @@ async function rankQuestions(dialogue, findings) {
     // a finding's question names it already in English; a Chinese finding's "question" is the symptom's name
     const said = q.finding && data.language === "zh" && !/[？?]$/.test(q.text) ? `有没有${q.text}？` : q.text;
     // a bank question's score is a sum of z-scores, which says nothing to a patient: the order says it
-    const note = !q.finding || said.includes(q.label) ? "" : `asks about: ${q.label}`;
+    // ("swelling location" is what "Where is the swelling located?" asks: no note)
+    const note = !q.finding || said.includes(q.label.replace(/ location$/, "")) ? "" : `asks about: ${q.label}`;
     return el("li", q.finding ? { "data-label": q.label } : {},
       el("span", { class: "question", lang: data.language, text: said }),
       ...(note ? [el("span", { class: "score", text: note })] : []),
