@@ -576,6 +576,8 @@ def test_real_english_detector_reads_where_a_swelling_is():
     lips = where("Swollen lip", "swelling location")  # an HPO term read from /symptoms
     assert {v.split("(")[0] for v in lips} == {"upper lip", "bottom lip"}
     assert not where("no swelling of the knee", "swelling location")
+    # "Where is the swelling located?" takes a swelling as given: "swollen ankles" state it
+    assert {v.split("(")[0] for v in where("my ankles are swollen", "swelling location")} >= {"ankle"}
 
 
 @pytest.mark.slow

@@ -101,21 +101,26 @@ def follow_up_questions(evidences: Mapping[str, Evidence]) -> dict[str, tuple[st
 
 
 def member_descriptions(evidences: Mapping[str, Evidence]) -> dict[str, list[str]]:
-    """Yes / no finding -> the things the categorical questions of its group take as given, the word after "the" /
-    "your" ("What color is the rash?", "How severe is the itching?", "Do your lesions peel off?": rash, itching,
-    lesions). Questions about pain are left out (pain is the pain reader's), and so is the rest of each question:
-    "Is the rash swollen?" whole is nearer "Swollen lip" than the swelling finding is."""
+    """Yes / no finding -> the things the questions of its group take as given, the word after "the" / "your" ("What
+    color is the rash?", "How severe is the itching?", "Do your lesions peel off?", "Where is the swelling located?":
+    rash, itching, lesions, swelling; a participle before it is passed over, and a word of place names no thing: "the
+    affected region" gives nothing). Questions about pain are left out (pain is the pain reader's), and so is the
+    rest of each question: "Is the rash swollen?" whole is nearer "Swollen lip" than the swelling finding is."""
     out: dict[str, list[str]] = defaultdict(list)
     for name, member in evidences.items():
         main = evidences.get(member.group)
-        if member.kind != "C" or main is None or main.kind != "B" or member.group == name:
+        if member.kind not in ("C", "M") or main is None or main.kind != "B" or member.group == name:
             continue
         if EN_PAIN.search(member.question) is not None:
             continue
-        for word in re.findall(r"\b(?:the|your)\s+([a-z]+)", member.question.lower()):
-            if word not in out[member.group]:
+        for word in re.findall(r"\b(?:the|your)\s+(?:[a-z]+ed\s+)?([a-z]+)", member.question.lower()):
+            if word not in out[member.group] and word not in _PLACE_WORDS:
                 out[member.group].append(word)
     return dict(out)
+
+
+#: words that say where, not what
+_PLACE_WORDS = frozenset({"area", "location", "place", "region", "site", "side"})
 
 
 class EnglishDetector:
