@@ -57,8 +57,9 @@ from medrank.pipelines.symptom.self_report import (
 from medrank.pipelines.symptom.set_eval import cross_fit
 from medrank.pipelines.symptom.sets import (
     CALIBRATIONS,
+    EN_RULES,
     JOIN_MARGINS,
-    RULES,
+    ZH_RULES,
     SetCalibration,
     SetDetector,
     has_overlapping_spans,
@@ -138,7 +139,9 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
         concepts = load_candidates("chip-cdn", cand, eval_set=valid)
         if run is None:
             r = retriever(f"cdn-{cand}-hybrid-e5", concepts, "hybrid", "e5-small", "zh")
-            variants = [(f"zero-shot e5-small hybrid [{cand}]", "logistic")]
+            # the shipped calibration turns on the Chinese rules (ZH_RULES): the served row beside the plain one
+            variants = [(f"zero-shot e5-small hybrid [{cand}]", "logistic"),
+                        (f"zero-shot e5-small hybrid + {', '.join(ZH_RULES)} rule (as served) [{cand}]", "logistic+rules")]
         else:
             from medrank.pipelines.symptom.inference import SymptomDetector
 
@@ -152,11 +155,12 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
         base = set_prf([{x.ids[0]} if x.ids else set() for x in rankings], gold)
         for name, model in variants:
             det = SetDetector.from_retriever(r, language="zh", lexicon=_lexicon_all(), name=name)
-            if model != "logistic":
+            if model in ("logistic+memory", "boosted"):
                 # the texts the run was trained on (the other side of the same split), saved in the run as it serves
                 memory = memory or write_training_memory(train, run)
                 det.memory = memory
-            preds, infos = cross_fit(det, texts, gold, model="boosted" if model == "boosted" else "logistic")
+            preds, infos = cross_fit(det, texts, gold, model="boosted" if model == "boosted" else "logistic",
+                                     rules=ZH_RULES if model == "logistic+rules" else ())
             res = set_prf(preds, gold)
             rows[name] = {"whole-text top-1": pct(base), "set detector": pct(res),
                           "ndcg@5": round(100 * ndcg["ndcg@5"], 2), "recall@5": round(100 * ndcg["recall@5"], 2),
@@ -167,7 +171,7 @@ def part_cdn(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, .
 
             fit_set_decision(r, valid, run / f"sets-{cand}.json", memory=memory)
         elif cand == "vocab":  # the zero-shot service knowledge base's calibration ships with the package
-            det.fit(texts, gold).save(CALIBRATIONS / "chip-cdn-hybrid.json")
+            det.fit(texts, gold, rules=ZH_RULES).save(CALIBRATIONS / "chip-cdn-hybrid.json")
 
 
 def part_ranking(run: Path | None, out: dict[str, Any], candidate_sets: tuple[str, ...]) -> None:
@@ -350,7 +354,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
-    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS, rules=RULES)
+    cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS, rules=EN_RULES)
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     det.calibration = cal
     preds = [{t.id for t in s.terms} for s in det.detect_many(test_texts)]
@@ -362,7 +366,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     det_d.calibration = SetDetector.from_retriever(
         retriever("hpo-calibration-hybrid-minilm", cal_concepts, "hybrid", "minilm", "en", True),
         language="en", hierarchy=hier, name="hpo").fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
-                                                      rules=RULES)
+                                                      rules=EN_RULES)
     preds = [{t.id for t in s.terms} for s in det_d.detect_many(test_texts)]
     systems["set detector (MiniLM hybrid + definitions in the index + spans + calibration + per-span rule)"] = pct(
         set_prf(preds, test_gold))
@@ -371,7 +375,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
                                         language="en", hierarchy=hier, name="hpo")
     for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
-                                                               rules=RULES)), ("mixed", cal)):
+                                                               rules=EN_RULES)), ("mixed", cal)):
         served.calibration = calibration
         preds = [{t.id for t in s.terms} for s in served.detect_many(test_texts)]
         systems[f"phrases in the index (served case): set detector, MiniLM hybrid, calibrated on {label}"] = pct(

@@ -26,6 +26,7 @@ from medrank.pipelines.symptom.sets import (
     fit_logistic,
     has_overlapping_spans,
     set_prf,
+    zh_says_more,
 )
 from medrank.pipelines.symptom.spans import clauses, find_spans
 
@@ -762,6 +763,25 @@ def test_calibration_rules_are_known_and_travel_with_it() -> None:
         SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",), rules=("no-such-rule",))
     cal = SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",), rules=("part_pain",))
     assert SetCalibration.from_json(cal.to_json()).rules == ("part_pain",)
+
+
+def test_a_chinese_kind_says_more_only_when_the_text_says_what_its_name_adds() -> None:
+    assert not zh_says_more(["急性咳嗽"], ["咳嗽"], "孩子发烧两天，咳嗽有痰")  # 急性 is not said
+    assert zh_says_more(["急性咳嗽"], ["咳嗽"], "孩子急性咳嗽")
+    assert zh_says_more(["偏头痛"], ["头痛"], "偏头痛三天")  # one character left: the character itself
+    assert zh_says_more(["神经性头痛"], ["头痛"], "神经性的头痛")  # a two-character run of 神经性
+    # no wording of the term inside the kind's: the characters the term's wordings lack ("干" of 干咳 over 咳嗽)
+    assert zh_says_more(["干咳"], ["咳嗽"], "一直干咳") and not zh_says_more(["干咳"], ["咳嗽"], "一直咳嗽")
+
+
+def test_the_zh_kinds_rule_decides_the_term_the_words_say() -> None:
+    det = _detector(wordings={k: (v,) for k, v in NAMES.items()})
+    det.calibration.threshold = 0.01  # 咳嗽 and its kind 干咳 both pass on "咳嗽"
+    assert [t.name for t in det.detect("咳嗽").terms] == ["干咳"]  # without the rule, every kind says more
+    det.calibration.rules = ("zh_kinds",)
+    got = det.detect("咳嗽")
+    assert [t.name for t in got.terms] == ["咳嗽"] and "干咳" in [t.name for t in got.alternatives]
+    assert "干咳" in [t.name for t in det.detect("孩子干咳").terms]
 
 
 def test_fit_prepares_complaints_with_its_rules_and_the_calibration_keeps_them() -> None:

@@ -73,14 +73,15 @@ def halves(n: int, seed: int = SPLIT_SEED) -> tuple[list[int], list[int]]:
     return sorted(idx[: n // 2]), sorted(idx[n // 2:])
 
 
-def cross_fit(detector: SetDetector, texts: Sequence[str], gold: Sequence[set[str]], model: str = "logistic"
-              ) -> tuple[list[set[str]], list[dict[str, Any]]]:
-    """Predicted sets where each half of ``texts`` is decided by a calibration fitted on the other half."""
+def cross_fit(detector: SetDetector, texts: Sequence[str], gold: Sequence[set[str]], model: str = "logistic",
+              rules: Sequence[str] = ()) -> tuple[list[set[str]], list[dict[str, Any]]]:
+    """Predicted sets where each half of ``texts`` is decided by a calibration fitted on the other half (with the
+    optional ``rules`` of :data:`~medrank.pipelines.symptom.sets.RULES`)."""
     a, b = halves(len(texts))
     preds: list[set[str]] = [set() for _ in texts]
     infos = []
     for fit_idx, test_idx in ((a, b), (b, a)):
-        cal = detector.fit([texts[i] for i in fit_idx], [gold[i] for i in fit_idx], model=model)
+        cal = detector.fit([texts[i] for i in fit_idx], [gold[i] for i in fit_idx], model=model, rules=rules)
         infos.append({**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms})
         for i, s in zip(test_idx, detector.detect_many([texts[i] for i in test_idx]), strict=True):
             preds[i] = {t.id for t in s.terms}

@@ -64,15 +64,37 @@ MODELS = ("logistic", "boosted")
 #: the :attr:`SetCalibration.join_margin` values an English calibration tries (None: clauses are never joined)
 JOIN_MARGINS: tuple[float | None, ...] = (None, 0.0, 0.02, 0.05)
 CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
-#: optional English rules a calibration turns on (:attr:`SetCalibration.rules`). ``part_pain``: a body part and a verb
+#: optional rules a calibration turns on (:attr:`SetCalibration.rules`). ``part_pain``: a body part and a verb
 #: of pain are searched as the vocabulary says them ("my knee hurts" as "knee pain", :func:`.spans.find_spans`); it
 #: changes the pieces, so :meth:`SetDetector.fit` prepares its complaints with it. ``body_parts``: a term is not
 #: decided on a span whose body parts its wordings contradict (:mod:`.body_parts`: Breast mass for "a lump in my
-#: neck"); a rule on top of the probabilities, which ``fit`` chooses the threshold without. A trained run's
-#: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
-RULES = ("part_pain", "body_parts")
+#: neck"); a rule on top of the probabilities, which ``fit`` chooses the threshold without. ``zh_kinds``: of a Chinese
+#: term and its kind that both pass on the same words, the kind is decided only when the complaint says what the
+#: kind's name adds ("偏头痛": 偏; "咳嗽" is no 急性咳嗽, :func:`zh_says_more`), also a rule on top of the
+#: probabilities. A trained run's calibration written before a rule existed does not turn it on, so what it serves
+#: stays what was measured.
+EN_RULES = ("part_pain", "body_parts")
+ZH_RULES = ("zh_kinds",)
+RULES = EN_RULES + ZH_RULES
+#: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
+DECISION_RULES = ("body_parts", "zh_kinds")
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
 MEMORY_FILE = "sets-memory.json"
+
+
+def zh_says_more(kind: Sequence[str], term: Sequence[str], text: str) -> bool:
+    """Whether a Chinese ``text`` says what the wordings of a ``kind`` of a term add to the ``term``'s wordings: what
+    is left of a kind's wording once a wording of the term is taken out of it ("急性咳嗽" less "咳嗽": "急性"), or,
+    where no wording of the term is inside it, the characters none of the term's wordings holds; said when the text
+    holds that piece, or one of its two-character runs when it is longer ("偏头痛": 偏; "孩子咳嗽两天" says no 急性)."""
+    pieces = [w.replace(t, "", 1) for w in kind for t in term if t and t in w]
+    if not pieces:
+        pieces = ["".join(ch for ch in w if not any(ch in t for t in term)) for w in kind]
+    for piece in (re.sub(r"[\s,，、()（）]", "", p) for p in pieces):
+        runs = [piece] if len(piece) <= 2 else [piece[i:i + 2] for i in range(len(piece) - 1)]
+        if any(r and r in text for r in runs):
+            return True
+    return False
 
 
 class SymptomTextError(ValueError):
@@ -281,7 +303,7 @@ class SetCalibration:
     info: dict[str, Any] = field(default_factory=dict)
     model: str = "logistic"
     trees: BoostedTrees | None = None
-    #: optional English rules the calibration was fitted (and measured) with, of :data:`RULES`
+    #: optional rules the calibration was fitted (and measured) with, of :data:`RULES`
     rules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -1063,8 +1085,13 @@ class SetDetector:
                 if a == d or not self.hierarchy.is_ancestor(cands[a].id, cands[d].id):
                     continue
                 if cands[a].span_idx == cands[d].span_idx or _overlapping(spans, cands[a].span_idx, cands[d].span_idx):
-                    plain = (not self._says_more(cands[d].id, cands[a].id, text)
-                             and self._holds(cands[a].id, spans[cands[d].span_idx].text if cands[d].span_idx >= 0 else text))
+                    if self._zh(text) and self._rule("zh_kinds") and self.wordings is not None:
+                        plain = not zh_says_more(self.wordings.get(cands[d].id, ()), self.wordings.get(cands[a].id, ()),
+                                                 text)
+                    else:
+                        plain = (not self._says_more(cands[d].id, cands[a].id, text)
+                                 and self._holds(cands[a].id, spans[cands[d].span_idx].text
+                                                 if cands[d].span_idx >= 0 else text))
                     out.add(d if plain else a)
         return out
 
@@ -1294,7 +1321,7 @@ class SetDetector:
         margins = list(join_margins) if own_margin == "calibration" else [self.join_margin]
         best: tuple[float, SetCalibration, list[Any]] | None = None
         self._memo = {} if len(margins) > 1 else None
-        self._fitting_rules = tuple(r for r in rules if r != "body_parts")
+        self._fitting_rules = tuple(r for r in rules if r not in DECISION_RULES)
         try:
             for margin in margins:
                 self._join_margin = margin
