@@ -67,12 +67,16 @@ EN_RELATED = re.compile(r",?\s*(?:that you believe (?:are|is) )?related to (?:th
                         r"reason for consulting|your consultation today)\s*$", re.IGNORECASE)
 
 
+#: a question of where a finding is ("Where is the swelling located?"): the finding's words in group 1
+EN_WHERE_LOCATED = re.compile(r"where is (?:the )?(.+?) located\??", re.IGNORECASE)
+
+
 def finding_phrase(question: str) -> str:
     """A finding as a list shows it: :func:`evidence_description` without the opening of a second question joined by
     "or" ("vomited several times or made several efforts to vomit") and without saying that it concerns the
     consultation ("pain somewhere"); a question of where lists as the place of its finding ("Where is the swelling
     located?": "swelling location"). Display only: the detector matches the descriptions as they are."""
-    where = re.fullmatch(r"where is (?:the )?(.+?) located\??", question.strip(), re.IGNORECASE)
+    where = EN_WHERE_LOCATED.fullmatch(question.strip())
     if where is not None:
         return f"{where.group(1)} location"
     text = EN_OR_OPENING.sub("or ", evidence_description(question))
@@ -244,6 +248,8 @@ class BodyLocations:
     def __init__(self, labels: Mapping[str, str]) -> None:
         #: value code -> the words of its English label, sides removed ("temple(R)" -> ["temple"])
         self.words = {code: EN_SIDE.sub("", label).lower().split() for code, label in labels.items()}
+        #: value code -> those words in the singular ("teeth" -> "tooth"), read once
+        self.singulars = {code: [singular(w) for w in words] for code, words in self.words.items()}
         #: value code -> the position word its label opens with ("lower" of "lower chest"), or None
         self.positions = {code: words[0] if len(words) > 1 and words[0] in POSITION_WORDS else None
                           for code, words in self.words.items()}
@@ -266,8 +272,8 @@ class BodyLocations:
         for code, words in self.words.items():
             if position is not None and self.positions[code] not in (None, position):
                 continue
-            for i, word in enumerate(words):
-                named = any(singular(word) == p or word == p or _compound_of(word, p) for p in forms)
+            for i, (word, one) in enumerate(zip(words, self.singulars[code], strict=True)):
+                named = any(one == p or word == p or _compound_of(word, p) for p in forms)
                 if named and (i + 1 == len(words) or words[i + 1] != "of"):
                     out.append(code)
                     break
@@ -297,7 +303,7 @@ def located_members(evidences: Mapping[str, Evidence]) -> dict[str, str]:
     for name, member in evidences.items():
         main = evidences.get(member.group)
         if (member.kind == "M" and main is not None and main.kind == "B" and member.group != name
-                and re.search(r"\bwhere\b.*\blocated\b", member.question, re.IGNORECASE)):
+                and EN_WHERE_LOCATED.fullmatch(member.question.strip()) is not None):
             out.setdefault(member.group, name)
     return out
 
