@@ -632,6 +632,33 @@ def test_a_descendant_stands_in_for_its_ancestor_only_on_words_of_its_own() -> N
     assert [t.id for t in det.detect("I have a high fever").terms] == ["R"]
 
 
+def test_a_word_no_wording_holds_keeps_the_kind_it_finds_searched_alone() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    names = {"P": "Pain", "A": "Abdominal pain", "S": "Neoplasm of the stomach", "D": "Type II diabetes mellitus"}
+    wordings = {"P": ("Pain",), "A": ("Abdominal pain", "Stomach pain"), "S": ("Stomach tumor",),
+                "D": ("Type II diabetes",)}
+    hits = {"tummy pain": [("A", 0.97), ("P", 0.95)], "niggling pain": [("A", 0.97), ("P", 0.95)],
+            "tummy": [("S", 0.9), ("D", 0.8)], "niggling": [("D", 0.9)]}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score"),
+                          hierarchy=HpoHierarchy({"A": ["P"], "P": [], "S": [], "D": []}), wordings=wordings)
+    # "tummy" alone finds a term worded with "stomach", a word Abdominal pain has and Pain lacks: the kind stays
+    assert [t.id for t in det.detect("I have a tummy pain").terms] == ["A"]
+    # "niggling" alone finds nothing of the kind: it says how, and the term the piece ends with is decided
+    got = det.detect("I have a niggling pain")
+    assert [t.id for t in got.terms] == ["P"] and got.alternatives[0].id == "A"
+    # the kind itself among the word's best is enough
+    det.search = lambda texts, k: [({**hits, "tummy": [("A", 0.9)]}).get(t, [])[:k] for t in texts]
+    assert [t.id for t in det.detect("I have a tummy pain").terms] == ["A"]
+
+
+def test_the_one_word_pains_of_the_vocabulary_are_those_of_parts_never_worded_with_pain() -> None:
+    names = {"H": "Headache", "E": "Ear pain", "C": "Cafe-au-lait spot"}
+    wordings = {"H": ("Headache", "Headaches"), "E": ("Ear pain", "Earache"), "C": ("Cafe-au-lait tache",)}
+    det = _table_detector({}, names, _one_feature_calibration("span_score"), wordings=wordings)
+    assert det._ache_words() == {"headache"}
+
+
 def test_the_lead_of_a_span_named_by_its_top_term_passes_over_descendants_that_say_no_more() -> None:
     from medrank.pipelines.symptom.sets import FEATURES, HpoHierarchy
 
@@ -756,6 +783,14 @@ def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> No
         ("throat pain", False), ("throat pain and hurts to swallow", True), ("hurts to swallow", False)]
     assert read("I hurt my back") == [("hurt my back", False)]  # no body part before the verb
     assert [s.text for s in find_spans("her ear is sore", None, "en")] == ["her ear is sore"]  # off by default
+    # a part whose pain the vocabulary words as one word, and never as "<part> pain", is searched as that word
+    aches = {"headache"}
+    assert [s.text for s in find_spans("my head hurts", None, "en", part_pain=True, ache_words=aches)] == ["headache"]
+    assert [s.text for s in find_spans("my head is killing me at night", None, "en", part_pain=True,
+                                       ache_words=aches)] == ["headache at night"]
+    assert [s.text for s in find_spans("the back of my head hurts", None, "en", part_pain=True,
+                                       ache_words=aches)] == ["the back of my head hurts"]
+    assert read("my head hurts") == [("head pain", False)]  # without the word
 
 
 def test_calibration_rules_are_known_and_travel_with_it() -> None:

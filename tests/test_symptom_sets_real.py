@@ -154,6 +154,16 @@ def test_a_body_part_that_hurts_is_that_parts_pain() -> None:
     assert "knee pain" in _offered("My knee hurts going down the stairs")[0]
 
 
+def test_a_head_or_a_tummy_that_hurts_is_its_own_pain() -> None:
+    # "head pain" is nearer Pain in head and neck region than Headache: HPO words it "Headache", one word
+    decided, _ = _offered("my head hurts")
+    assert "headache" in decided and "pain in head and neck region" not in decided, decided
+    # "tummy": no HPO wording holds it, and alone it finds Abdominal pain; Pain, the term "tummy pain" ends with,
+    # is not decided in its place
+    decided, _ = _offered("my tummy hurts")
+    assert "abdominal pain" in decided and "pain" not in decided, decided
+
+
 def test_phrases_the_index_holds_are_decided() -> None:
     # "Runny Nose" and "Sore throat" are HPO synonyms: a calibration that saw only unseen phrases left them at 0.07
     decided, _ = _offered("I have a runny nose and a sore throat")

@@ -591,6 +591,7 @@ class SetDetector:
         self._by_wording: dict[str, frozenset[str]] | None = None
         self._stems: dict[str, tuple[frozenset[str], ...]] = {}
         self._vocabulary_stems: frozenset[str] | None = None
+        self._aches: frozenset[str] | None = None
         self._body_parts: BodyParts | None = None
 
     @property
@@ -699,7 +700,9 @@ class SetDetector:
 
     def _spans(self, text: str) -> list[Span]:
         zh = self._zh(text)
-        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=self._rule("part_pain"))
+        part_pain = self._rule("part_pain")
+        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
+                           ache_words=self._ache_words() if part_pain and not zh else ())
         if not self.phrases:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
@@ -995,8 +998,11 @@ class SetDetector:
                 # a decided kind of the term the piece ends with, on a word no wording of the vocabulary holds ("a
                 # niggling cough": Barking cough, no word of "barking" or "seal-like"), gives way to that term
                 named = self._headed_by(sp.text, text, ranked, unknown_words=True)  # empty without a hierarchy
+                # ... unless those words, searched alone, find the kind ("my tummy hurts": "tummy" finds Abdominal
+                # pain, which stays decided over Pain)
                 narrower = [j for j in on_span if any(self.hierarchy.is_ancestor(n, cands[j].id) for n in named)
-                            and not self._says_more(cands[j].id, next(iter(named)), sp.text, loose=True)]
+                            and not self._says_more(cands[j].id, next(iter(named)), sp.text, loose=True)
+                            and not self._unknown_words_find(sp.text, cands[j].id, next(iter(named)))]
                 if not named or len(narrower) < len(on_span):
                     continue
             else:
@@ -1130,6 +1136,29 @@ class SetDetector:
                 return frozenset()
             return named
         return frozenset()
+
+    def _unknown_words_find(self, piece: str, cid: str, ancestor: str, k: int = 3) -> bool:
+        """Whether the words of ``piece`` that no wording of the vocabulary holds, searched alone, find ``cid`` or a
+        term worded with one of ``cid``'s own words (those its ``ancestor``'s wordings lack) among their ``k`` best:
+        such words name what the kind adds in words the vocabulary lacks ("tummy" finds Abdominal pain and Neoplasm
+        of the stomach), where words that say how find nothing of it ("niggling" finds no kind of cough)."""
+        unknown = [w for w in _WORD.findall(piece.lower())
+                   if (stems := _word_stems(w)) and not stems & self._every_wording_stem()]
+        if not unknown:
+            return False
+        own = frozenset().union(*self._wording_stems(cid)) - frozenset().union(*self._wording_stems(ancestor))
+        hits = self._search_many([" ".join(unknown)])[0][:k]
+        return any(h == cid or any(own & stems for stems in self._wording_stems(h)) for h, _ in hits)
+
+    def _ache_words(self) -> frozenset[str]:
+        """The one-word pains of the vocabulary's wordings, lower case, of parts that no wording names as "<part> pain"
+        ("headache"; not "earache": Ear pain is worded so)."""
+        if self._aches is None:
+            table = self._wording_table()
+            self._aches = frozenset(w for ws in (self.wordings or {}).values() for wording in ws
+                                    for w in _WORD.findall(wording.lower())
+                                    if w.endswith("ache") and len(w) > 5 and f"{w[:-4]} pain" not in table)
+        return self._aches
 
     def _every_wording_stem(self) -> frozenset[str]:
         """Every content-word stem of the vocabulary's wordings."""

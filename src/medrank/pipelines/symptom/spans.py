@@ -25,7 +25,7 @@ is searched as the vocabulary says it ("my knee hurts" as "knee pain").
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -288,14 +288,18 @@ _EN_PART_HURTS = re.compile(
     re.I)
 
 
-def _as_pain(text: str) -> str:
+def _as_pain(text: str, ache_words: Collection[str] = ()) -> str:
     """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain", "my feet hurt" → "foot pain";
-    anything else as it is)."""
+    anything else as it is); a part whose pain is one of ``ache_words`` is searched as that word ("my head hurts"
+    → "headache", where "head pain" is nearer "Pain in head and neck region" than Headache)."""
     m = _EN_PART_HURTS.match(text)
     if m is None:
         return text
     *before, part = m.group(1).split()
-    return " ".join([*before, singular(part)]) + f" pain{text[m.end():]}"
+    part = singular(part)
+    if not before and f"{part.lower()}ache" in ache_words:
+        return f"{part}ache{text[m.end():]}"
+    return " ".join([*before, part]) + f" pain{text[m.end():]}"
 
 
 def _sensation_only(span: Span) -> bool:
@@ -312,14 +316,14 @@ def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
 
 
 def find_spans(text: str, lexicon: object | None = None, language: str | None = None,
-               min_chars: int = 2, part_pain: bool = False) -> list[Span]:
+               min_chars: int = 2, part_pain: bool = False, ache_words: Collection[str] = ()) -> list[Span]:
     """Mention spans of ``text``: lexicon words and the rest of each clause (Chinese), clauses (English).
 
     ``lexicon`` is anything with ``find(text) -> [(start, end, name)]`` (a
     :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`). Pieces shorter than ``min_chars``
     non-space characters (a stray 的 between two symptoms) are dropped; lexicon words are always kept. With
     ``part_pain``, an English piece of a body part and a verb of pain is searched as "<part> pain" ("my knee hurts"
-    → "knee pain").
+    → "knee pain"), or as the one word of ``ache_words`` (lower case) that names the part's pain ("headache").
     """
     zh = is_chinese(text) if language is None else language == "zh"
     spans: list[Span] = []
@@ -387,6 +391,6 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                     span = replace(span, text=shared)
             spans.append(span)
     if part_pain and not zh:
-        spans = [replace(s, text=_as_pain(s.text)) for s in spans]
+        spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or len(s.text.replace(" ", "")) >= min_chars]
