@@ -831,6 +831,8 @@ def test_symptoms_answer_from_a_ready_knowledge_base_while_another_builds(servic
     c = _client(services)
     body = c.post("/symptoms", json={"query": "bad headache and fever"}).json()
     assert body["kb"] == "tiny-en"  # the ready English knowledge base answers meanwhile
+    assert body["still_building"] == ["hpo"]  # ... and says which one it stands in for
+    assert c.post("/symptoms", json={"query": "fever", "kb": "icd10cm"}).json()["still_building"] is None
     r = c.post("/symptoms", json={"query": "fever", "kb": "hpo"})
     assert r.status_code == 503 and "hpo knowledge base is still being built (building 25 %)" in r.json()["detail"]
     assert int(r.headers["retry-after"]) >= 1
@@ -838,6 +840,7 @@ def test_symptoms_answer_from_a_ready_knowledge_base_while_another_builds(servic
     assert r.status_code == 503 and "chip-cdn" in r.json()["detail"] and r.headers["retry-after"] == "10"
     services.symptoms.add("hpo", ready)
     assert services.symptoms.defaults["en"] == "hpo" and "hpo" not in services.symptoms.pending
+    assert c.post("/symptoms", json={"query": "bad headache and fever"}).json()["still_building"] == []
 
 
 def test_build_progress_lines_are_named_and_plain_off_a_terminal():

@@ -184,6 +184,12 @@ class SymptomService:
         if found is not None:
             out["terms"] = [_term(t) for t in found.terms]
             out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
+        if kb == "auto":
+            # what auto would have chosen had it been built: the answer is the fallback's, and says so
+            pending = self.pending
+            preferred = self.PREFERENCE.get(lang, ())
+            ahead = preferred[:preferred.index(base.info.name)] if base.info.name in preferred else preferred
+            out["still_building"] = [n for n in ahead if n in pending]
         return out
 
     def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:

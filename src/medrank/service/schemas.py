@@ -81,6 +81,11 @@ class SymptomsResponse(_Response):
     terms: list[DetectedTermOut] | None = Field(None, description="The decided set of terms, where a set detector serves "
                                                                "the knowledge base; null otherwise.")
     alternatives: list[DetectedTermOut] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
+    still_building: list[str] | None = Field(None, description="Under kb 'auto', the knowledge bases 'auto' prefers for "
+                                                             "the language that are still being built: until they are "
+                                                             "ready, 'kb' answers in their place (e.g. dxy's 41 symptoms "
+                                                             "for CHIP-CDN); empty when the preferred one answered, null "
+                                                             "for a named kb.")
 
 
 # -- /normalize ---------------------------------------------------------------------------------------

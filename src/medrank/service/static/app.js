@@ -139,6 +139,13 @@ $("complaint-form").addEventListener("submit", (ev) => {
     if (data.terms) showSymptomSet(data, text);
     else showRanking(data);
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
+    // a fallback list answered while the one chosen for the language is still being built: say so
+    const building = data.still_building || [];
+    $("symptoms-building").hidden = !building.length;
+    $("symptoms-building").textContent = building.length
+      ? `The ${building.join(" and ")} list is still being built: these come from the ${data.kb} list meanwhile. ` +
+        "Send your words again in a minute or two for the full list."
+      : "";
     $("symptoms-block").hidden = false;
     $("questions-block").hidden = true;
     $("similar-block").hidden = true;
