@@ -499,6 +499,26 @@ def test_pain_reader_reads_a_position_word_with_the_part_it_places():
     assert reader.detect(["I have a toothache"]) == [pain, ("E_55", "V_3")]
 
 
+def test_pain_reader_reads_a_derived_form_of_a_label_word():
+    from medrank.pipelines.history.inquiry.findings import PainReader
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    labels = {"V_0": "nowhere", "V_1": "pharynx", "V_2": "testicle(R)", "V_3": "scrotum", "V_4": "tonsil(L)"}
+    evidences = {
+        "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
+        "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_0", tuple(labels), labels),
+    }
+    reader = PainReader.from_evidences(evidences)
+    assert reader is not None
+    pain = ("E_53", "present")
+    # HPO's name for a sore throat: a pain word ("-algia") whose first part is the pharynx's
+    assert reader.detect(["Pharyngalgia"]) == [pain, ("E_55", "V_1")]
+    assert reader.detect(["testicular pain"]) == [pain, ("E_55", "V_2")]
+    assert reader.detect(["tonsillar pain"]) == [pain, ("E_55", "V_4")]
+    assert reader.detect(["scrotal pain"]) == [pain]  # five letters alike say too little
+    assert reader.detect(["Myalgia"]) == [pain]  # a pain word of no place
+
+
 def test_singular_of_regular_and_irregular_plurals():
     from medrank.text import singular
 

@@ -232,7 +232,9 @@ def _circumstance_stems(description: str) -> frozenset[str]:
     return frozenset(w[:4] for w in re.findall(r"[a-z]+", words.lower()) if len(w) >= 4 and w not in _FUNCTION)
 
 
-EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+)aches?\b", re.IGNORECASE)
+#: a word of pain; group 1: the part a compound names ("headache": head; HPO's "Pharyngalgia": pharyng)
+EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+?)(?:aches?|algias?)\b",
+                     re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
 #: words of a location label that name nothing ("side of the chest")
 _LABEL_FUNCTION_WORDS = frozenset({"a", "an", "of", "the"})
@@ -273,7 +275,7 @@ class BodyLocations:
             if position is not None and self.positions[code] not in (None, position):
                 continue
             for i, (word, one) in enumerate(zip(words, self.singulars[code], strict=True)):
-                named = any(one == p or word == p or _compound_of(word, p) for p in forms)
+                named = any(one == p or word == p or _compound_of(word, p) or _derived_alike(word, p) for p in forms)
                 if named and (i + 1 == len(words) or words[i + 1] != "of"):
                     out.append(code)
                     break
@@ -287,6 +289,13 @@ class BodyLocations:
             before = words[i - 1] if i > 0 and words[i - 1] in POSITION_WORDS else None
             codes.update(self.locations(word, before))
         return sorted(codes)
+
+
+def _derived_alike(word: str, part: str) -> bool:
+    """Whether a label word and a part are forms of one word, the first six letters alike ("testicle" and
+    "testicular", "tonsil" and "tonsillar", "pharynx" and the "pharyng" of Pharyngalgia); fewer letters say too
+    little ("scrotum" and "scrotal" are not read as one)."""
+    return len(word) >= 6 and len(part) >= 6 and word[:6] == part[:6]
 
 
 def _compound_of(word: str, part: str) -> bool:
