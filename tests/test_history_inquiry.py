@@ -471,19 +471,25 @@ def test_pain_reader_takes_locations_from_the_evidence_labels():
     assert reader.detect(["no swelling of the knee", "hurts when I walk"]) == [("E_53", "present")]
 
 
-def test_pain_reader_reads_a_position_word_with_the_part_it_places():
+def _pain_reader(labels, aliases=None):
+    """A pain reader over a yes / no pain finding and a location finding with these value labels ("V_0" the default)."""
     from medrank.pipelines.history.inquiry.findings import PainReader
     from medrank.pipelines.history.inquiry.kb import Evidence
 
-    labels = {"V_0": "nowhere", "V_1": "lower chest", "V_2": "upper chest", "V_3": "lower teeth(R)",
-              "V_4": "upper lip", "V_5": "bottom lip", "V_6": "big toe", "V_7": "toe (2)", "V_8": "back of the head",
-              "V_9": "thigh(R)"}
     evidences = {
         "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
         "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_0", tuple(labels), labels),
     }
-    reader = PainReader.from_evidences(evidences)
+    reader = PainReader.from_evidences(evidences, aliases)
     assert reader is not None
+    return reader
+
+
+def test_pain_reader_reads_a_position_word_with_the_part_it_places():
+    labels = {"V_0": "nowhere", "V_1": "lower chest", "V_2": "upper chest", "V_3": "lower teeth(R)",
+              "V_4": "upper lip", "V_5": "bottom lip", "V_6": "big toe", "V_7": "toe (2)", "V_8": "back of the head",
+              "V_9": "thigh(R)"}
+    reader = _pain_reader(labels)
     pain = ("E_53", "present")
     # "lower" names no place alone: the lower back is none of these labels
     assert reader.detect(["my lower back hurts"]) == [pain]
@@ -500,16 +506,8 @@ def test_pain_reader_reads_a_position_word_with_the_part_it_places():
 
 
 def test_pain_reader_reads_a_derived_form_of_a_label_word():
-    from medrank.pipelines.history.inquiry.findings import PainReader
-    from medrank.pipelines.history.inquiry.kb import Evidence
-
     labels = {"V_0": "nowhere", "V_1": "pharynx", "V_2": "testicle(R)", "V_3": "scrotum", "V_4": "tonsil(L)"}
-    evidences = {
-        "E_53": Evidence("E_53", "Do you have pain somewhere?", "B", "E_53", "", ()),
-        "E_55": Evidence("E_55", "Do you feel pain somewhere?", "M", "E_53", "V_0", tuple(labels), labels),
-    }
-    reader = PainReader.from_evidences(evidences)
-    assert reader is not None
+    reader = _pain_reader(labels)
     pain = ("E_53", "present")
     # HPO's name for a sore throat: a pain word ("-algia") whose first part is the pharynx's
     assert reader.detect(["Pharyngalgia"]) == [pain, ("E_55", "V_1")]
@@ -524,6 +522,31 @@ def test_singular_of_regular_and_irregular_plurals():
 
     assert [singular(w) for w in ("knees", "teeth", "feet", "glass", "gas", "knee")] == [
         "knee", "tooth", "foot", "glass", "gas", "knee"]
+    assert [singular(w) for w in ("extremities", "ovaries", "pelvis", "penis", "sinus", "testicles")] == [
+        "extremity", "ovary", "pelvis", "penis", "sinus", "testicle"]
+
+
+def test_pain_places_are_the_parts_one_terms_pain_wordings_name():
+    from types import SimpleNamespace
+
+    from medrank.pipelines.history.inquiry.findings import pain_places
+
+    terms = [SimpleNamespace(name="Abdominal pain", synonyms=("Stomach pain", "Belly ache", "Pain in stomach")),
+             SimpleNamespace(name="Flank pain", synonyms=("Kidney pain", "Side pain")),
+             SimpleNamespace(name="Knee pain", synonyms=()),  # one part: nothing to learn
+             SimpleNamespace(name="Pain in penis", synonyms=("Penile pain",))]
+    places = pain_places(terms)
+    assert places["stomach"] == {"abdominal", "belly"} and places["belly"] == {"abdominal", "stomach"}
+    assert places["penis"] == {"penile"} and "knee" not in places
+    labels = {"V_0": "nowhere", "V_1": "belly", "V_2": "flank(R)", "V_3": "side of the chest(R)", "V_4": "knee(R)"}
+    reader = _pain_reader(labels, places)
+    pain = ("E_53", "present")
+    assert reader.detect(["my stomach hurts"]) == [pain, ("E_55", "V_1")]  # no label says stomach: the belly
+    assert reader.detect(["pain in my side"]) == [pain, ("E_55", "V_2")]
+    # "side of" places the chest, not the side; a part a label names is read as itself
+    assert reader.detect(["pain in the side of my chest"]) == [pain, ("E_55", "V_3")]
+    assert reader.detect(["my knee hurts"]) == [pain, ("E_55", "V_4")]
+    assert _pain_reader(labels).detect(["my stomach hurts"]) == [pain]  # no aliases: no place
 
 
 def test_a_categorical_member_of_a_group_is_asked_by_its_values_only():

@@ -171,8 +171,11 @@ _IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
 
 
 def singular(word: str) -> str:
-    """An English word less a plural "s" ("knees" → "knee", "tonsils" → "tonsil"), or the singular of an irregular
-    plural ("teeth" → "tooth"); a double s ("glass") and words of three letters or fewer ("gas") stay."""
+    """An English word less a plural "s" ("knees" → "knee", "tonsils" → "tonsil"; "-ies" → "-y": "extremities" →
+    "extremity"), or the singular of an irregular plural ("teeth" → "tooth"); a double s ("glass"), a Latin or Greek
+    "-is" / "-us" ("pelvis", "penis", "sinus") and words of three letters or fewer ("gas") stay."""
     if word in _IRREGULAR_PLURALS:
         return _IRREGULAR_PLURALS[word]
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "is", "us")):
+        return word
+    return word[:-3] + "y" if word.endswith("ies") and len(word) > 4 else word[:-1]

@@ -127,6 +127,13 @@ def member_descriptions(evidences: Mapping[str, Evidence]) -> dict[str, list[str
 _PLACE_WORDS = frozenset({"area", "location", "place", "region", "site", "side"})
 
 
+def _hpo_pain_places() -> dict[str, frozenset[str]]:
+    """:func:`pain_places` of HPO's terms with their everyday wordings (MedQuAD's, under the data root)."""
+    from medrank.data.consumer import hpo_with_consumer_wordings
+
+    return pain_places(hpo_with_consumer_wordings())
+
+
 class EnglishDetector:
     """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
 
@@ -156,10 +163,11 @@ class EnglishDetector:
             for name, extra in member_descriptions(evidences).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
-        self.pain = PainReader.from_evidences(evidences)
+        aliases = _hpo_pain_places() if hpo else {}
+        self.pain = PainReader.from_evidences(evidences, aliases)
         #: binary evidence -> (its location evidence, that evidence's body locations): where a swelling or a skin
         #: lesion is, read in the clause that states it ("my knee is swollen": the knee)
-        self.located = {main: (member, BodyLocations(BodyLocations.labels_of(evidences[member])))
+        self.located = {main: (member, BodyLocations(BodyLocations.labels_of(evidences[member]), aliases))
                         for main, member in located_members(evidences).items()
                         if self.pain is None or main != self.pain.pain}
         self.encoder = encoder if encoder is not None else load_encoder("minilm")
@@ -247,7 +255,10 @@ POSITION_WORDS = frozenset({"above", "below", "big", "bottom", "inner", "interna
 class BodyLocations:
     """The body locations of a multi-choice location evidence (its value labels) a clause's words name."""
 
-    def __init__(self, labels: Mapping[str, str]) -> None:
+    def __init__(self, labels: Mapping[str, str], aliases: Mapping[str, frozenset[str]] | None = None) -> None:
+        #: part -> other words for the same place (:func:`pain_places`: "stomach" -> "belly"), read where the part
+        #: itself names no label
+        self.aliases = dict(aliases or {})
         #: value code -> the words of its English label, sides removed ("temple(R)" -> ["temple"])
         self.words = {code: EN_SIDE.sub("", label).lower().split() for code, label in labels.items()}
         #: value code -> those words in the singular ("teeth" -> "tooth"), read once
@@ -283,11 +294,17 @@ class BodyLocations:
         return placed if position is not None and placed else out
 
     def places(self, words: Sequence[str]) -> list[str]:
-        """The value codes the words name, each part read with the position word just before it."""
+        """The value codes the words name, each part read with the position word just before it; a part that names
+        no label is read as its :attr:`aliases` ("my stomach hurts": the belly), unless "of" follows it ("the side
+        of my chest" is no side)."""
         codes: set[str] = set()
         for i, word in enumerate(words):
             before = words[i - 1] if i > 0 and words[i - 1] in POSITION_WORDS else None
-            codes.update(self.locations(word, before))
+            found = self.locations(word, before)
+            if not found and (i + 1 == len(words) or words[i + 1] != "of"):
+                for alias in sorted(self.aliases.get(singular(word), ())):
+                    found += self.locations(alias, before)
+            codes.update(found)
         return sorted(codes)
 
 
@@ -320,22 +337,25 @@ def located_members(evidences: Mapping[str, Evidence]) -> dict[str, str]:
 class PainReader(BodyLocations):
     """Pain and where it is: the binary pain evidence and the values of its multi-choice location evidence."""
 
-    def __init__(self, pain: str, location: str, labels: Mapping[str, str]) -> None:
-        super().__init__(labels)
+    def __init__(self, pain: str, location: str, labels: Mapping[str, str],
+                 aliases: Mapping[str, frozenset[str]] | None = None) -> None:
+        super().__init__(labels, aliases)
         self.pain = pain
         self.location = location
 
     @classmethod
-    def from_evidences(cls, evidences: Mapping[str, Evidence]) -> PainReader | None:
+    def from_evidences(cls, evidences: Mapping[str, Evidence],
+                       aliases: Mapping[str, frozenset[str]] | None = None) -> PainReader | None:
         """The knowledge base's pain evidence (a binary question about pain somewhere) and the multi-choice
-        evidence of its group that lists body locations; None when the knowledge base has no such pair."""
+        evidence of its group that lists body locations; None when the knowledge base has no such pair.
+        ``aliases``: other words for a place (:func:`pain_places`)."""
         for name, ev in evidences.items():
             if ev.kind != "B" or not re.search(r"\bpain somewhere\b", ev.question, re.IGNORECASE):
                 continue
             for other, member in evidences.items():
                 if member.group == name and member.kind == "M" and re.search(r"\bpain somewhere\b", member.question,
                                                                                re.IGNORECASE):
-                    return cls(name, other, cls.labels_of(member))
+                    return cls(name, other, cls.labels_of(member), aliases)
         return None
 
     def detect(self, clauses: Sequence[str]) -> list[tuple[str, str]]:
@@ -359,6 +379,24 @@ class PainReader(BodyLocations):
         if any(v == PRESENT for n, v in found if n == self.pain):
             found = [(n, v) for n, v in found if not (n == self.pain and v == ABSENT)]
         return list(dict.fromkeys(found))
+
+
+#: an HPO pain wording that names its place: "<part> pain", "pain in (the) <part>", "<part>ache", "<part> ache(s)"
+_PAIN_WORDING = re.compile(r"(?:([a-z]+) pain|pain in (?:the )?([a-z]+)|([a-z]+?) ?aches?)")
+
+
+def pain_places(concepts: Sequence[Any]) -> dict[str, frozenset[str]]:
+    """Part -> the other parts that the pain wordings of one vocabulary term name ("Abdominal pain", "Stomach pain",
+    "Belly ache": abdominal, stomach and belly are one place; "Flank pain", "Kidney pain"): words for a place that
+    the location labels may not use. ``concepts``: anything with ``name`` and ``synonyms`` (HPO's terms, with the
+    everyday wordings of :func:`medrank.data.consumer.hpo_with_consumer_wordings`)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for concept in concepts:
+        parts = {singular(part) for wording in (concept.name, *concept.synonyms)
+                 if (m := _PAIN_WORDING.fullmatch(wording.lower().strip())) for part in m.groups() if part}
+        for part in parts if len(parts) > 1 else ():
+            out[part] |= parts - {part}
+    return {part: frozenset(others) for part, others in out.items()}
 
 
 def _norm(text: str) -> str:
