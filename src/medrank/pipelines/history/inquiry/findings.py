@@ -127,11 +127,11 @@ def member_descriptions(evidences: Mapping[str, Evidence]) -> dict[str, list[str
 _PLACE_WORDS = frozenset({"area", "location", "place", "region", "site", "side"})
 
 
-def _hpo_pain_places() -> dict[str, frozenset[str]]:
-    """:func:`pain_places` of HPO's terms with their everyday wordings (MedQuAD's, under the data root)."""
+def _hpo_pain_places(terms: Sequence[Any]) -> dict[str, frozenset[str]]:
+    """:func:`pain_places` of HPO's ``terms`` with their everyday wordings (MedQuAD's, under the data root)."""
     from medrank.data.consumer import hpo_with_consumer_wordings
 
-    return pain_places(hpo_with_consumer_wordings())
+    return pain_places(hpo_with_consumer_wordings(concepts=terms))
 
 
 class EnglishDetector:
@@ -155,15 +155,18 @@ class EnglishDetector:
         own = {n: evidence_description(evidences[n].question) for n in binary}
         self.names = list(binary)
         self.descriptions = [own[n] for n in binary]
+        from medrank.data.hpo import load_hpo
+
+        terms = load_hpo() if hpo else []  # read once: the synonyms below and the places of pain
         if hpo:
-            for name, extra in hpo_synonyms(own).items():
+            for name, extra in hpo_synonyms(own, terms).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
         if members:
             for name, extra in member_descriptions(evidences).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
-        aliases = _hpo_pain_places() if hpo else {}
+        aliases = _hpo_pain_places(terms) if hpo else {}
         self.pain = PainReader.from_evidences(evidences, aliases)
         #: binary evidence -> (its location evidence, that evidence's body locations): where a swelling or a skin
         #: lesion is, read in the clause that states it ("my knee is swollen": the knee)
@@ -403,12 +406,13 @@ def _norm(text: str) -> str:
     return re.sub(r"^(?:a|an|the)\s+", "", " ".join(text.lower().split()))
 
 
-def hpo_synonyms(descriptions: Mapping[str, str]) -> dict[str, list[str]]:
-    """Evidence name -> the names and synonyms of the HPO term its description matches exactly."""
+def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None = None) -> dict[str, list[str]]:
+    """Evidence name -> the names and synonyms of the HPO term its description matches exactly (``concepts``: HPO's
+    terms, read when not given)."""
     from medrank.data.hpo import load_hpo
 
     index: dict[str, Any] = {}
-    for concept in load_hpo():
+    for concept in load_hpo() if concepts is None else concepts:
         for label in (concept.name, *concept.synonyms):
             index.setdefault(_norm(label), concept)
     out: dict[str, list[str]] = {}
