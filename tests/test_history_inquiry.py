@@ -649,3 +649,22 @@ def test_states_after_several_budgets_are_those_of_separate_inquiries():
     assert at[0] != at[2] and at[9] == inquiry_states(engine, patients, 20)  # nothing left to ask: where it stopped
     with pytest.raises(ValueError, match="budgets"):
         inquiry_states_at(engine, patients, ())
+
+
+def test_a_default_labelled_na_reads_as_none_of_these(tmp_path):
+    import json
+
+    from medrank.pipelines.history.inquiry.kb import NO_VALUE, load_ddxplus_kb
+
+    evidences = {
+        "E_1": {"data_type": "B", "question_en": "Do you have pain somewhere?", "code_question": "E_1"},
+        "E_2": {"data_type": "M", "question_en": "Characterize your pain:", "code_question": "E_1",
+                "possible-values": ["V_1", "V_2"], "default_value": "V_0",
+                "value_meaning": {"V_0": {"en": "NA"}, "V_1": {"en": "burning"}, "V_2": {"en": "NA"}}},
+    }
+    (tmp_path / "release_evidences.json").write_text(json.dumps(evidences), encoding="utf-8")
+    (tmp_path / "release_conditions.json").write_text(json.dumps({"Flu": {"symptoms": {"E_1": {}, "E_2": {}}}}),
+                                                      encoding="utf-8")
+    got, _, _ = load_ddxplus_kb(tmp_path)
+    # only the default is the question's "no answer"; another value so labelled keeps its label
+    assert got["E_2"].meanings == {"V_0": NO_VALUE, "V_1": "burning", "V_2": "NA"}

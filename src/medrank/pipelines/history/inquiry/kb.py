@@ -75,6 +75,10 @@ def carve(n: int, fraction: float = VALID_FRACTION, seed: int = SEED) -> tuple[l
 # ------------------------------------------------------------------------------------------ DDXPlus
 
 
+#: how the default of a question of values reads where the collection labels it "NA"
+NO_VALUE = "none of these"
+
+
 def _value_code(v: Any) -> str:
     return str(v)
 
@@ -98,6 +102,10 @@ def load_ddxplus_kb(folder: Path) -> tuple[dict[str, Evidence], dict[str, set[st
         if kind != "B" and default not in values:
             values = (default, *values)
         meanings = {str(k): str(m.get("en", k)) for k, m in (ev.get("value_meaning") or {}).items()}
+        # the default of a question of values is its "no answer"; DDXPlus labels two of them "NA" (the pain's
+        # character, the rash's colour), which a person reads as a value: it is "none of these"
+        if kind != "B" and meanings.get(default, "").strip().upper() in ("NA", "N/A"):
+            meanings[default] = NO_VALUE
         evidences[name] = Evidence(name=name, question=str(ev.get("question_en", name)), kind=kind,
                                    group=str(ev.get("code_question", name)), default=default, values=values,
                                    meanings=meanings, antecedent=bool(ev.get("is_antecedent", False)))
