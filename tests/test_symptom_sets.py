@@ -207,10 +207,28 @@ def test_lexicon_mining_aligns_written_words_to_names() -> None:
 
 
 def test_lexicon_round_trip(tmp_path) -> None:
-    lex = mine_surface_lexicon(_records())
+    lex = mine_surface_lexicon(_records()).with_variants({"疼": "痛"})
     lex.save(tmp_path / "lex.json")
     back = SurfaceLexicon.load(tmp_path / "lex.json")
-    assert back.forms == lex.forms and back.precision == lex.precision
+    assert back.forms == lex.forms and back.precision == lex.precision and back.variants == {"疼": "痛"}
+
+
+def test_character_variants_come_from_equivalent_questions_towards_the_vocabulary() -> None:
+    from medrank.pipelines.symptom.lexicon import character_variants
+
+    pairs = [("腰疼", "腰痛"), ("胃疼吃什么药", "胃痛吃什么药"), ("牙疼药", "牙痛药"), ("头疼", "头痛"),
+             ("孕妇能吃吗", "孕期能吃吗"), ("孕妇感冒", "孕期感冒"), ("孕妇头晕", "孕期头晕"),  # one word, one context
+             ("会胖吗", "会胖么"), ("能吃吗", "能吃么"), ("头晕吗", "头晕么"),  # question words: no name holds them
+             ("腰疼得厉害", "腰痛的厉害")]  # two characters differ: no evidence
+    names = ["腰痛", "胃痛", "头痛", "牙痛", "疼痛", "孕期", "妊娠期", "产妇", "孕妇"]
+    assert character_variants(pairs, names, min_names=1) == {"疼": "痛"}
+    # the vocabulary's own writing decides the direction; too few pairs, no variant
+    assert character_variants(pairs, ["疼"] * 3 + ["痛"], min_names=1) == {"痛": "疼"}
+    assert character_variants(pairs[:2], names, min_names=1) == {}
+    lex = SurfaceLexicon({"恶心": "恶心"}).with_variants({"疼": "痛"})
+    assert lex.vary("胃疼恶心") == "胃痛恶心" and SurfaceLexicon({}).vary("胃疼") == "胃疼"
+    with pytest.raises(ValueError, match="one character"):
+        lex.with_variants({"疼痛": "痛"})
 
 
 def test_read_dxy_folder_takes_any_split_prefix_and_the_goal_file(tmp_path) -> None:
@@ -305,6 +323,25 @@ def test_detector_spans_probabilities_and_diversification() -> None:
     assert "干咳" not in names  # a child code of 咳嗽 on the same span
     assert [t.probability for t in got.terms] == sorted((t.probability for t in got.terms), reverse=True)
     assert list(got.ranking) == _search([text], det.k)[0]  # the whole text's own hits, kept for the caller
+
+
+def test_the_zh_variants_rule_searches_a_complaint_as_the_vocabulary_writes_it() -> None:
+    det = _detector()
+    det.lexicon = det.lexicon.with_variants({"疼": "痛"})
+    det.names = {**NAMES, "R51": "头痛", "R52": "疼痛"}
+    asked: list[str] = []
+
+    def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        asked.extend(texts)
+        return [[("R51", 0.9)] if t == "头痛" else [("R52", 0.9)] if "疼" in t else [] for t in texts]
+
+    det.search = search
+    det.calibration.rules = ("zh_variants",)
+    got = det.detect("头疼")
+    assert [t.name for t in got.terms] == ["头痛"] and got.terms[0].span == (0, 2)  # the offsets are the text's
+    assert "头疼" not in asked
+    det.calibration.rules = ()
+    assert [t.name for t in det.detect("头疼").terms] == ["疼痛"]  # off: searched as written
 
 
 def test_detector_drops_negated_findings_and_validates_input() -> None:

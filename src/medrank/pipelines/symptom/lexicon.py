@@ -23,7 +23,7 @@ import json
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +105,8 @@ class SurfaceLexicon:
     counts: dict[str, int] = field(default_factory=dict)
     #: per form, the share of the reports where it was found (not negated) whose annotation holds its name
     precision: dict[str, float] = field(default_factory=dict)
+    #: character → the character the vocabulary writes for it (:func:`character_variants`: 疼 → 痛), see :meth:`vary`
+    variants: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lengths = sorted({len(f) for f in self.forms}, reverse=True)
@@ -146,11 +148,22 @@ class SurfaceLexicon:
         """This lexicon plus ``names`` as forms of themselves: a name written verbatim (恶心 in "胃疼恶心想吐") is a word
         of its own. The lexicon's own forms keep their names."""
         forms = {**{n: n for n in names if n}, **self.forms}
-        return SurfaceLexicon(forms, dict(self.counts), dict(self.precision))
+        return SurfaceLexicon(forms, dict(self.counts), dict(self.precision), dict(self.variants))
+
+    def with_variants(self, variants: Mapping[str, str]) -> SurfaceLexicon:
+        """This lexicon with ``variants`` (one character → one character) for :meth:`vary`."""
+        if any(len(a) != 1 or len(b) != 1 for a, b in variants.items()):
+            raise ValueError("variants map one character to one character (a text keeps its length and offsets)")
+        return SurfaceLexicon(dict(self.forms), dict(self.counts), dict(self.precision), dict(variants))
+
+    def vary(self, text: str) -> str:
+        """``text`` with each character that has a variant written as the vocabulary writes it ("腰疼" → "腰痛"); the
+        same length, so a span of the result is a span of ``text``."""
+        return "".join(self.variants.get(ch, ch) for ch in text) if self.variants else text
 
     def to_json(self) -> dict:
         return {"format": "medrank-surface-lexicon", "version": 1, "forms": self.forms, "counts": self.counts,
-                "precision": self.precision}
+                "precision": self.precision, "variants": self.variants}
 
     def save(self, path: PathLike) -> None:
         atomic_write_json(path, self.to_json())
@@ -161,7 +174,7 @@ class SurfaceLexicon:
         if d.get("format") != "medrank-surface-lexicon":
             raise ValueError(f"{path} is not a surface lexicon written by SurfaceLexicon.save")
         return cls(dict(d["forms"]), {k: int(v) for k, v in d.get("counts", {}).items()},
-                   {k: float(v) for k, v in d.get("precision", {}).items()})
+                   {k: float(v) for k, v in d.get("precision", {}).items()}, dict(d.get("variants", {})))
 
 
 def mine_surface_lexicon(records: Iterable[DxyRecord], min_prob: float = 0.5, min_evidence: float = 1.0,
@@ -246,3 +259,35 @@ def dxy_lexicon(root: PathLike | None = None, records: Sequence[DxyRecord] | Non
 
         records = read_dxy_folder(dataset_dir("dxy-dialog", root))
     return mine_surface_lexicon(records)
+
+
+def character_variants(pairs: Iterable[tuple[str, str]], names: Iterable[str], min_pairs: int = 3, min_contexts: int = 3,
+                       min_names: int = 20, ratio: float = 3.0) -> dict[str, str]:
+    """Character → the character a vocabulary writes for it, from pairs of questions that ask the same thing and differ
+    in that one character only (KUAKE-QQR's equivalent queries: 腰疼 / 腰痛, 胃疼 / 胃痛, 牙疼 / 牙痛, 乳头疼 / 乳头痛 give
+    疼 → 痛; ICD-10 Beijing writes 痛 in 335 names, 疼 in 38).
+
+    A swap is kept when it is seen in at least ``min_pairs`` pairs, after at least ``min_contexts`` different
+    characters (孕妇 / 孕期, five times after 孕, is one word's variant, not a character's), between two Chinese
+    characters each in at least ``min_names`` of the vocabulary ``names`` (question words, 吗 / 么, are in none), and
+    towards the one the vocabulary writes at least ``ratio`` times as often."""
+    swaps: Counter[tuple[str, str]] = Counter()
+    before: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for a, b in pairs:
+        if len(a) != len(b):
+            continue
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(diff) != 1:
+            continue
+        i = diff[0]
+        for x, y in ((a[i], b[i]), (b[i], a[i])):
+            swaps[(x, y)] += 1
+            before[(x, y)].add(a[i - 1] if i > 0 else "")
+    in_names: Counter[str] = Counter(ch for name in names for ch in set(name))
+    han = re.compile(r"[\u4e00-\u9fff]")
+    out: dict[str, str] = {}
+    for (x, y), n in sorted(swaps.items(), key=lambda kv: (-kv[1], kv[0])):
+        if (n >= min_pairs and len(before[(x, y)] - {""}) >= min_contexts and han.fullmatch(x) and han.fullmatch(y)
+                and in_names[x] >= min_names and in_names[y] >= ratio * in_names[x] and x not in out and y not in out):
+            out[x] = y
+    return out

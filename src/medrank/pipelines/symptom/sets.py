@@ -71,10 +71,12 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: neck"); a rule on top of the probabilities, which ``fit`` chooses the threshold without. ``zh_kinds``: of a Chinese
 #: term and its kind that both pass on the same words, the kind is decided only when the complaint says what the
 #: kind's name adds ("偏头痛": 偏; "咳嗽" is no 急性咳嗽, :func:`zh_says_more`), also a rule on top of the
-#: probabilities. A trained run's calibration written before a rule existed does not turn it on, so what it serves
-#: stays what was measured.
+#: probabilities. ``zh_variants``: a Chinese complaint is cut and searched with each character written as the
+#: vocabulary writes it ("腰疼" as "腰痛", :func:`.lexicon.character_variants`); it changes the pieces, as
+#: ``part_pain`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
+#: serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts")
-ZH_RULES = ("zh_kinds",)
+ZH_RULES = ("zh_kinds", "zh_variants")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds")
@@ -698,10 +700,18 @@ class SetDetector:
             return name in self._fitting_rules
         return self._calibration is not None and name in self._calibration.rules
 
+    def _searched(self, text: str) -> str:
+        """A Chinese complaint as it is cut and searched: under ``zh_variants``, each character written as the
+        vocabulary writes it (the lexicon's :meth:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon.vary`: "腰疼" as
+        "腰痛"; the same length, so spans keep their offsets); any other text as it is."""
+        if self.lexicon is not None and self._rule("zh_variants") and self._zh(text):
+            return self.lexicon.vary(text)
+        return text
+
     def _spans(self, text: str) -> list[Span]:
         zh = self._zh(text)
         part_pain = self._rule("part_pain")
-        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
+        spans = find_spans(self._searched(text), self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
                            ache_words=self._ache_words() if part_pain and not zh else ())
         if not self.phrases:
             return spans
@@ -718,7 +728,7 @@ class SetDetector:
         spans = self._spans(text) if spans is None else spans
         queries = [s.text for s in spans]
         kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
-        queries.append(text)
+        queries.append(self._searched(text))
         kinds.append(("text", -1))
         for i, s in enumerate(spans):
             if s.circumstance:
@@ -1490,7 +1500,25 @@ def span_lexicon(root: PathLike | None = None, lexicon: Any = None) -> Any:
         except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
             return None
     names = _vocabulary_symptom_names(None if root is None else str(root))
-    return lexicon.with_names(names) if names else lexicon
+    lexicon = lexicon.with_names(names) if names else lexicon
+    variants = _vocabulary_variants(None if root is None else str(root))
+    return lexicon.with_variants(variants) if variants else lexicon
+
+
+@functools.cache
+def _vocabulary_variants(root: str | None) -> dict[str, str]:
+    """:func:`~medrank.pipelines.symptom.lexicon.character_variants` of KUAKE-QQR's equivalent queries towards the
+    ICD-10 Beijing vocabulary under ``root`` (疼 → 痛; read once per root); none without either."""
+    from medrank.data.questions import load_question_pairs
+    from medrank.pipelines.symptom.lexicon import character_variants
+    from medrank.retrieval.concept_data import load_candidates
+
+    try:
+        pairs = [(p.text1, p.text2) for p in load_question_pairs("kuake-qqr", root) if p.grade == 2]
+        names = [c.name for c in load_candidates("chip-cdn", "vocab", root=root)]
+    except (OSError, ValueError):  # no KUAKE-QQR or ICD-10 Beijing here: complaints are searched as written
+        return {}
+    return character_variants(pairs, names)
 
 
 @functools.cache
