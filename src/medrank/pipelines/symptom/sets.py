@@ -71,9 +71,9 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: neck"); a rule on top of the probabilities, which ``fit`` chooses the threshold without. ``zh_kinds``: of a Chinese
 #: term and its kind that both pass on the same words, the kind is decided only when the complaint says what the
 #: kind's name adds ("偏头痛": 偏; "咳嗽" is no 急性咳嗽, :func:`zh_says_more`), also a rule on top of the
-#: probabilities. ``zh_variants``: a Chinese complaint is cut and searched with each character written as the
-#: vocabulary writes it ("腰疼" as "腰痛", :func:`.lexicon.character_variants`); it changes the pieces, as
-#: ``part_pain`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
+#: probabilities. ``zh_variants``: a Chinese piece (not a lexicon word) and the whole complaint are searched with
+#: each character written as the vocabulary writes it ("腰疼" as "腰痛", :func:`.lexicon.character_variants`); it
+#: changes the queries, as ``part_pain`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
 #: serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts")
 ZH_RULES = ("zh_kinds", "zh_variants")
@@ -701,9 +701,9 @@ class SetDetector:
         return self._calibration is not None and name in self._calibration.rules
 
     def _searched(self, text: str) -> str:
-        """A Chinese complaint as it is cut and searched: under ``zh_variants``, each character written as the
+        """A Chinese piece or complaint as it is searched: under ``zh_variants``, each character written as the
         vocabulary writes it (the lexicon's :meth:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon.vary`: "腰疼" as
-        "腰痛"; the same length, so spans keep their offsets); any other text as it is."""
+        "腰痛"); any other text as it is. The complaint is cut as written (the lexicon's words are the patients')."""
         if self.lexicon is not None and self._rule("zh_variants") and self._zh(text):
             return self.lexicon.vary(text)
         return text
@@ -711,8 +711,11 @@ class SetDetector:
     def _spans(self, text: str) -> list[Span]:
         zh = self._zh(text)
         part_pain = self._rule("part_pain")
-        spans = find_spans(self._searched(text), self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
+        spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
                            ache_words=self._ache_words() if part_pain and not zh else ())
+        if zh and self._rule("zh_variants"):
+            # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
+            spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
         if not self.phrases:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
