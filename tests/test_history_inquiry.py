@@ -348,6 +348,30 @@ def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_ov
     assert det.detect("vomiting after coughing") == [("E_166", "present")]
 
 
+def test_the_only_near_evidence_about_a_circumstance_is_read_when_much_nearer_than_the_threshold():
+    import numpy as np
+
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    class Encoder:  # both wheezes are about a circumstance; "wheezing" is far nearer the first, as MiniLM has it
+        table = {"a wheezing sound when you exhale": [1.0, 0.0], "wheeze while inhaling": [0.8, 0.6],
+                 "wheezing": [0.74, 0.0], "wheeze": [0.65, 0.0], "chest pain even at rest": [0.0, 1.0],
+                 "chest pain": [0.0, 1.0]}
+
+        def encode(self, texts, show_progress=False):
+            return np.asarray([self.table[t] for t in texts])
+
+    evidences = {"E_214": Evidence("E_214", "Have you noticed a wheezing sound when you exhale?", "B", "E_214", "", ()),
+                 "E_112": Evidence("E_112", "Do you wheeze while inhaling?", "B", "E_112", "", ()),
+                 "E_14": Evidence("E_14", "Do you have chest pain even at rest?", "B", "E_14", "", ())}
+    det = EnglishDetector(evidences, threshold=0.6, encoder=Encoder(), hpo=False)
+    assert det.detect("I'm wheezing") == [("E_214", "present")]  # cosine 0.74: read
+    assert det.detect("a wheeze") == []  # 0.65: near enough for an evidence of no circumstance, not for this one
+    assert det.detect("chest pain") == []  # about pain: "even at rest" is not read into it
+    det.circumstance_margin = 1.0
+    assert det.detect("I'm wheezing") == []
+
+
 def test_a_clause_about_pain_matches_findings_that_speak_of_pain_only():
     import numpy as np
 

@@ -148,7 +148,7 @@ class EnglishDetector:
     """
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
-                 hpo: bool = True, members: bool = True) -> None:
+                 hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1) -> None:
         from medrank.encoders import load_encoder
 
         binary = [n for n, e in evidences.items() if e.kind == "B"]
@@ -176,6 +176,9 @@ class EnglishDetector:
         self.encoder = encoder if encoder is not None else load_encoder("minilm")
         self.vectors = self.encoder.encode(self.descriptions, show_progress=False)
         self.threshold = threshold
+        #: how much nearer than ``threshold`` an evidence about a circumstance the clause does not state must be to be
+        #: read when no other evidence is near enough (:meth:`detect`)
+        self.circumstance_margin = circumstance_margin
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
@@ -211,18 +214,31 @@ class EnglishDetector:
             # body part alone brings other findings near it ("I get chest pain": a heart attack or angina; "my
             # stomach hurts": HPO's Stomach hernia, a hiatal hernia)
             of_pain = EN_PAIN.search(clause) is not None
+            chosen = None
+            # ... unless every evidence near enough is about a circumstance, and the nearest is much nearer than the
+            # threshold: then the clause states that one's finding ("I'm wheezing": "a wheezing sound when you exhale",
+            # DDXPlus' only wheeze but one, which is heard after coughing spells). Not for a clause about pain, whose
+            # evidences of circumstance ("chest pain even at rest") say more than "chest pain" does.
+            circumstantial = None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
                     break
                 if of_pain and not self.of_pain[j]:
                     continue
                 if not self.circumstances[j] or self.circumstances[j] & stems:
-                    value = ABSENT if EN_NEGATION.search(clause) else PRESENT
-                    found.setdefault(self.names[j], value)
-                    if value == PRESENT and self.names[j] in self.located:
-                        member, body = self.located[self.names[j]]
-                        located += [(member, c) for c in body.places(words) or body.places(before)]
+                    chosen = j
                     break
+                if circumstantial is None:
+                    circumstantial = j
+            if (chosen is None and circumstantial is not None and not of_pain
+                    and row[circumstantial] >= self.threshold + self.circumstance_margin):
+                chosen = circumstantial
+            if chosen is not None:
+                value = ABSENT if EN_NEGATION.search(clause) else PRESENT
+                found.setdefault(self.names[chosen], value)
+                if value == PRESENT and self.names[chosen] in self.located:
+                    member, body = self.located[self.names[chosen]]
+                    located += [(member, c) for c in body.places(words) or body.places(before)]
             before = [] if EN_NEGATION.search(clause) else words
         if pain:
             for name in {n for n, _ in pain}:
