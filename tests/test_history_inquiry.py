@@ -322,6 +322,18 @@ def test_english_helpers():
     assert EnglishDetector.clauses("her throat hurts") == ["her throat hurts"]  # a body part is what, not who
 
 
+class _TableEncoder:
+    """An encoder that reads each text's vector from a table (how MiniLM places them, in two dimensions)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def encode(self, texts, show_progress=False):
+        import numpy as np
+
+        return np.asarray([self.table[t] for t in texts])
+
+
 def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_over():
     import numpy as np
 
@@ -332,39 +344,31 @@ def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_ov
     assert _circumstance_stems("a wheezing sound when you exhale") == {"exha"}
     assert _circumstance_stems("a fever") == frozenset()
 
-    class Encoder:  # "vomiting" is nearer "vomit after coughing" than the plain evidence, as MiniLM has it
-        table = {"vomit after coughing": [1.0, 0.0], "vomited several times": [0.8, 0.6],
-                 "vomiting": [0.98, 0.199], "vomiting after coughing": [1.0, 0.0]}
-
-        def encode(self, texts, show_progress=False):
-            return np.asarray([self.table[t] for t in texts])
+    # "vomiting" is nearer "vomit after coughing" than the plain evidence, as MiniLM has it
+    encoder = _TableEncoder({"vomit after coughing": [1.0, 0.0], "vomited several times": [0.8, 0.6],
+                             "vomiting": [0.98, 0.199], "vomiting after coughing": [1.0, 0.0]})
 
     evidences = {"E_166": Evidence("E_166", "Do you vomit after coughing?", "B", "E_166", "", ()),
                  "E_211": Evidence("E_211", "Have you vomited several times?", "B", "E_211", "", ())}
-    det = EnglishDetector(evidences, threshold=0.6, encoder=Encoder(), hpo=False)
-    sims = Encoder().encode(["vomiting"]) @ det.vectors.T
+    det = EnglishDetector(evidences, threshold=0.6, encoder=encoder, hpo=False)
+    sims = encoder.encode(["vomiting"]) @ det.vectors.T
     assert det.names[int(np.argmax(sims))] == "E_166"  # the nearest one, passed over
     assert det.detect("vomiting") == [("E_211", "present")]
     assert det.detect("vomiting after coughing") == [("E_166", "present")]
 
 
 def test_the_only_near_evidence_about_a_circumstance_is_read_when_much_nearer_than_the_threshold():
-    import numpy as np
-
     from medrank.pipelines.history.inquiry.kb import Evidence
 
-    class Encoder:  # both wheezes are about a circumstance; "wheezing" is far nearer the first, as MiniLM has it
-        table = {"a wheezing sound when you exhale": [1.0, 0.0], "wheeze while inhaling": [0.8, 0.6],
-                 "wheezing": [0.74, 0.0], "wheeze": [0.65, 0.0], "chest pain even at rest": [0.0, 1.0],
-                 "chest pain": [0.0, 1.0]}
-
-        def encode(self, texts, show_progress=False):
-            return np.asarray([self.table[t] for t in texts])
+    # both wheezes are about a circumstance; "wheezing" is far nearer the first, as MiniLM has it
+    encoder = _TableEncoder({"a wheezing sound when you exhale": [1.0, 0.0], "wheeze while inhaling": [0.8, 0.6],
+                             "wheezing": [0.74, 0.0], "wheeze": [0.65, 0.0], "chest pain even at rest": [0.0, 1.0],
+                             "chest pain": [0.0, 1.0]})
 
     evidences = {"E_214": Evidence("E_214", "Have you noticed a wheezing sound when you exhale?", "B", "E_214", "", ()),
                  "E_112": Evidence("E_112", "Do you wheeze while inhaling?", "B", "E_112", "", ()),
                  "E_14": Evidence("E_14", "Do you have chest pain even at rest?", "B", "E_14", "", ())}
-    det = EnglishDetector(evidences, threshold=0.6, encoder=Encoder(), hpo=False)
+    det = EnglishDetector(evidences, threshold=0.6, encoder=encoder, hpo=False)
     assert det.detect("I'm wheezing") == [("E_214", "present")]  # cosine 0.74: read
     assert det.detect("a wheeze") == []  # 0.65: near enough for an evidence of no circumstance, not for this one
     assert det.detect("chest pain") == []  # about pain: "even at rest" is not read into it
@@ -373,25 +377,21 @@ def test_the_only_near_evidence_about_a_circumstance_is_read_when_much_nearer_th
 
 
 def test_a_clause_about_pain_matches_findings_that_speak_of_pain_only():
-    import numpy as np
-
     from medrank.pipelines.history.inquiry.findings import _circumstance_stems
     from medrank.pipelines.history.inquiry.kb import Evidence
 
     assert _circumstance_stems("chest pain even at rest") == {"rest"}
 
-    class Encoder:  # the body part brings the hernia nearest, as MiniLM has it ("stomach hurts" ~ "Stomach hernia")
-        table = {"a hiatal hernia": [1.0, 0.0], "pain when swallowing": [0.0, 1.0], "chest pain even at rest": [0.6, 0.8],
-                 "stomach hurts": [0.99, 0.14], "hiatal hernia": [1.0, 0.0], "it hurts to swallow": [0.7, 0.71],
-                 "chest pain when I climb stairs": [0.6, 0.8], "chest pain at rest": [0.6, 0.8]}
-
-        def encode(self, texts, show_progress=False):
-            return np.asarray([self.table[t] for t in texts])
+    # the body part brings the hernia nearest, as MiniLM has it ("stomach hurts" ~ "Stomach hernia")
+    encoder = _TableEncoder({"a hiatal hernia": [1.0, 0.0], "pain when swallowing": [0.0, 1.0],
+                             "chest pain even at rest": [0.6, 0.8], "stomach hurts": [0.99, 0.14],
+                             "hiatal hernia": [1.0, 0.0], "it hurts to swallow": [0.7, 0.71],
+                             "chest pain when I climb stairs": [0.6, 0.8], "chest pain at rest": [0.6, 0.8]})
 
     evidences = {"E_98": Evidence("E_98", "Do you have a hiatal hernia?", "B", "E_98", "", ()),
                  "E_65": Evidence("E_65", "Do you have pain when swallowing?", "B", "E_65", "", ()),
                  "E_14": Evidence("E_14", "Do you have chest pain even at rest?", "B", "E_14", "", ())}
-    det = EnglishDetector(evidences, threshold=0.6, encoder=Encoder(), hpo=False)
+    det = EnglishDetector(evidences, threshold=0.6, encoder=encoder, hpo=False)
     assert det.detect("stomach hurts") == []  # nearest the hernia, which says nothing of pain
     assert det.detect("I have a hiatal hernia") == [("E_98", "present")]
     assert det.detect("it hurts to swallow") == [("E_65", "present")]
