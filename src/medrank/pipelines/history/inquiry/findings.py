@@ -149,14 +149,13 @@ class EnglishDetector:
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
                  hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1) -> None:
+        from medrank.data.hpo import load_hpo
         from medrank.encoders import load_encoder
 
         binary = [n for n, e in evidences.items() if e.kind == "B"]
         own = {n: evidence_description(evidences[n].question) for n in binary}
         self.names = list(binary)
         self.descriptions = [own[n] for n in binary]
-        from medrank.data.hpo import load_hpo
-
         terms = load_hpo() if hpo else []  # read once: the synonyms below and the places of pain
         if hpo:
             for name, extra in hpo_synonyms(own, terms).items():
@@ -207,19 +206,17 @@ class EnglishDetector:
         before: list[str] = []  # the words of the clause before, unless negated: where "... and is swollen" is
         for clause, row in zip(parts, sims, strict=True):
             words = re.findall(r"[a-z]+", clause.lower())
-            # an evidence about a circumstance the clause does not state ("vomit after coughing" for "vomiting") is
-            # passed over for the next nearest one
-            stems = {w[:4] for w in words}
             # a clause about pain is the pain reader's, or a finding's that speaks of pain too ("a sore throat"): its
             # body part alone brings other findings near it ("I get chest pain": a heart attack or angina; "my
             # stomach hurts": HPO's Stomach hernia, a hiatal hernia)
             of_pain = EN_PAIN.search(clause) is not None
-            chosen = None
-            # ... unless every evidence near enough is about a circumstance, and the nearest is much nearer than the
-            # threshold: then the clause states that one's finding ("I'm wheezing": "a wheezing sound when you exhale",
-            # DDXPlus' only wheeze but one, which is heard after coughing spells). Not for a clause about pain, whose
-            # evidences of circumstance ("chest pain even at rest") say more than "chest pain" does.
-            circumstantial = None
+            # an evidence about a circumstance the clause does not state ("vomit after coughing" for "vomiting") is
+            # passed over for the next nearest one, unless every evidence near enough is about a circumstance and the
+            # nearest is much nearer than the threshold: then the clause states that one's finding ("I'm wheezing": "a
+            # wheezing sound when you exhale", DDXPlus' only wheeze but one, which is heard after coughing spells).
+            # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
+            stems = {w[:4] for w in words}
+            chosen = circumstantial = None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
                     break
