@@ -692,3 +692,26 @@ def test_a_default_labelled_na_reads_as_none_of_these(tmp_path):
     got, _, _ = load_ddxplus_kb(tmp_path)
     # only the default is the question's "no answer"; another value so labelled keeps its label
     assert got["E_2"].meanings == {"V_0": NO_VALUE, "V_1": "burning", "V_2": "NA"}
+
+
+def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
+    from types import SimpleNamespace
+
+    from medrank.pipelines.history.inquiry.findings import first_alternatives, hpo_synonyms
+
+    assert first_alternatives("shortness of breath or difficulty breathing in a significant way") == ["shortness of breath"]
+    assert first_alternatives("chills or shivers") == ["chills"]
+    assert first_alternatives("diarrhea or an increase in stool frequency") == ["diarrhea"]
+    assert first_alternatives("a loss of appetite or do you get full more quickly") == ["a loss of appetite"]
+    assert first_alternatives("swollen or painful lymph nodes") == ["swollen lymph nodes"]  # one word shares the rest
+    assert first_alternatives("weakness or paralysis on one side of the face") == ["weakness on one side of the face"]
+    assert first_alternatives("a fever") == []
+    terms = [SimpleNamespace(name="Lymphadenopathy", synonyms=("Swollen lymph nodes", "Enlarged lymph nodes")),
+             SimpleNamespace(name="Migraine", synonyms=("Migraine headache",)),
+             SimpleNamespace(name="Fever", synonyms=("Pyrexia",))]
+    own = {"E_9": "swollen or painful lymph nodes", "E_91": "a fever",
+           "E_99": "a migraine or is a member of your family known to have migraines"}
+    # an exact description always links; an alternative only for the evidences named (the symptoms, not the history)
+    assert hpo_synonyms(own, terms) == {"E_91": ["Pyrexia"]}  # "Fever" is the description itself
+    assert hpo_synonyms(own, terms, alternatives=["E_9", "E_91"]) == {
+        "E_91": ["Pyrexia"], "E_9": ["Enlarged lymph nodes", "Lymphadenopathy", "Swollen lymph nodes"]}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,19 +127,13 @@ def member_descriptions(evidences: Mapping[str, Evidence]) -> dict[str, list[str
 _PLACE_WORDS = frozenset({"area", "location", "place", "region", "site", "side"})
 
 
-def _hpo_pain_places(terms: Sequence[Any]) -> dict[str, frozenset[str]]:
-    """:func:`pain_places` of HPO's ``terms`` with their everyday wordings (MedQuAD's, under the data root)."""
-    from medrank.data.consumer import hpo_with_consumer_wordings
-
-    return pain_places(hpo_with_consumer_wordings(concepts=terms))
-
-
 class EnglishDetector:
     """Clause-level nearest-evidence matching with MiniLM, cosine >= ``threshold``.
 
     With ``hpo`` (default), an evidence whose description is the name or a synonym of an HPO term
-    (exact, case and leading article ignored; e.g. "a sore throat" = Pharyngalgia) is also described
-    by that term's name and synonyms, layperson ones included ("Throat pain").
+    (exact, case and leading article ignored; e.g. "a sore throat" = Pharyngalgia; a symptom's first alternative too,
+    :func:`first_alternatives`) is also described by that term's name and synonyms, layperson ones and MedQuAD's
+    everyday wordings included ("Throat pain"; "Swollen glands" for "swollen or painful lymph nodes").
 
     With ``members`` (default), a yes / no finding is also described by the questions asked about it once present
     (the categorical members of its group, :func:`member_descriptions`): "Do you have any lesions, redness or
@@ -149,6 +143,7 @@ class EnglishDetector:
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
                  hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1) -> None:
+        from medrank.data.consumer import hpo_with_consumer_wordings
         from medrank.data.hpo import load_hpo
         from medrank.encoders import load_encoder
 
@@ -156,16 +151,22 @@ class EnglishDetector:
         own = {n: evidence_description(evidences[n].question) for n in binary}
         self.names = list(binary)
         self.descriptions = [own[n] for n in binary]
-        terms = load_hpo() if hpo else []  # read once: the synonyms below and the places of pain
+        # HPO's terms with MedQuAD's everyday wordings ("Swollen glands" for Lymphadenopathy), read once: the
+        # synonyms below and the places of pain
+        terms = hpo_with_consumer_wordings(concepts=load_hpo()) if hpo else []
         if hpo:
-            for name, extra in hpo_synonyms(own, terms).items():
+            # a symptom asked with an alternative takes the first one's HPO words too ("swollen or painful lymph nodes":
+            # Lymphadenopathy's); not a history question, whose disease's words are a symptom's ("Migraine headache"
+            # would read every headache as a history of migraine)
+            symptoms = [n for n in binary if not evidences[n].antecedent]
+            for name, extra in hpo_synonyms(own, terms, alternatives=symptoms).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
         if members:
             for name, extra in member_descriptions(evidences).items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
-        aliases = _hpo_pain_places(terms) if hpo else {}
+        aliases = pain_places(terms)
         self.pain = PainReader.from_evidences(evidences, aliases)
         #: binary evidence -> (its location evidence, that evidence's body locations): where a swelling or a skin
         #: lesion is, read in the clause that states it ("my knee is swollen": the knee)
@@ -419,9 +420,11 @@ def _norm(text: str) -> str:
     return re.sub(r"^(?:a|an|the)\s+", "", " ".join(text.lower().split()))
 
 
-def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None = None) -> dict[str, list[str]]:
+def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None = None,
+                 alternatives: Iterable[str] = ()) -> dict[str, list[str]]:
     """Evidence name -> the names and synonyms of the HPO term its description matches exactly (``concepts``: HPO's
-    terms, read when not given)."""
+    terms, read when not given); for the evidences named in ``alternatives``, or the first of its "X or Y"
+    alternatives (:func:`first_alternatives`)."""
     from medrank.data.hpo import load_hpo
 
     index: dict[str, Any] = {}
@@ -429,12 +432,35 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
         for label in (concept.name, *concept.synonyms):
             index.setdefault(_norm(label), concept)
     out: dict[str, list[str]] = {}
+    alternatives = frozenset(alternatives)
     for name, description in descriptions.items():
-        concept = index.get(_norm(description))
+        forms = (description, *first_alternatives(description)) if name in alternatives else (description,)
+        concept = next((index[_norm(d)] for d in forms if _norm(d) in index), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
             out[name] = sorted(t for t in labels if _norm(t) != _norm(description))
     return out
+
+
+#: what opens a second alternative that stands on its own: an article or a verb ("diarrhea or an increase in stool
+#: frequency", "a loss of appetite or do you get full more quickly")
+_OWN_ALTERNATIVE = frozenset({"a", "an", "the", "any", "do", "does", "did", "have", "has", "is", "are", "you"})
+
+
+def first_alternatives(description: str) -> list[str]:
+    """What the first of an evidence description's "X or Y" alternatives asks on its own: X itself when X is several
+    words ("shortness of breath or difficulty breathing …": shortness of breath), Y one word ("chills or shivers") or Y
+    opens on its own (an article or a verb); a one-word X shares Y's words after Y's first ("swollen or painful lymph
+    nodes": swollen lymph nodes; "weakness or paralysis on one side of the face": weakness on one side of the face,
+    not weakness alone). The second alternative is not read: "any close family members who suffer from allergies,
+    hay fever or eczema" is no eczema of the patient's."""
+    m = re.match(r"^(?P<x>.+?),? or (?P<y>.+)$", description.strip(), re.IGNORECASE)
+    if m is None:
+        return []
+    x, y = m.group("x").strip(), m.group("y").split()
+    if " " in x or len(y) == 1 or y[0].lower() in _OWN_ALTERNATIVE:
+        return [x]
+    return [" ".join([x, *y[1:]])]
 
 
 def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
