@@ -566,6 +566,7 @@ def test_pain_places_are_the_parts_one_terms_pain_wordings_name():
     reader = _pain_reader(labels, places)
     pain = ("E_53", "present")
     assert reader.detect(["my stomach hurts"]) == [pain, ("E_55", "V_1")]  # no label says stomach: the belly
+    assert reader.detect(["stomach cramps"]) == [pain, ("E_55", "V_1")]  # a cramp is a pain (DDXPlus: "a cramp")
     assert reader.detect(["pain in my side"]) == [pain, ("E_55", "V_2")]
     # "side of" places the chest, not the side; a part a label names is read as itself
     assert reader.detect(["pain in the side of my chest"]) == [pain, ("E_55", "V_3")]

@@ -257,9 +257,10 @@ def _circumstance_stems(description: str) -> frozenset[str]:
     return frozenset(w[:4] for w in re.findall(r"[a-z]+", words.lower()) if len(w) >= 4 and w not in _FUNCTION)
 
 
-#: a word of pain; group 1: the part a compound names ("headache": head; HPO's "Pharyngalgia": pharyng)
-EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching)\b|\b([a-z]+?)(?:aches?|algias?)\b",
-                     re.IGNORECASE)
+#: a word of pain (a cramp is one: DDXPlus characterises pain as "a cramp"); group 1: the part a compound names
+#: ("headache": head; HPO's "Pharyngalgia": pharyng)
+EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching|cramps?|cramping)\b"
+                     r"|\b([a-z]+?)(?:aches?|algias?)\b", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
 #: words of a location label that name nothing ("side of the chest")
 _LABEL_FUNCTION_WORDS = frozenset({"a", "an", "of", "the"})
