@@ -433,9 +433,9 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
         for label in (concept.name, *concept.synonyms):
             index.setdefault(_norm(label), concept)
     out: dict[str, list[str]] = {}
-    alternatives = frozenset(alternatives)
+    with_alternatives = frozenset(alternatives)
     for name, description in descriptions.items():
-        forms = (description, *first_alternatives(description)) if name in alternatives else (description,)
+        forms = (description, *first_alternatives(description)) if name in with_alternatives else (description,)
         concept = next((index[_norm(d)] for d in forms if _norm(d) in index), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
