@@ -830,6 +830,23 @@ def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> No
     assert read("my head hurts") == [("head pain", False)]  # without the word
 
 
+def test_whoever_reports_a_pain_is_a_lead_in_and_the_part_keeps_its_pain() -> None:
+    def read(text: str) -> list[str]:
+        return [s.text for s in find_spans(text, None, "en", part_pain=True)]
+
+    # "says" was left before the part, so "her ear hurts" was never read as a body part and its pain
+    assert read("My daughter says her ear hurts and she's been running a temperature") == [
+        "ear pain", "running a temperature"]
+    assert read("my little boy keeps telling me his tummy hurts") == ["tummy pain"]
+    assert read("she complains of a headache") == ["headache"]
+    # the person's lead-in took the determiner ("my son's"): the part alone still takes its pain
+    assert read("my son's tummy hurts") == ["tummy pain"]
+    # ... but no pronoun, quantifier or gerund is a body part
+    assert read("it hurts when I pee") == ["hurts when I pee"]
+    assert read("everything hurts") == ["everything hurts"]
+    assert read("walking hurts") == ["walking hurts"]
+
+
 def test_calibration_rules_are_known_and_travel_with_it() -> None:
     with pytest.raises(ValueError, match="rules"):
         SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",), rules=("no-such-rule",))

@@ -51,12 +51,16 @@ _EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tende
                   "burning", "throbbing", "achy"}
 # an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
 # a body part stays ("my head hurts"): only a person, with up to two words before it ("my little girl", "our
-# 3-year-old son"), is a subject
+# 3-year-old son"), is a subject. Whoever reports it says so too: "my daughter says her ear hurts", "he keeps
+# telling me his tummy hurts", "she complains of a headache" read as what follows
+_EN_REPORTED = (r"(?:says|said|say|saying|tells\s+me|told\s+me|telling\s+me|keeps\s+saying|kept\s+saying|complains|"
+                r"complained|complaining|mentions|mentioned)(?:\s+(?:of|about|that))?")
 _EN_LEAD = re.compile(
     r"^(?:(?:now|recently|lately|suddenly|today|yesterday|tonight|then|(?:this|last)\s+(?:morning|night|evening|week))"
     r",?\s+)*"
     rf"(?:(?:i|we|he|she|they|it|there|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
     r"(?:'ve|'m|'s|'d)?\s+)?"
+    rf"(?:(?:keep|keeps|kept|has|have|had)?\s*{_EN_REPORTED}\s+)?"
     r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
     r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s|do|does|did|not|don't|"
     r"doesn't|didn't|haven't|hasn't)\s+)*",
@@ -279,9 +283,12 @@ def _with_shared_subject(clause: str, bare: str, part_pain: bool = False) -> str
 # "Knee pain", "Ear pain": searched so, the piece finds them ("my knee hurts" found Knee dislocation, "my ear hurts"
 # nothing); what follows the verb stays ("chest pain when I breathe in")
 _EN_PART_WORD = r"(?!(?:is|are|was|were|been|has|have|had|feels|feel|keeps|keep|gets|get|got)\b)[\w-]+"
+# without its determiner where a person's lead-in took it ("my son's tummy hurts" is searched from "tummy hurts"): one
+# word that is no pronoun, no gerund ("walking hurts" says when) and no word of the lead
+_EN_BARE_PART = r"(?!(?:it|this|that|everything|something|anything|all|what|which|there|here|he|she|they|i|we)\b)[a-z]+(?<!ing)"
 _EN_PART_HURTS = re.compile(
-    rf"^(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+((?:{_EN_PART_WORD}\s+){{0,2}}?"
-    rf"{_EN_PART_WORD}?)(?:'s)?\s+"
+    rf"^(?:(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+((?:{_EN_PART_WORD}\s+){{0,2}}?"
+    rf"{_EN_PART_WORD}?)|(?=[a-z]+\s+(?:hurts|hurt|aches|ache|is|are|feels)\b)({_EN_BARE_PART}))(?:'s)?\s+"
     r"(?:(?:is|are|was|were|has\s+been|have\s+been|been|feels|feel|keeps|keep)\s+)?"
     r"(?:(?:really|very|so|quite|pretty|extremely|too|a\s+bit|a\s+little)\s+)?"
     r"(?:hurts|hurt|hurting|aches|ache|aching|achy|sore|painful|killing\s+me)\b",
@@ -295,7 +302,7 @@ def _as_pain(text: str, ache_words: Collection[str] = ()) -> str:
     m = _EN_PART_HURTS.match(text)
     if m is None:
         return text
-    *before, part = m.group(1).split()
+    *before, part = (m.group(1) or m.group(2)).split()
     part = singular(part)
     if not before and f"{part.lower()}ache" in ache_words:
         return f"{part}ache{text[m.end():]}"
