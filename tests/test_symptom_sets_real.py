@@ -164,6 +164,14 @@ def test_a_head_or_a_tummy_that_hurts_is_its_own_pain() -> None:
     assert "abdominal pain" in decided and "pain" not in decided, decided
 
 
+def test_a_pain_someone_else_reports_is_read() -> None:
+    # "says" stood before "her ear hurts", so the part and its pain were not read: Cupped ear was decided
+    decided, _ = _offered("My daughter says her ear hurts and she's been running a temperature since Tuesday")
+    assert "ear pain" in decided and "cupped ear" not in decided, decided
+    decided, _ = _offered("my son's tummy hurts")
+    assert "abdominal pain" in decided, decided
+
+
 def test_phrases_the_index_holds_are_decided() -> None:
     # "Runny Nose" and "Sore throat" are HPO synonyms: a calibration that saw only unseen phrases left them at 0.07
     decided, _ = _offered("I have a runny nose and a sore throat")
