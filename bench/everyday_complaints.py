@@ -44,17 +44,21 @@ DATA = Path(__file__).resolve().parent / "data" / "everyday_complaints_en.jsonl"
 DEFAULT_RUN = Path("runs/symptom/cpu/hpo-layperson-ensemble-4l-def-e5")
 
 
-def load(path: Path, name_to_id: dict[str, str]) -> tuple[list[str], list[list[list[str]]]]:
+def load(path: Path, name_to_id: dict[str, str], vocabulary: str = "HPO term", fold: bool = True
+         ) -> tuple[list[str], list[list[list[str]]]]:
+    """The complaints of ``path`` and their slots, each name as the id ``name_to_id`` gives it (``fold``: names are
+    looked up lower-cased)."""
     texts, slots = [], []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         row = json.loads(line)
-        missing = [t for slot in row["symptoms"] for t in slot if t.lower() not in name_to_id]
+        key = (lambda t: t.lower()) if fold else (lambda t: t)
+        missing = [t for slot in row["symptoms"] for t in slot if key(t) not in name_to_id]
         if missing:
-            raise SystemExit(f"{path}:{n}: no HPO term is named {missing}")
+            raise SystemExit(f"{path}:{n}: no {vocabulary} is named {missing}")
         texts.append(row["text"])
-        slots.append([[name_to_id[t.lower()] for t in slot] for slot in row["symptoms"]])
+        slots.append([[name_to_id[key(t)] for t in slot] for slot in row["symptoms"]])
     return texts, slots
 
 
@@ -62,45 +66,51 @@ def pct(d: dict[str, float]) -> dict[str, float]:
     return {k: round(100 * v, 2) for k, v in d.items()}
 
 
-def score(detector: SetDetector, texts: list[str], slots: list[list[list[str]]], names: dict[str, str]) -> dict[str, Any]:
+def score(detect: Any, texts: list[str], slots: list[list[list[str]]], names: dict[str, str] | None = None,
+          search: Any = None, by_name: bool = False) -> dict[str, Any]:
+    """Slot P / R / F1 of what ``detect`` decides (and offers first) for each complaint; ``names`` turns decided ids
+    into names for the examples; ``search`` adds the whole-text top-1 row; ``by_name``: terms are matched by name (ICD-10
+    Beijing writes some names under several codes)."""
     # one complaint at a time, as /symptoms reads them: an int8 query encoder quantises a batch's activations with one
     # scale, so a complaint read in a batch with others may come out otherwise
     t0 = time.perf_counter()
-    found = [detector.detect(t) for t in texts]
-    seconds = time.perf_counter() - t0
-    decided = [[t.id for t in s.terms] for s in found]
-    first = [[t.id for t in s.terms] + [t.id for t in s.alternatives[:1]] for s in found]
-    top1 = [[i for i, _ in hits[:1]] for hits in detector.search(texts, 1)]
-    examples = [{"text": text, "decided": [names.get(i, i) for i in d]} for text, d in zip(texts, decided, strict=True)]
-    return {"decided": pct(slot_prf(decided, slots)), "decided_or_offered_first": pct(slot_prf(first, slots)),
-            "whole_text_top1": pct(slot_prf(top1, slots)), "ms_per_complaint": round(1000 * seconds / len(texts), 1),
-            "examples": examples}
-
-
-def load_zh(path: Path, known: set[str]) -> tuple[list[str], list[list[list[str]]]]:
-    texts, slots = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        missing = [t for slot in row["symptoms"] for t in slot if t not in known]
-        if missing:
-            raise SystemExit(f"{path}:{n}: no ICD-10 Beijing name or DXY symptom is named {missing}")
-        texts.append(row["text"])
-        slots.append([list(slot) for slot in row["symptoms"]])
-    return texts, slots
-
-
-def score_zh(detect: Any, texts: list[str], slots: list[list[list[str]]]) -> dict[str, Any]:
-    """As :func:`score`, over names (ICD-10 Beijing writes some names under several codes)."""
-    t0 = time.perf_counter()
     found = [detect(t) for t in texts]
     seconds = time.perf_counter() - t0
-    decided = [[t.name for t in s.terms] for s in found]
-    first = [[t.name for t in s.terms] + [t.name for t in s.alternatives[:1]] for s in found]
-    examples = [{"text": text, "decided": d} for text, d in zip(texts, decided, strict=True)]
-    return {"decided": pct(slot_prf(decided, slots)), "decided_or_offered_first": pct(slot_prf(first, slots)),
-            "ms_per_complaint": round(1000 * seconds / len(texts), 1), "examples": examples}
+    def key(t: Any) -> str:
+        return t.name if by_name else t.id
+
+    decided = [[key(t) for t in s.terms] for s in found]
+    first = [[key(t) for t in s.terms] + [key(t) for t in s.alternatives[:1]] for s in found]
+    names = names or {}
+    examples = [{"text": text, "decided": [names.get(i, i) for i in d]} for text, d in zip(texts, decided, strict=True)]
+    out = {"decided": pct(slot_prf(decided, slots)), "decided_or_offered_first": pct(slot_prf(first, slots))}
+    if search is not None:
+        out["whole_text_top1"] = pct(slot_prf([[i for i, _ in hits[:1]] for hits in search(texts, 1)], slots))
+    return {**out, "ms_per_complaint": round(1000 * seconds / len(texts), 1), "examples": examples}
+
+
+def write_tables(result_name: str, language: str, out: dict[str, Any], vocabulary: str, kept: list[str]) -> None:
+    """The results file and its table (one row per system)."""
+    top1 = all("whole_text_top1" in r for r in out["systems"].values())
+    lines = [f"### {language} complaints in everyday words ({out['complaints']} hand-written complaints, {out['slots']} "
+             "symptoms; written by a developer, not patients; a check, nothing fitted on it)", "",
+             "| system | decided P | decided R | **decided F1** | decided or offered first R | "
+             + ("whole-text top-1 F1 | " if top1 else "") + "ms / complaint |",
+             "|---|---|---|---|---|" + ("---|" if top1 else "") + "---|"]
+    for name, r in out["systems"].items():
+        d = r["decided"]
+        lines.append(f"| {name} | {d['precision']} | {d['recall']} | **{d['f1']}** | "
+                     f"{r['decided_or_offered_first']['recall']} | "
+                     + (f"{r['whole_text_top1']['f1']} | " if top1 else "") + f"{r['ms_per_complaint']} |")
+    lines += ["", f"Slots: each symptom a complaint names, with the {vocabulary} that may stand for it; a decided term "
+              "fills at most one slot (`medrank.pipelines.symptom.set_eval.slot_prf`). The complaints and their slots: "
+              f"`bench/data/{out['data']}`."]
+    if kept:
+        lines += ["", "Not re-run this time (the trained run was not on the machine), kept as an earlier run of this script "
+                  "wrote them: " + "; ".join(kept) + "."]
+    common.write(result_name, out, "\n".join(lines))
+    for name, r in out["systems"].items():
+        print(name, r["decided"], flush=True)
 
 
 def main_zh(args: argparse.Namespace) -> None:
@@ -114,36 +124,24 @@ def main_zh(args: argparse.Namespace) -> None:
     icd = {line.split("\t")[1] for line in vocabulary.read_text(encoding="utf-8").splitlines()[1:] if "\t" in line}
     dxy = {line.strip() for line in (dataset_dir("dxy-dialog") / "symptoms_dxy.txt").read_text(encoding="utf-8").splitlines()
            if line.strip()}
-    texts, slots = load_zh(args.data, icd | dxy)
+    texts, slots = load(args.data, {n: n for n in icd | dxy}, "ICD-10 Beijing name or DXY symptom", fold=False)
     with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as state:
         # what a fresh checkout serves: no trained run (an empty models folder), the two Chinese knowledge bases
         settings = ServiceSettings(api_token=None, batch_queries=False, backend="auto", state_dir=Path(state),
                                    models_dir=Path(empty), kbs=("chip-cdn", "dxy"))
         symptoms = build_services(settings, ("symptoms",), show_progress=False).symptoms
     icd_alone, dxy_alone = symptoms.set_detectors["chip-cdn"], symptoms.set_detectors["dxy"]
-    systems = {
+    served = {
         "zero-shot e5-small hybrid over ICD-10 Beijing, shipped calibration, completed by the dxy self-report model "
-        "(as served, kb auto)": score_zh(lambda t: symptoms.decide_many([t], "zh")[0], texts, slots),
-        "zero-shot e5-small hybrid over ICD-10 Beijing alone (kb chip-cdn)": score_zh(icd_alone.detect, texts, slots),
-        "dxy self-report model alone (41 DXY symptoms, kb dxy)": score_zh(dxy_alone.detect, texts, slots),
+        "(as served, kb auto)": lambda t: symptoms.decide_many([t], "zh")[0],
+        "zero-shot e5-small hybrid over ICD-10 Beijing alone (kb chip-cdn)": icd_alone.detect,
+        "dxy self-report model alone (41 DXY symptoms, kb dxy)": dxy_alone.detect,
     }
+    systems = {name: score(detect, texts, slots, by_name=True) for name, detect in served.items()}
     result_name = args.name or args.data.stem
     out = {"complaints": len(texts), "slots": sum(len(s) for s in slots), "data": str(args.data.name),
            "systems": systems, "environment": common.environment(threads=args.threads, seed=None, data=str(args.data))}
-    lines = [f"### Chinese complaints in everyday words ({out['complaints']} hand-written complaints, {out['slots']} "
-             "symptoms; written by a developer, not patients; a check, nothing fitted on it)", "",
-             "| system | decided P | decided R | **decided F1** | decided or offered first R | ms / complaint |",
-             "|---|---|---|---|---|---|"]
-    for name, r in systems.items():
-        d = r["decided"]
-        lines.append(f"| {name} | {d['precision']} | {d['recall']} | **{d['f1']}** | "
-                     f"{r['decided_or_offered_first']['recall']} | {r['ms_per_complaint']} |")
-    lines += ["", "Slots: each symptom a complaint names, with the ICD-10 Beijing names and DXY symptoms that may stand "
-              "for it; a decided name fills at most one slot (`medrank.pipelines.symptom.set_eval.slot_prf`). The "
-              f"complaints and their slots: `bench/data/{out['data']}`."]
-    common.write(result_name, out, "\n".join(lines))
-    for name, r in systems.items():
-        print(name, r["decided"], flush=True)
+    write_tables(result_name, "Chinese", out, "ICD-10 Beijing names and DXY symptoms", [])
 
 
 def main() -> None:
@@ -172,7 +170,7 @@ def main() -> None:
         served = SetDetector.from_run(args.run, "hpo", backend="auto")
         how = f" ({served.serving})" if served.serving else ""
         how += " + small-talk gate" if served.small_talk is not None else ""
-        systems[f"trained run {args.run.name}, its own calibration, served form{how}"] = score(served, texts, slots, names)
+        systems[f"trained run {args.run.name}, its own calibration, served form{how}"] = score(served.detect, texts, slots, names, served.search)
     result_name = args.name or args.data.stem.replace("_en", "")
     results = common.RESULTS / f"{result_name}.json"
     kept: list[str] = []
@@ -190,27 +188,11 @@ def main() -> None:
     zero.calibration = SetCalibration.load(CALIBRATIONS / "hpo-hybrid.json")
     # small talk read as no finding over the hybrid's dense part, as the service's HPO store is gated
     gate = " + small-talk gate" if zero.use_small_talk(hybrid.index, concepts) else ""
-    systems[f"zero-shot MiniLM hybrid, shipped calibration (hpo-hybrid.json){gate}"] = score(zero, texts, slots, names)
+    systems[f"zero-shot MiniLM hybrid, shipped calibration (hpo-hybrid.json){gate}"] = score(zero.detect, texts, slots, names, zero.search)
     out = {"complaints": len(texts), "slots": sum(len(s) for s in slots), "data": str(args.data.name),
            "systems": systems, **({"kept_from_an_earlier_run": kept} if kept else {}),
            "environment": common.environment(threads=args.threads, seed=None, data=str(args.data))}
-    lines = [f"### English complaints in everyday words ({out['complaints']} hand-written complaints, {out['slots']} "
-             "symptoms; written by a developer, not patients; a check, nothing fitted on it)", "",
-             "| system | decided P | decided R | **decided F1** | decided or offered first R | whole-text top-1 F1 | ms / complaint |",
-             "|---|---|---|---|---|---|---|"]
-    for name, r in systems.items():
-        d = r["decided"]
-        lines.append(f"| {name} | {d['precision']} | {d['recall']} | **{d['f1']}** | "
-                     f"{r['decided_or_offered_first']['recall']} | {r['whole_text_top1']['f1']} | {r['ms_per_complaint']} |")
-    lines += ["", "Slots: each symptom a complaint names, with the HPO terms that may stand for it; a decided term fills "
-              "at most one slot (`medrank.pipelines.symptom.set_eval.slot_prf`). The complaints and their slots: "
-              f"`bench/data/{out['data']}`."]
-    if kept:
-        lines += ["", "Not re-run this time (the trained run was not on the machine), kept as an earlier run of this script "
-                  "wrote them: " + "; ".join(kept) + "."]
-    common.write(result_name, out, "\n".join(lines))
-    for name, r in systems.items():
-        print(name, r["decided"], flush=True)
+    write_tables(result_name, "English", out, "HPO terms", kept)
 
 
 if __name__ == "__main__":
