@@ -20,6 +20,7 @@ from medrank.pipelines.symptom.sets import (
     BASE_FEATURES,
     FEATURES,
     CodePrefixHierarchy,
+    HpoHierarchy,
     SetCalibration,
     SetDetector,
     SymptomTextError,
@@ -987,3 +988,25 @@ def test_a_term_on_denied_words_is_not_offered() -> None:
     got = det.detect("咳嗽，不发烧")
     assert {t.name for t in got.terms} == {"咳嗽"}
     assert not {"发热", "鼻部烧伤"} & {t.name for t in got.alternatives}
+
+
+def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:
+    # HPO's "Abnormality of temperature regulation" holds Fever: found for "running a temperature", it said nothing a
+    # clinician could tick, and was decided
+    names = {"ATR": "Abnormality of temperature regulation", "F": "Fever", "AWL": "Abnormal weight loss", "X": "Other"}
+    hier = HpoHierarchy({"ATR": (), "F": ("ATR",), "AWL": (), "X": ()})
+    hits = {"running a temperature": [("ATR", 0.9)], "poor temperature control": [("ATR", 0.9)],
+            "losing weight": [("AWL", 0.9)]}
+    wordings = {"ATR": ("Abnormality of temperature regulation", "Poor temperature control"), "F": ("Fever",),
+                "AWL": ("Abnormal weight loss",)}
+    det = _toy_detector(hits, names, min_terms=0, hierarchy=hier, wordings=wordings)
+    assert [t.id for t in det.detect("running a temperature").terms] == ["ATR"]  # the rule is off
+    det.calibration.rules = ("grouping",)
+    got = det.detect("running a temperature")
+    assert got.terms == [] and [t.id for t in got.alternatives][:1] == ["ATR"]
+    # decided on words that are one of its wordings ...
+    assert [t.id for t in det.detect("poor temperature control").terms] == ["ATR"]
+    # ... and a term so named without kinds below it is no grouping class (ICD-10-CM's leaf Abnormal weight loss)
+    assert [t.id for t in det.detect("losing weight").terms] == ["AWL"]
+    # Chinese text is left alone
+    assert det._grouping("发烧", [], []) == set()

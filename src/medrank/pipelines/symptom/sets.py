@@ -75,11 +75,17 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: each character written as the vocabulary writes it ("腰疼" as "腰痛", :func:`.lexicon.character_variants`); it
 #: changes the queries, as ``part_pain`` does. A trained run's calibration written before a rule existed does not
 #: turn it on, so what it serves stays what was measured.
-EN_RULES = ("part_pain", "body_parts")
+#: ``grouping``: an English term the vocabulary names as a grouping class and that has kinds below it ("Abnormality of
+#: temperature regulation", "Abnormality of the ankle", "Abnormal breath sound": HPO's upper classes,
+#: :data:`GROUPING_NAME`) is decided only on words that are one of its wordings ("kidney problem" may be Abnormality of
+#: the kidney); found for other words it is offered, a rule on top of the probabilities.
+EN_RULES = ("part_pain", "body_parts", "grouping")
 ZH_RULES = ("zh_kinds", "zh_variants")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
-DECISION_RULES = ("body_parts", "zh_kinds")
+DECISION_RULES = ("body_parts", "zh_kinds", "grouping")
+#: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
+GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
 MEMORY_FILE = "sets-memory.json"
 
@@ -595,6 +601,7 @@ class SetDetector:
         self._vocabulary_stems: frozenset[str] | None = None
         self._aches: frozenset[str] | None = None
         self._body_parts: BodyParts | None = None
+        self._groups: frozenset[str] | None = None
 
     @property
     def join_margin(self) -> float | None:
@@ -981,7 +988,7 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         vaguer = self._vaguer(order, cands, spans, p, threshold, text)
-        contradicted = self._contradicted(text, spans, cands)
+        contradicted = self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
@@ -1232,6 +1239,24 @@ class SetDetector:
         assert self.wordings is not None
         return {j for j, c in enumerate(cands)
                 if parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text, self.wordings.get(c.id, ()))}
+
+    def _grouping_terms(self) -> frozenset[str]:
+        """The terms named as a grouping class (:data:`GROUPING_NAME`) that are one, kinds below them in the hierarchy
+        (HPO's Abnormality of temperature regulation holds Fever; ICD-10-CM's Abnormal weight loss, a leaf, is none)."""
+        if self._groups is None:
+            with_kinds = set() if self.hierarchy is None else {p for cid in self.names for p in self.hierarchy.parents(cid)}
+            self._groups = frozenset(cid for cid, name in self.names.items()
+                                     if cid in with_kinds and GROUPING_NAME.match(name))
+        return self._groups
+
+    def _grouping(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """With the ``grouping`` rule, the English candidates that are grouping classes (:meth:`_grouping_terms`) and
+        whose span (or, placed on none, the whole text) is not one of their wordings: offered, not decided."""
+        if not self._rule("grouping") or self._zh(text):
+            return set()
+        groups = self._grouping_terms()
+        return {j for j, c in enumerate(cands)
+                if c.id in groups and c.id not in self._named_by(spans[c.span_idx].text if c.span_idx >= 0 else text, text)}
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
