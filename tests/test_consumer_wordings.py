@@ -9,6 +9,9 @@ import pytest
 from medrank.data.consumer import (
     FocusAnnotation,
     consumer_wordings,
+    gloss_wordings,
+    merge_wordings,
+    read_answer_texts,
     read_focus_annotations,
     usable_wording,
     with_consumer_wordings,
@@ -90,3 +93,48 @@ def test_the_real_pages_give_hpo_terms_the_words_people_use() -> None:
     assert "Swollen glands" in by_name["Lymphadenopathy"].meta["consumer"]
     # HPO's own words are untouched, and a term no page is anchored on has none
     assert by_name["Headache"].synonyms[0] == "Headaches" and "consumer" not in by_name["Stiff neck"].meta
+
+
+NAUSEA = Concept("HP:0002018", "Nausea", (), (), {"layperson": ()})
+SCOLIOSIS = Concept("HP:0002650", "Scoliosis", (), (), {})
+KYPHOSIS = Concept("HP:0002808", "Kyphosis", (), (), {})
+KYPHOSCOLIOSIS = Concept("HP:0002751", "Kyphoscoliosis", (), (), {})
+
+
+def test_a_gloss_written_three_times_after_one_term_s_wording_is_its_wording() -> None:
+    answers = ["Side effects include nausea (feeling sick to your stomach) and headache."] * 3
+    assert gloss_wordings([NAUSEA, FEVER], answers) == {"HP:0002018": ("feeling sick to your stomach",)}
+    assert gloss_wordings([NAUSEA, FEVER], answers[:2]) == {}  # twice is not enough
+
+
+def test_what_is_no_everyday_gloss_is_not_read() -> None:
+    def read(text: str) -> dict:
+        return gloss_wordings([NAUSEA, FEVER, DIARRHEA, SCOLIOSIS, KYPHOSIS, KYPHOSCOLIOSIS], [text] * 3)
+
+    assert read("a high fever (FMF) in children") == {}  # an acronym
+    assert read("nausea (NAW-zee-uh) is common") == {}  # a pronunciation guide
+    assert read("a fever (especially at night) is common") == {}  # a qualifier
+    assert read("a fever (pyrexia) is common") == {}  # another name, not an explanation
+    assert read("nausea (nausea of pregnancy) may come") == {}  # shares the term's word
+    assert read("kyphoscoliosis (kyphosis and scoliosis) may come") == {}  # only other terms' words
+    assert read("the runs (watery stool) may come") == {}  # already a wording
+
+
+def test_a_gloss_two_terms_claim_says_neither_and_merged_wordings_keep_one_of_each() -> None:
+    answers = ["nausea (a feeling in the stomach)"] * 3 + ["diarrhea (a feeling in the stomach)"] * 3
+    assert gloss_wordings([NAUSEA, DIARRHEA], answers) == {}
+    merged = merge_wordings({"HP:1": ("The runs",)}, {"HP:1": ("the runs", "the trots"), "HP:2": ("x y",)})
+    assert merged == {"HP:1": ("The runs", "the trots"), "HP:2": ("x y",)}
+
+
+@pytest.mark.slow
+def test_the_medquad_answers_gloss_nausea_and_wheezing() -> None:
+    from medrank.data.hpo import load_hpo
+
+    try:
+        answers = read_answer_texts()
+    except FileNotFoundError:
+        pytest.skip("no MedQuAD data")
+    got = gloss_wordings(load_hpo(), answers)
+    assert "feeling sick to your stomach" in got["HP:0002018"]  # Nausea
+    assert "a whistling sound when you breathe" in got["HP:0030828"]  # Wheezing

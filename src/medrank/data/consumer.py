@@ -13,6 +13,14 @@ term's name or an HPO synonym of it, case and punctuation aside. Of the page's o
   short upper-case acronym ("CRF", which reads as too many things),
 * and that no other anchored page lends to a different term (a word two terms claim says neither).
 
+NIH's plain-language pages also gloss a clinical word where they use it: "nausea (feeling sick to your stomach)",
+"wheezing (a whistling sound when you breathe)", "vertigo (a spinning sensation)". :func:`gloss_wordings` reads those
+from the pages' answers: the words before the parenthesis end with a wording of exactly one HPO term, and the gloss
+is an explanation in everyday words, not another name (lower case: no acronym, no pronunciation guide such as
+"ah-RITH-me-ahs"; two to eight words, one of them a function word such as "to", "a", "when", "of"; no word shared with
+the term's wording; not a qualifier such as "especially at night"; not only other terms' words, as in "kyphoscoliosis
+(kyphosis and scoliosis)"), written so at least three times, for one term.
+
 The result is ``HPO id → words``; :func:`with_consumer_wordings` adds them to the terms' synonyms (recorded in
 ``meta["consumer"]`` so that checks can tell them from HPO's own). HPO's content is not altered: the words sit
 beside it, in the index and the wording rules of the set decision.
@@ -23,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +135,102 @@ def consumer_wordings(concepts: Sequence[Concept], annotations: Iterable[FocusAn
     return {term: tuple(words) for term, words in sorted(out.items())}
 
 
+#: how the wordings are derived: part of the service's knowledge-base fingerprint, so that a knowledge base built with
+#: an earlier derivation is built again (2: the glosses of :func:`gloss_wordings` added)
+WORDINGS_VERSION = 2
+#: "<a term's wording> (<gloss>)": a parenthesis of lower-case words, and up to five words just before it
+_GLOSS = re.compile(r"\(([a-z][a-z '-]{4,80})\)")
+_WORDS_BEFORE = re.compile(r"((?:[A-Za-z'-]+\s+){0,4}[A-Za-z'-]+)\s+$")
+#: words an explanation is made with and a name is not
+_FUNCTION_WORDS = frozenset(
+    "a an the to of in on into your you when too that with or and from for by at which who is are be no than under "
+    "over out up about can its their one more less much many little".split())
+#: how a qualifier, not a gloss, opens ("especially at night", "in men", "due to pinched nerves", "also called …")
+_QUALIFIER_START = frozenset(
+    "especially in on from due if with without for both beginning formerly including such also called see or which "
+    "not after before during mainly mostly usually often sometimes rarely typically".split())
+MIN_GLOSS_WORDS, MAX_GLOSS_WORDS = 2, 8
+#: how many times a gloss must be written for the same term (twice let anatomy through: "palate (roof of the mouth)")
+MIN_GLOSS_COUNT = 3
+
+
+def read_answer_texts(root: PathLike | None = None, path: PathLike | None = None) -> list[str]:
+    """The answer texts of every MedQuAD XML file (``path``: a folder of them; default the data root's ``medquad``)."""
+    import xml.etree.ElementTree as ET
+
+    from medrank.config import dataset_dir
+    from medrank.data.errors import DataFormatError
+    from medrank.data.medquad import DATASET
+
+    base = Path(path) if path is not None else dataset_dir(DATASET, root)
+    files = sorted(base.rglob("*.xml"))
+    if not files:
+        raise FileNotFoundError(f"no MedQuAD XML files under {base}")
+    out = []
+    for f in files:
+        try:
+            doc = ET.parse(f).getroot()
+        except ET.ParseError as exc:
+            raise DataFormatError(f, None, f"not well-formed XML ({exc})") from exc
+        out.extend(e.text for e in doc.iter() if e.tag.lower() == "answer" and e.text)
+    return out
+
+
+def usable_gloss(gloss: str, wording: str) -> bool:
+    """Whether ``gloss``, written in parentheses after ``wording``, explains it in everyday words (module docstring)."""
+    words = re.findall(r"[a-z']+", gloss)
+    return (MIN_GLOSS_WORDS <= len(words) <= MAX_GLOSS_WORDS and bool(set(words) & _FUNCTION_WORDS)
+            and words[0] not in _QUALIFIER_START and not set(words) & set(wording_key(wording).split()))
+
+
+def gloss_wordings(concepts: Sequence[Concept], answers: Iterable[str],
+                   min_count: int = MIN_GLOSS_COUNT) -> dict[str, tuple[str, ...]]:
+    """``HPO id → glosses`` read from ``answers`` for the terms ``concepts`` (see the module docstring)."""
+    by_wording: dict[str, set[str]] = defaultdict(set)
+    for c in concepts:
+        for w in (c.name, *c.synonyms):
+            by_wording[wording_key(w)].add(c.id)
+    counts: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)  # gloss key → (term, gloss) → times
+    for text in answers:
+        for m in _GLOSS.finditer(text):
+            gloss = " ".join(m.group(1).split())
+            key = wording_key(gloss)
+            if not key or key in by_wording or not usable_gloss(gloss, ""):
+                continue  # already some term's wording, or no everyday explanation
+            before = _WORDS_BEFORE.search(text, max(0, m.start() - 120), m.start())
+            if before is None:
+                continue
+            words = before.group(1).split()
+            # the longest run of the words before it that is one term's wording
+            wording = next((w for w in (" ".join(words[i:]) for i in range(len(words)))
+                            if len(by_wording.get(wording_key(w), ())) == 1), None)
+            if wording is None or not usable_gloss(gloss, wording):
+                continue
+            content = [w for w in re.findall(r"[a-z']+", gloss) if w not in _FUNCTION_WORDS]
+            if not all(wording_key(w) in by_wording for w in content):
+                counts[key][(next(iter(by_wording[wording_key(wording)])), gloss)] += 1
+    out: dict[str, list[str]] = defaultdict(list)
+    for key in sorted(counts):
+        terms = {t for t, _ in counts[key]}
+        if len(terms) == 1 and sum(counts[key].values()) >= min_count:
+            (term, gloss), _ = counts[key].most_common(1)[0]
+            out[term].append(gloss)
+    return {term: tuple(words) for term, words in sorted(out.items())}
+
+
+def merge_wordings(*sources: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """``HPO id → words`` of every source, in order, each word once (case and punctuation aside)."""
+    out: dict[str, list[str]] = defaultdict(list)
+    seen: dict[str, set[str]] = defaultdict(set)
+    for source in sources:
+        for term, words in source.items():
+            for w in words:
+                if wording_key(w) not in seen[term]:
+                    seen[term].add(wording_key(w))
+                    out[term].append(w)
+    return {term: tuple(words) for term, words in sorted(out.items())}
+
+
 def with_consumer_wordings(concepts: Sequence[Concept], wordings: Mapping[str, Sequence[str]]) -> list[Concept]:
     """``concepts`` with ``wordings`` added to their synonyms and listed in ``meta["consumer"]``."""
     out = []
@@ -138,14 +242,16 @@ def with_consumer_wordings(concepts: Sequence[Concept], wordings: Mapping[str, S
 
 def hpo_with_consumer_wordings(root: PathLike | None = None, concepts: Sequence[Concept] | None = None) -> list[Concept]:
     """HPO's terms (default :func:`medrank.data.hpo.load_hpo`) with the everyday wordings of MedQuAD's pages under
-    the data root ``root``; HPO alone, with a warning, when the data root holds no MedQuAD folder."""
+    the data root ``root`` (their focus annotations and their glosses); HPO alone, with a warning, when the data root holds no MedQuAD folder."""
     from medrank.config import DataNotFoundError
     from medrank.data.hpo import load_hpo
 
     concepts = list(concepts) if concepts is not None else load_hpo()
     try:
         pages = read_focus_annotations(root)
+        answers = read_answer_texts(root)
     except (DataNotFoundError, FileNotFoundError) as exc:
         log.warning("no MedQuAD pages (%s): HPO terms without everyday wordings", exc)
         return concepts
-    return with_consumer_wordings(concepts, consumer_wordings(concepts, pages, hpo_umls_terms()))
+    wordings = merge_wordings(consumer_wordings(concepts, pages, hpo_umls_terms()), gloss_wordings(concepts, answers))
+    return with_consumer_wordings(concepts, wordings)

