@@ -32,9 +32,10 @@ import logging
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medrank.data.hpo import wording_key
 from medrank.records import Concept
@@ -61,25 +62,33 @@ class FocusAnnotation:
         return (self.focus, *self.synonyms)
 
 
-def read_focus_annotations(root: PathLike | None = None, path: PathLike | None = None) -> list[FocusAnnotation]:
-    """The focus annotations of every MedQuAD XML file (``path``: a folder of them; default the data root's
-    ``medquad``), answered or not (the MedlinePlus A.D.A.M. pages keep their annotations, not their answers)."""
+def _medquad_pages(root: PathLike | None = None, path: PathLike | None = None) -> Iterator[Any]:
+    """The parsed root element of every MedQuAD XML file (``path``: a folder of them; default the data root's
+    ``medquad``)."""
     import xml.etree.ElementTree as ET
 
     from medrank.config import dataset_dir
     from medrank.data.errors import DataFormatError
-    from medrank.data.medquad import DATASET, _child, _children, _text_of
+    from medrank.data.medquad import DATASET
 
     base = Path(path) if path is not None else dataset_dir(DATASET, root)
     files = sorted(base.rglob("*.xml"))
     if not files:
         raise FileNotFoundError(f"no MedQuAD XML files under {base}")
-    out = []
     for f in files:
         try:
-            doc = ET.parse(f).getroot()
+            yield ET.parse(f).getroot()
         except ET.ParseError as exc:
             raise DataFormatError(f, None, f"not well-formed XML ({exc})") from exc
+
+
+def read_focus_annotations(root: PathLike | None = None, path: PathLike | None = None) -> list[FocusAnnotation]:
+    """The focus annotations of every MedQuAD XML file (``path``: a folder of them; default the data root's
+    ``medquad``), answered or not (the MedlinePlus A.D.A.M. pages keep their annotations, not their answers)."""
+    from medrank.data.medquad import _child, _children, _text_of
+
+    out = []
+    for doc in _medquad_pages(root, path):
         focus = _text_of(_child(doc, "Focus", "doctitle-focus"))
         annotations = _child(doc, "FocusAnnotations")
         if not focus or annotations is None:
@@ -156,24 +165,7 @@ MIN_GLOSS_COUNT = 3
 
 def read_answer_texts(root: PathLike | None = None, path: PathLike | None = None) -> list[str]:
     """The answer texts of every MedQuAD XML file (``path``: a folder of them; default the data root's ``medquad``)."""
-    import xml.etree.ElementTree as ET
-
-    from medrank.config import dataset_dir
-    from medrank.data.errors import DataFormatError
-    from medrank.data.medquad import DATASET
-
-    base = Path(path) if path is not None else dataset_dir(DATASET, root)
-    files = sorted(base.rglob("*.xml"))
-    if not files:
-        raise FileNotFoundError(f"no MedQuAD XML files under {base}")
-    out = []
-    for f in files:
-        try:
-            doc = ET.parse(f).getroot()
-        except ET.ParseError as exc:
-            raise DataFormatError(f, None, f"not well-formed XML ({exc})") from exc
-        out.extend(e.text for e in doc.iter() if e.tag.lower() == "answer" and e.text)
-    return out
+    return [e.text for doc in _medquad_pages(root, path) for e in doc.iter() if e.tag.lower() == "answer" and e.text]
 
 
 def usable_gloss(gloss: str, wording: str) -> bool:
