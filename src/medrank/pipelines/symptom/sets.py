@@ -1241,8 +1241,8 @@ class SetDetector:
                 if parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text, self.wordings.get(c.id, ()))}
 
     def _grouping_terms(self) -> frozenset[str]:
-        """The terms named as a grouping class (:data:`GROUPING_NAME`) that are one, kinds below them in the hierarchy
-        (HPO's Abnormality of temperature regulation holds Fever; ICD-10-CM's Abnormal weight loss, a leaf, is none)."""
+        """The terms named as a grouping class (:data:`GROUPING_NAME`) that have kinds below them in the hierarchy
+        (HPO's Abnormality of temperature regulation holds Fever; ICD-10-CM's Abnormal weight loss, a leaf, is no class)."""
         if self._groups is None:
             with_kinds = set() if self.hierarchy is None else {p for cid in self.names for p in self.hierarchy.parents(cid)}
             self._groups = frozenset(cid for cid, name in self.names.items()
