@@ -82,22 +82,28 @@ def _medquad_pages(root: PathLike | None = None, path: PathLike | None = None) -
             raise DataFormatError(f, None, f"not well-formed XML ({exc})") from exc
 
 
+def _focus_annotation(doc: Any) -> FocusAnnotation | None:
+    """A parsed page's focus annotation (None: a page without a focus or without annotations)."""
+    from medrank.data.medquad import _child, _children, _text_of
+
+    focus = _text_of(_child(doc, "Focus", "doctitle-focus"))
+    annotations = _child(doc, "FocusAnnotations")
+    if not focus or annotations is None:
+        return None
+    umls = _child(annotations, "UMLS")
+    cuis = [_text_of(e) for e in _children(_child(umls, "CUIs"), "CUI")] if umls is not None else []
+    synonyms = [_text_of(e) for e in _children(_child(annotations, "Synonyms"), "Synonym")]
+    return FocusAnnotation(focus, tuple(s for s in synonyms if s), tuple(c for c in cuis if c))
+
+
+def _answers(doc: Any) -> list[str]:
+    return [e.text for e in doc.iter() if e.tag.lower() == "answer" and e.text]
+
+
 def read_focus_annotations(root: PathLike | None = None, path: PathLike | None = None) -> list[FocusAnnotation]:
     """The focus annotations of every MedQuAD XML file (``path``: a folder of them; default the data root's
     ``medquad``), answered or not (the MedlinePlus A.D.A.M. pages keep their annotations, not their answers)."""
-    from medrank.data.medquad import _child, _children, _text_of
-
-    out = []
-    for doc in _medquad_pages(root, path):
-        focus = _text_of(_child(doc, "Focus", "doctitle-focus"))
-        annotations = _child(doc, "FocusAnnotations")
-        if not focus or annotations is None:
-            continue
-        umls = _child(annotations, "UMLS")
-        cuis = [_text_of(e) for e in _children(_child(umls, "CUIs"), "CUI")] if umls is not None else []
-        synonyms = [_text_of(e) for e in _children(_child(annotations, "Synonyms"), "Synonym")]
-        out.append(FocusAnnotation(focus, tuple(s for s in synonyms if s), tuple(c for c in cuis if c)))
-    return out
+    return [a for a in map(_focus_annotation, _medquad_pages(root, path)) if a is not None]
 
 
 def hpo_umls_terms(path: PathLike | None = None) -> dict[str, frozenset[str]]:
@@ -165,7 +171,7 @@ MIN_GLOSS_COUNT = 3
 
 def read_answer_texts(root: PathLike | None = None, path: PathLike | None = None) -> list[str]:
     """The answer texts of every MedQuAD XML file (``path``: a folder of them; default the data root's ``medquad``)."""
-    return [e.text for doc in _medquad_pages(root, path) for e in doc.iter() if e.tag.lower() == "answer" and e.text]
+    return [text for doc in _medquad_pages(root, path) for text in _answers(doc)]
 
 
 def usable_gloss(gloss: str, wording: str) -> bool:
@@ -234,14 +240,20 @@ def with_consumer_wordings(concepts: Sequence[Concept], wordings: Mapping[str, S
 
 def hpo_with_consumer_wordings(root: PathLike | None = None, concepts: Sequence[Concept] | None = None) -> list[Concept]:
     """HPO's terms (default :func:`medrank.data.hpo.load_hpo`) with the everyday wordings of MedQuAD's pages under
-    the data root ``root`` (their focus annotations and their glosses); HPO alone, with a warning, when the data root holds no MedQuAD folder."""
+    the data root ``root`` (their focus annotations and their glosses); HPO alone, with a warning, when the data root
+    holds no MedQuAD folder."""
     from medrank.config import DataNotFoundError
     from medrank.data.hpo import load_hpo
 
     concepts = list(concepts) if concepts is not None else load_hpo()
+    pages: list[FocusAnnotation] = []
+    answers: list[str] = []
     try:
-        pages = read_focus_annotations(root)
-        answers = read_answer_texts(root)
+        for doc in _medquad_pages(root):  # each page parsed once, for its annotation and its answers
+            page = _focus_annotation(doc)
+            if page is not None:
+                pages.append(page)
+            answers += _answers(doc)
     except (DataNotFoundError, FileNotFoundError) as exc:
         log.warning("no MedQuAD pages (%s): HPO terms without everyday wordings", exc)
         return concepts

@@ -73,12 +73,12 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: kind's name adds ("偏头痛": 偏; "咳嗽" is no 急性咳嗽, :func:`zh_says_more`), also a rule on top of the
 #: probabilities. ``zh_variants``: a Chinese piece (not a lexicon word) and the whole complaint are searched with
 #: each character written as the vocabulary writes it ("腰疼" as "腰痛", :func:`.lexicon.character_variants`); it
-#: changes the queries, as ``part_pain`` does. A trained run's calibration written before a rule existed does not
-#: turn it on, so what it serves stays what was measured.
-#: ``grouping``: an English term the vocabulary names as a grouping class and that has kinds below it ("Abnormality of
-#: temperature regulation", "Abnormality of the ankle", "Abnormal breath sound": HPO's upper classes,
-#: :data:`GROUPING_NAME`) is decided only on words that are one of its wordings ("kidney problem" may be Abnormality of
-#: the kidney); found for other words it is offered, a rule on top of the probabilities.
+#: changes the queries, as ``part_pain`` does. ``grouping``: an English term the vocabulary names as a grouping class
+#: and that has kinds below it ("Abnormality of temperature regulation", "Abnormality of the ankle", "Abnormal breath
+#: sound": HPO's upper classes, :data:`GROUPING_NAME`) is decided only on words that are one of its wordings ("kidney
+#: problem" may be Abnormality of the kidney); found for other words it is offered, a rule on top of the
+#: probabilities. A trained run's calibration written before a rule existed does not turn it on, so what it serves
+#: stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping")
 ZH_RULES = ("zh_kinds", "zh_variants")
 RULES = EN_RULES + ZH_RULES
