@@ -8,8 +8,9 @@ terms count as confirmed (``Inquiry.reader``), as the page's ticked terms do.
 
 Complaints: the 120 of ``bench/data/everyday_complaints_en.jsonl`` and ``…_en_2.jsonl`` (developer-written, labelled
 with HPO terms, one slot per symptom). The findings a complaint states ("gold") are those the engine's detector reads
-from the labelled terms' names (each slot's first term): the same mapping the page's ticked terms go through; a slot
-whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionService.rank`` call each (k = 5):
+from the labelled terms' names (each slot's first term) read as a term's name (``detect_findings(name, term=True)``):
+the same mapping the page's ticked terms go through; a slot whose name maps to no DDXPlus evidence adds nothing.
+Forms, one ``NextQuestionService.rank`` call each (k = 5):
 
 * ``words only``: ``symptoms=[]`` (the request confirms none: the engine's detector on the words, as before);
 * ``words + symptoms read``: ``symptoms`` not sent (the service reads them: the terms decided at or above the
@@ -20,6 +21,9 @@ whose name maps to no DDXPlus evidence adds nothing. Forms, one ``NextQuestionSe
 * ``after a greeting: …``: as ``words + symptoms read``, the complaint stated in answer to "What brings you here
   today?" after "Hello doctor" (the first patient turns are read until one names a symptom);
 * ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
+* ablations of ``words + symptoms read``: ``…, words read besides the names``: the words a decided term covers are
+  read as well as its name (no ``Inquiry.double_readings``); ``…, names read as words, …``: besides, a confirmed
+  symptom's name is read as the patient's words are (no ``detect_findings(term=True)``), as served before both.
 
 Chinese (not read so as served: this is why): the DXY self-reports of the inquiry engine's validation carve-out, words
 alone vs with the symptoms read by the ``dxy`` knowledge base (its self-report model refitted without those
@@ -54,6 +58,10 @@ DATA = [Path(__file__).resolve().parent / "data" / name
         for name in ("everyday_complaints_en.jsonl", "everyday_complaints_en_2.jsonl")]
 FORMS = ("words only", "words + every decided term read", "words + symptoms read, bank repeats kept",
          "words + symptoms read", "after a greeting: words + symptoms read", "labelled terms (reference)")
+#: ablations of "words + symptoms read": a confirmed symptom's name read as the patient's words are (no
+#: ``detect_findings(term=True)``), and its words read besides its name (no ``Inquiry.double_readings``)
+ABLATIONS = ("words + symptoms read, names read as words, words read besides them",
+             "words + symptoms read, words read besides the names")
 #: the dialogue of the "after a greeting" form, the complaint then answering the opening question
 GREETING = [{"speaker": "patient", "text": "Hello doctor"}, {"speaker": "doctor", "text": "What brings you here today?"}]
 #: openings that name no symptom (written for this check): nothing should be read from them
@@ -79,6 +87,18 @@ def prf(pred: list[set[str]], gold: list[set[str]]) -> dict[str, float]:
     p = tp / n_pred if n_pred else 0.0
     r = tp / n_gold if n_gold else 0.0
     return {"p": round(100 * p, 2), "r": round(100 * r, 2), "f1": round(100 * (2 * p * r / (p + r) if p + r else 0.0), 2)}
+
+
+def ablate(engine: Any, inquiry: Any, form: str) -> None:
+    """Set up ``form``'s ablation (:data:`ABLATIONS`), or undo one for any other form."""
+    for name in ("detect_findings", "NAME_OVER_WORDS"):
+        vars(engine).pop(name, None)
+        vars(inquiry).pop(name, None)
+    if form in ABLATIONS:
+        inquiry.NAME_OVER_WORDS = float("inf")  # no decided term reads its words instead of them
+    if form == ABLATIONS[0]:
+        words = type(engine).detect_findings
+        engine.detect_findings = lambda text, term=False: words(engine, text)
 
 
 def chinese_part(services: Any) -> dict[str, Any]:
@@ -137,8 +157,8 @@ def main() -> None:
     def key(name: str, value: str) -> str:
         return name if value == "present" else f"{name}={value}"
 
-    gold = [{key(f.name, f.value) for slot in slots for f in engine.detect_findings(slot[0]) if f.value != "absent"}
-            for _, slots in complaints]
+    gold = [{key(f.name, f.value) for slot in slots for f in engine.detect_findings(slot[0], term=True)
+             if f.value != "absent"} for _, slots in complaints]
     question_terms: dict[str, set[str]] = {}  # a bank question → the terms /symptoms decides in it
 
     def asks_again(result: dict[str, Any], gold_names: set[str], slots: list[list[str]]) -> bool:
@@ -151,10 +171,11 @@ def main() -> None:
     gold_names = [{k.split("=")[0] for k in g} for g in gold]
     rows: dict[str, Any] = {}
     examples: list[dict[str, Any]] = []
-    for form in FORMS:
+    for form in (*FORMS, *ABLATIONS):
         established, engine_used, repeats, seconds, read = [], [], [], [], []
         svc.drop_repeats = form in ("words + symptoms read", "after a greeting: words + symptoms read",
-                                    "labelled terms (reference)")
+                                    "labelled terms (reference)", *ABLATIONS)
+        ablate(engine, svc.inquiry, form)
         svc.inquiry.reader = symptom_reader(services, confident=form != "words + every decided term read")
         for (text, slots), g in zip(complaints, gold_names, strict=True):
             names = [slot[0] for slot in slots]
@@ -179,6 +200,7 @@ def main() -> None:
         if form == "words + symptoms read":  # (the bank's questions it tags are read once per process)
             examples = [{"complaint": c[0], "symptoms_read": r} for c, r in zip(complaints[:6], read[:6], strict=True)]
         print(form, rows[form], flush=True)
+    ablate(engine, svc.inquiry, "")
     chinese = chinese_part(services)
     payload = {"environment": common.environment(args.threads, args.seed, str(data_root())), "complaints": len(complaints),
                "complaints_with_gold_findings": sum(bool(g) for g in gold), "gold_findings": sum(map(len, gold)),

@@ -18,7 +18,12 @@ from medrank.pipelines.history.inquiry import (
     InquiryInputError,
     load_engine,
 )
-from medrank.pipelines.history.inquiry.findings import ChineseDetector, EnglishDetector, evidence_description
+from medrank.pipelines.history.inquiry.findings import (
+    ChineseDetector,
+    EnglishDetector,
+    evidence_description,
+    shares_a_word,
+)
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import Patient, carve
 from medrank.pipelines.history.inquiry.posterior import AnyOf, NaiveBayes, Variable, entropy
@@ -600,6 +605,33 @@ def test_a_finding_is_listed_without_the_second_questions_opening_or_the_consult
     assert finding_phrase("Where is the swelling located?") == "swelling location"
     assert finding_phrase("Characterize your pain:") == "Characterize your pain"
     assert finding_phrase("有没有咳痰？") == evidence_description("有没有咳痰？")
+
+
+def test_shares_a_word_compares_the_first_letters_of_words_that_say_something():
+    assert shares_a_word(["vomiting"], ["vomited", "several", "times"])
+    assert shares_a_word(["red", "eye"], ["a", "diffuse", "redness", "in", "both", "eyes"])  # a whole short word
+    assert not shares_a_word(["dysmenorrhea"], ["dysphagia"])  # first word pieces alike, not the first four letters
+    assert not shares_a_word(["hematuria"], ["hemoptysis"])
+    assert not shares_a_word(["swollen", "lip"], ["swelling"])
+    assert not shares_a_word(["the", "pain", "with"], ["the", "ache", "with"])  # function words say nothing
+    assert not shares_a_word([], ["fever"])
+
+
+@pytest.mark.slow
+def test_real_english_detector_reads_a_terms_name_into_a_finding_that_shares_its_words():
+    en = load_engine("en")
+
+    def term(name: str) -> set[str]:
+        return {en.finding_description(f.name) for f in en.detect_findings(name, term=True) if f.value == "present"}
+
+    # as words, rare technical names are read by their first word pieces: Dysphagia, Hemoptysis, Dyspnea
+    assert any(d.startswith("difficulty swallowing") for d in {en.finding_description(f.name)
+                                                               for f in en.detect_findings("Dysmenorrhea")})
+    assert term("Dysmenorrhea") == set() and term("Hematuria") == set() and term("Hypoesthesia") == set()
+    assert term("Dysuria") == set()
+    assert term("Wheezing") == {"a wheezing sound when you exhale"} and term("Fever") == {"a fever"}
+    assert "swelling in one or more areas of your body" in term("Swollen lip")  # near enough without a shared word
+    assert "fibromyalgia" not in term("Myalgia") and "pain somewhere" in term("Myalgia")
 
 
 def test_surface_forms_break_ties_by_name_whatever_the_string_hashing():

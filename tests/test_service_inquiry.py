@@ -15,7 +15,13 @@ from medrank.pipelines.history.inquiry import Calibration, InquiryEngine  # noqa
 from medrank.pipelines.history.inquiry.findings import ChineseDetector, EnglishDetector  # noqa: E402
 from medrank.pipelines.history.inquiry.kb import Evidence, Patient  # noqa: E402
 from medrank.pipelines.history.inquiry.posterior import fit_ddxplus, fit_dxy  # noqa: E402
-from medrank.service.adapters import DifferentialService, Inquiry, NextQuestionService  # noqa: E402
+from medrank.service.adapters import (  # noqa: E402
+    DifferentialService,
+    Inquiry,
+    NextQuestionService,
+    ReadTerm,
+    without_spans,
+)
 
 ZH_SYMPTOMS = ["发烧", "咳嗽", "流涕", "咳痰", "腹泻", "呕吐"]
 ZH_DISEASES = ["上呼吸道感染", "肺炎", "小儿腹泻"]
@@ -306,7 +312,7 @@ class _WordDetector:
     patient's ("a high temperature")."""
 
     @staticmethod
-    def detect(text: str) -> list[tuple[str, str]]:
+    def detect(text: str, term: bool = False) -> list[tuple[str, str]]:
         return [("E_91", "present")] if "fever" in text.lower() else []
 
 
@@ -336,15 +342,71 @@ def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_servi
     assert "E_91" not in {q["finding"] for q in body["results"]}
     body = c.post("/differential", json={"dialogue": dialogue[:1], "language": "en"}).json()
     assert body["symptoms_read"] == ["Fever"] and [f["name"] for f in body["findings"]] == ["E_91"]
-    # symptoms sent (an empty list too: the patient unticked them all) are the confirmed ones; nothing is read
+    # symptoms sent (an empty list too: the patient unticked them all) are the confirmed ones; none is read, but the
+    # first turns are, for the words each confirmed symptom covers
     calls.clear()
     body = c.post("/next-questions", json={"dialogue": dialogue[:1], "symptoms": [], "k": 3}).json()
     assert calls == [] and body["engine"] == "question-bank" and body["symptoms_read"] is None
-    body = c.post("/next-questions", json={"dialogue": dialogue[:1], "symptoms": ["a fever"], "k": 3}).json()
-    assert calls == [] and body["symptoms_read"] is None and [f["name"] for f in body["findings"]] == ["E_91"]
+    body = c.post("/next-questions", json={"dialogue": dialogue, "symptoms": ["a fever"], "k": 3}).json()
+    assert calls == [([dialogue[0]["text"], dialogue[2]["text"]], "en")]
+    assert body["symptoms_read"] is None and [f["name"] for f in body["findings"]] == ["E_91"]
+    calls.clear()
     # Chinese: the DXY engine's detector reads the words alone (reading them too found nothing more)
     body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "k": 3}).json()
     assert calls == [] and body["engine"] == "dxy-kb" and body["symptoms_read"] is None
+
+
+class _PhraseDetector:
+    """Reads the words "hot all over" as a cough (a misreading), "head hurts" as pain, and the term name "Fever" as
+    the fever: how the engine's detector and a term's name may read one symptom two ways."""
+
+    @staticmethod
+    def detect(text: str, term: bool = False) -> list[tuple[str, str]]:
+        if term:
+            return [("E_91", "present")] if text == "Fever" else []
+        return ([("E_201", "present")] if "hot all over" in text else []) + (
+            [("E_53", "present")] if "head hurts" in text else [])
+
+
+def test_a_confirmed_symptoms_words_are_read_through_its_name_not_twice(inquiry_services):
+    complaint = "I'm hot all over and my head hurts"
+    span = (complaint.index("hot"), complaint.index(" and"))
+    probability = {"value": 0.8}
+    calls = []
+
+    def reader(texts, language):
+        calls.append(list(texts))
+        return [[ReadTerm("Fever", span, probability["value"])] if "hot" in t else [] for t in texts]
+
+    engine = _en_engine(inquiry_services.next_questions.ranker.encoders["en"], detector=_PhraseDetector())
+    inquiry = Inquiry({"en": engine}, reader=reader)
+    c = _client(dataclasses.replace(inquiry_services, differential=DifferentialService(inquiry),
+                                    next_questions=NextQuestionService(inquiry_services.next_questions.ranker, inquiry)))
+
+    def findings(**request):
+        body = c.post("/next-questions", json={"dialogue": [_patient(complaint)], "k": 3, **request}).json()
+        return {f["name"] for f in body["findings"]}
+
+    # the words the term covers are read as its name says (a fever), not also as the words say (a cough); the words
+    # outside its span are read as before
+    assert findings() == {"E_91", "E_53"}
+    # the same when the page sends the ticked term: the complaint is read for the words each covers
+    calls.clear()
+    assert findings(symptoms=["Fever"]) == {"E_91", "E_53"} and calls == [[complaint]]
+    body = c.post("/differential", json={"dialogue": [_patient(complaint)], "language": "en"}).json()
+    assert {f["name"] for f in body["findings"]} == {"E_91", "E_53"}
+    # a term more probably wrong than right leaves the words their own reading
+    probability["value"] = 0.3
+    assert findings() == {"E_201", "E_91", "E_53"}
+
+
+def test_without_spans_leaves_the_other_words_as_clauses():
+    assert without_spans("I hear a whistling sound", [(9, 24)]) == "I hear a  , "
+    assert without_spans("cough and fever", [(10, 15), (0, 5)]) == " ,  and  , "
+    assert without_spans("abcdef", [(1, 4), (2, 5)]) == "a , f"  # overlapping spans are one
+    assert without_spans("no span", []) == "no span"
+    term = ReadTerm("Fever", (0, 5), 0.9)
+    assert term == "Fever" and isinstance(term, str) and term.span == (0, 5) and term.probability == 0.9
 
 
 def test_a_complaint_stated_after_a_greeting_is_read_too(inquiry_services):
@@ -399,14 +461,17 @@ def test_the_service_reader_gives_the_decided_terms_or_none():
                 raise self.out
             return self.out
 
-    def term(name):
-        return SimpleNamespace(name=name)
+    def term(name, span=None, probability=0.9):
+        return SimpleNamespace(name=name, span=span, probability=probability)
 
     assert symptom_reader(SimpleNamespace(symptoms=None))(["I have a fever"], "en") is None
-    decided = Symptoms([SimpleNamespace(terms=[term("Fever"), term("Headache")]), SimpleNamespace(terms=[])])
+    decided = Symptoms([SimpleNamespace(terms=[term("Fever", (0, 5)), term("Headache", (12, 20))]),
+                        SimpleNamespace(terms=[])])
     read = symptom_reader(SimpleNamespace(symptoms=decided))(["fever and a headache", "all fine"], "en")
-    # the terms decided at or above the calibrated threshold only (nobody unticks what the reader reads)
+    # the terms decided at or above the calibrated threshold only (nobody unticks what the reader reads), each with
+    # the words it covers
     assert read == [["Fever", "Headache"], []] and decided.calls == [(["fever and a headache", "all fine"], "en", True, "auto")]
+    assert [(t.span, t.probability) for t in read[0]] == [((0, 5), 0.9), ((12, 20), 0.9)]
     symptom_reader(SimpleNamespace(symptoms=decided), confident=False)(["fever"], "en")
     assert decided.calls[-1] == (["fever"], "en", False, "auto")
     # Chinese is read with the dxy knowledge base: its 41 symptoms are the DXY engine's findings

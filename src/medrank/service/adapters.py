@@ -607,8 +607,35 @@ def engine_model(engine: Any) -> str:
     return f"{fitted}, re-ranked by a trained history re-ranker" + (f" on {backend})" if backend else ")")
 
 
-#: (texts, language) → per text, the names of the symptom terms ``/symptoms`` decides in it; None when it cannot now
+class ReadTerm(str):
+    """The name of a symptom term ``/symptoms`` decided in a text, which also knows the words of the text it covers
+    (``span``: ``[start, end)`` character offsets, None when the wording as a whole points to it) and its calibrated
+    probability (None: not given). A ``str``, so that it stands wherever a confirmed symptom's name does."""
+
+    span: tuple[int, int] | None
+    probability: float | None
+
+    def __new__(cls, name: str, span: tuple[int, int] | None = None, probability: float | None = None) -> ReadTerm:
+        term = super().__new__(cls, name)
+        term.span, term.probability = span, probability
+        return term
+
+
+#: (texts, language) → per text, the symptom terms ``/symptoms`` decides in it (plain names, or :class:`ReadTerm`
+#: with the words each covers); None when it cannot now
 SymptomReader = Callable[[Sequence[str], str], "list[list[str]] | None"]
+
+
+def without_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` with the words of each span replaced by a clause break (what is left is read as the clauses it was)."""
+    out, at = [], 0
+    for start, end in sorted(spans):
+        if start >= at:
+            out += [text[at:start], " , "]
+            at = end
+        else:
+            at = max(at, end)
+    return "".join([*out, text[at:]])
 
 
 class Inquiry:
@@ -628,6 +655,9 @@ class Inquiry:
     #: how many of the first patient turns may hold the complaint: a patient who greets first ("Hello doctor") states
     #: it in answer to the opening question the bank then asks ("What brings you here today?")
     OPENING_TURNS = 3
+    #: the probability at which a decided term's name reads its words instead of them (:meth:`double_readings`): a
+    #: term more probably right than wrong
+    NAME_OVER_WORDS = 0.5
 
     def __init__(self, engines: dict[str, Any], reader: SymptomReader | None = None) -> None:
         from medrank.pipelines.history.inference import Finding
@@ -650,24 +680,30 @@ class Inquiry:
         """:attr:`reader` where it reads ``language`` (:data:`READ_SYMPTOMS_IN`), else None."""
         return self.reader if language in self.READ_SYMPTOMS_IN else None
 
-    def symptoms_of(self, engine: Any, dialogue: Sequence[dict[str, str]],
-                    symptoms: Sequence[str] | None) -> tuple[list[str], list[str] | None]:
+    def symptoms_of(self, engine: Any, dialogue: Sequence[dict[str, str]], symptoms: Sequence[str] | None
+                    ) -> tuple[list[str], list[str] | None, dict[str, list[str]]]:
         """The symptoms a request confirms; when it names none (``None``, not an empty list: the patient may have
         unticked every one), the terms :attr:`reader` decides in the first patient turn that names any (of the first
         :data:`OPENING_TURNS`, read one after the other), which are also returned second (``None`` when nothing could
-        be read)."""
-        if symptoms is not None:
-            return list(symptoms), None
+        be read). Third, per patient turn read, the terms decided in it (:class:`ReadTerm` where the reader gives the
+        words each covers): for confirmed symptoms sent with the request, the first turns are read for that alone
+        (:meth:`established` reads a confirmed symptom's words through its name, not twice)."""
         said = [t["text"] for t in dialogue if t["speaker"] == "patient"][:self.OPENING_TURNS]
-        if not said or self.reader_for(engine.language) is None:
-            return [], None
+        reader = self.reader_for(engine.language)
+        if symptoms is not None:
+            if not symptoms or not said or reader is None:
+                return list(symptoms), None, {}
+            read = reader(said, engine.language)
+            return list(symptoms), None, {} if read is None else dict(zip(said, read, strict=True))
+        if not said or reader is None:
+            return [], None, {}
         for text in said:
-            read = self.reader([text], engine.language)
+            read = reader([text], engine.language)
             if read is None:
-                return [], None
+                return [], None, {}
             if read[0]:
-                return list(read[0]), list(read[0])
-        return [], []
+                return list(read[0]), list(read[0]), {text: list(read[0])}
+        return [], [], {}
 
     def engine(self, language: str) -> Any:
         engine = self.engines.get(language)
@@ -676,8 +712,12 @@ class Inquiry:
         return engine
 
     def established(self, engine: Any, dialogue: Sequence[dict[str, str]], findings: Sequence[dict[str, str]],
-                    symptoms: Sequence[str] = ()) -> list[Any]:
-        """The answered findings, then those detected in the patient's words that no answer settles."""
+                    symptoms: Sequence[str] = (), readings: dict[str, list[str]] | None = None) -> list[Any]:
+        """The answered findings, then those detected in the patient's words that no answer settles.
+
+        ``readings`` (from :meth:`symptoms_of`): per patient turn, the terms decided in it with the words each covers;
+        where a confirmed symptom's name reads otherwise than its own words do, its words are read through its name
+        only (:meth:`double_readings`)."""
         from medrank.pipelines.history.inference import InquiryInputError
 
         known = set(engine.finding_names())
@@ -703,11 +743,23 @@ class Inquiry:
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)
         opening = [dialogue[first]["text"]] if first is not None and dialogue[first]["text"] in patient[:1] else []
         # the first patient turn (and the symptoms ticked from it) is the self-report; later turns are answers
-        texts = [(t, "self-report") for t in [*opening, *symptoms]] + [(t, "patient") for t in patient[len(opening):]]
+        # a confirmed symptom is read as the name of a term, not as the patient's words (``term``)
+        texts = ([(t, "self-report", False) for t in opening] + [(t, "self-report", True) for t in symptoms]
+                 + [(t, "patient", False) for t in patient[len(opening):]])
+        memo: dict[tuple[str, bool], list[Any]] = {}
+
+        def read(text: str, term: bool = False) -> list[Any]:
+            if (text, term) not in memo:
+                memo[text, term] = engine.detect_findings(text, term=term)
+            return memo[text, term]
+
+        doubles = {text: self.double_readings(read, text, terms, symptoms) for text, terms in (readings or {}).items()}
         detected: list[Any] = []
         first_text: dict[str, str] = {}  # finding -> the text that established it (a multi-choice finding may
-        for text, source in texts:        # carry several values from that one text: head, forehead …)
-            for f in engine.detect_findings(text):
+        for text, source, term in texts:  # carry several values from that one text: head, forehead …)
+            for f in read(text, term):
+                if not term and (f.name, f.value) in doubles.get(text, ()):
+                    continue
                 if f.name in settled and first_text.get(f.name) != text:
                     continue
                 if any(d.name == f.name and d.value == f.value for d in detected):
@@ -716,6 +768,35 @@ class Inquiry:
                 first_text.setdefault(f.name, text)
                 detected.append(self.finding(f.name, f.value, source, read=f.read))
         return given + detected
+
+    def double_readings(self, read: Callable[[str, bool], list[Any]], text: str, terms: Sequence[str],
+                        symptoms: Sequence[str]) -> set[tuple[str, str]]:
+        """The yes / no findings that the words of a confirmed symptom in ``text`` give besides what its name gives.
+
+        The engine's detector matches the patient's words to its own questions, and ``/symptoms`` reads the same words
+        as a term whose name the detector reads too: "a whistling sound when I breathe" is Wheezing (read as the
+        wheeze on breathing out) but its words come nearest to the high-pitched sound on breathing in; "I fainted" is
+        Loss of consciousness, its words nearest to feeling about to faint. Where the name reads a yes / no finding the
+        words do not, the findings that the words give only while that term's words are in the text (``read`` of the
+        text without them, :func:`without_spans`) and that no confirmed symptom's name gives are the double ones.
+        The words keep their reading where the term has no words of its own (``span``), its name reads nothing, or
+        it is decided less probably than :data:`NAME_OVER_WORDS` (a term that is more probably wrong than right:
+        "food gets stuck when I swallow" read as Food allergy keeps its difficulty swallowing)."""
+        confirmed = set(symptoms)
+        found = {(f.name, f.value) for f in read(text, False)}
+        by_name = {term: {(f.name, f.value) for f in read(term, True)} for term in confirmed}
+        named = {n for reading in by_name.values() for n, _ in reading}
+        doubles: set[tuple[str, str]] = set()
+        for term in terms:
+            span, probability = getattr(term, "span", None), getattr(term, "probability", None)
+            if term not in confirmed or span is None or probability is not None and probability < self.NAME_OVER_WORDS:
+                continue
+            own = {f for f in by_name[term] if f[1] in ANSWER_VALUES}
+            if not own or own <= found:
+                continue  # the words already give what the name does: nothing to mend
+            left = {(f.name, f.value) for f in read(without_spans(text, [span]), False)}
+            doubles |= {f for f in found - left if f[1] in ANSWER_VALUES and f[0] not in named}
+        return doubles
 
     @staticmethod
     def turns(dialogue: Sequence[dict[str, str]]) -> list[str]:
@@ -777,8 +858,8 @@ class NextQuestionService:
         engine = inquiry.engines.get(lang) if inquiry is not None and candidates is None else None
         read: list[str] | None = None
         if engine is not None:
-            symptoms, read = inquiry.symptoms_of(engine, dialogue, symptoms)
-            established = inquiry.established(engine, dialogue, findings, symptoms)
+            symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
+            established = inquiry.established(engine, dialogue, findings, symptoms, readings)
             if established or lang in self.ENGINE_FROM_NOTHING:
                 return {**self._engine_answer(inquiry, engine, dialogue, established, lang, k), "symptoms_read": read}
         elif findings and candidates is None:
@@ -855,8 +936,8 @@ class DifferentialService:
         language = self._language(findings, dialogue, symptoms, language)
         engine = inquiry.engine(language)
         # the same findings /next-questions chose its questions by: answers, the patient's words, confirmed symptoms
-        symptoms, read = inquiry.symptoms_of(engine, dialogue, symptoms)
-        established = inquiry.established(engine, dialogue, findings, symptoms)
+        symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
+        established = inquiry.established(engine, dialogue, findings, symptoms, readings)
         if not established:
             raise InquiryInputError("no finding to rank conditions by: send at least one finding, a confirmed symptom, "
                                     "or a dialogue in which the patient describes a symptom")

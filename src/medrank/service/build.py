@@ -50,6 +50,7 @@ from medrank.service.adapters import (
     Inquiry,
     NextQuestionService,
     NormalizeService,
+    ReadTerm,
     Services,
     SimilarSearcher,
     SimilarService,
@@ -934,7 +935,8 @@ def symptom_reader(services: Services, confident: bool = True) -> SymptomReader:
                                          kb=READ_KNOWLEDGE_BASES.get(language, "auto"))
         except (UnavailableError, StillBuildingError):
             return None
-        return [[t.name for t in one.terms] for one in found] if found is not None else None
+        return ([[ReadTerm(t.name, t.span, t.probability) for t in one.terms] for one in found]
+                if found is not None else None)
 
     return read
 

@@ -390,11 +390,15 @@ class InquiryEngine:
             self._detector = self._detector_factory()
         return self._detector
 
-    def detect_findings(self, text: str) -> list[Finding]:
+    def detect_findings(self, text: str, term: bool = False) -> list[Finding]:
+        """The findings read in a patient's words; ``term``: ``text`` is the name of a symptom term the patient
+        confirmed, read as the detector reads a term's name (English: only into a finding whose description shares
+        one of its words)."""
         if not isinstance(text, str):
             raise InquiryInputError("text must be a string")
         if len(text) > MAX_TURN_CHARS:
             raise InquiryInputError(f"text too long ({len(text)} characters; at most {MAX_TURN_CHARS})")
         if not text.strip():
             return []
-        return [Finding(name, value, "self-report", read=True) for name, value in self.detector.detect(text)]
+        found = self.detector.detect(text, term=True) if term else self.detector.detect(text)
+        return [Finding(name, value, "self-report", read=True) for name, value in found]

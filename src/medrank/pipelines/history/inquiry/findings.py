@@ -135,6 +135,13 @@ class EnglishDetector:
     :func:`first_alternatives`) is also described by that term's name and synonyms, layperson ones and MedQuAD's
     everyday wordings included ("Throat pain"; "Swollen glands" for "swollen or painful lymph nodes").
 
+    ``detect(text, term=True)`` reads the name of a symptom term the patient confirmed (a vocabulary's word, not the
+    patient's): an evidence is read from it only where one of its words begins like one of the matched description's
+    (:func:`shares_a_word`) or the match is ``term_margin`` nearer than ``threshold``. A rare technical word is near
+    the evidence whose words share its first word pieces, not its meaning ("Dysmenorrhea": "Dysphagia", difficulty
+    swallowing; "Hematuria": "Hemoptysis"), though not as near as a name to its own finding's other wording
+    ("Swollen lip": "swelling").
+
     With ``members`` (default), a yes / no finding is also described by the questions asked about it once present
     (the categorical members of its group, :func:`member_descriptions`): "Do you have any lesions, redness or
     problems on your skin …?" by the rash, the itching and the lesions its questions ask about ("What color is the
@@ -142,7 +149,8 @@ class EnglishDetector:
     """
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
-                 hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1) -> None:
+                 hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1,
+                 term_margin: float = 0.1) -> None:
         from medrank.data.consumer import hpo_with_consumer_wordings
         from medrank.data.hpo import load_hpo
         from medrank.encoders import load_encoder
@@ -179,10 +187,15 @@ class EnglishDetector:
         #: how much nearer than ``threshold`` an evidence about a circumstance the clause does not state must be to be
         #: read when no other evidence is near enough (:meth:`detect`)
         self.circumstance_margin = circumstance_margin
+        #: how much nearer than ``threshold`` a description that shares no word with a term's name must be to be read
+        #: from it (``detect(term=True)``)
+        self.term_margin = term_margin
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
+        #: per description, its words (a term's name is matched to a description that shares one)
+        self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
 
     @staticmethod
     def clauses(text: str) -> list[str]:
@@ -196,7 +209,8 @@ class EnglishDetector:
         text = EN_LEADING.sub("", " ".join(text.split()))
         return text or clause
 
-    def detect(self, text: str) -> list[tuple[str, str]]:
+    def detect(self, text: str, term: bool = False) -> list[tuple[str, str]]:
+        """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class)."""
         parts = self.clauses(text)
         if not parts:
             return []
@@ -223,6 +237,8 @@ class EnglishDetector:
                     break
                 if of_pain and not self.of_pain[j]:
                     continue
+                if term and row[j] < self.threshold + self.term_margin and not shares_a_word(words, self.words[j]):
+                    continue
                 if not self.circumstances[j] or self.circumstances[j] & stems:
                     chosen = j
                     break
@@ -246,6 +262,22 @@ class EnglishDetector:
 
 #: words of a circumstance that say nothing about it
 _FUNCTION = {"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while"}
+
+
+def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
+    """Whether a word of ``words`` and one of ``others`` (lower case, no function words) begin alike: over their first
+    four letters, or the whole of the shorter one of three letters or more ("red" in "redness", "eye" in "eyes")."""
+    def stems(ws: Sequence[str]) -> set[str]:
+        return {w[:4] for w in ws if len(w) >= 3 and w not in _FUNCTION and w not in _SHORT_FUNCTION}
+
+    mine, theirs = stems(words), stems(others)
+    return bool(mine & theirs) or any(len(a) == 3 and b.startswith(a) or len(b) == 3 and a.startswith(b)
+                                      for a in mine for b in theirs)
+
+
+#: three-letter words that say nothing about a finding
+_SHORT_FUNCTION = frozenset({"the", "and", "you", "any", "are", "for", "one", "has", "had", "not", "all", "its", "her",
+                             "his", "was", "but", "out", "off"})
 
 
 def _circumstance_stems(description: str) -> frozenset[str]:
@@ -499,7 +531,9 @@ class ChineseDetector:
         self.forms = learn_surface_forms(symptoms, pairs)
         self.ordered = sorted(self.forms, key=lambda f: (-len(f), f))
 
-    def detect(self, text: str) -> list[tuple[str, str]]:
+    def detect(self, text: str, term: bool = False) -> list[tuple[str, str]]:
+        """(symptom, value) pairs read in ``text``; a term's name (``term``) is read as any text: the forms match
+        whole words."""
         found: dict[str, str] = {}
         for clause in ZH_CLAUSE.split(text):
             taken = [False] * len(clause)
