@@ -63,7 +63,9 @@ _EN_LEAD = re.compile(
     rf"(?:(?:keep|keeps|kept|has|have|had)?\s*{_EN_REPORTED}\s+)?"
     r"(?:(?:keep|kept|have|has|had|got|get|am|is|are|was|were|been|feel|feels|felt|having|getting|suffer|suffers|"
     r"suffering|from|a|an|some|really|very|so|also|still|always|constantly|been|'ve|'m|'s|do|does|did|not|don't|"
-    r"doesn't|didn't|haven't|hasn't)\s+)*",
+    r"doesn't|didn't|haven't|hasn't|"
+    # "running a temperature" is having one (the verb alone reads as running: Difficulty running)
+    r"(?:run|runs|ran|running)(?=\s+(?:a\s+)?(?:[a-z]+\s+)?(?:temperature|temp|fever)\b))\s+)*",
     re.I,
 )
 
