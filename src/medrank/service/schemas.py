@@ -173,7 +173,8 @@ class NextQuestionsRequest(_Request):
         None, max_length=MAX_LIST_ITEMS,
         description="Symptoms the patient confirmed (names of /symptoms terms, as the page ticks them). Not sent: in "
                     "English the first patient turn is read by /symptoms' detector and the terms it decides at or above its "
-                    "threshold count as confirmed (listed in symptoms_read); an empty list confirms none.")
+                    "threshold count as confirmed (listed in symptoms_read); an empty list confirms none. The words a "
+                    "confirmed symptom covers are read through its name, not also as other findings.")
     candidates: list[Text] | None = Field(None, min_length=1, max_length=MAX_LIST_ITEMS,
                                           description="Questions to rank (the question bank ranks them); default: the "
                                                       "inquiry engine's questions.")
