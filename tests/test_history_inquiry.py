@@ -21,6 +21,8 @@ from medrank.pipelines.history.inquiry import (
 from medrank.pipelines.history.inquiry.findings import (
     ChineseDetector,
     EnglishDetector,
+    answer_value,
+    asks_yes_or_no,
     evidence_description,
     shares_a_word,
 )
@@ -605,6 +607,23 @@ def test_a_finding_is_listed_without_the_second_questions_opening_or_the_consult
     assert finding_phrase("Where is the swelling located?") == "swelling location"
     assert finding_phrase("Characterize your pain:") == "Characterize your pain"
     assert finding_phrase("有没有咳痰？") == evidence_description("有没有咳痰？")
+
+
+def test_a_patients_short_answer_is_read_from_its_first_words():
+    for text, value in [("Yes", "present"), ("yeah, twice", "present"), ("I do.", "present"), ("a little", "present"),
+                        ("No", "absent"), ("nope", "absent"), ("No, but my head hurts", "absent"), ("she hasn't", "absent"),
+                        ("not really", "absent"), ("not sure", "unsure"), ("I don't know", "unsure"), ("no idea", "unsure")]:
+        assert answer_value(text, "en") == value, text
+    # a turn that goes on to state something else does not answer
+    for text in ("I have a headache", "I don't have a cough but I feel hot", "Sometimesy", "nothing else", ""):
+        assert answer_value(text, "en") is None, text
+    for text, value in [("有", "present"), ("是的，有", "present"), ("有的，一天三次", "present"), ("没有", "absent"),
+                        ("没有，就是有点流鼻涕", "absent"), ("不确定", "unsure"), ("不知道", "unsure")]:
+        assert answer_value(text, "zh") == value, text
+    assert answer_value("有点咳嗽", "zh") is None and answer_value("不发烧", "zh") is None
+    assert asks_yes_or_no("Any fever?", "en") and asks_yes_or_no("So, do you smoke?", "en")
+    assert not asks_yes_or_no("Where does it hurt?", "en")
+    assert asks_yes_or_no("有没有咳嗽？", "zh") and asks_yes_or_no("发烧吗？", "zh") and not asks_yes_or_no("哪里疼？", "zh")
 
 
 def test_shares_a_word_compares_the_first_letters_of_words_that_say_something():

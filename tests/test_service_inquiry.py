@@ -400,6 +400,40 @@ def test_a_confirmed_symptoms_words_are_read_through_its_name_not_twice(inquiry_
     assert findings() == {"E_201", "E_91", "E_53"}
 
 
+def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_services):
+    c = _client(_reading_services(inquiry_services, None))
+
+    def findings(turns, **request):
+        dialogue = [{"speaker": s, "text": t} for s, t in turns]
+        body = c.post("/next-questions", json={"dialogue": dialogue, "k": 5, **request}).json()
+        return body, {(f["name"], f["value"], f["source"]) for f in body["findings"]}
+
+    # the engine's own question, word for word, answered "no, not really": the fever is absent, and not asked again
+    body, got = findings([("patient", "I have a cough"), ("doctor", "Do you have a fever?"), ("patient", "No, not really")],
+                         language="en")
+    assert ("E_91", "absent", "question:E_91") in got
+    assert "E_91" not in {q["finding"] for q in body["results"]}
+    # a question in the doctor's own words is read by the engine's detector (here: "fever" is E_91)
+    _, got = findings([("patient", "I have a cough"), ("doctor", "Any fever at all?"), ("patient", "yes, since Monday")],
+                      language="en")
+    assert ("E_91", "present", "question:E_91") in got
+    # not an answer: a turn that states something else, an open question, or no question at all
+    for turns in ([("doctor", "Any fever at all?"), ("patient", "I have a cough")],
+                  [("doctor", "Where is the fever worst?"), ("patient", "yes")],
+                  [("patient", "yes")]):
+        assert not any(name == "E_91" and source.startswith("question:") for name, _, source in findings(
+            [("patient", "I have a cough"), *turns], language="en")[1])
+    # an answer sent as a finding settles it: the dialogue's word does not overrule it
+    _, got = findings([("patient", "I have a cough"), ("doctor", "Do you have a fever?"), ("patient", "no")],
+                      findings=[{"name": "E_91", "value": "present"}], language="en")
+    assert ("E_91", "present", "question:E_91") in got and ("E_91", "absent", "question:E_91") not in got
+    # Chinese: the DXY engine asks by the symptom's name; a doctor may ask in words of their own
+    _, got = findings([("patient", "宝宝咳嗽两天"), ("doctor", "发烧"), ("patient", "没有")], language="zh")
+    assert ("发烧", "absent", "question:发烧") in got
+    _, got = findings([("patient", "宝宝咳嗽两天"), ("doctor", "有没有拉肚子？"), ("patient", "有的，一天三次")], language="zh")
+    assert ("腹泻", "present", "question:腹泻") in got
+
+
 def test_without_spans_leaves_the_other_words_as_clauses():
     assert without_spans("I hear a whistling sound", [(9, 24)]) == "I hear a  , "
     assert without_spans("cough and fever", [(10, 15), (0, 5)]) == " ,  and  , "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import numpy as np
 from medrank.encoders.base import Encoder
 from medrank.index import BM25Index
 from medrank.index.topk import topk_stable
-from medrank.pipelines.history.inference import NextQuestionRanker, NoQuestionBankError
+from medrank.pipelines.history.inference import EN_YES_NO_QUESTION, NextQuestionRanker, NoQuestionBankError
 from medrank.service.backends import KnowledgeBase
 from medrank.service.calibration import FEATURES as CALIBRATION_FEATURES
 from medrank.service.calibration import same_text
@@ -739,6 +738,19 @@ class Inquiry:
             asked = dialogue[i - 1]["text"] if i and dialogue[i - 1]["speaker"] == "doctor" else ""
             return bool(asked) and any(label in asked for label in answered)
 
+        # a yes / no to the doctor's yes / no question in the dialogue is that question's answer ("Have you vomited?"
+        # "yes, twice"); the turn is still read for what else it says
+        for i, turn in enumerate(dialogue):
+            if turn["speaker"] != "patient" or not i or dialogue[i - 1]["speaker"] != "doctor":
+                continue
+            value = engine.answer_value(turn["text"])
+            if value is None:
+                continue
+            for name in engine.asked_findings(dialogue[i - 1]["text"]):
+                if name not in settled:
+                    settled.add(name)
+                    given.append(self.finding(name, value, f"question:{name}"))
+
         patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient" and not answers_one(i)]
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)
         opening = [dialogue[first]["text"]] if first is not None and dialogue[first]["text"] in patient[:1] else []
@@ -828,8 +840,7 @@ class NextQuestionService:
 
     #: a question asked for a yes or a no ("Are you seeing double?", "Any jaundice recently?"), past a filler word
     #: or two; an open one ("Where do you see this rash?") asks more about a confirmed symptom, not it again
-    YES_NO = re.compile(r"^(?:(?:so|okay|ok|and|um|uh|hm|well|alright|right)[,.]?\s+)*(?:are|is|do|does|did|have|has|had|"
-                        r"was|were|can|could|any|anything)\b", re.IGNORECASE)
+    YES_NO = EN_YES_NO_QUESTION
     #: how many questions past ``k`` the bank is asked for, to stand in for those dropped
     SPARE = 10
     #: languages whose engine asks even when nothing is read: the DXY bank holds only template questions about the

@@ -168,7 +168,8 @@ class FindingIn(_Request):
 class NextQuestionsRequest(_Request):
     dialogue: list[DialogueTurnIn] = Field(min_length=1, max_length=MAX_LIST_ITEMS, description="The conversation so far, oldest first.")
     findings: list[FindingIn] = Field([], max_length=MAX_FINDINGS, description="Findings established so far (answers to "
-                                    "earlier questions); findings in the patient's own words are detected as well.")
+                                    "earlier questions); findings in the patient's own words are detected as well, and a "
+                                    "patient's yes / no to a doctor's yes / no question in the dialogue answers it.")
     symptoms: list[ShortText] | None = Field(
         None, max_length=MAX_LIST_ITEMS,
         description="Symptoms the patient confirmed (names of /symptoms terms, as the page ticks them). Not sent: in "

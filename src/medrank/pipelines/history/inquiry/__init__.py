@@ -15,7 +15,8 @@ from medrank.pipelines.history.inquiry.engine import (
     ProposedQuestion,
     RankedCondition,
 )
+from medrank.pipelines.history.inquiry.findings import EN_YES_NO_QUESTION
 from medrank.pipelines.history.inquiry.kb import InquiryInputError
 
-__all__ = ["Calibration", "Finding", "engine_prepared", "InquiryEngine", "InquiryInputError", "ProposedQuestion", "RankedCondition",
+__all__ = ["Calibration", "EN_YES_NO_QUESTION", "Finding", "engine_prepared", "InquiryEngine", "InquiryInputError", "ProposedQuestion", "RankedCondition",
            "load_engine", "prepare_engines"]

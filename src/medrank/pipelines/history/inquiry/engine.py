@@ -109,6 +109,8 @@ class InquiryEngine:
         #: its main one says asks for what is left (:func:`.findings.follow_up_questions`)
         self.follow_ups = dict(follow_ups or {})
         self._order = {n: i for i, n in enumerate(self.finding_names())}
+        #: a question's wording (lower case) -> its finding, built on first use (:meth:`asked_findings`)
+        self._wording_of: dict[str, str] | None = None
 
     # ------------------------------------------------------------------ vocabulary
     def finding_names(self) -> list[str]:
@@ -278,6 +280,31 @@ class InquiryEngine:
         order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
         return [ProposedQuestion(ranked[i][0], self.question_text(ranked[i][0], observed), round(float(scores[i]), 6),
                                  "reranked") for i in order]
+
+    def asked_findings(self, question: str) -> list[str]:
+        """The yes / no findings a doctor's question asks about: the finding whose question it is word for word (the
+        engine's own, as ``/next-questions`` words it: the DXY engine asks by the symptom's name, "疱疹"); else, for a
+        question asked for a yes or a no (:func:`.findings.asks_yes_or_no`), those the detector reads in it past its
+        interrogative opening ("Have you vomited?": vomiting; "有没有咳嗽？": 咳嗽); else none."""
+        from medrank.pipelines.history.inquiry.findings import asks_yes_or_no, evidence_description
+
+        if not isinstance(question, str):
+            return []
+        if self._wording_of is None:
+            self._wording_of = {w.strip().lower(): n for n in self.model.variables for w in self.question_wordings(n)}
+        own = self._wording_of.get(question.strip().lower())
+        if own is not None:
+            return [own] if not self.finding_options(own) else []
+        if not asks_yes_or_no(question, self.language):
+            return []
+        asked = evidence_description(question) if self.language == "en" else question
+        return list(dict.fromkeys(f.name for f in self.detect_findings(asked) if not self.finding_options(f.name)))
+
+    def answer_value(self, text: str) -> str | None:
+        """What a patient's turn answers to a yes / no question (:func:`.findings.answer_value`)."""
+        from medrank.pipelines.history.inquiry.findings import answer_value
+
+        return answer_value(text, self.language) if isinstance(text, str) else None
 
     def question_wordings(self, name: str) -> tuple[str, ...]:
         """Every way the question about ``name`` is asked: the knowledge base's words and its follow-up wording."""

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from medrank.pipelines.history.inquiry.kb import Evidence
-from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT
+from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.text import EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
@@ -51,6 +51,54 @@ EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(?P<clau
                              re.IGNORECASE)
 ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
 ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
+
+
+#: a question asked for a yes or a no, past a filler word or two ("Do you have a cough?", "Any fever?"); an open one
+#: ("Where does it hurt?") is not
+EN_YES_NO_QUESTION = re.compile(
+    r"^(?:(?:so|okay|ok|and|um|uh|hm|well|alright|right)[,.]?\s+)*(?:are|is|do|does|did|have|has|had|was|were|can|could|"
+    r"any|anything)\b", re.IGNORECASE)
+#: a Chinese question asked for a yes or a no: "有没有咳嗽？", "发烧吗", "是否呕吐"
+ZH_YES_NO_QUESTION = re.compile(r"有没有|是否|是不是|吗[？?。]?\s*$")
+#: a short answer and what it says (checked in this order), at the start of the patient's turn: words that answer
+#: alone ("yes", "nope"), or a bare auxiliary that ends its clause ("I do.", "she hasn't"), not one that goes on
+#: to state something else ("I have a headache")
+_EN_ALONE = r"(?=\s*(?:[.,;:!?]|$))"
+_EN_WHO = r"(?:i|he|she|we|they)\s+"
+EN_ANSWERS = (
+    (UNSURE, re.compile(r"^(?:i'?m\s+)?(?:not\s+(?:sure|certain)|unsure|no\s+idea|(?:i\s+)?(?:don'?t|do\s+not)\s+know|"
+                        r"maybe|perhaps|possibly|hard\s+to\s+say|can'?t\s+say)\b", re.IGNORECASE)),
+    (ABSENT, re.compile(rf"^(?:no|nope|nah|not\s+really|not\s+at\s+all|never|none|{_EN_WHO}(?:don'?t|do\s+not|doesn'?t|"
+                        rf"didn'?t|haven'?t|hasn'?t|hadn'?t|am\s+not|'?m\s+not|isn'?t|wasn'?t|weren'?t){_EN_ALONE})\b",
+                        re.IGNORECASE)),
+    (PRESENT, re.compile(rf"^(?:yes|yeah|yep|yup|yea|sure|definitely|absolutely|indeed|correct|a\s+(?:little|bit)|"
+                         rf"sometimes|{_EN_WHO}(?:do|does|did|have|has|had|am|'m|is|was|were){_EN_ALONE})\b",
+                         re.IGNORECASE)),
+)
+#: Chinese: the answer word then a pause or the end ("没有，就是有点流鼻涕"; "有点咳嗽" states, it does not answer)
+_ZH_ALONE = r"(?=[，,。.！!？?；;\s]|$)"
+ZH_ANSWERS = (
+    (UNSURE, re.compile(r"^(?:不清楚|不知道|不确定|说不清|不太清楚|不太确定)")),
+    (ABSENT, re.compile(rf"^(?:没有|没|无|不是|否|不){_ZH_ALONE}")),
+    (PRESENT, re.compile(rf"^(?:有的|有|是的|是|对|嗯|偶尔|有一点|有点){_ZH_ALONE}")),
+)
+
+
+def asks_yes_or_no(question: str, language: str) -> bool:
+    """Whether a doctor's question is asked for a yes or a no."""
+    if language == "zh":
+        return ZH_YES_NO_QUESTION.search(question.strip()) is not None
+    return EN_YES_NO_QUESTION.match(question.strip()) is not None
+
+
+def answer_value(text: str, language: str) -> str | None:
+    """What a patient's turn answers to a yes / no question (present, absent or unsure), from its first words; None
+    when it does not open with an answer."""
+    text = text.strip()
+    for value, pattern in ZH_ANSWERS if language == "zh" else EN_ANSWERS:
+        if pattern.match(text):
+            return value
+    return None
 
 
 def evidence_description(question: str) -> str:
