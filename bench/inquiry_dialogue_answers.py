@@ -1,11 +1,13 @@
-"""The patient's yes / no answers in the dialogue: does /next-questions take them as answers?
+"""The patient's answers in the dialogue: does /next-questions take them as answers?
 
 A caller of ``/next-questions`` and ``/differential`` may send the conversation alone: the doctor's questions and the
-patient's "Yes" / "No" as dialogue turns, without the structured ``findings`` the page sends. Before, such a yes / no
-was read only as free text, which says nothing ("No" reads no finding), so the engine asked the same question again.
-Now a patient turn that opens with an answer ("yes", "no, but …", "not sure"; Chinese 有 / 没有 / 不确定) to a doctor's
-yes / no question is that question's answer (``InquiryEngine.answer_value``, ``InquiryEngine.asked_findings``: the
-finding whose question it is word for word, else the findings the detector reads in the question).
+patient's answers ("Yes", "No", "lower chest, breast(R)") as dialogue turns, without the structured ``findings`` the
+page sends. Before, such an answer was read only as free text, which says little ("No" reads no finding), so the
+engine asked the same question again. Now a patient turn that opens with an answer ("yes", "no, but …", "not sure";
+Chinese 有 / 没有 / 不确定) to a doctor's yes / no question is that question's answer (``InquiryEngine.answer_value``,
+``InquiryEngine.asked_findings``: the finding whose question it is word for word, else the findings the detector reads
+in the question), and the engine's own question about a categorical or multi-choice finding is answered by the
+meanings of its values the turn names (``InquiryEngine.answered_findings``).
 
 Patients: the first ``--n`` of each inquiry engine's validation carve-out (DDXPlus in English, DXY in Chinese; never
 used to fit the engine). Each inquiry: the patient's opening (``simulate.opening_text``: DDXPlus' initial evidence in
@@ -14,11 +16,11 @@ record, worded as the simulator words it ("Yes", "No", a categorical answer's va
 
 * ``answers sent as findings`` (reference, as the page does): the dialogue and the structured answers;
 * ``dialogue only``: the dialogue alone (``findings`` empty), the yes / no answers read from it (served);
-* ``dialogue only, answers not read`` (as served before): the same with ``answer_value`` giving nothing.
+* ``dialogue only, answers not read`` (as served before): the same with ``answered_findings`` giving nothing.
 
-Reported: of the yes / no answers given, the share established with the answered value; the mean number of questions
-(of ``--steps``) that ask again a finding the patient already answered; top-1 accuracy of ``/differential`` after the
-last answer (its first condition is the patient's) and the mean probability it gives the patient's condition.
+Reported: of the yes / no answers given, the share established with the answered value (categorical answers are
+not counted there); the mean number of questions (of ``--steps``) that ask again about a finding the patient already
+answered (yes / no or categorical); top-1 accuracy of ``/differential`` after the last answer (its first condition is the patient's) and the mean probability it gives the patient's condition.
 
     python bench/inquiry_dialogue_answers.py [--threads 1] [--n 200] [--steps 5]
 """
@@ -47,6 +49,7 @@ def inquiry(services: Any, engine: Any, patient: Any, form: str, steps: int) -> 
     dialogue = [{"speaker": "patient", "text": opening_text(engine, patient, start)}]
     findings = [{"name": f.name, "value": f.value, "source": "self-report"} for f in start]
     answered: dict[str, str] = {}  # yes / no finding -> the value the patient gave
+    asked: set[str] = set()
     asked_again = 0
     for _ in range(steps):
         sent = findings if form == FORMS[0] else []
@@ -54,7 +57,8 @@ def inquiry(services: Any, engine: Any, patient: Any, form: str, steps: int) -> 
         if out["engine"] == "question-bank" or not out["results"]:
             break
         name = out["results"][0]["finding"]
-        asked_again += name in answered
+        asked_again += name in asked
+        asked.add(name)
         reply = answer(engine, patient, name)
         if not engine.finding_options(name):
             answered[name] = reply[0].value
@@ -93,10 +97,10 @@ def run(services: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         patients = load_corpus(language).valid[:args.n]
         for form in FORMS:
             if form == FORMS[2]:
-                engine.answer_value = lambda text: None  # as served before: a yes / no reads nothing
+                engine.answered_findings = lambda question, text: []  # as served before: an answer reads nothing
             t0 = time.perf_counter()
             runs = [inquiry(services, engine, p, form, args.steps) for p in patients]
-            vars(engine).pop("answer_value", None)
+            vars(engine).pop("answered_findings", None)
             answers = sum(r["answers"] for r in runs)
             rows[f"{language}: {form}"] = {
                 "language": language, "form": form, "patients": len(runs), "yes_no_answers": answers,

@@ -427,6 +427,10 @@ def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_servic
     _, got = findings([("patient", "I have a cough"), ("doctor", "Do you have a fever?"), ("patient", "no")],
                       findings=[{"name": "E_91", "value": "present"}], language="en")
     assert ("E_91", "present", "question:E_91") in got and ("E_91", "absent", "question:E_91") not in got
+    # the engine's own question about a multi-choice finding is answered by the meanings of the values the turn names
+    _, got = findings([("patient", "I have pain"), ("doctor", "Where is the pain?"), ("patient", "forehead, I think")],
+                      language="en")
+    assert ("E_55", "V_89", "question:E_55") in got
     # Chinese: the DXY engine asks by the symptom's name; a doctor may ask in words of their own
     _, got = findings([("patient", "宝宝咳嗽两天"), ("doctor", "发烧"), ("patient", "没有")], language="zh")
     assert ("发烧", "absent", "question:发烧") in got

@@ -738,18 +738,15 @@ class Inquiry:
             asked = dialogue[i - 1]["text"] if i and dialogue[i - 1]["speaker"] == "doctor" else ""
             return bool(asked) and any(label in asked for label in answered)
 
-        # a yes / no to the doctor's yes / no question in the dialogue is that question's answer ("Have you vomited?"
-        # "yes, twice"); the turn is still read for what else it says
+        # the patient's answer to the doctor's question in the dialogue is that question's answer ("Have you vomited?"
+        # "yes, twice"; "Where is the pain located?" "forehead"); the turn is still read for what else it says
         for i, turn in enumerate(dialogue):
             if turn["speaker"] != "patient" or not i or dialogue[i - 1]["speaker"] != "doctor":
                 continue
-            value = engine.answer_value(turn["text"])
-            if value is None:
-                continue
-            for name in engine.asked_findings(dialogue[i - 1]["text"]):
-                if name not in settled:
-                    settled.add(name)
-                    given.append(self.finding(name, value, f"question:{name}"))
+            answers = [(n, v) for n, v in engine.answered_findings(dialogue[i - 1]["text"], turn["text"])
+                       if n not in settled]
+            given += [self.finding(n, v, f"question:{n}") for n, v in answers]
+            settled |= {n for n, _ in answers}
 
         patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient" and not answers_one(i)]
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)

@@ -12,6 +12,7 @@ from the likelihood estimates (never on the validation carve-out the reports use
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -290,15 +291,37 @@ class InquiryEngine:
 
         if not isinstance(question, str):
             return []
-        if self._wording_of is None:
-            self._wording_of = {w.strip().lower(): n for n in self.model.variables for w in self.question_wordings(n)}
-        own = self._wording_of.get(question.strip().lower())
+        own = self._question_of(question)
         if own is not None:
             return [own] if not self.finding_options(own) else []
         if not asks_yes_or_no(question, self.language):
             return []
         asked = evidence_description(question) if self.language == "en" else question
         return list(dict.fromkeys(f.name for f in self.detect_findings(asked) if not self.finding_options(f.name)))
+
+    def answered_findings(self, question: str, text: str) -> list[tuple[str, str]]:
+        """(finding, value) pairs a patient's turn answers to a doctor's question. The engine's own question about a
+        categorical or multi-choice finding ("Where is the pain located?", "How intense is the pain?") is answered by
+        the meanings of its values that the turn names, as the page words them ("lower chest, breast(R)"; "7": a
+        categorical finding takes the first named, a multi-choice one each); a yes / no question by
+        :meth:`answer_value` for each of :meth:`asked_findings`."""
+        if not isinstance(question, str) or not isinstance(text, str):
+            return []
+        own = self._question_of(question)
+        if own is not None and self.finding_options(own):
+            named = sorted((m.start(), value) for value, meaning in self.finding_options(own)
+                           for m in [re.search(rf"(?<!\w){re.escape(meaning)}(?!\w)", text, re.IGNORECASE)]
+                           if meaning.strip() and m is not None)
+            values = list(dict.fromkeys(v for _, v in named))
+            return [(own, v) for v in (values[:1] if self.model.variables[own].kind == "C" else values)]
+        value = self.answer_value(text)
+        return [] if value is None else [(name, value) for name in self.asked_findings(question)]
+
+    def _question_of(self, question: str) -> str | None:
+        """The finding whose question ``question`` is, word for word (any of :meth:`question_wordings`), or None."""
+        if self._wording_of is None:
+            self._wording_of = {w.strip().lower(): n for n in self.model.variables for w in self.question_wordings(n)}
+        return self._wording_of.get(question.strip().lower())
 
     def answer_value(self, text: str) -> str | None:
         """What a patient's turn answers to a yes / no question (:func:`.findings.answer_value`)."""
