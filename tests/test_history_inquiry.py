@@ -713,6 +713,24 @@ def test_real_english_detector_reads_a_rash_as_the_skin_finding_its_questions_as
     assert "pain somewhere" in found("I have a sore throat") and skin not in found("I have a sore throat")
 
 
+@pytest.mark.slow
+def test_real_english_engine_reads_a_patients_answer_to_a_doctors_question():
+    en = load_engine("en")
+
+    def answered(question: str, text: str) -> set[tuple[str, str]]:
+        return {(en.finding_description(n), en.value_label(n, v)) for n, v in en.answered_findings(question, text)}
+
+    assert answered("Any fever?", "nope") == {("a fever", "no")}
+    assert answered("Do you have a cough?", "yes, a dry one") == {("a cough", "yes")}
+    # a yes says the pain too; a no only what the question asks first
+    assert ("pain somewhere", "yes") in answered("Does it hurt when you breathe in?", "yes")
+    assert answered("Does it hurt when you breathe in?", "no") == {
+        ("pain that is increased when you breathe in deeply", "no")}
+    # the engine's own question about where: the places the page words
+    assert answered("Where is the pain located?", "forehead, cheek(R)") >= {("pain somewhere", "forehead")}
+    assert answered("Where does it hurt?", "yes") == set() and answered("Any fever?", "I have a cough") == set()
+
+
 def test_states_after_several_budgets_are_those_of_separate_inquiries():
     from medrank.pipelines.history.inquiry.simulate import inquiry_states, inquiry_states_at
 

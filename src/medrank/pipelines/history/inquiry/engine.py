@@ -304,7 +304,7 @@ class InquiryEngine:
         categorical or multi-choice finding ("Where is the pain located?", "How intense is the pain?") is answered by
         the meanings of its values that the turn names, as the page words them ("lower chest, breast(R)"; "7": a
         categorical finding takes the first named, a multi-choice one each); a yes / no question by
-        :meth:`answer_value` for each of :meth:`asked_findings`."""
+        :meth:`answer_value`, a yes for each of :meth:`asked_findings`, a no for the first."""
         if not isinstance(question, str) or not isinstance(text, str):
             return []
         own = self._question_of(question)
@@ -315,7 +315,12 @@ class InquiryEngine:
             values = list(dict.fromkeys(v for _, v in named))
             return [(own, v) for v in (values[:1] if self.model.variables[own].kind == "C" else values)]
         value = self.answer_value(text)
-        return [] if value is None else [(name, value) for name in self.asked_findings(question)]
+        if value is None:
+            return []
+        asked = self.asked_findings(question)
+        # a yes says each finding the question reads (its pain with "Does it hurt when you breathe in?"); a no or a not
+        # sure only the one it asks about first: the patient who does not hurt on breathing in may hurt all the same
+        return [(name, value) for name in (asked if value == PRESENT else asked[:1])]
 
     def _question_of(self, question: str) -> str | None:
         """The finding whose question ``question`` is, word for word (any of :meth:`question_wordings`), or None."""
