@@ -22,6 +22,10 @@ Reported: of the yes / no answers given, the share established with the answered
 not counted there); the mean number of questions (of ``--steps``) that ask again about a finding the patient already
 answered (yes / no or categorical); top-1 accuracy of ``/differential`` after the last answer (its first condition is the patient's) and the mean probability it gives the patient's condition.
 
+Besides, real doctors' questions: every doctor turn followed by a patient (or family) turn in MTS-Dialog's validation
+conversations, how many of those turns open with an answer and which findings they answer now (listed for reading:
+the English engine reads a free-worded question only where each word it names is a word of the findings it reads).
+
     python bench/inquiry_dialogue_answers.py [--threads 1] [--n 200] [--steps 5]
 """
 
@@ -87,7 +91,28 @@ def main() -> None:
         settings = ServiceSettings(api_token=None, batch_queries=False, state_dir=tmp)
         services = build_services(settings, ("next-questions", "differential"), show_progress=False)
         rows = run(services, args)
-    write(rows, args)
+        transcripts = mts_answers(services.differential.inquiry.engine("en"))
+    write(rows, transcripts, args)
+
+
+def mts_answers(engine: Any) -> dict[str, Any]:
+    """The doctor → patient turn pairs of MTS-Dialog's validation conversations and what each answers now."""
+    import csv
+
+    from medrank.config import dataset_dir
+
+    pairs = []
+    path = dataset_dir("mts-dialog") / "Main-Dataset" / "MTS-Dialog-ValidationSet.csv"
+    with open(path, encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            turns = [(s.strip().lower(), t.strip()) for s, _, t in
+                     (line.partition(":") for line in (row.get("dialogue") or "").splitlines())]
+            pairs += [(q, a) for (s1, q), (s2, a) in zip(turns, turns[1:], strict=False)
+                      if s1 == "doctor" and s2 in ("patient", "guest_family") and a]
+    opening = [(q, a) for q, a in pairs if engine.answer_value(a) is not None]
+    read = [{"question": q, "answer": a, "findings": [[engine.finding_description(n), engine.value_label(n, v)]
+                                                      for n, v in engine.answered_findings(q, a)]} for q, a in opening]
+    return {"pairs": len(pairs), "answers": len(opening), "read": [r for r in read if r["findings"]]}
 
 
 def run(services: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -113,7 +138,7 @@ def run(services: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def write(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+def write(rows: dict[str, dict[str, Any]], transcripts: dict[str, Any], args: argparse.Namespace) -> None:
     env = common.environment(args.threads, args.seed, str(data_root()))
     md = ["| engine | request | patients | yes / no answers | answers established % | questions asked again per "
           "inquiry | differential top-1 % | mean P(patient's condition) |", "|---|---|---|---|---|---|---|---|"]
@@ -122,7 +147,14 @@ def write(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     md += ["", f"First {args.n} patients of each inquiry engine's validation carve-out (en: DDXPlus, zh: DXY), "
                f"{args.steps} questions each, answers from the record worded by the simulator; in process, "
                f"{env.get('cpu', '')}, {args.threads} thread(s), seed {args.seed}."]
-    common.write("inquiry_dialogue_answers", {"environment": env, "steps": args.steps, "rows": rows}, "\n".join(md) + "\n")
+    md += ["", f"MTS-Dialog validation conversations: {transcripts['pairs']} doctor → patient turn pairs, "
+               f"{transcripts['answers']} patient turns opening with an answer, {len(transcripts['read'])} of them "
+               "answering a finding of the English engine now:", "", "| doctor | patient | findings answered |",
+           "|---|---|---|"]
+    md += [f"| {r['question']} | {r['answer'][:60]} | " + "; ".join(f"{d}: {v}" for d, v in r["findings"]) + " |"
+           for r in transcripts["read"]]
+    common.write("inquiry_dialogue_answers", {"environment": env, "steps": args.steps, "rows": rows,
+                                              "mts_dialog": transcripts}, "\n".join(md) + "\n")
 
 
 if __name__ == "__main__":

@@ -729,6 +729,11 @@ def test_real_english_engine_reads_a_patients_answer_to_a_doctors_question():
     # the engine's own question about where: the places the page words
     assert answered("Where is the pain located?", "forehead, cheek(R)") >= {("pain somewhere", "forehead")}
     assert answered("Where does it hurt?", "yes") == set() and answered("Any fever?", "I have a cough") == set()
+    # a question that names more than its finding asks about something else too (MTS-Dialog's doctors)
+    assert answered("Do you smoke?", "No, I do not.") == {("smoke cigarettes", "no")}
+    assert answered("Have you applied anything to the rash?", "No") == set()
+    assert answered("Did you have any complications with the surgery?", "No.") == set()
+    assert answered("Hm, so are you taking any medications for your pain?", "No") == set()
 
 
 def test_states_after_several_budgets_are_those_of_separate_inquiries():

@@ -423,6 +423,10 @@ def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_servic
                   [("patient", "yes")]):
         assert not any(name == "E_91" and source.startswith("question:") for name, _, source in findings(
             [("patient", "I have a cough"), *turns], language="en")[1])
+    # the patient's own words settle a finding before an answer does (a free-worded question may ask less than it)
+    _, got = findings([("patient", "I have a fever"), ("doctor", "Any fever at night?"), ("patient", "no")],
+                      language="en")
+    assert ("E_91", "present", "self-report") in got and not any(source.startswith("question:") for *_, source in got)
     # an answer sent as a finding settles it: the dialogue's word does not overrule it
     _, got = findings([("patient", "I have a cough"), ("doctor", "Do you have a fever?"), ("patient", "no")],
                       findings=[{"name": "E_91", "value": "present"}], language="en")

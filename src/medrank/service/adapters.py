@@ -739,14 +739,12 @@ class Inquiry:
             return bool(asked) and any(label in asked for label in answered)
 
         # the patient's answer to the doctor's question in the dialogue is that question's answer ("Have you vomited?"
-        # "yes, twice"; "Where is the pain located?" "forehead"); the turn is still read for what else it says
-        for i, turn in enumerate(dialogue):
-            if turn["speaker"] != "patient" or not i or dialogue[i - 1]["speaker"] != "doctor":
-                continue
-            answers = [(n, v) for n, v in engine.answered_findings(dialogue[i - 1]["text"], turn["text"])
-                       if n not in settled]
-            given += [self.finding(n, v, f"question:{n}") for n, v in answers]
-            settled |= {n for n, _ in answers}
+        # "yes, twice"; "Where is the pain located?" "forehead"), unless the patient's own words settle the finding (read
+        # below first: "I have a headache" keeps its pain after "Any back pain?" "no"); the turn is still read for what
+        # else it says
+        in_dialogue = [self.finding(n, v, f"question:{n}") for i, turn in enumerate(dialogue)
+                       if turn["speaker"] == "patient" and i and dialogue[i - 1]["speaker"] == "doctor"
+                       for n, v in engine.answered_findings(dialogue[i - 1]["text"], turn["text"]) if n not in settled]
 
         patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient" and not answers_one(i)]
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)
@@ -776,7 +774,7 @@ class Inquiry:
                 settled.add(f.name)
                 first_text.setdefault(f.name, text)
                 detected.append(self.finding(f.name, f.value, source, read=f.read))
-        return given + detected
+        return given + [f for f in in_dialogue if f.name not in settled] + detected
 
     def double_readings(self, read: Callable[[str, bool], list[Any]], text: str, terms: Sequence[str],
                         symptoms: Sequence[str]) -> set[tuple[str, str]]:

@@ -286,25 +286,47 @@ class InquiryEngine:
         """The yes / no findings a doctor's question asks about: the finding whose question it is word for word (the
         engine's own, as ``/next-questions`` words it: the DXY engine asks by the symptom's name, "疱疹"); else, for a
         question asked for a yes or a no (:func:`.findings.asks_yes_or_no`), those the detector reads in it past its
-        interrogative opening ("Have you vomited?": vomiting; "有没有咳嗽？": 咳嗽); else none."""
-        from medrank.pipelines.history.inquiry.findings import asks_yes_or_no, evidence_description
+        interrogative opening ("Have you vomited?": vomiting; "有没有咳嗽？": 咳嗽), where (English) each word it names
+        is a word of theirs; else none."""
+        return self._question_reading(question)[0]
+
+    def _question_reading(self, question: str) -> tuple[list[str], bool]:
+        """:meth:`asked_findings`, and whether the question names where (a place read beside them: "Any back pain?")."""
+        from medrank.pipelines.history.inquiry.findings import (
+            EN_PAIN,
+            asks_yes_or_no,
+            evidence_description,
+            question_words,
+            shares_a_word,
+        )
 
         if not isinstance(question, str):
-            return []
+            return [], False
         own = self._question_of(question)
         if own is not None:
-            return [own] if not self.finding_options(own) else []
+            return ([own] if not self.finding_options(own) else []), False
         if not asks_yes_or_no(question, self.language):
-            return []
-        asked = evidence_description(question) if self.language == "en" else question
-        return list(dict.fromkeys(f.name for f in self.detect_findings(asked) if not self.finding_options(f.name)))
+            return [], False
+        read = self.detect_findings(evidence_description(question) if self.language == "en" else question, term=True)
+        asked = list(dict.fromkeys(f.name for f in read if not self.finding_options(f.name)))
+        words_of = getattr(self.detector, "words_of", None)
+        if self.language == "en" and callable(words_of):
+            # a question that names more than its findings asks about something else too ("Have you applied anything
+            # to the rash?", "Did you have any complications with the surgery?"): its yes / no is not theirs
+            theirs = [w for name in asked for w in words_of(name)]
+            pain = "pain" in theirs  # "hurt", "sore", "aching" are words of a finding of pain
+            if any(not shares_a_word([w], theirs) and not (pain and EN_PAIN.fullmatch(w))
+                   for w in question_words(question)):
+                return [], False
+        return asked, any(self.finding_options(f.name) for f in read)
 
     def answered_findings(self, question: str, text: str) -> list[tuple[str, str]]:
         """(finding, value) pairs a patient's turn answers to a doctor's question. The engine's own question about a
         categorical or multi-choice finding ("Where is the pain located?", "How intense is the pain?") is answered by
         the meanings of its values that the turn names, as the page words them ("lower chest, breast(R)"; "7": a
         categorical finding takes the first named, a multi-choice one each); a yes / no question by
-        :meth:`answer_value`, a yes for each of :meth:`asked_findings`, a no for the first."""
+        :meth:`answer_value`, a yes for each of :meth:`asked_findings`, a no for the first unless the question names
+        a place."""
         if not isinstance(question, str) or not isinstance(text, str):
             return []
         own = self._question_of(question)
@@ -317,10 +339,13 @@ class InquiryEngine:
         value = self.answer_value(text)
         if value is None:
             return []
-        asked = self.asked_findings(question)
+        asked, placed = self._question_reading(question)
         # a yes says each finding the question reads (its pain with "Does it hurt when you breathe in?"); a no or a not
-        # sure only the one it asks about first: the patient who does not hurt on breathing in may hurt all the same
-        return [(name, value) for name in (asked if value == PRESENT else asked[:1])]
+        # sure only the one it asks about first, and nothing of a finding asked about at one place: the patient who
+        # does not hurt on breathing in, or has no back pain, may hurt all the same
+        if value != PRESENT:
+            asked = [] if placed else asked[:1]
+        return [(name, value) for name in asked]
 
     def _question_of(self, question: str) -> str | None:
         """The finding whose question ``question`` is, word for word (any of :meth:`question_wordings`), or None."""

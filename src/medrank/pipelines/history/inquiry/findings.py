@@ -84,6 +84,21 @@ ZH_ANSWERS = (
 )
 
 
+#: words of an English question that name nothing (its opening, fillers, articles, prepositions)
+_EN_QUESTION_FUNCTION = frozenset({
+    "do", "does", "did", "have", "has", "had", "are", "is", "was", "were", "can", "could", "you", "your", "you're",
+    "any", "anything", "a", "an", "the", "been", "ever", "currently", "recently", "so", "okay", "ok", "and", "or", "um",
+    "uh", "hm", "well", "alright", "right", "at", "all", "some", "other", "experienced", "experiencing", "noticed", "got",
+    "get", "there", "having", "feel", "feeling", "of", "in", "on", "to", "for", "with", "from", "by", "about", "when",
+    "while", "after", "before", "during"})
+
+
+def question_words(question: str) -> list[str]:
+    """The words of an English question that name something (:data:`_EN_QUESTION_FUNCTION` and words of two letters
+    left out)."""
+    return [w for w in re.findall(r"[a-z']+", question.lower()) if w not in _EN_QUESTION_FUNCTION and len(w) > 2]
+
+
 def asks_yes_or_no(question: str, language: str) -> bool:
     """Whether a doctor's question is asked for a yes or a no."""
     if language == "zh":
@@ -244,6 +259,10 @@ class EnglishDetector:
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per description, its words (a term's name is matched to a description that shares one)
         self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
+
+    def words_of(self, name: str) -> list[str]:
+        """The words of every description of evidence ``name`` (its question's, its HPO wordings, its members')."""
+        return [w for n, words in zip(self.names, self.words, strict=True) if n == name for w in words]
 
     @staticmethod
     def clauses(text: str) -> list[str]:
