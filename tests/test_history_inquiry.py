@@ -728,6 +728,8 @@ def test_real_english_engine_reads_a_patients_answer_to_a_doctors_question():
         ("pain that is increased when you breathe in deeply", "no")}
     # the engine's own question about where: the places the page words
     assert answered("Where is the pain located?", "forehead, cheek(R)") >= {("pain somewhere", "forehead")}
+    # the longest value named, not also the shorter one inside it
+    assert answered("Where is the pain located?", "under the jaw") == {("pain somewhere", "under the jaw")}
     assert answered("Where does it hurt?", "yes") == set() and answered("Any fever?", "I have a cough") == set()
     # a question that names more than its finding asks about something else too (MTS-Dialog's doctors)
     assert answered("Do you smoke?", "No, I do not.") == {("smoke cigarettes", "no")}

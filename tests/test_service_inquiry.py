@@ -435,6 +435,10 @@ def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_servic
     _, got = findings([("patient", "I have pain"), ("doctor", "Where is the pain?"), ("patient", "forehead, I think")],
                       language="en")
     assert ("E_55", "V_89", "question:E_55") in got
+    # ... and that choice is not read again as the patient's words (the values' names are no statement of their own)
+    _, got = findings([("patient", "I have pain"), ("doctor", "Where is the pain?"), ("patient", "forehead, fever")],
+                      language="en")
+    assert ("E_55", "V_89", "question:E_55") in got and not any(name == "E_91" for name, *_ in got)
     # Chinese: the DXY engine asks by the symptom's name; a doctor may ask in words of their own
     _, got = findings([("patient", "宝宝咳嗽两天"), ("doctor", "发烧"), ("patient", "没有")], language="zh")
     assert ("发烧", "absent", "question:发烧") in got

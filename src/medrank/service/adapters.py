@@ -736,7 +736,10 @@ class Inquiry:
 
         def answers_one(i: int) -> bool:
             asked = dialogue[i - 1]["text"] if i and dialogue[i - 1]["speaker"] == "doctor" else ""
-            return bool(asked) and any(label in asked for label in answered)
+            # nor is the choice made to the engine's own question of values ("Where is the pain located?" "pharynx,
+            # tonsil(R)"): its words are the values' names, read as its answer, not as a sore throat besides
+            return bool(asked) and (any(label in asked for label in answered)
+                                    or engine.choice_question(asked) is not None)
 
         # the patient's answer to the doctor's question in the dialogue is that question's answer ("Have you vomited?"
         # "yes, twice"; "Where is the pain located?" "forehead"), unless the patient's own words settle the finding (read

@@ -329,12 +329,17 @@ class InquiryEngine:
         a place."""
         if not isinstance(question, str) or not isinstance(text, str):
             return []
-        own = self._question_of(question)
-        if own is not None and self.finding_options(own):
-            named = sorted((m.start(), value) for value, meaning in self.finding_options(own)
-                           for m in [re.search(rf"(?<!\w){re.escape(meaning)}(?!\w)", text, re.IGNORECASE)]
-                           if meaning.strip() and m is not None)
-            values = list(dict.fromkeys(v for _, v in named))
+        own = self.choice_question(question)
+        if own is not None:
+            # the longest meanings first, each on words no longer one took ("under the jaw" is not also "jaw")
+            named: list[tuple[int, str]] = []
+            taken = [False] * len(text)
+            for value, meaning in sorted(self.finding_options(own), key=lambda vm: -len(vm[1])):
+                for m in re.finditer(rf"(?<!\w){re.escape(meaning)}(?!\w)", text, re.IGNORECASE) if meaning.strip() else ():
+                    if not any(taken[m.start():m.end()]):
+                        taken[m.start():m.end()] = [True] * (m.end() - m.start())
+                        named.append((m.start(), value))
+            values = list(dict.fromkeys(v for _, v in sorted(named)))
             return [(own, v) for v in (values[:1] if self.model.variables[own].kind == "C" else values)]
         value = self.answer_value(text)
         if value is None:
@@ -346,6 +351,12 @@ class InquiryEngine:
         if value != PRESENT:
             asked = [] if placed else asked[:1]
         return [(name, value) for name in asked]
+
+    def choice_question(self, question: str) -> str | None:
+        """The categorical or multi-choice finding whose own question ``question`` is, word for word ("Where is the
+        pain located?"), else None: its answer is chosen among the finding's values."""
+        own = self._question_of(question) if isinstance(question, str) else None
+        return own if own is not None and self.finding_options(own) else None
 
     def _question_of(self, question: str) -> str | None:
         """The finding whose question ``question`` is, word for word (any of :meth:`question_wordings`), or None."""
