@@ -747,7 +747,7 @@ class Inquiry:
         # else it says
         in_dialogue = [self.finding(n, v, f"question:{n}") for i, turn in enumerate(dialogue)
                        if turn["speaker"] == "patient" and i and dialogue[i - 1]["speaker"] == "doctor"
-                       for n, v in engine.answered_findings(dialogue[i - 1]["text"], turn["text"]) if n not in settled]
+                       for n, v in engine.answered_findings(dialogue[i - 1]["text"], turn["text"])]
 
         patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient" and not answers_one(i)]
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)

@@ -259,10 +259,15 @@ class EnglishDetector:
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per description, its words (a term's name is matched to a description that shares one)
         self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
+        self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
 
     def words_of(self, name: str) -> list[str]:
         """The words of every description of evidence ``name`` (its question's, its HPO wordings, its members')."""
-        return [w for n, words in zip(self.names, self.words, strict=True) if n == name for w in words]
+        if self._words_of is None:
+            self._words_of = defaultdict(list)
+            for n, words in zip(self.names, self.words, strict=True):
+                self._words_of[n] += words
+        return self._words_of.get(name, [])
 
     @staticmethod
     def clauses(text: str) -> list[str]:
@@ -327,24 +332,22 @@ class EnglishDetector:
         return list(found.items()) + pain + list(dict.fromkeys(located))
 
 
-#: words of a circumstance that say nothing about it
-_FUNCTION = {"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while"}
+#: words that say nothing about a circumstance or a finding (the three-letter ones matter to :func:`shares_a_word`
+#: only: :func:`_circumstance_stems` reads words of four letters or more)
+_FUNCTION = frozenset({"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while",
+                       "the", "and", "you", "any", "are", "for", "one", "has", "had", "not", "all", "its", "her", "his",
+                       "was", "but", "out", "off"})
 
 
 def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
     """Whether a word of ``words`` and one of ``others`` (lower case, no function words) begin alike: over their first
     four letters, or the whole of the shorter one of three letters or more ("red" in "redness", "eye" in "eyes")."""
     def stems(ws: Sequence[str]) -> set[str]:
-        return {w[:4] for w in ws if len(w) >= 3 and w not in _FUNCTION and w not in _SHORT_FUNCTION}
+        return {w[:4] for w in ws if len(w) >= 3 and w not in _FUNCTION}
 
     mine, theirs = stems(words), stems(others)
     return bool(mine & theirs) or any(len(a) == 3 and b.startswith(a) or len(b) == 3 and a.startswith(b)
                                       for a in mine for b in theirs)
-
-
-#: three-letter words that say nothing about a finding
-_SHORT_FUNCTION = frozenset({"the", "and", "you", "any", "are", "for", "one", "has", "had", "not", "all", "its", "her",
-                             "his", "was", "but", "out", "off"})
 
 
 def _circumstance_stems(description: str) -> frozenset[str]:
