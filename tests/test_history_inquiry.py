@@ -316,6 +316,11 @@ def test_chinese_detector_learns_surface_forms_and_negation():
     assert det.forms["鼻涕"] == "流涕" and det.forms["拉肚子"] == "稀便"
     assert dict(det.detect("孩子没有鼻涕，咳嗽两天，有点拉肚子")) == {"流涕": "absent", "咳嗽": "present", "稀便": "present"}
     assert det.detect("今天很好") == []
+    # a thermometer's reading is read as the fever it says; a normal one is nothing
+    pairs.append((["发热"], ["发烧"]))
+    det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs)
+    assert dict(det.detect("孩子烧到39度了，咳嗽")) == {"发烧": "present", "咳嗽": "present"}
+    assert dict(det.detect("体温37度，咳嗽")) == {"咳嗽": "present"}
 
 
 def test_english_helpers():
@@ -327,6 +332,8 @@ def test_english_helpers():
     assert EnglishDetector.clauses("my little girl has been vomiting and has a fever") == ["been vomiting", "has a fever"]
     assert EnglishDetector.concept("has a fever") == "fever"
     assert EnglishDetector.clauses("her throat hurts") == ["her throat hurts"]  # a body part is what, not who
+    # the point of a number is no sentence end
+    assert EnglishDetector.clauses("my temperature is 37.8. I cough") == ["temperature is 37.8", "cough"]
 
 
 class _TableEncoder:

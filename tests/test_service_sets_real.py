@@ -152,6 +152,18 @@ def test_zero_shot_chinese_decides_the_term_not_a_kind_the_words_do_not_say(ask)
     assert "急性咳嗽" in [t["name"] for t in body["alternatives"]]
 
 
+def test_a_thermometer_reading_is_a_fever_not_a_burn_or_a_pregnancy(ask):
+    # searched as words, "38度5" decided 孕38周 (38 weeks pregnant), "烧到39度" offered a 30-39 % burn, "体温37度" 低体温
+    for q in ("孩子嗓子疼，发烧38度5", "孩子烧到39度了", "体温38.5度，有点咳嗽", "体温37度，咳嗽"):
+        r = ask({"query": q, "k": 5})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        names = [t["name"] for t in body.get("terms") or []]
+        assert not any("孕" in n or "烧伤" in n or "低体温" in n for n in names), (q, names)
+        if "37度" not in q:
+            assert "发热" in names or "发烧" in names, (q, names)
+
+
 def test_the_everyday_word_for_pain_reads_as_the_vocabulary_writes_it(ask):
     # 疼 is the everyday 痛 (KUAKE-QQR's equivalent queries; ICD-10 Beijing writes 痛): the zero-shot calibration's
     # zh_variants rule searches "腰疼" as "腰痛", where the plain 疼痛 was decided and 腰痛 offered at 13 %

@@ -29,18 +29,38 @@ from medrank.pipelines.symptom.sets import (
     set_prf,
     zh_says_more,
 )
-from medrank.pipelines.symptom.spans import clauses, find_spans
+from medrank.pipelines.symptom.spans import clauses, find_spans, is_measure_zh
 
 
 # -- spans -------------------------------------------------------------------------------------------
 def test_chinese_spans_split_at_lexicon_words_punctuation_and_conjunctions() -> None:
     lex = SurfaceLexicon({"发烧": "发烧", "头痛": "头痛", "流鼻涕": "流涕", "咳嗽": "咳嗽"})
     spans = find_spans("头痛发烧两天", lex)
-    assert [(s.text, s.normalised) for s in spans] == [("头痛", "头痛"), ("发烧", "发烧"), ("两天", None)]
-    assert [(s.start, s.end) for s in spans] == [(0, 2), (2, 4), (4, 6)]
+    # "两天" says how long, not what: no span of its own
+    assert [(s.text, s.normalised) for s in spans] == [("头痛", "头痛"), ("发烧", "发烧")]
+    assert [(s.start, s.end) for s in spans] == [(0, 2), (2, 4)]
     spans = find_spans("宝宝咳嗽流鼻涕，昨晚发烧", lex)
     assert [s.normalised for s in spans if s.normalised] == ["咳嗽", "流涕", "发烧"]
     assert [t for t in ("左膝退变", "游离体")] == [s.text for s in find_spans("左膝退变伴游离体", None)]
+
+
+def test_a_chinese_piece_that_is_only_a_measure_is_no_span() -> None:
+    lex = SurfaceLexicon({"发烧": "发烧", "拉肚子": "稀便"})
+    # searched alone, "38度5" found the vocabulary's 孕38周
+    assert [s.text for s in find_spans("孩子嗓子疼，发烧38度5", lex)] == ["嗓子疼", "发烧"]
+    assert [s.text for s in find_spans("拉肚子一天三四次，体重20斤", lex)] == ["拉肚子", "体重20斤"]
+    assert [is_measure_zh(t) for t in ("39.2℃", "两天", "半个月", "3岁", "十来天")] == [True] * 5
+    assert [is_measure_zh(t) for t in ("发烧", "头痛三天", "多汗", "孕38周")] == [False] * 4
+
+
+def test_a_thermometer_reading_is_searched_as_what_it_says() -> None:
+    # the point of "37.8" is no clause end; a normal reading is no span
+    spans = find_spans("my temperature is 37.8 and I have a cough. My temperature is normal")
+    assert [(s.text, s.start, s.end) for s in spans] == [("fever", 0, 22), ("cough", 36, 41)]
+    lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
+    # a reading after a lexicon word is that word's; one standing alone is read
+    assert [s.text for s in find_spans("宝宝发烧39.2℃两天了，咳嗽", lex)][-2:] == ["发烧", "咳嗽"]
+    assert [(s.text, s.normalised) for s in find_spans("体温38.5度，咳嗽三天", lex)] == [("发热", None), ("咳嗽", "咳嗽")]
 
 
 def test_chinese_pieces_leave_out_who_and_when() -> None:

@@ -83,6 +83,13 @@ def test_child_coughing_runny_nose_fever_without_a_burn() -> None:
     assert text[fever.span[0]:fever.span[1]] == "发烧"
 
 
+def test_a_thermometer_reading_is_a_fever_not_hypothermia() -> None:
+    # searched as words, "my temperature is 38.5" decided Hypothermia; "I had 39 degrees" was small talk
+    for text in ("my temperature is 38.5", "my temp was 102 last night", "I had 39 degrees and a cough"):
+        assert "Fever" in _names(text, "en"), text
+    assert not _names("my temperature is normal", "en") & {"Hypothermia", "Fever"}
+
+
 def test_tummy_ache() -> None:
     names = _names("肚子疼拉肚子", "zh")
     assert "腹痛" in names

@@ -44,6 +44,7 @@ from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
 from medrank.pipelines.symptom.spans import Span, find_spans, is_chinese
+from medrank.temperature import temperature_reading
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -1303,6 +1304,9 @@ class SetDetector:
         if self._small_talk_reads_search:  # this search's own scores are the gate's: no second search
             known = [searched[p][0][1] if searched.get(p) else None for p in pieces]
         said = self.small_talk.small_talk(pieces, known)
+        # a thermometer's reading ("I had 39 degrees") is searched as the fever it says, which no small talk is
+        said = [is_talk and temperature_reading(piece, "en") in (None, "normal")
+                for piece, is_talk in zip(pieces, said, strict=True)]
         chatter = {(i, span) for (i, span), is_talk in zip(spans, said, strict=True) if is_talk}
         if not chatter:
             return sets

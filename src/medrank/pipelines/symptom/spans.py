@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from medrank.temperature import TEMPERATURE_WORDS, temperature_reading
 from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han, singular
 
 # punctuation (ASCII and full-width) that ends a clause
@@ -42,6 +43,13 @@ _EN_SUB = r"when|whenever|while|after|before|during|since|because|if|especially"
 _EN_LASTING = (r"that\s+(?:just\s+)?(?:won't|will\s+not|wont|doesn't|does\s+not|isn't|is\s+not)\s+"
                r"(?:go\s+away|clear\s+up|clear|stop|settle|shift|get\s+better|improve|heal)\b")
 _ZH_NEG = ("否认", "没有", "不是", "没", "不", "无", "未", "非")
+# a Chinese piece of nothing but a measure ("38度5", "39.2℃", "两天", "一天三四次", "20斤") says how much or how long,
+# not what: searched alone it finds the vocabulary's terms that carry numbers (孕38周 for "发烧38度5")
+_ZH_MEASURE = re.compile(
+    r"(?:[\d.．,，~～\-－—到至]|[０-９]|[零一二两三四五六七八九十百几半多余]|左右|个|来"
+    r"|度|℃|°[cC]?|摄氏|岁|周岁|天|日|晚|夜|次|回|遍|月|周|星期|年|小时|分钟|分|秒|斤|公斤|千克|kg|KG|克|g|ml|mL|毫升|"
+    r"cm|厘米|mm|毫米|%|了|啦|的|以上|以下)+"
+)
 _EN_NEG = {"no", "not", "without", "denies", "deny", "never", "nor", "none", "neither", "n't"}
 _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "burn", "swells", "swell", "bleeds",
                   "bleed", "throbs", "stings", "is", "are", "feels", "feel", "gets", "get"}
@@ -115,8 +123,12 @@ def _pieces(text: str, pattern: re.Pattern[str], keep: Callable[[str, re.Match[s
     return trimmed
 
 
-_ZH_SPLIT = re.compile(f"{_PUNCT}+|{_ZH_CONJ}")
-_EN_SPLIT = re.compile(rf"{_PUNCT}+|\b(?:{_EN_CONJ})\b", re.I)
+# a point or comma between two digits is part of a number ("38.5", "1,000"), not the end of an English clause; in
+# Chinese only a temperature's ("38.5度", "体温37.8"): clinical Chinese numbers its items "1.冠心病2.高血压3.2型糖尿病"
+_EN_SPLIT_PUNCT = rf"(?:(?!(?<=\d)[.,](?=\d)){_PUNCT})+"
+_ZH_SPLIT_PUNCT = (rf"(?:(?!(?<=\d\d)[.．](?=\d\s*(?:度|℃|°))|(?<=[温烧热]\d\d)[.．](?=\d)){_PUNCT})+")
+_ZH_SPLIT = re.compile(f"{_ZH_SPLIT_PUNCT}|{_ZH_CONJ}")
+_EN_SPLIT = re.compile(rf"{_EN_SPLIT_PUNCT}|\b(?:{_EN_CONJ})\b", re.I)
 # a participle of a movement with what it moves over or through ("breathless walking up the stairs", "my knee hurts
 # going down the stairs") says in what circumstances, like "when": one that opens its clause, or follows a word that
 # makes it what the patient cannot do ("difficulty walking up stairs"), or a bare gerund ("slow breathing") does not
@@ -342,11 +354,12 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             hits = lexicon.find(clause) if lexicon is not None else []  # type: ignore[attr-defined]
             pos = 0
             for s, e, name in hits:
-                if s > pos:
+                # a measure right after a lexicon word says how much or how long of it ("发烧38度5", "咳嗽三天")
+                if s > pos and not (pos > 0 and is_measure_zh(clause[pos:s])):
                     spans.append(_zh_piece(clause, a, pos, s))
                 spans.append(Span(a + s, a + e, clause[s:e], name, _negated_zh(clause, s)))
                 pos = e
-            if pos < len(clause):
+            if pos < len(clause) and not (pos > 0 and is_measure_zh(clause[pos:])):
                 spans.append(_zh_piece(clause, a, pos, len(clause)))
         else:
             # the time first: what is left decides the lead-in ("I feel sick all day": "feel sick", as "I feel sick")
@@ -401,5 +414,24 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             spans.append(span)
     if part_pain and not zh:
         spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
+    spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
-    return [s for s in spans if s.normalised is not None or len(s.text.replace(" ", "")) >= min_chars]
+    return [s for s in spans if s.normalised is not None or (len(s.text.replace(" ", "")) >= min_chars
+                                                             and not (zh and is_measure_zh(s.text)))]
+
+
+def as_temperature(spans: list[Span], language: str) -> list[Span]:
+    """Each piece that reads a temperature searched as what the reading says (a fever, a low body temperature);
+    a normal reading is no finding, and its piece no span. Lexicon words stay as they are."""
+    out = []
+    for span in spans:
+        reading = None if span.normalised is not None else temperature_reading(span.text, language)
+        if reading == "normal":
+            continue
+        out.append(span if reading is None else replace(span, text=TEMPERATURE_WORDS[language][reading]))
+    return out
+
+
+def is_measure_zh(piece: str) -> bool:
+    """Whether a Chinese piece is only a quantity: numbers, their units, how often and how long ("38度5", "两天")."""
+    return _ZH_MEASURE.fullmatch(piece.replace(" ", "")) is not None

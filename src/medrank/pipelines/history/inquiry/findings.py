@@ -31,11 +31,13 @@ import numpy as np
 
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
+from medrank.temperature import TEMPERATURE_WORDS, temperature_reading
 from medrank.text import EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
                          r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
-EN_CLAUSE = re.compile(r"[.;!?\n]+|,|\b(?:and|but|with|also|plus|or)\b", re.IGNORECASE)
+# a point between two digits is part of a number ("38.5"), not the end of a sentence
+EN_CLAUSE = re.compile(r"(?:(?!(?<=\d)\.(?=\d))[.;!?\n])+|,|\b(?:and|but|with|also|plus|or)\b", re.IGNORECASE)
 EN_OPENING = re.compile(
     r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
@@ -283,7 +285,9 @@ class EnglishDetector:
 
     def detect(self, text: str, term: bool = False) -> list[tuple[str, str]]:
         """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class)."""
-        parts = self.clauses(text)
+        # a thermometer's reading is read as what it says ("my temp was 102": a fever); a normal one says nothing
+        parts = [TEMPERATURE_WORDS["en"].get(reading, part) for part, reading in
+                 ((part, temperature_reading(part, "en")) for part in self.clauses(text)) if reading != "normal"]
         if not parts:
             return []
         pain = self.pain.detect(parts) if self.pain is not None else []
@@ -606,6 +610,9 @@ class ChineseDetector:
         whole words."""
         found: dict[str, str] = {}
         for clause in ZH_CLAUSE.split(text):
+            # a thermometer's reading is read as the word of what it says ("烧到39度": 发热)
+            word = TEMPERATURE_WORDS["zh"].get(temperature_reading(clause, "zh") or "")
+            clause = clause if word is None else f"{clause}，{word}"
             taken = [False] * len(clause)
             for form in self.ordered:
                 start = clause.find(form)

@@ -1,0 +1,36 @@
+"""A thermometer's reading in a patient's words (medrank.temperature): hand-checked cases."""
+
+import pytest
+
+from medrank.temperature import temperature_reading
+
+
+@pytest.mark.parametrize(("text", "reading"), [
+    ("my temperature is 38.5", "fever"),
+    ("my temp was 102 last night", "fever"),  # Fahrenheit: 38.9 °C
+    ("I had 39 degrees", "fever"),
+    ("a fever of 37.5", "fever"),  # the cut-off itself is a fever
+    ("temperature of 37.4", "normal"),
+    ("temperature of 99.4 F", "normal"),  # 37.4 °C
+    ("my body temperature is 34.5", "low"),
+    ("my temperature is normal", "normal"),
+    ("fever for 3 days", None),  # a number of days is no reading
+    ("I weigh 102 pounds", None),  # no word of temperature
+    ("I am 38", None),
+])
+def test_english_readings(text: str, reading: str | None) -> None:
+    assert temperature_reading(text, "en") == reading
+
+
+@pytest.mark.parametrize(("text", "reading"), [
+    ("体温38.5度", "fever"),
+    ("烧到39度了", "fever"),
+    ("38度5", "fever"),  # 38.5, as it is often written
+    ("39-40度", "fever"),
+    ("体温37度", "normal"),
+    ("体温正常", "normal"),
+    ("烧了3天", None),
+    ("烧伤面积40%", None),
+])
+def test_chinese_readings(text: str, reading: str | None) -> None:
+    assert temperature_reading(text, "zh") == reading
