@@ -31,6 +31,10 @@ def test_english_readings(text: str, reading: str | None) -> None:
     ("体温正常", "normal"),
     ("烧了3天", None),
     ("烧伤面积40%", None),
+    ("烧到三十九度多", "fever"),  # in Chinese numerals
+    ("三十八度五", "fever"),
+    ("三十七点二度", "normal"),
+    ("三十多岁", None),
 ])
 def test_chinese_readings(text: str, reading: str | None) -> None:
     assert temperature_reading(text, "zh") == reading

@@ -20,6 +20,9 @@ _READING = re.compile(r"(?<![\d.])(\d{2,3}(?:\.\d+)?)(?!\s*(?:[-~]\s*\d|%|"
 _ZH_READING = re.compile(
     r"(?:体温|温度|发烧|发热|高烧|低烧|高热|低热|烧|热)\s*(?:到|至|了|是|为|在|达)?\s*(?<![\d.])(\d{2}(?:\.\d+)?)(?:\s*度\s*(\d)(?![\d.]))?"
     r"|(?<![\d.])(\d{2}(?:\.\d+)?)\s*(?:度\s*(\d)(?![\d.])|度|℃|°)")
+# written in Chinese numerals: "三十九度", "三十八度五", "三十八点五度" (a unit is needed: 三十 alone is any count)
+_ZH_NUMERAL_READING = re.compile(r"([三四])十([一二三四五六七八九])?(?:点([一二三四五六七八九零]))?度([一二三四五六七八九])?")
+_ZH_DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九")}
 _NORMAL = re.compile(r"\bnormal\b|正常", re.I)
 #: in degrees Celsius: at or above this, a fever; below ``HYPOTHERMIA_BELOW``, a low body temperature (the usual
 #: clinical cut-offs: 37.5 °C is 99.5 °F, 35 °C is 95 °F)
@@ -35,6 +38,9 @@ def temperature_reading(text: str, language: str = "en") -> str | None:
     of days, times or kilograms is no reading."""
     if language == "zh":
         numbers = [(m.group(1) or m.group(3), m.group(2) or m.group(4)) for m in _ZH_READING.finditer(text)]
+        numbers += [(str(10 * _ZH_DIGITS[m.group(1)] + _ZH_DIGITS.get(m.group(2) or "零", 0)),
+                     str(_ZH_DIGITS[m.group(3) or m.group(4)]) if m.group(3) or m.group(4) else None)
+                    for m in _ZH_NUMERAL_READING.finditer(text)]
     elif _EN_TEMPERATURE.search(text):
         numbers = [(m.group(1), None) for m in _READING.finditer(text)]
     else:
