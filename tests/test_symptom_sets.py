@@ -63,6 +63,20 @@ def test_a_thermometer_reading_is_searched_as_what_it_says() -> None:
     assert [(s.text, s.normalised) for s in find_spans("体温38.5度，咳嗽三天", lex)] == [("发热", None), ("咳嗽", "咳嗽")]
 
 
+def test_a_weight_lost_or_gained_is_searched_as_the_change() -> None:
+    # "lost 10 pounds" found nothing near enough; "put on weight" was nearest Failure to thrive (poor weight gain)
+    assert [s.text for s in find_spans("I lost 10 pounds without trying")] == ["lost weight without trying"]
+    assert [s.text for s in find_spans("I've put on weight")] == ["gained weight"]
+    # a stone is 14 pounds, not Nephrolithiasis
+    assert [s.text for s in find_spans("lost nearly a stone since christmas") if not s.reading] == ["lost weight"]
+    assert [s.text for s in find_spans("I've lost half a stone")] == ["lost weight"]
+    assert [s.text for s in find_spans("she has put on about 20 lbs and gained a lot of weight")] == [
+        "gained weight", "gained weight"]
+    # what is lost must be weight or its amount
+    assert [s.text for s in find_spans("I lost my keys")] == ["lost my keys"]
+    assert [s.text for s in find_spans("I weigh 80 kg")] == ["weigh 80 kg"]
+
+
 def test_chinese_pieces_leave_out_who_and_when() -> None:
     lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
     assert [s.text for s in find_spans("孩子嗓子疼，还有点发烧", lex)] == ["嗓子疼", "发烧"]

@@ -323,6 +323,26 @@ def _as_pain(text: str, ache_words: Collection[str] = ()) -> str:
     return " ".join([*before, part]) + f" pain{text[m.end():]}"
 
 
+# a weight lost or gained said as its amount ("lost 10 pounds", "put on 5 kilos") or with a phrasal verb ("put on
+# weight"): the vocabulary names the change (Weight loss, Increased body weight); searched as a number of pounds it
+# finds nothing near enough, and "put on (a lot of) weight" was nearest Failure to thrive, whose wordings speak of
+# poor weight gain
+_EN_LOSE = r"lost|lose|losing|loses|dropped|dropping|shed"
+_EN_GAIN = r"gained|gain|gaining|gains|put\s+on|putting\s+on|puts\s+on"
+_EN_AMOUNT = (r"(?:(?:about|around|nearly|almost|over|under|more\s+than|less\s+than|at\s+least|like|just)\s+)*"
+              r"(?:\d+(?:\.\d+)?|half\s+a|a\s+few|few|several|some|a\s+couple\s+of|a|an|one|two|three|four|five|six|"
+              r"seven|eight|nine|ten|twenty|thirty)\s*(?:pounds?|lbs?|kilos?|kilograms?|kgs?|stones?)\b")
+_EN_WEIGHT_CHANGE = re.compile(
+    rf"\b(?:(?P<lose>{_EN_LOSE})|(?P<gain>{_EN_GAIN}))\s+(?:{_EN_AMOUNT}|(?:(?:a\s+lot|lots|a\s+bit|some)\s+(?:of\s+)?)?weight\b)",
+    re.I)
+
+
+def _as_weight(text: str) -> str:
+    """``text`` with a weight lost or gained said as the vocabulary says it ("lost 10 pounds" → "lost weight", "put on a
+    lot of weight" → "gained weight")."""
+    return _EN_WEIGHT_CHANGE.sub(lambda m: "lost weight" if m.group("lose") else "gained weight", text)
+
+
 def _sensation_only(span: Span) -> bool:
     """One word that says how something feels but not what or where ("burning", "hurts", "itchy")."""
     words = span.text.lower().split()
@@ -414,6 +434,8 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             spans.append(span)
     if part_pain and not zh:
         spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
+    if not zh:
+        spans = [replace(s, text=_as_weight(s.text)) for s in spans]
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or (len(s.text.replace(" ", "")) >= min_chars
