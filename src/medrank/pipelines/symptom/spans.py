@@ -340,7 +340,13 @@ _EN_WEIGHT_CHANGE = re.compile(
 def _as_weight(text: str) -> str:
     """``text`` with a weight lost or gained said as the vocabulary says it ("lost 10 pounds" → "lost weight", "put on a
     lot of weight" → "gained weight")."""
-    return _EN_WEIGHT_CHANGE.sub(lambda m: "lost weight" if m.group("lose") else "gained weight", text)
+    def said(m: re.Match[str]) -> str:
+        verb = m.group("lose") or m.group("gain")
+        if m.group(0)[len(verb):].split() == ["weight"] and not verb.lower().startswith("put"):
+            return m.group(0)  # "losing weight" is said as the vocabulary says it already
+        return "lost weight" if m.group("lose") else "gained weight"
+
+    return _EN_WEIGHT_CHANGE.sub(said, text)
 
 
 def _sensation_only(span: Span) -> bool:
