@@ -24,6 +24,7 @@ from medrank.pipelines.history.inquiry.findings import (
     answer_value,
     asks_yes_or_no,
     evidence_description,
+    names_every_word,
     shares_a_word,
 )
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
@@ -643,6 +644,15 @@ def test_shares_a_word_compares_the_first_letters_of_words_that_say_something():
     assert not shares_a_word([], ["fever"])
 
 
+
+def test_names_every_word_leaves_out_the_words_of_a_history():
+    question = ["diagnosed", "with", "obstructive", "sleep", "apnea"]
+    assert names_every_word(["obstructive", "sleep", "apnea"], question)
+    assert not names_every_word(["sleep", "abnormality"], question)  # one word shared is not the diagnosis
+    assert names_every_word(["anxiety"], ["chronic", "anxiety"])  # "chronic" says it is a history
+    assert not names_every_word(["anxiety"], ["the", "with"])  # nothing to name
+
+
 @pytest.mark.slow
 def test_real_english_detector_reads_a_terms_name_into_a_finding_that_shares_its_words():
     en = load_engine("en")
@@ -658,6 +668,9 @@ def test_real_english_detector_reads_a_terms_name_into_a_finding_that_shares_its
     assert term("Wheezing") == {"a wheezing sound when you exhale"} and term("Fever") == {"a fever"}
     assert "swelling in one or more areas of your body" in term("Swollen lip")  # near enough without a shared word
     assert "fibromyalgia" not in term("Myalgia") and "pain somewhere" in term("Myalgia")
+    # an antecedent (a past diagnosis) is read from a name that names each of its words only
+    assert term("Sleep abnormality") == set() and term("Respiratory insufficiency") == set()
+    assert term("Obstructive sleep apnea") == {"diagnosed with obstructive sleep apnea"}
 
 
 def test_surface_forms_break_ties_by_name_whatever_the_string_hashing():

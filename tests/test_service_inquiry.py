@@ -312,7 +312,7 @@ class _WordDetector:
     patient's ("a high temperature")."""
 
     @staticmethod
-    def detect(text: str, term: bool = False) -> list[tuple[str, str]]:
+    def detect(text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
         return [("E_91", "present")] if "fever" in text.lower() else []
 
 
@@ -361,7 +361,7 @@ class _PhraseDetector:
     the fever: how the engine's detector and a term's name may read one symptom two ways."""
 
     @staticmethod
-    def detect(text: str, term: bool = False) -> list[tuple[str, str]]:
+    def detect(text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
         if term:
             return [("E_91", "present")] if text == "Fever" else []
         return ([("E_201", "present")] if "hot all over" in text else []) + (

@@ -307,7 +307,8 @@ class InquiryEngine:
             return ([own] if not self.finding_options(own) else []), False
         if not asks_yes_or_no(question, self.language):
             return [], False
-        read = self.detect_findings(evidence_description(question) if self.language == "en" else question, term=True)
+        read = self.detect_findings(evidence_description(question) if self.language == "en" else question, term=True,
+                                    question=True)
         asked = list(dict.fromkeys(f.name for f in read if not self.finding_options(f.name)))
         words_of = getattr(self.detector, "words_of", None)
         if self.language == "en" and callable(words_of):
@@ -481,15 +482,16 @@ class InquiryEngine:
             self._detector = self._detector_factory()
         return self._detector
 
-    def detect_findings(self, text: str, term: bool = False) -> list[Finding]:
+    def detect_findings(self, text: str, term: bool = False, question: bool = False) -> list[Finding]:
         """The findings read in a patient's words; ``term``: ``text`` is the name of a symptom term the patient
         confirmed, read as the detector reads a term's name (English: only into a finding whose description shares
-        one of its words)."""
+        one of its words, an antecedent only if the name names each of its words), or with ``question`` a doctor's
+        question read so (its caller checks the question's words against the findings' instead)."""
         if not isinstance(text, str):
             raise InquiryInputError("text must be a string")
         if len(text) > MAX_TURN_CHARS:
             raise InquiryInputError(f"text too long ({len(text)} characters; at most {MAX_TURN_CHARS})")
         if not text.strip():
             return []
-        found = self.detector.detect(text, term=True) if term else self.detector.detect(text)
+        found = self.detector.detect(text, term=True, question=question) if term else self.detector.detect(text)
         return [Finding(name, value, "self-report", read=True) for name, value in found]

@@ -261,6 +261,8 @@ class EnglishDetector:
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per description, its words (a term's name is matched to a description that shares one)
         self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
+        #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
+        self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
 
     def words_of(self, name: str) -> list[str]:
@@ -283,8 +285,9 @@ class EnglishDetector:
         text = EN_LEADING.sub("", " ".join(text.split()))
         return text or clause
 
-    def detect(self, text: str, term: bool = False) -> list[tuple[str, str]]:
-        """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class)."""
+    def detect(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
+        """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class), or,
+        with ``question``, a doctor's question read as one (whose caller checks its words against the findings')."""
         # a thermometer's reading is read as what it says ("my temp was 102": a fever); a normal one says nothing
         parts = [TEMPERATURE_WORDS["en"].get(reading, part) for part, reading in
                  ((part, temperature_reading(part, "en")) for part in self.clauses(text)) if reading != "normal"]
@@ -313,7 +316,11 @@ class EnglishDetector:
                     break
                 if of_pain and not self.of_pain[j]:
                     continue
-                if term and row[j] < self.threshold + self.term_margin and not shares_a_word(words, self.words[j]):
+                if term and row[j] < self.threshold + self.term_margin and not (
+                        names_every_word(words, self.words[j]) if self.antecedent[j] and not question
+                        else shares_a_word(words, self.words[j])):
+                    # an antecedent is a past diagnosis or exposure: a vaguer symptom's name that shares a word with it
+                    # does not say the patient has it ("Sleep abnormality": diagnosed with obstructive sleep apnea)
                     continue
                 if not self.circumstances[j] or self.circumstances[j] & stems:
                     chosen = j
@@ -352,6 +359,19 @@ def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
     mine, theirs = stems(words), stems(others)
     return bool(mine & theirs) or any(len(a) == 3 and b.startswith(a) or len(b) == 3 and a.startswith(b)
                                       for a in mine for b in theirs)
+
+
+#: words of an antecedent's question that say it is a history, not what it is of ("diagnosed with", "chronic")
+_HISTORY = frozenset({"diagnosed", "diagnosis", "chronic", "history", "ever", "been", "previously", "past", "known",
+                      "suffer", "suffering", "suffered", "from", "currently", "have", "had"})
+
+
+def names_every_word(words: Sequence[str], others: Sequence[str]) -> bool:
+    """Whether each word of ``others`` but function and history words begins like a word of ``words`` (as in
+    :func:`shares_a_word`): "Obstructive sleep apnea" names each word of "diagnosed with obstructive sleep apnea",
+    "Sleep abnormality" does not."""
+    needed = [w for w in others if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY]
+    return bool(needed) and all(shares_a_word(words, [w]) for w in needed)
 
 
 def _circumstance_stems(description: str) -> frozenset[str]:
@@ -605,9 +625,9 @@ class ChineseDetector:
         self.forms = learn_surface_forms(symptoms, pairs)
         self.ordered = sorted(self.forms, key=lambda f: (-len(f), f))
 
-    def detect(self, text: str, term: bool = False) -> list[tuple[str, str]]:
-        """(symptom, value) pairs read in ``text``; a term's name (``term``) is read as any text: the forms match
-        whole words."""
+    def detect(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
+        """(symptom, value) pairs read in ``text``; a term's name or a question (``term``, ``question``) is read as any
+        text: the forms match whole words."""
         found: dict[str, str] = {}
         for clause in ZH_CLAUSE.split(text):
             # a thermometer's reading is read as the word of what it says ("烧到39度": 发热)
