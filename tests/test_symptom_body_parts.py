@@ -65,6 +65,28 @@ def test_contradicts():
     assert not p.contradicts("lump in my neck", ())
 
 
+def test_unnamed():
+    p = parts()
+    assert p.unnamed("a lump", WORDINGS["mass"])  # every wording of Breast mass names the breast, the complaint none
+    assert not p.unnamed("a lump in my breast", WORDINGS["mass"])
+    assert not p.unnamed("an itch", WORDINGS["pruritus"])  # "Pruritus" names no part
+    assert not p.unnamed("my hands itch", WORDINGS["hand-skin"])  # the hand is named
+    assert p.unnamed("my neck hurts", WORDINGS["hand-skin"])  # a part, but not one that goes with the hand's
+    assert not p.unnamed("a lump", ())
+
+
+def test_a_term_of_a_part_the_complaint_does_not_name_is_offered_under_unnamed_parts():
+    names = {"mass": "Breast mass", "fever": "Fever"}
+    hits = [("mass", 0.9), ("fever", 0.6)]
+    cal = SetCalibration(mean=[0.0], scale=[1.0], coef=[10.0], intercept=-5.0, threshold=0.5, min_terms=0,
+                         features=("span_score",), rules=("unnamed_parts",))
+    det = SetDetector(lambda texts, k: [hits[:k] for _ in texts], names, language="en", calibration=cal,
+                      wordings=WORDINGS)
+    got = det.detect("I have a lump")
+    assert [t.id for t in got.terms] == ["fever"] and [t.id for t in got.alternatives] == ["mass"]
+    assert [t.id for t in det.detect("a lump in my breast").terms] == ["mass", "fever"]
+
+
 def _detector(body_parts: bool) -> SetDetector:
     names = {"mass": "Breast mass", "neck-pain": "Neck pain"}
     hits = [("mass", 0.9), ("neck-pain", 0.6)]

@@ -12,6 +12,9 @@ A term *contradicts* a span when the span names parts, the term's wordings name 
 together with a part of the other (Breast mass for "lump in my neck"; not Pruritus, "Itchy skin", for "itchy skin
 on my hands"). A term whose wordings name no part (Pruritus for "an itchy rash on my arm", where "arm" is no
 part of the list) contradicts nothing: the check only speaks when both sides name a part it knows.
+
+A term is *unnamed* in a complaint when every one of its wordings names a part and the complaint names none that goes
+with them: "I am bleeding" says where nothing bleeds, and Gingival bleeding ("Bleeding gums") says the gums.
 """
 
 from __future__ import annotations
@@ -93,3 +96,13 @@ class BodyParts:
             return False
         theirs = frozenset().union(*(self.in_wording(w) for w in wordings)) if wordings else frozenset()
         return bool(theirs) and not any(theirs & self.together.get(p, frozenset()) for p in here)
+
+    def unnamed(self, text: str, wordings: Sequence[str]) -> bool:
+        """Whether each of a term's ``wordings`` names a part and ``text`` names none that goes with them: the term is
+        a finding of a place the complaint never names (Gingival bleeding, "Bleeding gums", for "I am bleeding"). A term
+        with a wording of no part (Skin rash's "Rash") is never so."""
+        named = [self.in_wording(w) for w in wordings]
+        if not named or not all(named):
+            return False
+        theirs = frozenset().union(*named)
+        return not any(theirs & self.together.get(p, frozenset()) for p in self.in_complaint(text))

@@ -78,13 +78,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: and that has kinds below it ("Abnormality of temperature regulation", "Abnormality of the ankle", "Abnormal breath
 #: sound": HPO's upper classes, :data:`GROUPING_NAME`) is decided only on words that are one of its wordings ("kidney
 #: problem" may be Abnormality of the kidney); found for other words it is offered, a rule on top of the
-#: probabilities. A trained run's calibration written before a rule existed does not turn it on, so what it serves
-#: stays what was measured.
-EN_RULES = ("part_pain", "body_parts", "grouping")
+#: probabilities. ``unnamed_parts``: an English term each of whose wordings names a body part is not decided on a
+#: complaint that names none that goes with them (Gingival bleeding, "Bleeding gums", for "I am bleeding";
+#: :meth:`.BodyParts.unnamed`), a rule on top of the probabilities too. A trained run's calibration written before a
+#: rule existed does not turn it on, so what it serves stays what was measured.
+EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts")
 ZH_RULES = ("zh_kinds", "zh_variants")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
-DECISION_RULES = ("body_parts", "zh_kinds", "grouping")
+DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts")
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
@@ -1226,20 +1228,26 @@ class SetDetector:
         return bool((own - held) & _word_stems(text))
 
     def _parts(self) -> BodyParts | None:
-        """The body parts of the vocabulary's wordings, built once, when the ``body_parts`` rule applies."""
-        if self._body_parts is None and self.wordings is not None and self._rule("body_parts"):
+        """The body parts of the vocabulary's wordings, built once, when the ``body_parts`` or ``unnamed_parts`` rule
+        applies."""
+        on = self._rule("body_parts") or self._rule("unnamed_parts")
+        if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
-        return self._body_parts if self._rule("body_parts") else None
+        return self._body_parts if on else None
 
     def _contradicted(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """The English candidates whose wordings name only body parts that their span's parts never go with
-        (:meth:`.BodyParts.contradicts`); empty without wordings."""
+        (``body_parts``: :meth:`.BodyParts.contradicts`), or only parts that the complaint never names
+        (``unnamed_parts``: :meth:`.BodyParts.unnamed`); empty without wordings."""
         parts = self._parts()
         if parts is None or self._zh(text):
             return set()
         assert self.wordings is not None
+        contradicts, unnamed = self._rule("body_parts"), self._rule("unnamed_parts")
         return {j for j, c in enumerate(cands)
-                if parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text, self.wordings.get(c.id, ()))}
+                if (contradicts and parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text,
+                                                      self.wordings.get(c.id, ())))
+                or (unnamed and parts.unnamed(text, self.wordings.get(c.id, ())))}
 
     def _grouping_terms(self) -> frozenset[str]:
         """The terms named as a grouping class (:data:`GROUPING_NAME`) that have kinds below them in the hierarchy
