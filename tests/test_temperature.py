@@ -17,6 +17,8 @@ from medrank.temperature import temperature_reading
     ("fever for 3 days", None),  # a number of days is no reading
     ("I weigh 102 pounds", None),  # no word of temperature
     ("I am 38", None),
+    ("my temperature is fine, I took 1000 mg of paracetamol", None),  # no reading inside a longer number
+    ("my temperature was 38.5.", "fever"),  # a sentence's full stop after the number
 ])
 def test_english_readings(text: str, reading: str | None) -> None:
     assert temperature_reading(text, "en") == reading
@@ -31,6 +33,7 @@ def test_english_readings(text: str, reading: str | None) -> None:
     ("体温正常", "normal"),
     ("烧了3天", None),
     ("烧伤面积40%", None),
+    ("体温385", None),
     ("烧到三十九度多", "fever"),  # in Chinese numerals
     ("三十八度五", "fever"),
     ("三十七点二度", "normal"),

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 
 _EN_TEMPERATURE = re.compile(r"\b(?:temperature|temp|fever|febrile|thermometer|degrees?)\b|°", re.I)
-_READING = re.compile(r"(?<![\d.])(\d{2,3}(?:\.\d+)?)(?!\s*(?:[-~]\s*\d|%|"
+_READING = re.compile(r"(?<![\d.])(\d{2,3}(?:\.\d+)?)(?!\d|\.\d)(?!\s*(?:[-~]\s*\d|%|"
                       r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?|times?|kg|lbs?|pounds?|cm|ml)\b))", re.I)
 # Chinese writes 度 for degrees of severity too (轻度, II度) and numbers teeth and vertebrae (36, 颈34): a reading is a
 # number with its unit ("39度", "38度5", "38.5℃") or right after a word of temperature ("体温38.5", "烧到39")
 _ZH_READING = re.compile(
-    r"(?:体温|温度|发烧|发热|高烧|低烧|高热|低热|烧|热)\s*(?:到|至|了|是|为|在|达)?\s*(?<![\d.])(\d{2}(?:\.\d+)?)(?:\s*度\s*(\d)(?![\d.]))?"
+    r"(?:体温|温度|发烧|发热|高烧|低烧|高热|低热|烧|热)\s*(?:到|至|了|是|为|在|达)?\s*(?<![\d.])(\d{2}(?:\.\d+)?)(?!\d|\.\d)"
+    r"(?:\s*度\s*(\d)(?![\d.]))?"
     r"|(?<![\d.])(\d{2}(?:\.\d+)?)\s*(?:度\s*(\d)(?![\d.])|度|℃|°)")
 # written in Chinese numerals: "三十九度", "三十八度五", "三十八点五度" (a unit is needed: 三十 alone is any count)
 _ZH_NUMERAL_READING = re.compile(r"([三四])十([一二三四五六七八九])?(?:点([一二三四五六七八九零]))?度([一二三四五六七八九])?")
