@@ -480,3 +480,27 @@ def test_a_question_that_takes_a_finding_as_said_waits_for_it():
     back = [{"speaker": "patient", "text": "my back hurts and I'm dizzy, what have you taken for chills? nauseous"}]
     assert set(asked(back)) == set(texts)
     assert "What have you taken for the pain?" in asked(hoarse, ["Back pain"])  # a confirmed pain counts
+
+
+
+def test_a_question_about_a_third_person_waits_for_one():
+    from medrank.index import BM25Index
+    from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, asks_of_another
+
+    assert asks_of_another("What is his living status?", ["I keep forgetting things"])
+    assert not asks_of_another("Did he have a fever?", ["my 5 year old has started wetting the bed"])
+    assert not asks_of_another("Is she eating?", ["my daughter has a rash"])
+    assert not asks_of_another("How is he doing?", ["Hello", "He is better"])  # the dialogue speaks of him
+    assert not asks_of_another("Any fever?", ["I keep forgetting things"])
+
+    texts = ["What is his living status?", "Do you forget things often?"]
+    ids = ["q0", "q1"]
+    bank = QuestionBank("en", ids, texts, BM25Index(language="en").build(ids, texts), "bm25", "test")
+    ranker = NextQuestionRanker({"en": bank}, {})
+
+    def asked(text):
+        return [r["text"] for r in ranker.rank([{"speaker": "patient", "text": text}], [], None, "en", k=5)["results"]]
+
+    # (BM25 finds both by "living", "status", "forget", "things")
+    assert asked("I forget things, my living status") == ["Do you forget things often?"]
+    assert set(asked("my father forgets things, his living status")) == set(texts)

@@ -30,6 +30,7 @@ import numpy as np
 from medrank.encoders.base import Encoder
 from medrank.index import BM25Index
 from medrank.index.topk import topk_stable
+from medrank.text import EN_PERSON
 from medrank.utils.vectors import unit_rows
 
 
@@ -112,6 +113,20 @@ def said(finding: str, texts: Sequence[str]) -> bool:
         return mentions_pain(texts)
     stem = finding[:4]
     return any(stem in t.lower() for t in texts)
+
+
+#: a question about a third person ("Did he have a fever?", "What is his living status?")
+_THIRD_PERSON = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.I)
+#: a dialogue that speaks of someone or something else than the one speaking: a pronoun of the third person, or a
+#: person ("my son", "our 2 year old")
+_ANOTHER = re.compile(rf"\b(?:he|she|him|his|her|hers|himself|herself|they|them|their|{EN_PERSON})\b", re.I)
+
+
+def asks_of_another(question: str, texts: Sequence[str]) -> bool:
+    """Whether an English question speaks of a third person that none of ``texts`` (the dialogue's turns, the confirmed
+    symptoms) speaks of: MTS-Dialog's doctors often talk to a parent or a carer ("What is his living status?"), which
+    a patient who speaks of themselves ("I keep forgetting things") is not."""
+    return _THIRD_PERSON.search(question) is not None and not any(_ANOTHER.search(t) for t in texts)
 
 
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
@@ -317,9 +332,11 @@ class NextQuestionRanker:
         # an English question that takes a finding as said is not asked before it is ("What have you taken for the
         # pain?" after "my voice is hoarse")
         texts = [t["text"] for t in dialogue] + list(symptoms)
+        # nor one about a third person of whom nobody spoke ("What is his living status?" after "I keep forgetting")
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
                 for i, s in ranked if _norm(bank.texts[i]) not in asked
-                and not (lang == "en" and not all(said(f, texts) for f in presupposed_findings(bank.texts[i])))][:depth]
+                and not (lang == "en" and (not all(said(f, texts) for f in presupposed_findings(bank.texts[i]))
+                                           or asks_of_another(bank.texts[i], texts)))][:depth]
         retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
         if encoder is None:
             return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
