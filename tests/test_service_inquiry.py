@@ -368,6 +368,29 @@ class _PhraseDetector:
             [("E_53", "present")] if "head hurts" in text else [])
 
 
+class _ChestDetector:
+    """Reads "my chest hurts" as pain in the lower chest (E_55 = V_29)."""
+
+    @staticmethod
+    def detect(text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
+        return [("E_53", "present"), ("E_55", "V_29")] if "chest hurts" in text else []
+
+
+def test_a_choice_to_the_engines_own_question_settles_its_finding_before_the_words(inquiry_services):
+    # the words said where the pain is one way; asked where, the patient says another: the answer is the finding
+    engines = dict(inquiry_services.differential.inquiry.engines)
+    engines["en"] = _en_engine(inquiry_services.next_questions.ranker.encoders["en"], detector=_ChestDetector())
+    inquiry = Inquiry(engines, reader=None)
+    c = _client(dataclasses.replace(inquiry_services, differential=DifferentialService(inquiry),
+                                    next_questions=NextQuestionService(inquiry_services.next_questions.ranker, inquiry)))
+    dialogue = [_patient("my chest hurts"), {"speaker": "doctor", "text": "Where is the pain?"},
+                {"speaker": "patient", "text": "forehead"}]
+    body = c.post("/next-questions", json={"dialogue": dialogue, "k": 3, "language": "en"}).json()
+    got = {(f["name"], f["value"], f["source"]) for f in body["findings"]}
+    assert ("E_55", "V_89", "question:E_55") in got and not any(v == "V_29" for _, v, _ in got)
+    assert ("E_53", "present", "self-report") in got  # the rest of what the words said stands
+
+
 def test_a_confirmed_symptoms_words_are_read_through_its_name_not_twice(inquiry_services):
     complaint = "I'm hot all over and my head hurts"
     span = (complaint.index("hot"), complaint.index(" and"))
@@ -435,10 +458,16 @@ def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_servic
     _, got = findings([("patient", "I have pain"), ("doctor", "Where is the pain?"), ("patient", "forehead, I think")],
                       language="en")
     assert ("E_55", "V_89", "question:E_55") in got
-    # ... and that choice is not read again as the patient's words (the values' names are no statement of their own)
+    # ... the values' names are not read again as the patient's words, what the turn says besides them is
+    en = _reading_services(inquiry_services, None).next_questions.inquiry.engines["en"]
+    assert en.choice_remainder("Where is the pain?", "forehead, and I have a fever") == " , , and I have a fever"
+    assert en.choice_remainder("Do you have a fever?", "yes") is None
     _, got = findings([("patient", "I have pain"), ("doctor", "Where is the pain?"), ("patient", "forehead, fever")],
                       language="en")
-    assert ("E_55", "V_89", "question:E_55") in got and not any(name == "E_91" for name, *_ in got)
+    assert ("E_55", "V_89", "question:E_55") in got and ("E_91", "present", "patient") in got
+    _, got = findings([("patient", "I have pain"), ("doctor", "Where is the pain?"), ("patient", "forehead")],
+                      language="en")
+    assert not any(name == "E_91" for name, *_ in got)
     # Chinese: the DXY engine asks by the symptom's name; a doctor may ask in words of their own
     _, got = findings([("patient", "宝宝咳嗽两天"), ("doctor", "发烧"), ("patient", "没有")], language="zh")
     assert ("发烧", "absent", "question:发烧") in got

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -744,12 +745,23 @@ class Inquiry:
         # the patient's answer to the doctor's question in the dialogue is that question's answer ("Have you vomited?"
         # "yes, twice"; "Where is the pain located?" "forehead"), unless the patient's own words settle the finding (read
         # below first: "I have a headache" keeps its pain after "Any back pain?" "no"); the turn is still read for what
-        # else it says
+        # else it says. A choice made to the engine's own question of values settles its finding as an answer sent does:
+        # "forehead" says where the pain is, which "I have a headache" said only as "somewhere on the head"
         in_dialogue = [self.finding(n, v, f"question:{n}") for i, turn in enumerate(dialogue)
                        if turn["speaker"] == "patient" and i and dialogue[i - 1]["speaker"] == "doctor"
                        for n, v in engine.answered_findings(dialogue[i - 1]["text"], turn["text"])]
+        chosen = {f.name for f in in_dialogue if engine.finding_options(f.name)} - settled
+        settled |= chosen
 
-        patient = [t["text"] for i, t in enumerate(dialogue) if t["speaker"] == "patient" and not answers_one(i)]
+        patient: list[str] = []
+        for i, t in enumerate(dialogue):
+            if t["speaker"] != "patient":
+                continue
+            if not answers_one(i):
+                patient.append(t["text"])
+            elif left := self._besides_choice(engine, dialogue, i):
+                # what a turn that makes a choice says besides it is the patient's words ("forehead, and I have a fever")
+                patient.append(left)
         first = next((i for i, t in enumerate(dialogue) if t["speaker"] == "patient"), None)
         opening = [dialogue[first]["text"]] if first is not None and dialogue[first]["text"] in patient[:1] else []
         # the first patient turn (and the symptoms ticked from it) is the self-report; later turns are answers
@@ -777,7 +789,17 @@ class Inquiry:
                 settled.add(f.name)
                 first_text.setdefault(f.name, text)
                 detected.append(self.finding(f.name, f.value, source, read=f.read))
-        return given + [f for f in in_dialogue if f.name not in settled] + detected
+        return given + [f for f in in_dialogue if f.name in chosen or f.name not in settled] + detected
+
+    @staticmethod
+    def _besides_choice(engine: Any, dialogue: Sequence[dict[str, str]], i: int) -> str:
+        """What patient turn ``i``, the answer to the engine's own question of values, says besides its choice (empty
+        when nothing but the values and their separators; any other turn: empty)."""
+        remainder = getattr(engine, "choice_remainder", None)
+        if not callable(remainder) or not i or dialogue[i - 1]["speaker"] != "doctor":
+            return ""
+        left = remainder(dialogue[i - 1]["text"], dialogue[i]["text"]) or ""
+        return left if re.search(r"\w{2,}", left) else ""
 
     def double_readings(self, read: Callable[[str, bool], list[Any]], text: str, terms: Sequence[str],
                         symptoms: Sequence[str]) -> set[tuple[str, str]]:

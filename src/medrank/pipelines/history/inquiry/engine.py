@@ -332,15 +332,7 @@ class InquiryEngine:
             return []
         own = self.choice_question(question)
         if own is not None:
-            # the longest meanings first, each on words no longer one took ("under the jaw" is not also "jaw")
-            named: list[tuple[int, str]] = []
-            taken = [False] * len(text)
-            for value, meaning in sorted(self.finding_options(own), key=lambda vm: -len(vm[1])):
-                for m in re.finditer(rf"(?<!\w){re.escape(meaning)}(?!\w)", text, re.IGNORECASE) if meaning.strip() else ():
-                    if not any(taken[m.start():m.end()]):
-                        taken[m.start():m.end()] = [True] * (m.end() - m.start())
-                        named.append((m.start(), value))
-            values = list(dict.fromkeys(v for _, v in sorted(named)))
+            values = list(dict.fromkeys(v for _, _, v in self._named_values(own, text)))
             return [(own, v) for v in (values[:1] if self.model.variables[own].kind == "C" else values)]
         value = self.answer_value(text)
         if value is None:
@@ -352,6 +344,32 @@ class InquiryEngine:
         if value != PRESENT:
             asked = [] if placed else asked[:1]
         return [(name, value) for name in asked]
+
+    def _named_values(self, own: str, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, value) of each value of choice finding ``own`` that ``text`` names by its meaning, in the
+        order named: the longest meanings first, each on words no longer one took ("under the jaw" is not also
+        "jaw")."""
+        named: list[tuple[int, int, str]] = []
+        taken = [False] * len(text)
+        for value, meaning in sorted(self.finding_options(own), key=lambda vm: -len(vm[1])):
+            for m in re.finditer(rf"(?<!\w){re.escape(meaning)}(?!\w)", text, re.IGNORECASE) if meaning.strip() else ():
+                if not any(taken[m.start():m.end()]):
+                    taken[m.start():m.end()] = [True] * (m.end() - m.start())
+                    named.append((m.start(), m.end(), value))
+        return sorted(named)
+
+    def choice_remainder(self, question: str, text: str) -> str | None:
+        """What a patient's turn says besides its choice, when ``question`` is the engine's own question of values:
+        the turn with each value it names replaced by a clause break ("forehead, and I have a fever": ", , and I have
+        a fever"), to be read as the patient's words; None for any other question."""
+        own = self.choice_question(question) if isinstance(question, str) and isinstance(text, str) else None
+        if own is None:
+            return None
+        out, at = [], 0
+        for start, end, _ in self._named_values(own, text):
+            out += [text[at:start], " , "]
+            at = end
+        return "".join([*out, text[at:]])
 
     def choice_question(self, question: str) -> str | None:
         """The categorical or multi-choice finding whose own question ``question`` is, word for word ("Where is the
