@@ -504,3 +504,25 @@ def test_a_question_about_a_third_person_waits_for_one():
     # (BM25 finds both by "living", "status", "forget", "things")
     assert asked("I forget things, my living status") == ["Do you forget things often?"]
     assert set(asked("my father forgets things, his living status")) == set(texts)
+
+
+
+def test_a_question_whether_something_is_still_so_waits_for_the_doctor():
+    from medrank.index import BM25Index
+    from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, asks_after_the_known
+
+    assert asks_after_the_known("Are you still taking that?", [])
+    assert not asks_after_the_known("Are you still taking that?", ["What do you take for it?"])
+    assert not asks_after_the_known("Are you taking anything for it?", [])
+
+    texts = ["Are you still taking that?", "Are you taking anything for it?"]
+    bank = QuestionBank("en", ["q0", "q1"], texts, BM25Index(language="en").build(["q0", "q1"], texts), "bm25", "test")
+    ranker = NextQuestionRanker({"en": bank}, {})
+
+    def asked(dialogue):
+        return [r["text"] for r in ranker.rank(dialogue, [], None, "en", k=5)["results"]]
+
+    opening = [{"speaker": "patient", "text": "I feel low, taking anything still"}]
+    assert asked(opening) == ["Are you taking anything for it?"]
+    later = [*opening, {"speaker": "doctor", "text": "What medicines do you take?"}, {"speaker": "patient", "text": "pills"}]
+    assert set(asked(later)) == set(texts)

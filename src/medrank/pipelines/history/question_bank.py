@@ -122,6 +122,17 @@ _THIRD_PERSON = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", r
 _ANOTHER = re.compile(rf"\b(?:he|she|him|his|her|hers|himself|herself|they|them|their|{EN_PERSON})\b", re.I)
 
 
+#: a question that asks after a state the doctor already knows of: "Are you still taking that?", "Are you still having
+#: a lot of reflux symptoms …?" (follow-up visits in MTS-Dialog)
+_STILL = re.compile(r"\bstill\b", re.I)
+
+
+def asks_after_the_known(question: str, doctor: Sequence[str]) -> bool:
+    """Whether an English question asks whether something is *still* so before the doctor has asked anything: at a
+    pre-consultation's opening nothing is known yet for it to go on."""
+    return not doctor and _STILL.search(question) is not None
+
+
 def asks_of_another(question: str, texts: Sequence[str]) -> bool:
     """Whether an English question speaks of a third person that none of ``texts`` (the dialogue's turns, the confirmed
     symptoms) speaks of: MTS-Dialog's doctors often talk to a parent or a carer ("What is his living status?"), which
@@ -332,11 +343,13 @@ class NextQuestionRanker:
         # an English question that takes a finding as said is not asked before it is ("What have you taken for the
         # pain?" after "my voice is hoarse")
         texts = [t["text"] for t in dialogue] + list(symptoms)
-        # nor one about a third person of whom nobody spoke ("What is his living status?" after "I keep forgetting")
+        # nor one about a third person of whom nobody spoke ("What is his living status?" after "I keep forgetting"),
+        # nor one whether something is still so before the doctor asked anything ("Are you still taking that?")
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
                 for i, s in ranked if _norm(bank.texts[i]) not in asked
                 and not (lang == "en" and (not all(said(f, texts) for f in presupposed_findings(bank.texts[i]))
-                                           or asks_of_another(bank.texts[i], texts)))][:depth]
+                                           or asks_of_another(bank.texts[i], texts)
+                                           or asks_after_the_known(bank.texts[i], asked)))][:depth]
         retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
         if encoder is None:
             return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
