@@ -29,8 +29,9 @@ _NORMAL = re.compile(r"\bnormal\b|正常", re.I)
 #: clinical cut-offs: 37.5 °C is 99.5 °F, 35 °C is 95 °F)
 FEVER_FROM = 37.5
 HYPOTHERMIA_BELOW = 35.0
-#: what a reading is searched as, by language
-TEMPERATURE_WORDS = {"en": {"fever": "fever", "low": "low body temperature"}, "zh": {"fever": "发热", "low": "低体温"}}
+#: what a reading is searched as, by language (a normal one: nothing)
+TEMPERATURE_WORDS = {"en": {"fever": "fever", "low": "low body temperature", "normal": ""},
+                     "zh": {"fever": "发热", "low": "低体温", "normal": ""}}
 
 
 def temperature_reading(text: str, language: str = "en") -> str | None:
@@ -56,3 +57,10 @@ def temperature_reading(text: str, language: str = "en") -> str | None:
     if _NORMAL.search(text) and re.search(r"temperature|temp\b|体温", text, re.I):
         return "normal"
     return None
+
+
+def searched_as(piece: str, language: str = "en") -> str | None:
+    """What a piece that holds a thermometer's reading is searched as: the words of what the reading says ("fever",
+    "发热", "low body temperature"), "" for a normal reading (no finding to search), None when it holds no reading."""
+    reading = temperature_reading(piece, language)
+    return None if reading is None else TEMPERATURE_WORDS[language][reading]

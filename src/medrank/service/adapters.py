@@ -795,10 +795,9 @@ class Inquiry:
     def _besides_choice(engine: Any, dialogue: Sequence[dict[str, str]], i: int) -> str:
         """What patient turn ``i``, the answer to the engine's own question of values, says besides its choice (empty
         when nothing but the values and their separators; any other turn: empty)."""
-        remainder = getattr(engine, "choice_remainder", None)
-        if not callable(remainder) or not i or dialogue[i - 1]["speaker"] != "doctor":
+        if not i or dialogue[i - 1]["speaker"] != "doctor":
             return ""
-        left = remainder(dialogue[i - 1]["text"], dialogue[i]["text"]) or ""
+        left = engine.choice_remainder(dialogue[i - 1]["text"], dialogue[i]["text"]) or ""
         return left if re.search(r"\w{2,}", left) else ""
 
     def double_readings(self, read: Callable[[str, bool], list[Any]], text: str, terms: Sequence[str],

@@ -115,11 +115,12 @@ def said(finding: str, texts: Sequence[str]) -> bool:
     return any(stem in t.lower() for t in texts)
 
 
+_EN_THIRD_PERSON = r"he|she|him|his|her|hers|himself|herself"
 #: a question about a third person ("Did he have a fever?", "What is his living status?")
-_THIRD_PERSON = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.I)
+_THIRD_PERSON = re.compile(rf"\b(?:{_EN_THIRD_PERSON})\b", re.I)
 #: a dialogue that speaks of someone or something else than the one speaking: a pronoun of the third person, or a
 #: person ("my son", "our 2 year old")
-_ANOTHER = re.compile(rf"\b(?:he|she|him|his|her|hers|himself|herself|they|them|their|{EN_PERSON})\b", re.I)
+_ANOTHER = re.compile(rf"\b(?:{_EN_THIRD_PERSON}|they|them|their|{EN_PERSON})\b", re.I)
 
 
 #: a question that asks after a state the doctor already knows of: "Are you still taking that?", "Are you still having

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from medrank.temperature import TEMPERATURE_WORDS, temperature_reading
+from medrank.temperature import searched_as
 from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han, singular
 
 # punctuation (ASCII and full-width) that ends a clause
@@ -453,10 +453,9 @@ def as_temperature(spans: list[Span], language: str) -> list[Span]:
     a normal reading is no finding, and its piece no span. Lexicon words stay as they are."""
     out = []
     for span in spans:
-        reading = None if span.normalised is not None else temperature_reading(span.text, language)
-        if reading == "normal":
-            continue
-        out.append(span if reading is None else replace(span, text=TEMPERATURE_WORDS[language][reading]))
+        said = None if span.normalised is not None else searched_as(span.text, language)
+        if said != "":
+            out.append(span if said is None else replace(span, text=said))
     return out
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
-from medrank.temperature import TEMPERATURE_WORDS, temperature_reading
+from medrank.temperature import searched_as
 from medrank.text import EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
@@ -289,8 +289,8 @@ class EnglishDetector:
         """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class), or,
         with ``question``, a doctor's question read as one (whose caller checks its words against the findings')."""
         # a thermometer's reading is read as what it says ("my temp was 102": a fever); a normal one says nothing
-        parts = [TEMPERATURE_WORDS["en"].get(reading, part) for part, reading in
-                 ((part, temperature_reading(part, "en")) for part in self.clauses(text)) if reading != "normal"]
+        parts = [part if said is None else said for part, said in
+                 ((part, searched_as(part, "en")) for part in self.clauses(text)) if said != ""]
         if not parts:
             return []
         pain = self.pain.detect(parts) if self.pain is not None else []
@@ -631,8 +631,8 @@ class ChineseDetector:
         found: dict[str, str] = {}
         for clause in ZH_CLAUSE.split(text):
             # a thermometer's reading is read as the word of what it says ("烧到39度": 发热)
-            word = TEMPERATURE_WORDS["zh"].get(temperature_reading(clause, "zh") or "")
-            clause = clause if word is None else f"{clause}，{word}"
+            word = searched_as(clause, "zh")
+            clause = f"{clause}，{word}" if word else clause
             taken = [False] * len(clause)
             for form in self.ordered:
                 start = clause.find(form)
