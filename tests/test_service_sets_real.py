@@ -177,3 +177,15 @@ def test_the_everyday_word_for_pain_reads_as_the_vocabulary_writes_it(ask):
         assert name in names and "疼痛" not in names, (q, names)
         term = next(t for t in body["terms"] if t["name"] == name)
         assert _covered(q, term).endswith("疼")  # the words marked are the patient's
+
+
+def test_a_plain_fever_is_no_burn_and_a_denied_pain_is_not_decided(ask):
+    # the zero-shot ICD-10 Beijing reading of "孩子发烧" was a burn at 21 %, which kept the DXY list's 发烧 (95 %) out;
+    # "没有胸疼" decided 胸痛 (the cue opened a piece, not a lexicon word); 头晕 was read as the DXY annotators' 头痛
+    for q, wanted, unwanted in (("孩子发烧", ("发烧", "发热"), "烧伤"), ("心跳得特别快，没有胸疼", (), "胸痛"),
+                                ("头晕，没有头疼", ("头晕",), "头痛")):
+        r = ask({"query": q, "k": 5})
+        assert r.status_code == 200, r.text
+        names = [t["name"] for t in r.json().get("terms") or []]
+        assert not any(unwanted in n for n in names), (q, names)
+        assert not wanted or any(w in names for w in wanted), (q, names)

@@ -102,6 +102,43 @@ def test_symptom_chapter_names_are_words_of_their_own() -> None:
 
 
 
+def test_a_symptom_name_the_dxy_words_map_to_an_unrelated_term_names_itself(monkeypatch) -> None:
+    import medrank.pipelines.symptom.sets as sets_module
+
+    # the DXY annotators wrote 头晕 under 头痛 (no dizziness among their 41 symptoms); 发热 under 发烧 is no other term
+    lex = SurfaceLexicon({"头晕": "头痛", "头疼": "头痛", "发热": "发烧", "水肿": "淋巴结肿大"})
+    codes = {"头晕": ("R42",), "头痛": ("R51",), "发热": ("R50.9",), "水肿": ("R60.9",), "淋巴结肿大": ("R59.9",),
+             "胃痛": ("R10.1",)}
+    monkeypatch.setattr(sets_module, "_vocabulary_codes", lambda root: codes)
+    own = sets_module._named_otherwise(lex, ["头晕", "发热", "水肿", "胃痛"], None)
+    assert set(own) == {"水肿", "头晕"}
+    named = lex.with_names(["头晕", "发热", "胃痛"], own=own)
+    assert named.normalise("头晕") == "头晕" and named.normalise("头疼") == "头痛" and named.normalise("发热") == "发烧"
+
+
+def test_a_cue_opening_a_piece_denies_the_name_after_it() -> None:
+    from medrank.pipelines.symptom.spans import denied_name_zh
+
+    names = {"胸痛", "贫血", "感冒", "不安", "无尿", "无症状型鼠疫", "霍奇金淋巴瘤", "食欲不振"}
+    assert denied_name_zh("没有胸痛", names) == 2
+    assert denied_name_zh("没有明显胸痛", names) == 4  # a word of degree between
+    assert denied_name_zh("不贫血", names) == 1
+    # a name that opens with the cue, and words that are no name: what the patient has or lacks, not a denial
+    assert [denied_name_zh(p, names) for p in ("不安", "无尿", "无症状型鼠疫", "没有食欲", "没精神", "胸痛")] == [None] * 6
+    # 非 opens names; the cause denied is not the finding
+    assert denied_name_zh("非霍奇金淋巴瘤", names) is None and denied_name_zh("无明显诱因出现胸痛", names) is None
+
+
+def test_the_detector_does_not_decide_a_name_a_piece_denies() -> None:
+    det = _detector()
+    det.lexicon = det.lexicon.with_variants({"疼": "痛"})
+    det.names = {**NAMES, "R07": "胸痛"}
+    det.search = lambda texts, k: [[("R07", 0.9)] if "胸" in t else _search([t], k)[0] for t in texts]
+    det.calibration.rules = ("zh_variants",)
+    assert "胸痛" in {t.name for t in det.detect("咳嗽，胸疼").terms}
+    assert "胸痛" not in {t.name for t in det.detect("咳嗽，没有胸疼").terms}
+
+
 def test_the_span_lexicon_is_the_dxy_words_alone_without_a_vocabulary(tmp_path) -> None:
     from medrank.pipelines.symptom.sets import span_lexicon
 
@@ -955,6 +992,21 @@ def test_with_uncovered_adds_only_terms_on_words_no_term_covers() -> None:
                                          DetectedTerm("R63", "食欲不振", 0.18, (13, 18))], primary.ranking)
     got = with_uncovered(offered, other, "dxy")
     assert [t.name for t in got.alternatives] == ["食欲不振", "婴儿腹泻"]
+
+
+def test_a_term_read_unsurely_gives_way_to_a_more_probable_one_of_the_other_list() -> None:
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet, with_uncovered
+
+    # "孩子发烧": the zero-shot ICD-10 Beijing reading is a burn at 21 %, the DXY list's 发烧 95 %
+    primary = SymptomSet([DetectedTerm("T30", "烧伤", 0.21, (2, 4))], [DetectedTerm("R50", "发热", 0.05, (2, 4))])
+    got = with_uncovered(primary, SymptomSet([DetectedTerm("发烧", "发烧", 0.95, (2, 4))], []), "dxy")
+    assert [(t.name, t.source) for t in got.terms] == [("发烧", "dxy")]
+    assert [t.name for t in got.alternatives] == ["烧伤", "发热"]  # offered first, then the others
+    # a sure term stays, and so does an unsure one that the other list reads less probably still
+    for first, second in ((0.6, 0.95), (0.3, 0.2)):
+        primary = SymptomSet([DetectedTerm("R51", "头痛", first, (0, 2))], [])
+        got = with_uncovered(primary, SymptomSet([DetectedTerm("头痛", "头痛", second, (0, 2))], []), "dxy")
+        assert got == primary
 
 
 def test_slot_prf_by_hand() -> None:

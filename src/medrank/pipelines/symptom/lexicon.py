@@ -144,10 +144,10 @@ class SurfaceLexicon:
                 i += 1
         return out
 
-    def with_names(self, names: Iterable[str]) -> SurfaceLexicon:
+    def with_names(self, names: Iterable[str], own: Iterable[str] = ()) -> SurfaceLexicon:
         """This lexicon plus ``names`` as forms of themselves: a name written verbatim (恶心 in "胃疼恶心想吐") is a word
-        of its own. The lexicon's own forms keep their names."""
-        forms = {**{n: n for n in names if n}, **self.forms}
+        of its own. The lexicon's own forms keep their names, but for those of ``own``, which name themselves."""
+        forms = {**{n: n for n in names if n}, **self.forms, **{n: n for n in own if n}}
         return SurfaceLexicon(forms, dict(self.counts), dict(self.precision), dict(self.variants))
 
     def with_variants(self, variants: Mapping[str, str]) -> SurfaceLexicon:

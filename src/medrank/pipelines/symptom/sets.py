@@ -43,7 +43,7 @@ import numpy as np
 from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
-from medrank.pipelines.symptom.spans import Span, find_spans, is_chinese
+from medrank.pipelines.symptom.spans import Span, denied_name_zh, find_spans, is_chinese
 from medrank.temperature import temperature_reading
 from medrank.utils.io import atomic_write_json
 
@@ -142,26 +142,41 @@ class SymptomSet:
     ranking: tuple[tuple[str, float], ...] = ()
 
 
-def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str) -> SymptomSet:
-    """``primary``'s set, then each term of ``other``'s set on words that no term of ``primary`` covers (marked with
-    ``source``, most probable first).
+#: a term decided below even odds is one its list reads unsurely (:func:`with_uncovered`)
+UNSURE_BELOW = 0.5
+
+
+def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str, unsure_below: float = UNSURE_BELOW) -> SymptomSet:
+    """``primary``'s set, then each term of ``other``'s set on words that no term of ``primary`` covers, or that
+    ``primary`` reads only unsurely (marked with ``source``, most probable first).
 
     One term list can lack a finding another names: ICD-10 Beijing has no plain 流涕 for 流鼻涕, the 41 DXY symptoms
-    have it. A term of ``other`` without a span (the wording as a whole points to it) is left out: nothing says
-    that its words are uncovered. ``primary``'s ranking is kept as it is, and its alternatives but for one named as
-    an added term (呕吐 offered at 4 % beside the DXY list's 呕吐 decided); an alternative on words an added term now
-    covers (offered first because no term covered them) goes after the others."""
-    taken = [t.span for t in primary.terms if t.span is not None]
-    extra = [DetectedTerm(t.id, t.name, t.probability, t.span, source) for t in other.terms
-             if t.span is not None and not _overlaps_any(t.span, taken)]
-    extra.sort(key=lambda t: -t.probability)
+    have it. Nor does a zero-shot reading of it always find the one it has: "孩子发烧" reads as 烧伤 (a burn) at 21 %
+    where the DXY list reads 发烧 at 95 %. So a term of ``primary`` below ``unsure_below`` that a more probable
+    term of ``other`` overlaps gives way to it, and is offered first. A term of ``other`` without a span (the
+    wording as a whole points to it) is left out: nothing says which words it reads. ``primary``'s ranking is
+    kept as it is, and its alternatives but for one named as an added term (呕吐 offered at 4 % beside the DXY
+    list's 呕吐 decided); an alternative on words an added term now covers (offered first because no term covered
+    them) goes after the others."""
+    def overlapping(t: DetectedTerm, terms: Sequence[DetectedTerm]) -> list[DetectedTerm]:
+        return [p for p in terms if p.span is not None and t.span is not None and _overlaps_any(t.span, [p.span])]
+
+    kept = list(primary.terms)
+    extra: list[DetectedTerm] = []
+    for t in sorted((t for t in other.terms if t.span is not None), key=lambda t: -t.probability):
+        under = overlapping(t, kept)
+        if any(p.probability >= unsure_below or p.probability >= t.probability for p in under):
+            continue
+        kept = [p for p in kept if p not in under]
+        extra.append(DetectedTerm(t.id, t.name, t.probability, t.span, source))
     if not extra:
         return primary
+    given_way = [p for p in primary.terms if p not in kept]
     added = [t.span for t in extra]
     names = {t.name for t in extra}
     alternatives = sorted((t for t in primary.alternatives if t.name not in names),  # stable: the order stays
                           key=lambda t: t.span is not None and _overlaps_any(t.span, added))
-    return SymptomSet(primary.terms + extra, alternatives, primary.ranking)
+    return SymptomSet(kept + extra, given_way + alternatives, primary.ranking)
 
 
 def _overlaps_any(span: tuple[int, int], spans: Sequence[tuple[int, int] | None]) -> bool:
@@ -587,6 +602,8 @@ class SetDetector:
         self._small_talk_reads_search = False
         #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
         self._fitting_rules: tuple[str, ...] | None = None
+        #: the vocabulary's names of two characters or more, built once (:meth:`_denied`)
+        self._name_set: frozenset[str] | None = None
 
     @property
     def wordings(self) -> Mapping[str, Sequence[str]] | None:
@@ -726,9 +743,50 @@ class SetDetector:
         if zh and self._rule("zh_variants"):
             # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
             spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
+        if zh:
+            spans = [self._denied(s) if s.normalised is None and not s.negated else s
+                     for s in self._whole_names(text, spans)]
         if not self.phrases:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
+
+    def _names_of_two(self) -> frozenset[str]:
+        """The vocabulary's names of two characters or more, built once."""
+        if self._name_set is None:
+            self._name_set = frozenset(n for n in self.names.values() if len(n) >= 2)
+        return self._name_set
+
+    def _whole_names(self, text: str, spans: list[Span]) -> list[Span]:
+        """Neighbouring Chinese spans that together write one of the vocabulary's names, as one piece: "口腔" and the
+        lexicon word "溃疡" are 口腔溃疡, "胃" and "溃疡" 胃溃疡. A lexicon word is the patients' word for their
+        finding (the DXY annotators' 溃疡 is a mouth ulcer of hand, foot and mouth disease, their 疱疹); inside a
+        name the vocabulary writes, it is part of that name."""
+        names = self._names_of_two()
+        out: list[Span] = []
+        i = 0
+        while i < len(spans):
+            last = i
+            for j in range(i + 1, len(spans)):
+                if spans[j].start != spans[j - 1].end or spans[j].reading:
+                    break
+                if self._searched(text[spans[i].start:spans[j].end]) in names:
+                    last = j
+            if last > i:
+                whole = text[spans[i].start:spans[last].end]
+                out.append(Span(spans[i].start, spans[last].end, self._searched(whole), None, spans[i].negated))
+            else:
+                out.append(spans[i])
+            i = last + 1
+        return out
+
+    def _denied(self, span: Span) -> Span:
+        """A Chinese piece that a negation cue opens before one of the vocabulary's names ("没有胸疼", searched as
+        "没有胸痛"), as the name it denies: negated, so that the term it names is not decided on it, as 不发烧 does
+        not decide 发烧 (:func:`.spans.denied_name_zh`)."""
+        start = denied_name_zh(span.text, self._names_of_two())
+        if start is None:
+            return span
+        return replace(span, start=span.start + start, text=span.text[start:], negated=True)
 
     def memorise(self, texts: Sequence[str], gold: Sequence[set[str] | Sequence[str]]) -> TrainingMemory:
         """Build (and use) the :class:`~medrank.pipelines.symptom.memory.TrainingMemory` of labelled training
@@ -1540,7 +1598,7 @@ def span_lexicon(root: PathLike | None = None, lexicon: Any = None) -> Any:
         except (OSError, ValueError):  # no DXY data here: Chinese spans then come from clauses only
             return None
     names = _vocabulary_symptom_names(None if root is None else str(root))
-    lexicon = lexicon.with_names(names) if names else lexicon
+    lexicon = lexicon.with_names(names, own=_named_otherwise(lexicon, names, root)) if names else lexicon
     variants = _vocabulary_variants(None if root is None else str(root))
     return lexicon.with_variants(variants) if variants else lexicon
 
@@ -1559,6 +1617,29 @@ def _vocabulary_variants(root: str | None) -> dict[str, str]:
     except (OSError, ValueError):  # no KUAKE-QQR or ICD-10 Beijing here: complaints are searched as written
         return {}
     return character_variants(pairs, names)
+
+
+def _named_otherwise(lexicon: Any, names: Sequence[str], root: PathLike | None) -> list[str]:
+    """The vocabulary's symptom ``names`` that the DXY lexicon maps to another term of the vocabulary with unrelated
+    codes: its annotators wrote 头晕 (R42) under 头痛 (R51) and 水肿 under 淋巴结肿大, lacking the finding among their
+    41 symptoms; the vocabulary has it, so such a name stays itself (发热 under 发烧 is no such case: 发烧 is no
+    ICD-10 Beijing name)."""
+    codes = _vocabulary_codes(None if root is None else str(root))
+    hierarchy = CodePrefixHierarchy(codes)
+    listed = set(names)
+    return [form for form, name in lexicon.forms.items()
+            if form != name and form in listed and name in codes and not hierarchy.related(form, name)]
+
+
+@functools.cache
+def _vocabulary_codes(root: str | None) -> dict[str, tuple[str, ...]]:
+    """The ICD-10 Beijing names under ``root`` and their codes (read once per root); none without the vocabulary."""
+    from medrank.retrieval.concept_data import load_candidates
+
+    try:
+        return {c.name: tuple(c.meta.get("codes", ())) for c in load_candidates("chip-cdn", "vocab", root=root)}
+    except (OSError, ValueError):
+        return {}
 
 
 @functools.cache

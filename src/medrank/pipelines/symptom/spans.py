@@ -25,7 +25,7 @@ is searched as the vocabulary says it ("my knee hurts" as "knee pain").
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Container
 from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -221,6 +221,26 @@ def _strip_lead_zh(clause: str, pos: int, end: int) -> int:
 def _negated_zh(clause: str, offset: int) -> bool:
     before = clause[max(0, offset - 3):offset]
     return any(cue in before for cue in _ZH_NEG)
+
+
+# a cue that opens a Chinese piece and denies what follows it ("没有胸疼"); 非 and 不是 are left out: they open
+# names ("非霍奇金淋巴瘤", "非典型…"), not denials, in the texts of a clinic
+_ZH_OPENING_NEG = re.compile(r"(?P<cue>否认|并没有|也没有|没有|没|无|未|不)(?:明显的?|什么|任何|太|怎么|再|出现|发生)?")
+
+
+def denied_name_zh(piece: str, names: Container[str], longest: int = 12) -> int | None:
+    """Where the name that a negation cue opening ``piece`` denies begins ("没有胸痛": 2), when what follows the cue
+    (or the cue and a word of degree: "没有明显胸痛") begins with one of ``names`` of two characters or more; ``None``
+    otherwise. A piece that is itself a name opening with the cue (不安, 无尿, 无症状型鼠疫) denies nothing, and neither
+    does a cue before words that are no name: "没精神", "没有食欲" and "没有大便" say what the patient lacks."""
+    m = _ZH_OPENING_NEG.match(piece)
+
+    def named(text: str) -> bool:
+        return any(text[:n] in names for n in range(2, min(len(text), longest) + 1))
+
+    if m is None or named(piece):
+        return None
+    return next((start for start in (m.end(), m.end("cue")) if named(piece[start:])), None)
 
 
 def _negated_en(clause: str, offset: int) -> bool:
