@@ -59,6 +59,17 @@ def test_bm25_english_stemming_and_no_match():
     assert index.search("zzz unknown", k=2)[0].ids == ()
 
 
+def test_bm25_reads_an_adjective_in_y_as_the_word_it_is_made_from():
+    index = BM25Index(language="en").build(["thirst", "itch", "body"], ["Excessive thirst", "Itching", "Body pain"])
+    assert index.tokenizer("thirsty") == ["thirsti"]  # Snowball: no token shared with "thirst"
+    assert index.query_tokens("always thirsty") == ["alway", "thirst"]
+    assert index.search("always thirsty", k=3)[0].ids == ("thirst",)
+    assert index.search("itchy skin", k=3)[0].ids == ("itch",)
+    # a word the index holds, and a word in -y after a vowel or too short, are left as they are
+    assert index.query_tokens("body") == ["bodi"] and index.tokenizer.y_adjective_stems("a grey day") == frozenset()
+    assert index.query_tokens("pain") == ["pain"]
+
+
 def test_chinese_tokenizers():
     char = LexicalTokenizer(TokenizerConfig(language="zh", zh_mode="char"))
     assert char("高血压") == ["高", "血", "压", "高血", "血压"]

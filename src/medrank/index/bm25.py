@@ -82,11 +82,23 @@ class BM25Index(Index):
     def query_scores(self, text: str) -> np.ndarray:
         """BM25 score of every entry for one query text (zeros when no query token is indexed)."""
         vocab = self.retriever.vocab_dict
-        ids = [vocab[t] for t in self.tokenizer(text) if t in vocab]
+        ids = [vocab[t] for t in self.query_tokens(text) if t in vocab]
         n = len(self.entry_ids)
         if not ids:
             return np.zeros(n, dtype=np.float32)
         return np.asarray(self.retriever.get_scores(ids), dtype=np.float32)[:n]
+
+    def query_tokens(self, text: str) -> list[str]:
+        """The tokens a query is scored by: the text's, each English adjective in -y that the index does not hold
+        read as the word it is made from when the index holds that (Snowball stems "thirsty" to "thirsti" and
+        "thirst" to "thirst", so a patient's "thirsty", "itchy" or "sweaty" shared no token with "Excessive thirst",
+        "Itching" or "Sweating"). A token the index holds is left as it is: it matches already."""
+        vocab = self.retriever.vocab_dict
+        tokens = self.tokenizer(text)
+        if all(t in vocab or not t.endswith("i") for t in tokens):
+            return tokens
+        adjectives = self.tokenizer.y_adjective_stems(text)
+        return [t[:-1] if t in adjectives and t not in vocab and t[:-1] in vocab else t for t in tokens]
 
     def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
         out = []

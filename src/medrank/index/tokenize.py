@@ -87,6 +87,15 @@ class LexicalTokenizer:
             words = self._stemmer.stemWords(words)
         return words
 
+    def y_adjective_stems(self, text: str) -> frozenset[str]:
+        """The stems of ``text``'s English words that end in -y after a consonant ("thirsty": "thirsti", "itchy":
+        "itchi"): the adjectives Snowball stems apart from the words they are made from (:meth:`BM25Index.query_tokens
+        <medrank.index.bm25.BM25Index.query_tokens>`); empty without stemming."""
+        if not self.config.stem:
+            return frozenset()
+        words = [w for w in _WORD.findall(text.lower()) if len(w) > 3 and w.endswith("y") and w[-2] not in "aeiouy"]
+        return frozenset(self._stemmer.stemWords(words)) if words else frozenset()
+
     def _chinese(self, text: str) -> list[str]:
         if self.config.zh_mode == "jieba":
             return [w for w in self._jieba.lcut_for_search(text) if w.strip()]
