@@ -129,6 +129,16 @@ def test_a_cue_opening_a_piece_denies_the_name_after_it() -> None:
     assert denied_name_zh("非霍奇金淋巴瘤", names) is None and denied_name_zh("无明显诱因出现胸痛", names) is None
 
 
+def test_a_cue_inside_a_piece_denies_the_name_it_splits() -> None:
+    from medrank.pipelines.symptom.spans import denied_name_zh
+
+    names = {"头痛", "肚子痛", "消化不良", "食欲不振", "不安", "通气"}
+    assert [denied_name_zh(p, names) for p in ("头不痛", "肚子不痛了", "头也不痛")] == [0, 0, 0]
+    # a name across the cue, and what the patient cannot do, deny nothing
+    for piece in ("消化不良", "食欲不振", "坐立不安", "吃不下", "睡不着", "喘不上气", "鼻子不通气"):
+        assert denied_name_zh(piece, names) is None, piece
+
+
 def test_the_detector_does_not_decide_a_name_a_piece_denies() -> None:
     det = _detector()
     det.lexicon = det.lexicon.with_variants({"疼": "痛"})
@@ -137,6 +147,7 @@ def test_the_detector_does_not_decide_a_name_a_piece_denies() -> None:
     det.calibration.rules = ("zh_variants",)
     assert "胸痛" in {t.name for t in det.detect("咳嗽，胸疼").terms}
     assert "胸痛" not in {t.name for t in det.detect("咳嗽，没有胸疼").terms}
+    assert "胸痛" not in {t.name for t in det.detect("咳嗽，胸不疼").terms}
 
 
 def test_the_span_lexicon_is_the_dxy_words_alone_without_a_vocabulary(tmp_path) -> None:

@@ -602,8 +602,9 @@ class SetDetector:
         self._small_talk_reads_search = False
         #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
         self._fitting_rules: tuple[str, ...] | None = None
-        #: the vocabulary's names of two characters or more, built once (:meth:`_denied`)
-        self._name_set: frozenset[str] | None = None
+        #: (names, the names of two characters or more) and (lexicon, names, the words a cue can deny): :meth:`_denied`
+        self._name_set: tuple[Any, frozenset[str]] | None = None
+        self._denied_set: tuple[Any, frozenset[str], frozenset[str]] | None = None
 
     @property
     def wordings(self) -> Mapping[str, Sequence[str]] | None:
@@ -751,10 +752,10 @@ class SetDetector:
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
 
     def _names_of_two(self) -> frozenset[str]:
-        """The vocabulary's names of two characters or more, built once."""
-        if self._name_set is None:
-            self._name_set = frozenset(n for n in self.names.values() if len(n) >= 2)
-        return self._name_set
+        """The vocabulary's names of two characters or more (built once per ``names``)."""
+        if self._name_set is None or self._name_set[0] is not self.names:
+            self._name_set = (self.names, frozenset(n for n in self.names.values() if len(n) >= 2))
+        return self._name_set[1]
 
     def _whole_names(self, text: str, spans: list[Span]) -> list[Span]:
         """Neighbouring Chinese spans that together write one of the vocabulary's names, as one piece: "口腔" and the
@@ -779,11 +780,21 @@ class SetDetector:
             i = last + 1
         return out
 
+    def _denied_words(self) -> frozenset[str]:
+        """The words a Chinese negation cue can deny (:meth:`_denied`): the vocabulary's names of two characters or
+        more and the lexicon's words, as written and as searched ("肚子疼" and "肚子痛"); built once per lexicon."""
+        names = self._names_of_two()
+        if self._denied_set is None or self._denied_set[0] is not self.lexicon or self._denied_set[1] is not names:
+            forms = [f for f in (self.lexicon.forms if self.lexicon is not None else ()) if len(f) >= 2]
+            varied = [self.lexicon.vary(f) for f in forms] if self.lexicon is not None else []
+            self._denied_set = (self.lexicon, names, names | frozenset(forms) | frozenset(varied))
+        return self._denied_set[2]
+
     def _denied(self, span: Span) -> Span:
         """A Chinese piece that a negation cue opens before one of the vocabulary's names ("没有胸疼", searched as
         "没有胸痛"), as the name it denies: negated, so that the term it names is not decided on it, as 不发烧 does
         not decide 发烧 (:func:`.spans.denied_name_zh`)."""
-        start = denied_name_zh(span.text, self._names_of_two())
+        start = denied_name_zh(span.text, self._denied_words())
         if start is None:
             return span
         return replace(span, start=span.start + start, text=span.text[start:], negated=True)

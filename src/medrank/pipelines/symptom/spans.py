@@ -228,19 +228,39 @@ def _negated_zh(clause: str, offset: int) -> bool:
 _ZH_OPENING_NEG = re.compile(r"(?P<cue>否认|并没有|也没有|没有|没|无|未|不)(?:明显的?|什么|任何|太|怎么|再|出现|发生)?")
 
 
+# a cue inside a piece, with an adverb before it ("头也不疼")
+_ZH_INNER_NEG = re.compile(r"(?:也|都|还|并|就)?(?:没有|没|不)")
+
+
 def denied_name_zh(piece: str, names: Container[str], longest: int = 12) -> int | None:
-    """Where the name that a negation cue opening ``piece`` denies begins ("没有胸痛": 2), when what follows the cue
-    (or the cue and a word of degree: "没有明显胸痛") begins with one of ``names`` of two characters or more; ``None``
-    otherwise. A piece that is itself a name opening with the cue (不安, 无尿, 无症状型鼠疫) denies nothing, and neither
-    does a cue before words that are no name: "没精神", "没有食欲" and "没有大便" say what the patient lacks."""
-    m = _ZH_OPENING_NEG.match(piece)
+    """Where what a negation cue in ``piece`` denies begins, or ``None`` when it denies nothing.
+
+    A cue that opens the piece denies the name after it (or after the cue and a word of degree: "没有明显胸痛"), when
+    what follows begins with one of ``names`` of two characters or more: "没有胸痛" → 2. A cue inside the piece denies
+    the name it splits: "头不痛" is 头痛 with 不 in it, "肚子不痛了" 肚子痛 → 0, the whole piece. A piece that holds a
+    name across the cue (不安, 无尿, 无症状型鼠疫, 消化不良, 食欲不振) denies nothing, and neither does a cue before or
+    inside words that are no name: "没精神", "没有食欲" and "没有大便" say what the patient lacks, "吃不下", "睡不着",
+    "喘不上气" and "鼻子不通气" what the patient cannot do."""
 
     def named(text: str) -> bool:
         return any(text[:n] in names for n in range(2, min(len(text), longest) + 1))
 
-    if m is None or named(piece):
-        return None
-    return next((start for start in (m.end(), m.end("cue")) if named(piece[start:])), None)
+    def across(text: str, at: int) -> bool:  # a name that starts before ``at`` and ends after it
+        return any(text[a:b] in names for a in range(max(0, at - longest + 1), at)
+                   for b in range(at + 1, min(len(text), a + longest) + 1))
+
+    m = _ZH_OPENING_NEG.match(piece)
+    if m is not None:
+        if named(piece):
+            return None
+        return next((start for start in (m.end(), m.end("cue")) if named(piece[start:])), None)
+    for m in _ZH_INNER_NEG.finditer(piece):
+        if m.start() == 0 or across(piece, m.start() + 1) or across(piece, m.end() - 1):
+            continue
+        joined = piece[:m.start()] + piece[m.end():]
+        if across(joined, m.start()):
+            return 0
+    return None
 
 
 def _negated_en(clause: str, offset: int) -> bool:
