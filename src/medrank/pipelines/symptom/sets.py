@@ -791,9 +791,9 @@ class SetDetector:
         return self._denied_set[2]
 
     def _denied(self, span: Span) -> Span:
-        """A Chinese piece that a negation cue opens before one of the vocabulary's names ("没有胸疼", searched as
-        "没有胸痛"), as the name it denies: negated, so that the term it names is not decided on it, as 不发烧 does
-        not decide 发烧 (:func:`.spans.denied_name_zh`)."""
+        """A Chinese piece in which a negation cue denies one of the vocabulary's names or a lexicon word ("没有胸疼",
+        searched as "没有胸痛"; "头不疼"), as what it denies: negated, so that the term it names is not decided on
+        it, as 不发烧 does not decide 发烧 (:func:`.spans.denied_name_zh`)."""
         start = denied_name_zh(span.text, self._denied_words())
         if start is None:
             return span
