@@ -66,7 +66,9 @@ def test_bm25_reads_an_adjective_in_y_as_the_word_it_is_made_from():
     assert index.search("always thirsty", k=3)[0].ids == ("thirst",)
     assert index.search("itchy skin", k=3)[0].ids == ("itch",)
     # a word the index holds, and a word in -y after a vowel or too short, are left as they are
-    assert index.query_tokens("body") == ["bodi"] and index.tokenizer.y_adjective_stems("a grey day") == frozenset()
+    assert index.query_tokens("body") == ["bodi"] and index.tokenizer.adjective_bases("a grey day") == {}
+    fever = BM25Index(language="en").build(["fever", "run", "red"], ["Fever", "Runs in the family", "Red eye"])
+    assert fever.query_tokens("feverish runny reddish") == ["fever", "run", "red"]  # -ish, and a doubled consonant
     assert index.query_tokens("pain") == ["pain"]
 
 

@@ -89,16 +89,17 @@ class BM25Index(Index):
         return np.asarray(self.retriever.get_scores(ids), dtype=np.float32)[:n]
 
     def query_tokens(self, text: str) -> list[str]:
-        """The tokens a query is scored by: the text's, each English adjective in -y that the index does not hold
-        read as the word it is made from when the index holds that (Snowball stems "thirsty" to "thirsti" and
-        "thirst" to "thirst", so a patient's "thirsty", "itchy" or "sweaty" shared no token with "Excessive thirst",
-        "Itching" or "Sweating"). A token the index holds is left as it is: it matches already."""
+        """The tokens a query is scored by: the text's, each English adjective in -y or -ish that the index does not
+        hold read as the word it is made from when the index holds that (Snowball stems "thirsty" to "thirsti" and
+        "feverish" to "feverish", so a patient's "thirsty", "itchy", "runny" or "feverish" shared no token with
+        "Excessive thirst", "Itching", "Runny nose" or "Fever"). A token the index holds is left as it is: it matches
+        already."""
         vocab = self.retriever.vocab_dict
         tokens = self.tokenizer(text)
-        if all(t in vocab or not t.endswith("i") for t in tokens):
+        if all(t in vocab for t in tokens):
             return tokens
-        adjectives = self.tokenizer.y_adjective_stems(text)
-        return [t[:-1] if t in adjectives and t not in vocab and t[:-1] in vocab else t for t in tokens]
+        bases = self.tokenizer.adjective_bases(text)
+        return [t if t in vocab or t not in bases else next((b for b in bases[t] if b in vocab), t) for t in tokens]
 
     def _search(self, qids: list[str], texts: list[str], k: int) -> list[Ranking]:
         out = []

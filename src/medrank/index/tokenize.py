@@ -87,14 +87,24 @@ class LexicalTokenizer:
             words = self._stemmer.stemWords(words)
         return words
 
-    def y_adjective_stems(self, text: str) -> frozenset[str]:
-        """The stems of ``text``'s English words that end in -y after a consonant ("thirsty": "thirsti", "itchy":
-        "itchi"): the adjectives Snowball stems apart from the words they are made from (:meth:`BM25Index.query_tokens
-        <medrank.index.bm25.BM25Index.query_tokens>`); empty without stemming."""
+    def adjective_bases(self, text: str) -> dict[str, tuple[str, ...]]:
+        """For each English adjective of ``text`` made with -y after a consonant or with -ish ("thirsty", "itchy",
+        "runny", "feverish", "reddish"), its stem and the stems of the words it may be made from ("thirsti": thirst;
+        "runni": runn, run; "feverish": fever): Snowball stems such an adjective apart from its word
+        (:meth:`BM25Index.query_tokens <medrank.index.bm25.BM25Index.query_tokens>`); empty without stemming."""
         if not self.config.stem:
-            return frozenset()
-        words = [w for w in _WORD.findall(text.lower()) if len(w) > 3 and w.endswith("y") and w[-2] not in "aeiouy"]
-        return frozenset(self._stemmer.stemWords(words)) if words else frozenset()
+            return {}
+        out: dict[str, tuple[str, ...]] = {}
+        for w in _WORD.findall(text.lower()):
+            if len(w) > 3 and w.endswith("y") and w[-2] not in "aeiouy":
+                base = w[:-1]
+            elif len(w) > 5 and w.endswith("ish"):
+                base = w[:-3]
+            else:
+                continue
+            bases = [base] + ([base[:-1]] if len(base) > 3 and base[-1] == base[-2] else [])
+            out[self._stemmer.stemWord(w)] = tuple(dict.fromkeys(self._stemmer.stemWords(bases)))
+        return out
 
     def _chinese(self, text: str) -> list[str]:
         if self.config.zh_mode == "jieba":
