@@ -87,6 +87,17 @@ def test_chinese_pieces_leave_out_who_and_when() -> None:
     assert [s.text for s in find_spans("最近", lex)] == ["最近"]
 
 
+def test_a_chinese_piece_of_who_and_when_beside_a_lexicon_word_is_no_span_and_a_trailing_time_is_cut() -> None:
+    lex = SurfaceLexicon({"发烧": "发烧", "头疼": "头痛"})
+    assert [s.text for s in find_spans("孩子发烧", lex)] == ["发烧"]  # 孩子 alone found 痱子
+    assert [s.text for s in find_spans("嗓子疼了两天，今天下午开始有点发烧", lex)] == ["嗓子疼", "发烧"]
+    assert [(s.text, s.negated) for s in find_spans("没有头疼", lex)] == [("头疼", True)]  # the word reads the cue itself
+    # a piece alone is kept; 多 without a unit is "much", no time; a piece is not cut below two characters
+    assert [s.text for s in find_spans("最近", lex)] == ["最近"]
+    assert [s.text for s in find_spans("尿多", lex)] == ["尿多"]
+    assert [s.text for s in find_spans("咳了一个多礼拜", lex)] == ["咳了一个多礼拜"]
+
+
 def test_symptom_chapter_names_are_words_of_their_own() -> None:
     from medrank.pipelines.symptom.sets import symptom_names
     from medrank.records import Concept

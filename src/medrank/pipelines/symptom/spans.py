@@ -209,7 +209,16 @@ def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
 _ZH_LEAD = re.compile(
     r"^(?:我家|我们家|家里)?(?:(?:宝宝|孩子|小孩|小朋友|儿子|女儿|老人|老公|老婆|爸爸|妈妈|患者|病人|我)"
     r"|最近|近来|近期|这几天|这两天|今天|昨天|昨晚|前天|今早|晚上|夜里|夜间|早上|白天|上午|下午|一直|总是|老是|经常|"
-    r"有时|偶尔|突然|还|也|又|有点|有些|一点|现在|目前)+")
+    r"有时|偶尔|突然|还|也|又|有点|有些|一点|现在|目前|开始)+")
+_ZH_LEAD_OR_CUE = re.compile(rf"(?:{_ZH_LEAD.pattern[1:]}|否认|没有|没|不|无|未|并|都|的|了|就)+")
+
+
+def _only_lead_zh(piece: str) -> bool:
+    """Whether a Chinese piece beside a lexicon word is nothing but who, when and a negation cue ("孩子" in "孩子发烧",
+    "开始有点" before 发烧, "没有" before 头疼, whose denial the lexicon word reads itself): searched alone it finds terms
+    that share a character with it (痱子 for 孩子, 产程开始前子宫破裂 for 开始)."""
+    piece = piece.strip(" ，,、")
+    return bool(piece) and _ZH_LEAD_OR_CUE.fullmatch(piece) is not None
 
 
 def _strip_lead_zh(clause: str, pos: int, end: int) -> int:
@@ -395,9 +404,19 @@ def _sensation_only(span: Span) -> bool:
     return len(words) == 1 and (words[0] in _EN_PREDICATES or words[0] in _EN_ADJECTIVES)
 
 
+# how long, at a piece's end ("嗓子疼了两天", "肚子疼三天了", "咳了一个多礼拜"): it says when, not what, as an English
+# clause's trailing time does; a number needs its unit here, since 多 alone is "much" (尿多, 痰多)
+_ZH_TRAILING_TIME = re.compile(
+    r"(?:了)?(?:好)?(?:[\d０-９]+|[一二两三四五六七八九十几半]+)(?:多)?(?:个)?(?:多)?"
+    r"(?:天|日|晚|夜|周|星期|礼拜|月|年|小时|钟头|分钟)(?:了|多|左右|啦)*$")
+
+
 def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
-    """The piece of ``clause`` between lexicon words, without its lead-in; negated by a cue before or inside that
-    lead-in ("孩子没有…")."""
+    """The piece of ``clause`` between lexicon words, without its lead-in and a trailing time ("了两天"); negated by a
+    cue before or inside that lead-in ("孩子没有…")."""
+    m = _ZH_TRAILING_TIME.search(clause, pos, end)
+    if m is not None and m.start() - pos >= 2 and m.end() == end:
+        end = m.start()
     start = _strip_lead_zh(clause, pos, end)
     return Span(a + start, a + end, clause[start:end], None, _negated_zh(clause, pos) or _negated_zh(clause, start))
 
@@ -421,11 +440,12 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             pos = 0
             for s, e, name in hits:
                 # a measure right after a lexicon word says how much or how long of it ("发烧38度5", "咳嗽三天")
-                if s > pos and not (pos > 0 and is_measure_zh(clause[pos:s])):
+                if s > pos and not (pos > 0 and is_measure_zh(clause[pos:s])) and not _only_lead_zh(clause[pos:s]):
                     spans.append(_zh_piece(clause, a, pos, s))
                 spans.append(Span(a + s, a + e, clause[s:e], name, _negated_zh(clause, s)))
                 pos = e
-            if pos < len(clause) and not (pos > 0 and is_measure_zh(clause[pos:])):
+            if (pos < len(clause) and not (pos > 0 and is_measure_zh(clause[pos:]))
+                    and not (hits and _only_lead_zh(clause[pos:]))):
                 spans.append(_zh_piece(clause, a, pos, len(clause)))
         else:
             # the time first: what is left decides the lead-in ("I feel sick all day": "feel sick", as "I feel sick")
