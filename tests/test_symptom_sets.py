@@ -438,6 +438,26 @@ def test_the_zh_variants_rule_searches_a_complaint_as_the_vocabulary_writes_it()
     assert [t.name for t in det.detect("头疼").terms] == ["疼痛"]  # off: searched as written
 
 
+def test_the_zh_joined_rule_reads_a_joined_name_only_where_both_findings_are_written() -> None:
+    det = _detector()
+    det.names = {**NAMES, "R07": "咽痛和胸痛", "R07.0": "咽痛", "R07.4": "胸痛", "R11": "恶心和呕吐", "R11.0": "恶心",
+                 "R11.1": "呕吐"}
+
+    def search(texts: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        return [[("R07", 0.9), ("R07.0", 0.8)] if "嗓子" in t else [("R11", 0.9), ("R11.0", 0.5)] if "恶心" in t
+                else _search([t], k)[0] for t in texts]
+
+    det.search = search
+    assert det._joined_names() == {"R07": ("咽痛", "胸痛"), "R11": ("恶心", "呕吐")}
+    det.calibration.rules = ("zh_joined",)
+    got = det.detect("嗓子疼")
+    assert got.terms[0].name == "咽痛" and "咽痛和胸痛" not in {t.name for t in got.terms + got.alternatives}
+    both = det.detect("恶心呕吐")  # both written: the joined name stays a candidate
+    assert "恶心和呕吐" in {t.name for t in both.terms + both.alternatives}
+    det.calibration.rules = ()
+    assert "咽痛和胸痛" in {t.name for t in det.detect("嗓子疼").terms}  # off: as before
+
+
 def test_detector_drops_negated_findings_and_validates_input() -> None:
     det = _detector()
     assert "发热" not in {t.name for t in det.detect("咳嗽，不发烧").terms}

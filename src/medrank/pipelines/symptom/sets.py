@@ -78,12 +78,14 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: and that has kinds below it ("Abnormality of temperature regulation", "Abnormality of the ankle", "Abnormal breath
 #: sound": HPO's upper classes, :data:`GROUPING_NAME`) is decided only on words that are one of its wordings ("kidney
 #: problem" may be Abnormality of the kidney); found for other words it is offered, a rule on top of the
-#: probabilities. ``unnamed_parts``: an English term each of whose wordings names a body part is not decided on a
+#: probabilities. ``zh_joined``: a Chinese name that joins two of the vocabulary's names with 和 (咽痛和胸痛, 头晕和眩晕) is
+#: a candidate only for a piece that writes both ("恶心呕吐": 恶心和呕吐); for "嗓子疼" it ranked above 咽痛 and kept it
+#: undecided. It changes the pieces' candidates, as ``zh_variants`` changes their queries. ``unnamed_parts``: an English term each of whose wordings names a body part is not decided on a
 #: complaint that names none that goes with them (Gingival bleeding, "Bleeding gums", for "I am bleeding";
 #: :meth:`.BodyParts.unnamed`), a rule on top of the probabilities too. A trained run's calibration written before a
 #: rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts")
-ZH_RULES = ("zh_kinds", "zh_variants")
+ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts")
@@ -605,6 +607,8 @@ class SetDetector:
         #: (names, the names of two characters or more) and (lexicon, names, the words a cue can deny): :meth:`_denied`
         self._name_set: tuple[Any, frozenset[str]] | None = None
         self._denied_set: tuple[Any, frozenset[str], frozenset[str]] | None = None
+        #: (names, the terms whose name joins two names with 和, and the two): :meth:`_joined_names`
+        self._joined: tuple[Any, dict[str, tuple[str, str]]] | None = None
 
     @property
     def wordings(self) -> Mapping[str, Sequence[str]] | None:
@@ -750,6 +754,15 @@ class SetDetector:
         if not self.phrases:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
+
+    def _joined_names(self) -> dict[str, tuple[str, str]]:
+        """The terms whose Chinese name joins two of the vocabulary's names with 和 ("咽痛和胸痛", "头晕和眩晕", "恶心和呕吐"),
+        and those two (``zh_joined``); built once per ``names``."""
+        if self._joined is None or self._joined[0] is not self.names:
+            listed = set(self.names.values())
+            pairs = {cid: tuple(name.split("和")) for cid, name in self.names.items() if name.count("和") == 1}
+            self._joined = (self.names, {cid: (a, b) for cid, (a, b) in pairs.items() if a in listed and b in listed})
+        return self._joined[1]
 
     def _names_of_two(self) -> frozenset[str]:
         """The vocabulary's names of two characters or more (built once per ``names``)."""
@@ -939,9 +952,14 @@ class SetDetector:
         # of breath when I climb stairs"): that reading does not offer it. A finding of the two together (Odynophagia
         # for "hurts when I swallow") scores higher for the reading than for either part.
         circumstance = {i: dict(row) for (kind, i), row in zip(kinds, hits, strict=True) if kind == "circumstance"}
+        joined = self._joined_names() if zh and self._rule("zh_joined") else {}
         for (kind, i), q, row in zip(kinds, queries, hits, strict=True):
             if kind == "circumstance":
                 continue
+            if joined:
+                # a name that joins two of the vocabulary's findings (咽痛和胸痛) is read only where both are written
+                said = self._searched(q)
+                row = [(cid, sc) for cid, sc in row if cid not in joined or all(p in said for p in joined[cid])]
             top = row[0][1] if row else 0.0
             negated = i >= 0 and spans[i].negated
             first_kept = True
