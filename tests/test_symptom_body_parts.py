@@ -87,6 +87,27 @@ def test_a_term_of_a_part_the_complaint_does_not_name_is_offered_under_unnamed_p
     assert [t.id for t in det.detect("a lump in my breast").terms] == ["mass", "fever"]
 
 
+def test_a_piece_that_is_only_a_part_says_where_not_what():
+    assert parts().only_a_part("my skin") and parts().only_a_part("knees") and parts().only_a_part("both hands")
+    assert not parts().only_a_part("itchy skin") and not parts().only_a_part("my back")  # no part the list knows
+
+
+def test_what_a_bare_part_finds_is_offered_under_bare_parts():
+    names = {"pruritus": "Pruritus", "fever": "Fever"}
+
+    def search(texts, k):  # "my skin" finds Pruritus; the other piece, Fever
+        return [[("pruritus", 0.9)] if "skin" in t else [("fever", 0.9)] for t in texts]
+
+    cal = SetCalibration(mean=[0.0], scale=[1.0], coef=[10.0], intercept=-5.0, threshold=0.5, min_terms=0,
+                         features=("span_score",), rules=("bare_parts",))
+    det = SetDetector(search, names, language="en", calibration=cal, wordings=WORDINGS)
+    got = det.detect("my skin and a fever")
+    assert [t.id for t in got.terms] == ["fever"] and "pruritus" in [t.id for t in got.alternatives]
+    assert "pruritus" in [t.id for t in det.detect("my skin itches").terms]  # more than the part
+    cal.rules = ()
+    assert "pruritus" in [t.id for t in det.detect("my skin and a fever").terms]
+
+
 def _detector(body_parts: bool) -> SetDetector:
     names = {"mass": "Breast mass", "neck-pain": "Neck pain"}
     hits = [("mass", 0.9), ("neck-pain", 0.6)]

@@ -33,6 +33,8 @@ PART_NAMES = (
 _WORD = re.compile(r"[a-z]+")
 #: words of a part-naming name that are not the part ("Abnormality of the skin of the hand" is no part name)
 _NOT_PARTS = frozenset({"abnormality", "abnormal", "the", "of", "and", "or", "in", "on", "to", "a", "an"})
+#: the words that may stand before a part in a piece that says only where ("my skin", "both knees")
+_DETERMINERS = frozenset({"my", "the", "his", "her", "their", "our", "your", "both", "a", "an"})
 
 
 def stem(word: str) -> str:
@@ -76,6 +78,14 @@ class BodyParts:
                 together[p] |= named
         parts.together = {p: frozenset(q) for p, q in together.items()}
         return parts
+
+    def only_a_part(self, piece: str) -> bool:
+        """Whether ``piece`` is nothing but one part's own word, with a determiner at most ("my skin", "legs"): it says
+        where, not what."""
+        words = _WORD.findall(piece.lower())
+        if words and words[0] in _DETERMINERS:
+            words = words[1:]
+        return len(words) == 1 and singular(words[0]) in self.words
 
     def in_complaint(self, text: str) -> frozenset[str]:
         """The stems of the parts ``text`` names by their own word."""

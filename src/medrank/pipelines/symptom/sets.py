@@ -82,13 +82,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: a candidate only for a piece that writes both ("恶心呕吐": 恶心和呕吐); for "嗓子疼" it ranked above 咽痛 and kept it
 #: undecided. It changes the pieces' candidates, as ``zh_variants`` changes their queries. ``unnamed_parts``: an English term each of whose wordings names a body part is not decided on a
 #: complaint that names none that goes with them (Gingival bleeding, "Bleeding gums", for "I am bleeding";
-#: :meth:`.BodyParts.unnamed`), a rule on top of the probabilities too. A trained run's calibration written before a
+#: :meth:`.BodyParts.unnamed`), a rule on top of the probabilities too. ``bare_parts``: an English piece that is nothing
+#: but a body part ("my skin" in "my skin and eyes look yellow" decided Soft skin) says where, not what: the terms it
+#: finds are offered, not decided (:meth:`.BodyParts.only_a_part`), a rule on top of the probabilities as well. A trained run's calibration written before a
 #: rule existed does not turn it on, so what it serves stays what was measured.
-EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts")
+EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
-DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts")
+DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts")
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
@@ -1317,7 +1319,7 @@ class SetDetector:
     def _parts(self) -> BodyParts | None:
         """The body parts of the vocabulary's wordings, built once, when the ``body_parts`` or ``unnamed_parts`` rule
         applies."""
-        on = self._rule("body_parts") or self._rule("unnamed_parts")
+        on = self._rule("body_parts") or self._rule("unnamed_parts") or self._rule("bare_parts")
         if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
         return self._body_parts if on else None
@@ -1325,16 +1327,18 @@ class SetDetector:
     def _contradicted(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """The English candidates whose wordings name only body parts that their span's parts never go with
         (``body_parts``: :meth:`.BodyParts.contradicts`), or only parts that the complaint never names
-        (``unnamed_parts``: :meth:`.BodyParts.unnamed`); empty without wordings."""
+        (``unnamed_parts``: :meth:`.BodyParts.unnamed`), or that a piece of nothing but a body part finds (``bare_parts``:
+        :meth:`.BodyParts.only_a_part`); empty without wordings."""
         parts = self._parts()
         if parts is None or self._zh(text):
             return set()
         assert self.wordings is not None
-        contradicts, unnamed = self._rule("body_parts"), self._rule("unnamed_parts")
+        contradicts, unnamed, bare = self._rule("body_parts"), self._rule("unnamed_parts"), self._rule("bare_parts")
         return {j for j, c in enumerate(cands)
                 if (contradicts and parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text,
                                                       self.wordings.get(c.id, ())))
-                or (unnamed and parts.unnamed(text, self.wordings.get(c.id, ())))}
+                or (unnamed and parts.unnamed(text, self.wordings.get(c.id, ())))
+                or (bare and c.span_idx >= 0 and parts.only_a_part(spans[c.span_idx].text))}
 
     def _grouping_terms(self) -> frozenset[str]:
         """The terms named as a grouping class (:data:`GROUPING_NAME`) that have kinds below them in the hierarchy
