@@ -78,14 +78,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: and that has kinds below it ("Abnormality of temperature regulation", "Abnormality of the ankle", "Abnormal breath
 #: sound": HPO's upper classes, :data:`GROUPING_NAME`) is decided only on words that are one of its wordings ("kidney
 #: problem" may be Abnormality of the kidney); found for other words it is offered, a rule on top of the
-#: probabilities. ``zh_joined``: a Chinese name that joins two of the vocabulary's names with 和 (咽痛和胸痛, 头晕和眩晕) is
-#: a candidate only for a piece that writes both ("恶心呕吐": 恶心和呕吐); for "嗓子疼" it ranked above 咽痛 and kept it
-#: undecided. It changes the pieces' candidates, as ``zh_variants`` changes their queries. ``unnamed_parts``: an English term each of whose wordings names a body part is not decided on a
-#: complaint that names none that goes with them (Gingival bleeding, "Bleeding gums", for "I am bleeding";
-#: :meth:`.BodyParts.unnamed`), a rule on top of the probabilities too. ``bare_parts``: an English piece that is nothing
-#: but a body part ("my skin" in "my skin and eyes look yellow" decided Soft skin) says where, not what: the terms it
-#: finds are offered, not decided (:meth:`.BodyParts.only_a_part`), a rule on top of the probabilities as well. A trained run's calibration written before a
-#: rule existed does not turn it on, so what it serves stays what was measured.
+#: probabilities. ``zh_joined``: a Chinese name that joins two of the vocabulary's names with 和 (咽痛和胸痛, 头晕和眩晕)
+#: is a candidate only for a piece that writes both ("恶心呕吐": 恶心和呕吐); for "嗓子疼" it ranked above 咽痛 and
+#: kept it undecided. It changes the pieces' candidates, as ``zh_variants`` changes their queries. ``unnamed_parts``:
+#: an English term each of whose wordings names a body part is not decided on a complaint that names none that goes
+#: with them (Gingival bleeding, "Bleeding gums", for "I am bleeding"; :meth:`.BodyParts.unnamed`), a rule on top of
+#: the probabilities too. ``bare_parts``: an English piece that is nothing but a body part ("my skin" in "my skin and
+#: eyes look yellow" decided Soft skin) says where, not what: the terms it finds are offered, not decided
+#: (:meth:`.BodyParts.only_a_part`), a rule on top of the probabilities as well. A trained run's calibration written
+#: before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
@@ -1317,8 +1318,8 @@ class SetDetector:
         return bool((own - held) & _word_stems(text))
 
     def _parts(self) -> BodyParts | None:
-        """The body parts of the vocabulary's wordings, built once, when the ``body_parts`` or ``unnamed_parts`` rule
-        applies."""
+        """The body parts of the vocabulary's wordings, built once, when a rule that reads them applies (``body_parts``,
+        ``unnamed_parts``, ``bare_parts``)."""
         on = self._rule("body_parts") or self._rule("unnamed_parts") or self._rule("bare_parts")
         if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
@@ -1642,14 +1643,13 @@ def _vocabulary_variants(root: str | None) -> dict[str, str]:
     ICD-10 Beijing vocabulary under ``root`` (疼 → 痛; read once per root); none without either."""
     from medrank.data.questions import load_question_pairs
     from medrank.pipelines.symptom.lexicon import character_variants
-    from medrank.retrieval.concept_data import load_candidates
 
+    names = [c.name for c in _vocabulary(root)]
     try:
         pairs = [(p.text1, p.text2) for p in load_question_pairs("kuake-qqr", root) if p.grade == 2]
-        names = [c.name for c in load_candidates("chip-cdn", "vocab", root=root)]
-    except (OSError, ValueError):  # no KUAKE-QQR or ICD-10 Beijing here: complaints are searched as written
+    except (OSError, ValueError):  # no KUAKE-QQR here: complaints are searched as written
         return {}
-    return character_variants(pairs, names)
+    return character_variants(pairs, names) if names else {}
 
 
 def _named_otherwise(lexicon: Any, names: Sequence[str], root: PathLike | None) -> list[str]:
@@ -1665,22 +1665,24 @@ def _named_otherwise(lexicon: Any, names: Sequence[str], root: PathLike | None) 
 
 
 @functools.cache
-def _vocabulary_codes(root: str | None) -> dict[str, tuple[str, ...]]:
-    """The ICD-10 Beijing names under ``root`` and their codes (read once per root); none without the vocabulary."""
+def _vocabulary(root: str | None) -> tuple[Any, ...]:
+    """The ICD-10 Beijing vocabulary under ``root`` (read once per root, for the span lexicon's names, codes and
+    character variants); empty without it (Chinese complaints are then cut at the DXY words alone)."""
     from medrank.retrieval.concept_data import load_candidates
 
     try:
-        return {c.name: tuple(c.meta.get("codes", ())) for c in load_candidates("chip-cdn", "vocab", root=root)}
+        return tuple(load_candidates("chip-cdn", "vocab", root=root))
     except (OSError, ValueError):
-        return {}
+        return ()
+
+
+@functools.cache
+def _vocabulary_codes(root: str | None) -> dict[str, tuple[str, ...]]:
+    """The ICD-10 Beijing names under ``root`` and their codes; none without the vocabulary."""
+    return {c.name: tuple(c.meta.get("codes", ())) for c in _vocabulary(root)}
 
 
 @functools.cache
 def _vocabulary_symptom_names(root: str | None) -> tuple[str, ...]:
-    """:func:`symptom_names` of the ICD-10 Beijing vocabulary under ``root`` (read once per root); none without it."""
-    from medrank.retrieval.concept_data import load_candidates
-
-    try:
-        return tuple(symptom_names(load_candidates("chip-cdn", "vocab", root=root)))
-    except (OSError, ValueError):  # no ICD-10 Beijing vocabulary here: the DXY words alone
-        return ()
+    """:func:`symptom_names` of the ICD-10 Beijing vocabulary under ``root``; none without it."""
+    return tuple(symptom_names(_vocabulary(root)))

@@ -43,6 +43,9 @@ _EN_SUB = r"when|whenever|while|after|before|during|since|because|if|especially"
 _EN_LASTING = (r"that\s+(?:just\s+)?(?:won't|will\s+not|wont|doesn't|does\s+not|isn't|is\s+not)\s+"
                r"(?:go\s+away|clear\s+up|clear|stop|settle|shift|get\s+better|improve|heal)\b")
 _ZH_NEG = ("否认", "没有", "不是", "没", "不", "无", "未", "非")
+# the cues of _ZH_NEG that deny what follows them inside a piece too: 非 and 不是 open names ("非霍奇金淋巴瘤",
+# "非典型…"), not denials, in the texts of a clinic
+_ZH_DENIAL = "否认|没有|没|无|未|不"
 # a Chinese piece of nothing but a measure ("38度5", "39.2℃", "两天", "一天三四次", "20斤") says how much or how long,
 # not what: searched alone it finds the vocabulary's terms that carry numbers (孕38周 for "发烧38度5")
 _ZH_MEASURE = re.compile(
@@ -210,7 +213,7 @@ _ZH_LEAD = re.compile(
     r"^(?:我家|我们家|家里)?(?:(?:宝宝|孩子|小孩|小朋友|儿子|女儿|老人|老公|老婆|爸爸|妈妈|患者|病人|我)"
     r"|最近|近来|近期|这几天|这两天|今天|昨天|昨晚|前天|今早|晚上|夜里|夜间|早上|白天|上午|下午|一直|总是|老是|经常|"
     r"有时|偶尔|突然|还|也|又|有点|有些|一点|现在|目前|开始)+")
-_ZH_LEAD_OR_CUE = re.compile(rf"(?:{_ZH_LEAD.pattern[1:]}|否认|没有|没|不|无|未|并|都|的|了|就)+")
+_ZH_LEAD_OR_CUE = re.compile(rf"(?:{_ZH_LEAD.pattern[1:]}|{_ZH_DENIAL}|并|都|的|了|就)+")
 
 
 def _only_lead_zh(piece: str) -> bool:
@@ -232,11 +235,8 @@ def _negated_zh(clause: str, offset: int) -> bool:
     return any(cue in before for cue in _ZH_NEG)
 
 
-# a cue that opens a Chinese piece and denies what follows it ("没有胸疼"); 非 and 不是 are left out: they open
-# names ("非霍奇金淋巴瘤", "非典型…"), not denials, in the texts of a clinic
-_ZH_OPENING_NEG = re.compile(r"(?P<cue>否认|并没有|也没有|没有|没|无|未|不)(?:明显的?|什么|任何|太|怎么|再|出现|发生)?")
-
-
+# a cue that opens a Chinese piece and denies what follows it ("没有胸疼"), with a word of degree after it at most
+_ZH_OPENING_NEG = re.compile(rf"(?P<cue>并没有|也没有|{_ZH_DENIAL})(?:明显的?|什么|任何|太|怎么|再|出现|发生)?")
 # a cue inside a piece, with an adverb before it ("头也不疼")
 _ZH_INNER_NEG = re.compile(r"(?:也|都|还|并|就)?(?:没有|没|不)")
 
@@ -415,7 +415,7 @@ def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
     """The piece of ``clause`` between lexicon words, without its lead-in and a trailing time ("了两天"); negated by a
     cue before or inside that lead-in ("孩子没有…")."""
     m = _ZH_TRAILING_TIME.search(clause, pos, end)
-    if m is not None and m.start() - pos >= 2 and m.end() == end:
+    if m is not None and m.start() - pos >= 2:
         end = m.start()
     start = _strip_lead_zh(clause, pos, end)
     return Span(a + start, a + end, clause[start:end], None, _negated_zh(clause, pos) or _negated_zh(clause, start))
