@@ -29,7 +29,7 @@ from medrank.pipelines.history.inquiry.findings import (
 )
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import Patient, carve
-from medrank.pipelines.history.inquiry.posterior import AnyOf, NaiveBayes, Variable, entropy
+from medrank.pipelines.history.inquiry.posterior import AnyOf, NaiveBayes, Observation, Variable, entropy
 from medrank.pipelines.history.inquiry.simulate import Episode, episode_metrics, positive_evidences
 
 LN2 = math.log(2)
@@ -178,6 +178,51 @@ def test_values_read_from_text_are_one_of_them_at_least():
     model.variables["M"].seen = np.array([[False, True, False], [False, False, False]])
     assert model.shown("M", AnyOf(("x", "y"))).tolist() == [True, False]  # c0 shows one of them: explained
     assert model.shown("M", ("x", "y")).tolist() == [False, False]  # answered: each value needs explaining
+
+
+def test_two_codings_of_one_complaint_are_one_of_them_at_least():
+    # c0 codes the complaint as the yes / no finding A (0.9; never pain at x), c1 as the value x of M (0.8; A 0.1)
+    model = _toy_model()
+    model.variables["M"].probs = np.array([[0.0, 0.0, 0.5], [0.0, 0.8, 0.5]])
+    both = {"A": "present", "M": AnyOf(("x",))}
+    # two findings: c0 is charged the floor for x, c1 gets 0.1 * 0.8
+    assert model.posterior(both)[1] == pytest.approx(1.0)
+    # one complaint: P(A or x | c) = 1 - (1 - P(A | c)) (1 - P(x | c)): 1 - 0.1 * 1 against 1 - 0.9 * 0.2
+    observed = Observation(both, alternatives=[("A", "M")])
+    assert np.allclose(model.posterior(observed), [0.9 / 1.72, 0.82 / 1.72])
+    # the other findings multiply as before (B: 0.5 under each)
+    assert np.allclose(model.posterior(Observation({**both, "B": "present"}, alternatives=[("A", "M")])),
+                       [0.9 / 1.72, 0.82 / 1.72])
+    # a member absent or not observed: nothing to join, each finding on its own
+    assert np.allclose(model.posterior(Observation({"A": "absent", "M": AnyOf(("x",))}, alternatives=[("A", "M")])),
+                       model.posterior({"A": "absent", "M": AnyOf(("x",))}))
+    assert np.allclose(model.posterior(Observation({"A": "present"}, alternatives=[("A", "M")])), [0.9, 0.1])
+    # the outside class weighs the complaint once too: the mean of the joined likelihood
+    assert model.log_outside(observed, 0.1) == pytest.approx(np.log(0.5 * 0.9 + 0.5 * 0.82))
+
+
+def test_the_engine_joins_two_codings_read_from_the_words_only():
+    class Codings:  # a detector that reads A's words as the value x of M too
+        alternative_codings = {"A": ("M", frozenset({"x"}))}
+
+    model = _toy_model()
+    model.variables["M"].probs = np.array([[0.0, 0.0, 0.5], [0.0, 0.8, 0.5]])
+    eng = InquiryEngine("en", model, {n: f"Do you have {n}?" for n in model.variables}, {"c0": "Zero", "c1": "One"},
+                        Calibration(threshold=0.85, budget=3, cutoff=0.05), detector=Codings())
+    read = [Finding("A", "present", read=True), Finding("M", "x", read=True)]
+    assert eng.observed(read).alternatives == (("A", "M"),)
+    assert eng.observed([Finding("A", "present"), read[1]]).alternatives == ()  # A answered: two findings
+    assert eng.observed([read[0], Finding("M", "x", "question:M")]).alternatives == ()  # x answered
+    assert eng.observed([read[0], Finding("M", "y", read=True)]).alternatives == ()  # y is not A's place
+    # c0's cases show A, c1's the value x: each explains the complaint
+    model.variables["A"].seen = np.array([True, False])
+    model.variables["M"].seen = np.array([[False, False, True], [False, True, True]])
+    diff = eng.differential(read, k=2)
+    assert [d.name for d in diff] == ["c0", "c1"] and diff[0].probability == pytest.approx(0.9 / 1.72, abs=1e-6)
+    assert {d.name: d.unexplained for d in diff} == {"c0": (), "c1": ()}
+    # as answers, each condition leaves the coding it does not use unexplained
+    answered = eng.differential([Finding("A", "present"), Finding("M", "x")], k=2)
+    assert {d.name: d.unexplained for d in answered} == {"c0": (("M", "x"),), "c1": (("A", "present"),)}
 
 
 def test_the_engine_reads_text_values_as_one_of_them_and_answers_as_answers():
@@ -731,6 +776,21 @@ def test_real_english_detector_reads_a_rash_as_the_skin_finding_its_questions_as
     assert skin in found("Skin rash")  # an HPO term read from /symptoms
     assert skin not in found("my knee is swollen")  # "Is the rash swollen?" does not make a swelling a rash
     assert "pain somewhere" in found("I have a sore throat") and skin not in found("I have a sore throat")
+
+
+@pytest.mark.slow
+def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
+    en = load_engine("en")
+    codings = {en.finding_description(n): (en.finding_description(loc), {en.value_label(loc, v) for v in values})
+               for n, (loc, values) in en.detector.alternative_codings.items()}
+    assert codings["a sore throat"] == ("pain somewhere", {"pharynx"})
+    assert not any(en.finding_description(n).startswith("chest pain") for n in en.detector.alternative_codings)
+    # the term /symptoms decides for "I have a sore throat and a fever" and the words read as one complaint: URTI's
+    # cases answer the sore-throat question, viral pharyngitis' the pain at the pharynx; both stay in the differential
+    read = en.detect_findings("I have a sore throat and a fever") + en.detect_findings("Pharyngalgia", term=True)
+    assert len(en.observed(read).alternatives) == 1
+    top = [en.condition_label(c.name) for c in en.differential(read, k=3)]
+    assert {"URTI", "Viral pharyngitis"} <= set(top)
 
 
 @pytest.mark.slow

@@ -21,7 +21,15 @@ import numpy as np
 
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import InquiryInputError
-from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE, AnyOf, NaiveBayes
+from medrank.pipelines.history.inquiry.posterior import (
+    ABSENT,
+    PRESENT,
+    UNSURE,
+    AnyOf,
+    NaiveBayes,
+    Observation,
+    alternative_groups,
+)
 from medrank.pipelines.history.inquiry.posterior import outside_probability as open_world_share
 
 #: limits on what a caller may send
@@ -204,7 +212,19 @@ class InquiryEngine:
                 out[name] = AnyOf(sorted(values))
             else:
                 out[name] = tuple(sorted(values))
-        return out
+        return Observation(out, alternatives=self._alternatives(findings, out))
+
+    def _alternatives(self, findings: Sequence[Finding], out: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Pairs of findings read from the patient's words that are two codings of one complaint (the detector's
+        ``alternative_codings``: a yes / no finding whose own words read as values of another, "a sore throat" as pain
+        at the pharynx): the naive Bayes weighs them as one of them at least (:class:`.posterior.Observation`). Only
+        for values read, never answered (an :class:`AnyOf`)."""
+        codings = getattr(self._detector, "alternative_codings", None) if self._detector is not None else None
+        if not codings:
+            return []
+        read = {f.name for f in findings if f.read and f.value == PRESENT}
+        return [(name, other) for name, (other, values) in codings.items()
+                if name in read and isinstance(out.get(other), AnyOf) and set(out[other]) & values]
 
     @staticmethod
     def _demographic(name: str, value: str) -> str:
@@ -252,7 +272,8 @@ class InquiryEngine:
             return self.model.log_posterior(observed)
         # the text prior stands for the self-report and the findings read out of it
         reported = {f.name for f in findings if f.source == "self-report"}
-        rest = {k: v for k, v in observed.items() if k not in reported}
+        rest = Observation({k: v for k, v in observed.items() if k not in reported},
+                           alternatives=getattr(observed, "alternatives", ()))
         return self.model.log_posterior(rest, base=self.text_weight * self.text_prior.log_proba(first))
 
     def probabilities(self, log_posterior: np.ndarray) -> np.ndarray:
@@ -442,6 +463,10 @@ class InquiryEngine:
             else:
                 unshown += [(name, v, ~self.model.shown(name, v))
                             for v in ((value,) if isinstance(value, str) else sorted(value))]
+        # codings of one complaint (:class:`.posterior.Observation`): a condition that shows one of them explains each
+        for group in alternative_groups(observed, self.model.states_present):
+            missing = np.logical_and.reduce([m for name, _, m in unshown if name in group])
+            unshown = [(name, v, missing if name in group else m) for name, v, m in unshown]
         out = []
         for ci in top:
             unexplained = tuple((name, v) for name, v, missing in unshown if missing[ci])

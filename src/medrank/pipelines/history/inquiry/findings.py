@@ -227,12 +227,14 @@ class EnglishDetector:
         # HPO's terms with MedQuAD's everyday wordings ("Swollen glands" for Lymphadenopathy), read once: the
         # synonyms below and the places of pain
         terms = hpo_with_consumer_wordings(concepts=load_hpo()) if hpo else []
+        synonyms: dict[str, list[str]] = {}
         if hpo:
             # a symptom asked with an alternative takes the first one's HPO words too ("swollen or painful lymph nodes":
             # Lymphadenopathy's); not a history question, whose disease's words are a symptom's ("Migraine headache"
             # would read every headache as a history of migraine)
             symptoms = [n for n in binary if not evidences[n].antecedent]
-            for name, extra in hpo_synonyms(own, terms, alternatives=symptoms).items():
+            synonyms = hpo_synonyms(own, terms, alternatives=symptoms)
+            for name, extra in synonyms.items():
                 self.names += [name] * len(extra)
                 self.descriptions += extra
         if members:
@@ -264,6 +266,18 @@ class EnglishDetector:
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
+        #: yes / no evidence -> (the pain location evidence, the locations its own words name): one complaint coded
+        #: twice ("a sore throat", Pharyngalgia: pain at the pharynx), read as one of them at least
+        #: (:class:`.posterior.Observation`); not an antecedent, nor a finding of a circumstance ("chest pain even at
+        #: rest" says more than pain in the chest)
+        self.alternative_codings: dict[str, tuple[str, frozenset[str]]] = {}
+        for name in binary:
+            if self.pain is None or evidences[name].antecedent or _circumstance_stems(own[name]):
+                continue
+            places = {value for text in (own[name], *synonyms.get(name, ()))
+                      for n, value in self.pain.detect([text]) if n == self.pain.location}
+            if places:
+                self.alternative_codings[name] = (self.pain.location, frozenset(places))
 
     def words_of(self, name: str) -> list[str]:
         """The words of every description of evidence ``name`` (its question's, its HPO wordings, its members')."""

@@ -15,6 +15,12 @@ Every finding is a variable with a likelihood table per condition:
   P(at least one of them | c) = 1 - prod_v (1 - probs[c, v]); read as three answers, it would count one
   word three times over and deny pain everywhere else.
 
+A knowledge base may also code one complaint as two findings (:class:`Observation`): DDXPlus asks "Do you have a sore
+throat?" and, apart, whether there is pain at the pharynx, and its conditions use one or the other (its URTI cases
+answer the first, its viral pharyngitis cases the second). Words that read as both say that one of them holds: their
+likelihood is P(at least one | c) = 1 - prod_f (1 - P(f | c)), as for the values of :class:`AnyOf`; read as two
+findings, each condition that uses one coding would be charged the floor probability of the other.
+
 The tables are estimated from training patients with additive smoothing, and only where the
 knowledge base links the condition to the finding (its ``support``); elsewhere the finding keeps a
 small floor probability ``floor`` (DDXPlus patients never show an evidence outside their condition's
@@ -40,6 +46,31 @@ class AnyOf(tuple):
     """Values of a multi-choice finding of which at least one holds, the others unknown (read from free text)."""
 
     __slots__ = ()
+
+
+class Observation(dict):
+    """Observed findings (name -> value) with ``alternatives``: groups of finding names that are codings of one
+    statement read from the patient's words, at least one of which holds (see the module docstring). A plain dict
+    is an observation without alternatives."""
+
+    def __init__(self, *args: Any, alternatives: Sequence[Sequence[str]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.alternatives: tuple[tuple[str, ...], ...] = tuple(tuple(g) for g in alternatives)
+
+
+def alternative_groups(observed: Mapping[str, Any], present: Any) -> list[tuple[str, ...]]:
+    """The groups of ``observed``'s alternative codings (groups sharing a finding joined) whose members are all
+    observed and stated present (``present(name, value)``), each with two members at least."""
+    groups: list[set[str]] = []
+    for group in getattr(observed, "alternatives", ()):
+        members = {n for n in group if n in observed and present(n, observed[n])}
+        if len(members) < 2:
+            continue
+        for other in [g for g in groups if g & members]:
+            members |= other
+            groups.remove(other)
+        groups.append(members)
+    return [tuple(sorted(g)) for g in groups]
 
 
 def age_band(age: int) -> int:
@@ -168,11 +199,22 @@ class NaiveBayes:
             out &= var.seen[:, var.value_index(v)]
         return out
 
+    def factors(self, observed: Mapping[str, Any]) -> list[tuple[tuple[str, ...], np.ndarray]]:
+        """The log-likelihood rows the observation multiplies: one per finding, one per group of alternative codings
+        (:class:`Observation`: log P(at least one of them | c), the group's findings left out on their own)."""
+        groups = alternative_groups(observed, self.states_present)
+        grouped = {n for g in groups for n in g}
+        out = [((name,), self.log_likelihood(name, value)) for name, value in observed.items() if name not in grouped]
+        for group in groups:
+            none = np.prod([1.0 - np.exp(self.log_likelihood(n, observed[n])) for n in group], axis=0)
+            out.append((group, _safe_log(1.0 - none)))
+        return out
+
     def log_joint(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
         """log P(condition, observed) for every condition (unnormalised); ``base`` replaces the log prior."""
         logp = (self.log_prior if base is None else np.asarray(base, dtype=np.float64)).copy()
-        for name, value in observed.items():
-            logp += self.log_likelihood(name, value)
+        for _, row in self.factors(observed):
+            logp += row
         return logp
 
     def log_posterior(self, observed: Mapping[str, Any], base: np.ndarray | None = None) -> np.ndarray:
@@ -190,9 +232,10 @@ class NaiveBayes:
         caused by something outside the model. Absent and not-sure answers, age and sex keep the mean alone."""
         prior = np.exp(self.log_prior - np.logaddexp.reduce(self.log_prior))
         total = 0.0
-        for name, value in observed.items():
-            mean = float(np.exp(self.log_likelihood(name, value)) @ prior)
-            if self.states_present(name, value) and not self.shown(name, value).any():
+        for names, row in self.factors(observed):  # a group of alternative codings: shown where one member is
+            mean = float(np.exp(row) @ prior)
+            if (all(self.states_present(n, observed[n]) for n in names)
+                    and not np.any([self.shown(n, observed[n]) for n in names])):
                 mean = max(mean, leak)
             total += float(np.log(max(mean, 1e-300)))
         return total
