@@ -77,6 +77,19 @@ def test_a_weight_lost_or_gained_is_searched_as_the_change() -> None:
     assert [s.text for s in find_spans("I weigh 80 kg")] == ["weigh 80 kg"]
 
 
+def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
+    # "I need a sick note for work" decided Nausea: a sick note, off sick, sick of something state no nausea
+    assert find_spans("I need a sick note for work") == []
+    assert find_spans("can you sign me off sick") == []
+    assert [s.text for s in find_spans("I have been off sick with the flu")] == ["the flu"]
+    assert [s.text for s in find_spans("I am sick of this cough")] == ["this cough"]
+    assert [s.text for s in find_spans("sick and tired of being tired")] == ["tired of being tired"]
+    # "sick" that states it is kept
+    assert [s.text for s in find_spans("I feel sick")] == ["feel sick"]
+    assert [s.text for s in find_spans("I was sick twice this morning")] == ["sick"]
+    assert [s.text for s in find_spans("I feel sick and tired")] == ["feel sick", "tired"]
+
+
 def test_chinese_pieces_leave_out_who_and_when() -> None:
     lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
     assert [s.text for s in find_spans("孩子嗓子疼，还有点发烧", lex)] == ["嗓子疼", "发烧"]

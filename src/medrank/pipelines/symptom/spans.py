@@ -398,6 +398,33 @@ def _as_weight(text: str) -> str:
     return _EN_WEIGHT_CHANGE.sub(said, text)
 
 
+#: "sick" in words that state no illness: a sick note, off sick, sick of something
+_EN_SICK_IDIOM = re.compile(
+    r"\bsick[\s-]+(?:notes?|leave|days?|pay|certificates?|lists?|bays?)\b|\b(?:(?:call(?:s|ed|ing)?|phon(?:e|es|ed|ing))"
+    r"\s+in|off)\s+sick\b|\bsick\s+(?:and\s+tired\s+|to\s+death\s+)?of\b|\bworried\s+sick\b", re.I)
+#: what is left of a piece once such words are taken out that asks for nothing to be searched
+_EN_ERRAND_WORDS = frozenset({"a", "an", "the", "for", "from", "to", "my", "me", "i", "need", "needs", "want", "wants",
+                              "get", "got", "have", "had", "some", "work", "school", "college", "job", "off", "on",
+                              "this", "that", "today", "tomorrow", "week", "please", "doctor", "doctor's", "can", "could",
+                              "give", "write", "sign", "been", "be", "is", "am", "was", "of", "it", "again", "you", "us"})
+
+
+def _sick_idioms(text: str, spans: list[Span]) -> list[Span]:
+    """The pieces searched without words in which "sick" states no illness ("I need a sick note for work" is no
+    nausea; "off sick with the flu" keeps the flu); a piece left with nothing but words of an errand is dropped, and
+    "sick" alone before "and tired" too."""
+    out = []
+    for span in spans:
+        if span.text.strip().lower() == "sick" and re.match(r"\s+and\s+tired\b", text[span.end:], re.I):
+            continue
+        left = " ".join(_EN_SICK_IDIOM.sub(" ", span.text).split())
+        if left == span.text:
+            out.append(span)
+        elif any(w not in _EN_ERRAND_WORDS for w in re.findall(r"[a-z']+", left.lower())):
+            out.append(replace(span, text=left))
+    return out
+
+
 def _sensation_only(span: Span) -> bool:
     """One word that says how something feels but not what or where ("burning", "hurts", "itchy")."""
     words = span.text.lower().split()
@@ -501,7 +528,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
     if part_pain and not zh:
         spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
     if not zh:
-        spans = [replace(s, text=_as_weight(s.text)) for s in spans]
+        spans = _sick_idioms(text, [replace(s, text=_as_weight(s.text)) for s in spans])
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or (len(s.text.replace(" ", "")) >= min_chars
