@@ -31,6 +31,9 @@ def parts() -> BodyParts:
 
 def test_parts_are_the_one_word_of_part_naming_names():
     assert parts().words == frozenset({"neck", "breast", "knee", "skin", "hand", "pharynx"})
+    # the region whose muscles a name names: HPO has no branch of the back itself
+    musculature = BodyParts.from_wordings({**WORDINGS, "back": ("Abnormality of the back musculature",)})
+    assert musculature.words == parts().words | {"back"} and musculature.only_a_part("back")
 
 
 def test_stem_meets_adjective_and_plural():

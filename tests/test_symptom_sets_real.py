@@ -146,6 +146,9 @@ def test_a_term_that_names_another_body_part_is_not_decided() -> None:
     assert "lymphadenopathy" not in decided and offered[:1] != ["lymphadenopathy"]
     decided, _ = _offered("I have a rash on my arm that itches")  # skin goes with the arm
     assert "pruritus" in decided
+    # "back" is a place (HPO's "Abnormality of the back musculature"): spots on the back are no hunched back
+    decided, _ = _offered("I have spots on my face and back")
+    assert "kyphosis" not in decided
 
 
 def test_a_swollen_knee_that_hurts_is_knee_pain() -> None:

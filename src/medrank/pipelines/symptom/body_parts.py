@@ -25,10 +25,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from medrank.text import singular
 
 #: vocabulary names that name a part: "Abnormality of the knee", "Abnormal breast morphology",
-#: "Abnormal pharynx physiology" (a part of one or two words)
+#: "Abnormal pharynx physiology" (a part of one or two words), and the region whose muscles a name names
+#: ("Abnormality of the back musculature": HPO has no branch of the back itself)
 PART_NAMES = (
     re.compile(r"^abnormality of the ((?:[a-z]+ )?[a-z]+)$"),
     re.compile(r"^abnormal ((?:[a-z]+ )?[a-z]+) (?:morphology|physiology)$"),
+    re.compile(r"^abnormality of the ((?:[a-z]+ )?[a-z]+) musculature$"),
 )
 _WORD = re.compile(r"[a-z]+")
 #: words of a part-naming name that are not the part ("Abnormality of the skin of the hand" is no part name)
