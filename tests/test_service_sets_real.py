@@ -127,6 +127,15 @@ def test_english_complaints(ask):
         assert wanted & set(names), (q, names)
 
 
+def test_words_around_the_symptom_do_not_hide_it(ask):
+    # "I feel sick in the mornings" was searched as "sick in the mornings" (morning stiffness, no nausea); a sick note
+    # is no nausea; spots on the back are no hunched back
+    body = _set(ask, "my period is late and I feel sick in the mornings", kb="hpo")
+    assert "Nausea" in [t["name"] for t in body["terms"]]
+    assert _set(ask, "I need a sick note for work", kb="hpo")["terms"] == []
+    assert "Kyphosis" not in [t["name"] for t in _set(ask, "I have spots on my face and back", kb="hpo")["terms"]]
+
+
 @pytest.mark.parametrize("kb", ["hpo", "icd10cm"])
 def test_small_talk_decides_nothing_and_complaints_still_do(ask, kb) -> None:
     # the calibration alone read "ok" as Otitis media with effusion and "thank you" as a transient ischemic attack

@@ -90,6 +90,22 @@ def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
     assert [s.text for s in find_spans("I feel sick and tired")] == ["feel sick", "tired"]
 
 
+def test_a_relative_clause_of_a_sensation_is_a_second_finding() -> None:
+    # "a rash on my legs that itches" was one piece, which decided Pruritus alone: the rash and the itch are two
+    spans = find_spans("I have a rash on my legs that itches")
+    assert [s.text for s in spans if not s.reading] == ["rash on my legs", "itches"]
+    assert [s.text for s in find_spans("a lump in my neck that hurts") if not s.reading] == ["lump in my neck", "hurts"]
+    # "that" before anything else stays inside its clause
+    assert [s.text for s in find_spans("a rash that is spreading")] == ["rash that is spreading"]
+
+
+def test_feel_stays_before_one_word_and_a_time_of_day() -> None:
+    # "I feel sick in the mornings" was searched as "sick in the mornings" (morning terms, no Nausea decided)
+    assert [s.text for s in find_spans("I feel sick in the mornings")] == ["feel sick in the mornings"]
+    assert [s.text for s in find_spans("I feel sick")] == ["feel sick"]
+    assert [s.text for s in find_spans("I feel a sharp pain in the evening")] == ["sharp pain in the evening"]
+
+
 def test_chinese_pieces_leave_out_who_and_when() -> None:
     lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽"})
     assert [s.text for s in find_spans("孩子嗓子疼，还有点发烧", lex)] == ["嗓子疼", "发烧"]

@@ -151,6 +151,11 @@ def test_a_term_that_names_another_body_part_is_not_decided() -> None:
     assert "kyphosis" not in decided
 
 
+def test_a_rash_that_itches_decides_both() -> None:
+    decided, _ = _offered("I have a rash on my legs that itches")
+    assert {"pruritus", "skin rash"} <= set(decided)
+
+
 def test_a_swollen_knee_that_hurts_is_knee_pain() -> None:
     # the bare "hurts" takes the part of the clause before it: "my knee hurts", searched as "knee pain"
     assert "knee pain" in _offered("my knee is swollen and hurts when I walk")[0]

@@ -131,7 +131,10 @@ def _pieces(text: str, pattern: re.Pattern[str], keep: Callable[[str, re.Match[s
 _EN_SPLIT_PUNCT = rf"(?:(?!(?<=\d)[.,](?=\d)){_PUNCT})+"
 _ZH_SPLIT_PUNCT = (rf"(?:(?!(?<=\d\d)[.．](?=\d\s*(?:度|℃|°))|(?<=[温烧热]\d\d)[.．](?=\d)){_PUNCT})+")
 _ZH_SPLIT = re.compile(f"{_ZH_SPLIT_PUNCT}|{_ZH_CONJ}")
-_EN_SPLIT = re.compile(rf"{_EN_SPLIT_PUNCT}|\b(?:{_EN_CONJ})\b", re.I)
+# a relative clause of a sensation says a second finding of the same thing ("a rash on my legs that itches": the
+# rash, and the itch), as "and it itches" does
+_EN_SENSATION_VERB = r"(?:itch(?:es)?|hurts?|aches?|burns?|stings?|throbs?|bleeds?|swells?)"
+_EN_SPLIT = re.compile(rf"{_EN_SPLIT_PUNCT}|\b(?:{_EN_CONJ})\b|\b(?:that|which)\b(?=\s+{_EN_SENSATION_VERB}\b)", re.I)
 # a participle of a movement with what it moves over or through ("breathless walking up the stairs", "my knee hurts
 # going down the stairs") says in what circumstances, like "when": one that opens its clause, or follows a word that
 # makes it what the patient cannot do ("difficulty walking up stairs"), or a bare gerund ("slow breathing") does not
@@ -312,12 +315,17 @@ def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
     return a, a + max(0, m.start() - 1)
 
 
+#: a time of day at the end of a clause ("in the mornings"): no word of what is felt
+_EN_TIME_OF_DAY = re.compile(r"\s+(?:in|at|during)\s+(?:the\s+)?(?:morning|evening|afternoon|night)s?\s*$", re.I)
+
+
 def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
     m = _EN_LEAD.match(text[a:b])
     if m and m.end() < b - a:
         feel = list(_EN_FEEL.finditer(text, a, a + m.end()))
-        if feel and len(text[a + m.end():b].split()) == 1:
-            # "I feel sick": with one word left the verb is half of what is said ("sick" alone reads as ill)
+        if feel and len(_EN_TIME_OF_DAY.sub("", text[a + m.end():b]).split()) == 1:
+            # "I feel sick": with one word left the verb is half of what is said ("sick" alone reads as ill), a time
+            # of day after it apart ("I feel sick in the mornings")
             return feel[-1].start(), b
         return a + m.end(), b
     return a, b
