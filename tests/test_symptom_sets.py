@@ -1158,6 +1158,25 @@ def test_a_term_on_denied_words_is_not_offered() -> None:
     assert not {"发热", "鼻部烧伤"} & {t.name for t in got.alternatives}
 
 
+def test_a_term_of_blood_is_decided_only_on_words_of_blood() -> None:
+    # "coughing up green stuff" decided Hemoptysis ("Coughing up blood"): a patient who bleeds says so
+    names = {"HP": "Hemoptysis", "EP": "Epistaxis", "PC": "Productive cough"}
+    hits = {"coughing up green stuff": [("HP", 0.9)], "coughing up blood": [("HP", 0.9)],
+            "my nose runs red": [("EP", 0.9)], "coughing up phlegm": [("PC", 0.9)]}
+    wordings = {"HP": ("Hemoptysis", "Coughing up blood", "Haemoptysis"), "EP": ("Epistaxis", "Nosebleed"),
+                "PC": ("Productive cough",)}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert [t.id for t in det.detect("coughing up green stuff").terms] == ["HP"]  # the rule is off
+    det.calibration.rules = ("unsaid_blood",)
+    got = det.detect("coughing up green stuff")
+    assert got.terms == [] and [t.id for t in got.alternatives][:1] == ["HP"]
+    assert [t.id for t in det.detect("coughing up blood").terms] == ["HP"]
+    # a term with a wording of no blood ("Epistaxis") is left to the probabilities, as is any other term
+    assert [t.id for t in det.detect("my nose runs red").terms] == ["EP"]
+    assert [t.id for t in det.detect("coughing up phlegm").terms] == ["PC"]
+    assert det._unsaid_blood("咳血", [], []) == set()  # Chinese text is left alone
+
+
 def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:
     # HPO's "Abnormality of temperature regulation" holds Fever: found for "running a temperature", it said nothing a
     # clinician could tick, and was decided

@@ -85,15 +85,20 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: with them (Gingival bleeding, "Bleeding gums", for "I am bleeding"; :meth:`.BodyParts.unnamed`), a rule on top of
 #: the probabilities too. ``bare_parts``: an English piece that is nothing but a body part ("my skin" in "my skin and
 #: eyes look yellow" decided Soft skin) says where, not what: the terms it finds are offered, not decided
-#: (:meth:`.BodyParts.only_a_part`), a rule on top of the probabilities as well. A trained run's calibration written
-#: before a rule existed does not turn it on, so what it serves stays what was measured.
-EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts")
+#: (:meth:`.BodyParts.only_a_part`), a rule on top of the probabilities as well. ``unsaid_blood``: an English term
+#: each of whose wordings names blood or bleeding (Hemoptysis, "Coughing up blood") is not decided on words that name
+#: neither ("coughing up green stuff"): a patient who bleeds says so, and a nearest wording is no reason to tell one
+#: that they do; on top of the probabilities too. A trained run's calibration written before a rule existed does not
+#: turn it on, so what it serves stays what was measured.
+EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
-DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts")
+DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood")
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
+#: a word of blood or bleeding, everyday or learned ("nosebleed", "bloody", "Haemoptysis", "Gingivorrhagia")
+BLOOD_WORD = re.compile(r"blood|bleed|bled|\bha?em(?:o|at|or)|rrhag|\bpurpur|\becchymo|\bpetechi", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
 MEMORY_FILE = "sets-memory.json"
 
@@ -630,6 +635,7 @@ class SetDetector:
         self._aches: frozenset[str] | None = None
         self._body_parts: BodyParts | None = None
         self._groups: frozenset[str] | None = None
+        self._bleeding: frozenset[str] | None = None  # :meth:`_blood_terms`
 
     @property
     def join_margin(self) -> float | None:
@@ -1081,7 +1087,8 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         vaguer = self._vaguer(order, cands, spans, p, threshold, text)
-        contradicted = self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
+        contradicted = (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
+                        | self._unsaid_blood(text, spans, cands))
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
@@ -1358,6 +1365,23 @@ class SetDetector:
         groups = self._grouping_terms()
         return {j for j, c in enumerate(cands)
                 if c.id in groups and c.id not in self._named_by(spans[c.span_idx].text if c.span_idx >= 0 else text, text)}
+
+    def _blood_terms(self) -> frozenset[str]:
+        """The terms each of whose wordings names blood or bleeding (:data:`BLOOD_WORD`), read once."""
+        if self._bleeding is None:
+            wordings = self.wordings or {}
+            self._bleeding = frozenset(cid for cid, texts in wordings.items()
+                                       if texts and all(BLOOD_WORD.search(t) for t in texts))
+        return self._bleeding
+
+    def _unsaid_blood(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """With the ``unsaid_blood`` rule, the English candidates of blood or bleeding (:meth:`_blood_terms`) whose span
+        (or, placed on none, the whole text) names neither: offered, not decided."""
+        if not self._rule("unsaid_blood") or self._zh(text):
+            return set()
+        bleeding = self._blood_terms()
+        return {j for j, c in enumerate(cands)
+                if c.id in bleeding and not BLOOD_WORD.search(spans[c.span_idx].text if c.span_idx >= 0 else text)}
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
