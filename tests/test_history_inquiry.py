@@ -779,6 +779,19 @@ def test_real_english_detector_reads_a_rash_as_the_skin_finding_its_questions_as
 
 
 @pytest.mark.slow
+def test_real_english_detector_reads_blood_only_from_words_of_blood():
+    en = load_engine("en")
+
+    def found(text: str) -> set[str]:
+        return {en.finding_description(f.name) for f in en.detect_findings(text) if f.value == "present"}
+
+    # "coughing up green phlegm" was nearest "coughing up blood"
+    assert found("I'm coughing up green phlegm") == {"a cough"}
+    assert "coughing up blood" in found("I'm coughing up blood")
+    assert "light red blood or blood clots in your stool" in found("there is blood in my stool")
+
+
+@pytest.mark.slow
 def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     en = load_engine("en")
     codings = {en.finding_description(n): (en.finding_description(loc), {en.value_label(loc, v) for v in values})

@@ -167,6 +167,11 @@ def has_han(text: str) -> bool:
 
 
 #: the irregular plurals of body parts
+#: a word of blood or bleeding, everyday or learned, a bruise too ("nosebleed", "bloody", "Haemoptysis",
+#: "Gingivorrhagia", "bruising"): a patient who bleeds says so, and a nearest wording that names blood is no reason to
+#: read that they do
+BLOOD_WORD = re.compile(r"blood|bleed|bled|bruis|\bha?em(?:o|at|or)|rrhag|\bpurpur|\becchymo|\bpetechi", re.I)
+
 _IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
 
 

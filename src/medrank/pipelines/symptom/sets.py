@@ -45,6 +45,7 @@ from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
 from medrank.pipelines.symptom.spans import Span, denied_name_zh, find_spans, is_chinese
 from medrank.temperature import temperature_reading
+from medrank.text import BLOOD_WORD
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -97,8 +98,6 @@ RULES = EN_RULES + ZH_RULES
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood")
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
-#: a word of blood or bleeding, everyday or learned ("nosebleed", "bloody", "Haemoptysis", "Gingivorrhagia")
-BLOOD_WORD = re.compile(r"blood|bleed|bled|\bha?em(?:o|at|or)|rrhag|\bpurpur|\becchymo|\bpetechi", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
 MEMORY_FILE = "sets-memory.json"
 

@@ -32,7 +32,7 @@ import numpy as np
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
-from medrank.text import EN_PERSON, singular
+from medrank.text import BLOOD_WORD, EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
                          r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
@@ -261,6 +261,9 @@ class EnglishDetector:
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
+        #: per description, whether it names blood or bleeding (matched only by a clause that does: "coughing up green
+        #: phlegm" is nearest "coughing up blood")
+        self.of_blood = [BLOOD_WORD.search(d) is not None for d in self.descriptions]
         #: per description, its words (a term's name is matched to a description that shares one)
         self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
@@ -324,11 +327,12 @@ class EnglishDetector:
             # wheezing sound when you exhale", DDXPlus' only wheeze but one, which is heard after coughing spells).
             # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
             stems = {w[:4] for w in words}
+            blood = BLOOD_WORD.search(clause) is not None
             chosen = circumstantial = None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
                     break
-                if of_pain and not self.of_pain[j]:
+                if (of_pain and not self.of_pain[j]) or (self.of_blood[j] and not blood):
                     continue
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
