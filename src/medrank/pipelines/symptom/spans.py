@@ -425,10 +425,11 @@ def _sick_idioms(text: str, spans: list[Span]) -> list[Span]:
     for span in spans:
         if span.text.strip().lower() == "sick" and re.match(r"\s+and\s+tired\b", text[span.end:], re.I):
             continue
-        left = " ".join(_EN_SICK_IDIOM.sub(" ", span.text).split())
-        if left == span.text:
+        if _EN_SICK_IDIOM.search(span.text) is None:
             out.append(span)
-        elif any(w not in _EN_ERRAND_WORDS for w in re.findall(r"[a-z']+", left.lower())):
+            continue
+        left = " ".join(_EN_SICK_IDIOM.sub(" ", span.text).split())
+        if any(w not in _EN_ERRAND_WORDS for w in re.findall(r"[a-z']+", left.lower())):
             out.append(replace(span, text=left))
     return out
 
