@@ -180,6 +180,16 @@ def test_values_read_from_text_are_one_of_them_at_least():
     assert model.shown("M", ("x", "y")).tolist() == [False, False]  # answered: each value needs explaining
 
 
+def test_a_finding_refines_another_whose_description_it_qualifies():
+    model = _toy_model()
+    labels = {"A": "Do you have a cough?", "A2": "Do you have a cough that produces colored sputum?",
+              "B": "Did you vomit after coughing?", "K": "Do you have intense coughing fits?", "M": "Where?"}
+    eng = InquiryEngine("en", model, labels, {"c0": "Zero", "c1": "One"}, Calibration())
+    assert eng.refines("A2", "A") and not eng.refines("A", "A2")
+    assert not eng.refines("B", "A") and not eng.refines("K", "A") and not eng.refines("A", "A")
+    assert not eng.refines("A2", "unknown")
+
+
 def test_two_codings_of_one_complaint_are_one_of_them_at_least():
     # c0 codes the complaint as the yes / no finding A (0.9; never pain at x), c1 as the value x of M (0.8; A 0.1)
     model = _toy_model()

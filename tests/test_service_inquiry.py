@@ -423,6 +423,22 @@ def test_a_confirmed_symptoms_words_are_read_through_its_name_not_twice(inquiry_
     assert findings() == {"E_201", "E_91", "E_53"}
 
 
+def test_words_that_say_more_than_a_terms_name_keep_their_reading(inquiry_services):
+    # "my cough brings up green stuff", decided Cough: the words read the cough that produces colored sputum, the name
+    # a cough; the words say the name's finding and more, which is no double reading (a wheeze heard on breathing in
+    # for Wheezing, read as one on breathing out, is)
+    text = "my cough brings up green stuff"
+    readings = {text: {("E_77", "present")}, "Cough": {("E_201", "present")}, "": set()}
+
+    def read(t: str, term: bool = False) -> list:
+        return [dataclasses.make_dataclass("F", ["name", "value"])(n, v) for n, v in sorted(readings.get(t.strip(), set()))]
+
+    inquiry = inquiry_services.differential.inquiry
+    terms = [ReadTerm("Cough", (0, len(text)), 0.9)]
+    assert inquiry.double_readings(read, text, terms, ["Cough"]) == {("E_77", "present")}
+    assert inquiry.double_readings(read, text, terms, ["Cough"], lambda a, b: (a, b) == ("E_77", "E_201")) == set()
+
+
 def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_services):
     c = _client(_reading_services(inquiry_services, None))
 

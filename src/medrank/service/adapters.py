@@ -775,7 +775,8 @@ class Inquiry:
                 memo[text, term] = engine.detect_findings(text, term=term)
             return memo[text, term]
 
-        doubles = {text: self.double_readings(read, text, terms, symptoms) for text, terms in (readings or {}).items()}
+        doubles = {text: self.double_readings(read, text, terms, symptoms, engine.refines)
+                   for text, terms in (readings or {}).items()}
         detected: list[Any] = []
         first_text: dict[str, str] = {}  # finding -> the text that established it (a multi-choice finding may
         for text, source, term in texts:  # carry several values from that one text: head, forehead …)
@@ -801,7 +802,8 @@ class Inquiry:
         return left if re.search(r"\w{2,}", left) else ""
 
     def double_readings(self, read: Callable[[str, bool], list[Any]], text: str, terms: Sequence[str],
-                        symptoms: Sequence[str]) -> set[tuple[str, str]]:
+                        symptoms: Sequence[str], refines: Callable[[str, str], bool] | None = None
+                        ) -> set[tuple[str, str]]:
         """The yes / no findings that the words of a confirmed symptom in ``text`` give besides what its name gives.
 
         The engine's detector matches the patient's words to its own questions, and ``/symptoms`` reads the same words
@@ -812,7 +814,9 @@ class Inquiry:
         text without them, :func:`without_spans`) and that no confirmed symptom's name gives are the double ones.
         The words keep their reading where the term has no words of its own (``span``), its name reads nothing, or
         it is decided less probably than :data:`NAME_OVER_WORDS` (a term that is more probably wrong than right:
-        "food gets stuck when I swallow" read as Food allergy keeps its difficulty swallowing)."""
+        "food gets stuck when I swallow" read as Food allergy keeps its difficulty swallowing), and a finding of the
+        words that says the name's and more (``refines(words', name's)``, :meth:`InquiryEngine.refines`: "my cough
+        brings up green stuff", Cough, keeps the cough that produces colored sputum) is no double."""
         confirmed = set(symptoms)
         found = {(f.name, f.value) for f in read(text, False)}
         by_name = {term: {(f.name, f.value) for f in read(term, True)} for term in confirmed}
@@ -826,7 +830,8 @@ class Inquiry:
             if not own or own <= found:
                 continue  # the words already give what the name does: nothing to mend
             left = {(f.name, f.value) for f in read(without_spans(text, [span]), False)}
-            doubles |= {f for f in found - left if f[1] in ANSWER_VALUES and f[0] not in named}
+            doubles |= {f for f in found - left if f[1] in ANSWER_VALUES and f[0] not in named
+                        and not (refines is not None and any(refines(f[0], o) for o, _ in own))}
         return doubles
 
     @staticmethod

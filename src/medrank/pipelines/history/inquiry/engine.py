@@ -144,6 +144,15 @@ class InquiryEngine:
 
         return finding_phrase(self.finding_label(name))
 
+    def refines(self, name: str, other: str) -> bool:
+        """Whether finding ``name`` is ``other`` said more closely: its description is ``other``'s followed by what
+        qualifies it ("a cough that produces colored or more abundant sputum than usual" refines "a cough"; "intense
+        coughing fits" and "vomit after coughing" do not)."""
+        if name == other or name not in self.labels or other not in self.labels:
+            return False
+        mine, theirs = self.finding_description(name).lower(), self.finding_description(other).lower()
+        return re.match(rf"{re.escape(theirs)}\s+(?:that|which|with)\b", mine) is not None
+
     def finding_options(self, name: str) -> list[tuple[str, str]]:
         """(value code, meaning) of a categorical or multi-choice finding; empty for a yes / no one."""
         var = self.model.variables.get(name)
