@@ -554,6 +554,11 @@ class _Candidate:
     in_span: bool = False
 
 
+def _words_of(c: _Candidate, spans: Sequence[Span], text: str) -> str:
+    """The words candidate ``c`` is placed on: its span's, or the whole text's for a candidate on none."""
+    return spans[c.span_idx].text if c.span_idx >= 0 else text
+
+
 class SetDetector:
     """Complaint → :class:`SymptomSet` over any retriever (see the module docstring).
 
@@ -611,11 +616,8 @@ class SetDetector:
         self._small_talk_reads_search = False
         #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
         self._fitting_rules: tuple[str, ...] | None = None
-        #: (names, the names of two characters or more) and (lexicon, names, the words a cue can deny): :meth:`_denied`
-        self._name_set: tuple[Any, frozenset[str]] | None = None
-        self._denied_set: tuple[Any, frozenset[str], frozenset[str]] | None = None
-        #: (names, the terms whose name joins two names with 和, and the two): :meth:`_joined_names`
-        self._joined: tuple[Any, dict[str, tuple[str, str]]] | None = None
+        #: what is derived from ``names`` or the lexicon, with the objects it was derived from (:meth:`_derived`)
+        self._derived_from: dict[str, tuple[tuple[Any, ...], Any]] = {}
 
     @property
     def wordings(self) -> Mapping[str, Sequence[str]] | None:
@@ -763,20 +765,29 @@ class SetDetector:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
 
+    def _derived(self, what: str, sources: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """``build()``, kept under ``what`` until one of ``sources`` (the objects it is derived from, compared by
+        identity: ``names`` and the lexicon can be replaced on a detector) is another object."""
+        held = self._derived_from.get(what)
+        if held is None or len(held[0]) != len(sources) or any(a is not b for a, b in zip(held[0], sources, strict=True)):
+            held = (sources, build())
+            self._derived_from[what] = held
+        return held[1]
+
     def _joined_names(self) -> dict[str, tuple[str, str]]:
         """The terms whose Chinese name joins two of the vocabulary's names with 和 ("咽痛和胸痛", "头晕和眩晕", "恶心和呕吐"),
         and those two (``zh_joined``); built once per ``names``."""
-        if self._joined is None or self._joined[0] is not self.names:
+        def build() -> dict[str, tuple[str, str]]:
             listed = set(self.names.values())
             pairs = {cid: tuple(name.split("和")) for cid, name in self.names.items() if name.count("和") == 1}
-            self._joined = (self.names, {cid: (a, b) for cid, (a, b) in pairs.items() if a in listed and b in listed})
-        return self._joined[1]
+            return {cid: (a, b) for cid, (a, b) in pairs.items() if a in listed and b in listed}
+
+        return self._derived("joined names", (self.names,), build)
 
     def _names_of_two(self) -> frozenset[str]:
         """The vocabulary's names of two characters or more (built once per ``names``)."""
-        if self._name_set is None or self._name_set[0] is not self.names:
-            self._name_set = (self.names, frozenset(n for n in self.names.values() if len(n) >= 2))
-        return self._name_set[1]
+        return self._derived("names of two", (self.names,),
+                             lambda: frozenset(n for n in self.names.values() if len(n) >= 2))
 
     def _whole_names(self, text: str, spans: list[Span]) -> list[Span]:
         """Neighbouring Chinese spans that together write one of the vocabulary's names, as one piece: "口腔" and the
@@ -805,11 +816,13 @@ class SetDetector:
         """The words a Chinese negation cue can deny (:meth:`_denied`): the vocabulary's names of two characters or
         more and the lexicon's words, as written and as searched ("肚子疼" and "肚子痛"); built once per lexicon."""
         names = self._names_of_two()
-        if self._denied_set is None or self._denied_set[0] is not self.lexicon or self._denied_set[1] is not names:
+
+        def build() -> frozenset[str]:
             forms = [f for f in (self.lexicon.forms if self.lexicon is not None else ()) if len(f) >= 2]
             varied = [self.lexicon.vary(f) for f in forms] if self.lexicon is not None else []
-            self._denied_set = (self.lexicon, names, names | frozenset(forms) | frozenset(varied))
-        return self._denied_set[2]
+            return names | frozenset(forms) | frozenset(varied)
+
+        return self._derived("denied words", (self.lexicon, names), build)
 
     def _denied(self, span: Span) -> Span:
         """A Chinese piece in which a negation cue denies one of the vocabulary's names or a lexicon word ("没有胸疼",
@@ -1019,7 +1032,7 @@ class SetDetector:
             name = self.names.get(c.id, c.id)
             if c.span_idx < 0 and spans:
                 c.span_idx = max(range(len(spans)), key=lambda j: _overlap(name, spans[j].text, zh)[0])
-            span_text = spans[c.span_idx].text if c.span_idx >= 0 else text
+            span_text = _words_of(c, spans, text)
             covered_name, covered_span = _overlap(name, span_text, zh)
             rows.append([
                 c.span_score if math.isfinite(c.span_score) else floor,
@@ -1342,8 +1355,7 @@ class SetDetector:
         assert self.wordings is not None
         contradicts, unnamed, bare = self._rule("body_parts"), self._rule("unnamed_parts"), self._rule("bare_parts")
         return {j for j, c in enumerate(cands)
-                if (contradicts and parts.contradicts(spans[c.span_idx].text if c.span_idx >= 0 else text,
-                                                      self.wordings.get(c.id, ())))
+                if (contradicts and parts.contradicts(_words_of(c, spans, text), self.wordings.get(c.id, ())))
                 or (unnamed and parts.unnamed(text, self.wordings.get(c.id, ())))
                 or (bare and c.span_idx >= 0 and parts.only_a_part(spans[c.span_idx].text))}
 
@@ -1363,7 +1375,7 @@ class SetDetector:
             return set()
         groups = self._grouping_terms()
         return {j for j, c in enumerate(cands)
-                if c.id in groups and c.id not in self._named_by(spans[c.span_idx].text if c.span_idx >= 0 else text, text)}
+                if c.id in groups and c.id not in self._named_by(_words_of(c, spans, text), text)}
 
     def _blood_terms(self) -> frozenset[str]:
         """The terms each of whose wordings names blood or bleeding (:data:`BLOOD_WORD`), read once."""
@@ -1380,7 +1392,7 @@ class SetDetector:
             return set()
         bleeding = self._blood_terms()
         return {j for j, c in enumerate(cands)
-                if c.id in bleeding and not BLOOD_WORD.search(spans[c.span_idx].text if c.span_idx >= 0 else text)}
+                if c.id in bleeding and not BLOOD_WORD.search(_words_of(c, spans, text))}
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or

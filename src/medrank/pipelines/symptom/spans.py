@@ -406,10 +406,11 @@ def _as_weight(text: str) -> str:
     return _EN_WEIGHT_CHANGE.sub(said, text)
 
 
-#: "sick" in words that state no illness: a sick note, off sick, sick of something
+#: "sick" in words that state no illness: a sick note, off sick, sick of something ("sick and tired" is cut at its
+#: "and" before this is read: :func:`_sick_idioms` drops the "sick" before "and tired")
 _EN_SICK_IDIOM = re.compile(
     r"\bsick[\s-]+(?:notes?|leave|days?|pay|certificates?|lists?|bays?)\b|\b(?:(?:call(?:s|ed|ing)?|phon(?:e|es|ed|ing))"
-    r"\s+in|off)\s+sick\b|\bsick\s+(?:and\s+tired\s+|to\s+death\s+)?of\b|\bworried\s+sick\b", re.I)
+    r"\s+in|off)\s+sick\b|\bsick\s+(?:to\s+death\s+)?of\b|\bworried\s+sick\b", re.I)
 #: what is left of a piece once such words are taken out that asks for nothing to be searched
 _EN_ERRAND_WORDS = frozenset({"a", "an", "the", "for", "from", "to", "my", "me", "i", "need", "needs", "want", "wants",
                               "get", "got", "have", "had", "some", "work", "school", "college", "job", "off", "on",

@@ -29,7 +29,7 @@ lists, but a user may report one). Age (bands) and sex are categorical features 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ class Observation(dict):
         self.alternatives: tuple[tuple[str, ...], ...] = tuple(tuple(g) for g in alternatives)
 
 
-def alternative_groups(observed: Mapping[str, Any], present: Any) -> list[tuple[str, ...]]:
+def alternative_groups(observed: Mapping[str, Any], present: Callable[[str, Any], bool]) -> list[tuple[str, ...]]:
     """The groups of ``observed``'s alternative codings (groups sharing a finding joined) whose members are all
     observed and stated present (``present(name, value)``), each with two members at least."""
     groups: list[set[str]] = []
