@@ -329,8 +329,16 @@ async function showDifferential(sent, findings, language) {
   // an open-world engine also says how likely the condition is none of those it knows
   const outside = $("differential-outside");
   outside.hidden = data.outside_probability == null;
+  // more likely than every listed condition, it is said before them: a list headed by a 6 % condition reads as an
+  // answer that is not there
+  const first = data.results.length ? data.results[0].probability : 0;
+  const leads = data.outside_probability != null && data.outside_probability > first;
   outside.textContent = data.outside_probability == null ? ""
+    : leads ? `Most likely a condition none of these: ${percent(data.outside_probability)} (the list holds only the `
+      + "conditions of its case collection; those below fit less well)."
     : `A condition none of these: ${percent(data.outside_probability)} (the list holds only the conditions of its case collection).`;
+  if (leads) $("differential").before(outside);
+  else $("differential").after(outside);
   $("differential-note").textContent = data.note;
   $("differential-meta").textContent = `${data.engine} · ${modelLine(data)}`;
   $("differential-block").hidden = false;
