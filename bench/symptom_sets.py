@@ -68,7 +68,7 @@ from medrank.pipelines.symptom.sets import (
     span_lexicon,
 )
 from medrank.pipelines.symptom.spans import find_spans
-from medrank.retrieval.concept import ConceptRetriever, prepare_for_serving
+from medrank.retrieval.concept import ConceptRetriever, prepare_for_serving, vocabulary_digest
 
 SEED = 29
 ANCHORS = {"BERT-base (CBLUE CDN test)": 55.4, "MacBERT-large (CBLUE CDN test)": 59.3, "human (CBLUE CDN test)": 65.0}
@@ -82,15 +82,6 @@ def encoder(name: str) -> Any:
     if name not in _ENCODERS:
         _ENCODERS[name] = CachedEncoder(load_encoder(name), cache_dir() / "embeddings")
     return _ENCODERS[name]
-
-
-def vocabulary_digest(concepts: Any) -> str:
-    """A short digest of what an index holds (ids, names, synonyms, definitions): a cached index built from another
-    vocabulary is never reused under the same key."""
-    h = hashlib.sha256()
-    for c in concepts:
-        h.update(json.dumps([c.id, c.name, list(c.synonyms), c.meta.get("definition", "")], ensure_ascii=False).encode())
-    return h.hexdigest()[:10]
 
 
 def retriever(key: str, concepts: Any, method: str, enc: str | None, language: str,
@@ -556,10 +547,9 @@ def part_icd(out: dict[str, Any]) -> None:
     HPO layperson phrases carried over to the one code an HPO term names exactly (``layperson_terms_by_code``);
     the calibration (shipped for the service's zero-shot ICD-10-CM knowledge base) and the test use disjoint codes."""
     from medrank.data.hpo import load_hpo
-    from medrank.data.icd10cm import load_icd10cm
+    from medrank.data.icd10cm import is_symptom_code, load_icd10cm
     from medrank.pipelines.symptom.sets import default_hierarchy
     from medrank.pipelines.symptom.synthetic import compose_complaints, layperson_terms_by_code
-    from medrank.service.build import is_symptom_code
 
     codes = [c for c in load_icd10cm() if is_symptom_code(c.id)]
     terms = layperson_terms_by_code(load_hpo(), codes)

@@ -733,7 +733,7 @@ def test_garbled_names_are_repaired_counted_and_never_served_first(tiny_encoder)
 
 
 def test_icd10cm_serves_signs_and_symptoms_only():
-    from medrank.service.build import is_symptom_code
+    from medrank.data.icd10cm import is_symptom_code
 
     assert is_symptom_code("R51.9") and is_symptom_code("M54.5") and is_symptom_code("G47.00")
     assert not is_symptom_code("Z28.3")  # "Underimmunization status": administrative, never a complaint's answer

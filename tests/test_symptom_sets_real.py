@@ -346,3 +346,15 @@ def test_the_served_run_reads_small_talk_as_no_finding() -> None:
         got = run.detect(text)
         assert got.terms == [] and got.alternatives == [], (text, [t.name for t in got.terms])
     assert {"Headache", "Fever"} <= {t.name for t in run.detect("I have a headache and a fever, thank you").terms}
+
+
+def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_serves_it() -> None:
+    """``zero_shot_set_detector`` (``medrank detect --model hpo``): the service's zero-shot HPO and ICD-10 Beijing
+    knowledge bases, decided the way /symptoms decides them."""
+    from medrank.pipelines.symptom.inference import zero_shot_set_detector
+
+    hpo = zero_shot_set_detector("hpo", show_progress=False)
+    assert {t.name for t in hpo.detect("I have a sore throat and a fever").terms} == {"Fever", "Pharyngalgia"}
+    assert not hpo.detect("I need a sick note for work").terms
+    cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
+    assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

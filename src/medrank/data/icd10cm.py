@@ -15,6 +15,17 @@ import warnings
 
 from medrank.records import Concept
 
+#: ICD-10-CM categories outside chapter 18 that name a symptom a patient reports (pain of a body part, itch,
+#: insomnia …); the rest of those chapters are diagnoses, and chapters 19-21 injuries, causes and administrative
+#: encounters ("Immunization not carried out"), which no complaint should be answered with
+SYMPTOM_CATEGORIES = ("G47.0", "H53.1", "H53.2", "H57.1", "H92", "H93.1", "K59.0", "L29", "M25.5", "M54", "M79.1", "M79.6",
+                      "N94.6")
+
+
+def is_symptom_code(code: str) -> bool:
+    """True for ICD-10-CM codes of chapter 18 (R00-R99, symptoms and signs) and of :data:`SYMPTOM_CATEGORIES`."""
+    return code.startswith("R") or code.startswith(SYMPTOM_CATEGORIES)
+
 
 def _icd():  # noqa: ANN202 - module import kept lazy (it parses the XML at import time)
     try:

@@ -9,6 +9,7 @@ Bi-HardNCE paper's metrics) and Acc@1 / Acc@5 (BioSyn's).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -67,6 +68,15 @@ def concept_entries(
             texts.append(text)
             items.append(c.id)
     return ids, texts, items
+
+
+def vocabulary_digest(concepts: Sequence[Concept]) -> str:
+    """A short digest of what an index over ``concepts`` holds (ids, names, synonyms, definitions): a cached index
+    built from another vocabulary is never reused under the same key."""
+    h = hashlib.sha256()
+    for c in concepts:
+        h.update(json.dumps([c.id, c.name, list(c.synonyms), c.meta.get("definition", "")], ensure_ascii=False).encode())
+    return h.hexdigest()[:10]
 
 
 def make_index(

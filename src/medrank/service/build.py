@@ -252,7 +252,7 @@ class Builder:
                            "HPO licence (free use with attribution; https://hpo.jax.org/app/license); MedQuAD: CC BY 4.0"),
                     lambda: hpo_with_consumer_wordings(root))
         if name == "icd10cm":
-            from medrank.data.icd10cm import icd10cm_version, load_icd10cm
+            from medrank.data.icd10cm import icd10cm_version, is_symptom_code, load_icd10cm
 
             return (KBInfo("icd10cm", "en", "ICD-10-CM signs and symptoms (chapter 18, R00-R99, and symptom categories "
                            "of other chapters; CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
@@ -1035,18 +1035,6 @@ def start_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPEL
     worker = threading.Thread(target=_run_steps, args=(builder, services, names, False), name="medrank-build", daemon=True)
     worker.start()
     return services, worker
-
-
-#: ICD-10-CM categories outside chapter 18 that name a symptom a patient reports (pain of a body part, itch,
-#: insomnia …); the rest of those chapters are diagnoses, and chapters 19-21 injuries, causes and administrative
-#: encounters ("Immunization not carried out"), which no complaint should be answered with
-SYMPTOM_CATEGORIES = ("G47.0", "H53.1", "H53.2", "H57.1", "H92", "H93.1", "K59.0", "L29", "M25.5", "M54", "M79.1", "M79.6",
-                      "N94.6")
-
-
-def is_symptom_code(code: str) -> bool:
-    """True for ICD-10-CM codes of chapter 18 (R00-R99, symptoms and signs) and of :data:`SYMPTOM_CATEGORIES`."""
-    return code.startswith("R") or code.startswith(SYMPTOM_CATEGORIES)
 
 
 def redact_dsn(spec: str) -> str:

@@ -100,6 +100,14 @@ def language_refusal(query: str, expected: str | None) -> str | None:
 SELF_REPORT_ALIAS = "dxy"
 
 
+def _zero_shot(model: Path) -> str | None:
+    """The vocabulary ``--model`` names for zero-shot set detection (``hpo``, ``icd10cm``, ``chip-cdn``; a folder of
+    that name wins), else None."""
+    from medrank.pipelines.symptom.inference import ZERO_SHOT_VOCABULARIES
+
+    return str(model) if str(model) in ZERO_SHOT_VOCABULARIES and not model.exists() else None
+
+
 def _self_report_model(model: Path) -> Any:
     """``--model dxy`` or a self-report model's JSON file (``SelfReportModel.save``)."""
     from medrank.pipelines.symptom.self_report import SelfReportModel, dxy_self_report_model
@@ -118,6 +126,11 @@ def _print_sets(model: Path, candidates: str, queries: list[str], k: int, as_jso
     try:
         if model.is_dir():
             detector = SetDetector.from_run(model, candidates)
+            reads = detector.language
+        elif (vocabulary := _zero_shot(model)) is not None:
+            from medrank.pipelines.symptom.inference import zero_shot_set_detector
+
+            detector = zero_shot_set_detector(vocabulary)
             reads = detector.language
         else:  # the self-report model reads Chinese self-reports
             detector, reads = _self_report_model(model), "zh"
@@ -166,9 +179,12 @@ def register(app: typer.Typer) -> None:
     def detect(
         queries: Annotated[list[str], typer.Argument(help="Patient queries / diagnosis strings.")],
         model: Annotated[Path, typer.Option("--model", "-m", help="A run directory written by `medrank train`; a "
-                                            "self-report model's JSON file (SelfReportModel.save); or 'dxy': the 41 "
+                                            "self-report model's JSON file (SelfReportModel.save); 'dxy': the 41 "
                                             "DXY symptoms decided by the self-report model fitted on the visible "
-                                            "dialogues (Chinese; the service's dxy knowledge base).")],
+                                            "dialogues (Chinese; the service's dxy knowledge base); or 'hpo', "
+                                            "'icd10cm', 'chip-cdn': no trained run, the pretrained encoder's hybrid "
+                                            "index with its shipped set calibration, as a fresh checkout's service "
+                                            "decides (the index is built on first use and cached).")],
         candidates: Annotated[
             str | None,
             typer.Option(help="Which saved index: 'gold' (~4k terms), 'vocab' (40k) or the run's own ('hpo'). "
@@ -202,11 +218,13 @@ def register(app: typer.Typer) -> None:
             fail("-k must be >= 1")
         if language not in ("auto", "en", "zh"):
             fail(f"--language must be auto, en or zh, got {language!r}")
-        if model.is_file() or (str(model) == SELF_REPORT_ALIAS and not model.exists()):
-            # the self-report model decides the set itself: no index, no ranking form, no threshold to choose
+        if model.is_file() or (str(model) == SELF_REPORT_ALIAS and not model.exists()) or _zero_shot(model):
+            # the self-report model and a zero-shot vocabulary decide the set with their own calibration: no
+            # ranking form, no threshold to choose
             if sets is False or threshold or beta is not None or alpha is not None or candidates is not None:
                 fail("--ranking, --threshold, --beta, --alpha and --candidates apply to a trained run; the self-report "
-                     "model decides the set with its own fitted threshold")
+                     "model decides the set with its own fitted threshold, a zero-shot vocabulary with its shipped "
+                     "calibration")
             if _print_sets(model, "", queries, k, as_json, language):
                 raise typer.Exit(1)
             return

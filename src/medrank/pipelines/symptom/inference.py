@@ -36,9 +36,15 @@ log = logging.getLogger(__name__)
 
 #: the set-level detection the service serves beside each knowledge base's ranking
 #: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
-__all__ = ["DEFAULT_K", "SERVED_BACKEND", "DetectedTerm", "SelfReportModel", "SetCalibration", "SetDetector",
-           "SymptomDetector", "SymptomSet", "TermReranker", "dxy_self_report_model", "ensemble_members",
-           "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration", "with_uncovered"]
+__all__ = ["DEFAULT_K", "SERVED_BACKEND", "ZERO_SHOT_VOCABULARIES", "DetectedTerm", "SelfReportModel",
+           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "dxy_self_report_model",
+           "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration",
+           "with_uncovered", "zero_shot_concepts", "zero_shot_set_detector"]
+
+#: the vocabularies a zero-shot set detector reads (:func:`zero_shot_set_detector`) → their language and encoder: the
+#: service's knowledge bases of those names, as a fresh checkout serves them (no trained run)
+ZERO_SHOT_VOCABULARIES: dict[str, tuple[str, str]] = {"hpo": ("en", "minilm"), "icd10cm": ("en", "minilm"),
+                                                      "chip-cdn": ("zh", "e5-small")}
 
 
 class SymptomDetector:
@@ -150,6 +156,67 @@ def set_detector_for_run(detector: SymptomDetector, run_dir: str | os.PathLike[s
         return None
     sets.use_small_talk(detector.retriever.index, detector.retriever.concepts.values(), data_root)
     return sets
+
+
+def zero_shot_concepts(vocabulary: str, data_root: str | os.PathLike[str] | None = None) -> list[Any]:
+    """The terms of a :data:`ZERO_SHOT_VOCABULARIES` vocabulary, as the service's knowledge base of that name holds
+    them: HPO with MedQuAD's everyday wordings, ICD-10-CM's signs and symptoms, ICD-10 Beijing (CHIP-CDN)."""
+    if vocabulary == "hpo":
+        from medrank.data.consumer import hpo_with_consumer_wordings
+
+        return hpo_with_consumer_wordings(data_root)
+    if vocabulary == "icd10cm":
+        from medrank.data.icd10cm import is_symptom_code, load_icd10cm
+
+        return [c for c in load_icd10cm() if is_symptom_code(c.id)]
+    if vocabulary == "chip-cdn":
+        from medrank.data.chip_cdn import load_chip_cdn_vocabulary
+
+        return list(load_chip_cdn_vocabulary(data_root))
+    raise ValueError(f"no zero-shot set detection over {vocabulary!r}; known: {', '.join(ZERO_SHOT_VOCABULARIES)}")
+
+
+def zero_shot_set_detector(vocabulary: str, data_root: str | os.PathLike[str] | None = None,
+                           cache: str | os.PathLike[str] | None = None, encoder: str | None = None,
+                           show_progress: bool = True) -> SetDetector:
+    """A set detector over ``vocabulary`` (``hpo``, ``icd10cm`` or ``chip-cdn``) with no trained run: the pretrained
+    encoder's hybrid index (dense + BM25, RRF) with the calibration shipped for it (:func:`shipped_calibration`),
+    the DXY words for Chinese pieces, the small-talk gate for English; what the service's ``/symptoms`` decides over
+    that knowledge base on a fresh checkout (its queries there may run on an ONNX backend). ``encoder``: another
+    model (a folder or hub id) in place of the default; the shipped calibration was fitted for the default.
+
+    The index is built once (the vocabulary's entries encoded: a minute or two on a CPU, ``show_progress``) and kept
+    under ``cache`` (default ``$MEDRANK_CACHE/zero-shot-sets``), keyed by the vocabulary's contents and the encoder's
+    files; later calls load it in seconds. Queries are never written to the cache."""
+    import hashlib
+
+    from medrank.config import cache_dir
+    from medrank.encoders import CachedEncoder, load_encoder
+    from medrank.retrieval.concept import CONCEPTS_FILE, ConceptRetriever, vocabulary_digest
+
+    if vocabulary not in ZERO_SHOT_VOCABULARIES:
+        raise ValueError(f"no zero-shot set detection over {vocabulary!r}; known: {', '.join(ZERO_SHOT_VOCABULARIES)}")
+    language, default_encoder = ZERO_SHOT_VOCABULARIES[vocabulary]
+    calibration = shipped_calibration(vocabulary, "hybrid")
+    if calibration is None:  # pragma: no cover - the package ships one per vocabulary above
+        raise FileNotFoundError(f"no shipped set calibration for {vocabulary} (calibrations/{vocabulary}-hybrid.json)")
+    concepts = zero_shot_concepts(vocabulary, data_root)
+    query_encoder = load_encoder(encoder or default_encoder)
+    key = json.dumps([vocabulary_digest(concepts), query_encoder.fingerprint()], sort_keys=True, default=str)
+    folder = Path(cache or cache_dir() / "zero-shot-sets") / f"{vocabulary}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
+    if not (folder / CONCEPTS_FILE).exists():
+        # the entries' vectors go through the shared embedding cache (a rebuild, or the bench's index, reuses them)
+        entries = CachedEncoder(query_encoder, cache_dir() / "embeddings")
+        log.info("zero-shot %s: indexing %d terms (first use only)", vocabulary, len(concepts))
+        ConceptRetriever.build(concepts, method="hybrid", encoder=entries, language=language,
+                               show_progress=show_progress).save(folder)
+    retriever = ConceptRetriever.load(folder, encoder=query_encoder)
+    lexicon = _lexicon(language, data_root)
+    detector = SetDetector.from_retriever(retriever, language=language, name=vocabulary, calibration=calibration,
+                                          lexicon=lexicon)
+    if language == "en":
+        detector.use_small_talk(retriever.index, retriever.concepts.values(), data_root)
+    return detector
 
 
 def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
