@@ -786,6 +786,7 @@ class Builder:
         from medrank.pipelines.similar.inference import (
             ANSWERS_VERSION,
             MAX_ANSWER_CHARS,
+            EncoderCosineMatcher,
             SimilarQuestionSearcher,
             language_corpus,
             load_medquad_answers,
@@ -808,13 +809,19 @@ class Builder:
                                                               for q, a in answers.items()))
                 self._stamp(out, fp)
             run = self.settings.model_path(f"similar-{lang}")
-            matcher, model, trained = None, "BM25 only (zero-shot; no trained matcher found)", False
             if run is not None and self._kind(run) != "question-matcher":
-                self.say(f"  similar {lang}: {run} holds no finished matcher (matcher/matcher.json); serving BM25 only")
+                self.say(f"  similar {lang}: {run} holds no finished matcher (matcher/matcher.json); serving the "
+                         "zero-shot form")
                 run = None
             if run is not None:
                 matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_artefact(run))
                 model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
+            else:
+                # no trained matcher: the language's pretrained encoder re-ranks BM25's candidates by cosine
+                # (bench/similar_zero_shot.py: the paraphrase comes first far more often than in BM25's order)
+                matcher = EncoderCosineMatcher(self.encoder(lang))
+                model, trained = (f"{matcher.name} re-ranking BM25 top-20 (zero-shot: a pretrained encoder, no "
+                                  "trained matcher found)", False)
             searchers[lang] = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
                                               sources[lang], read_answers(out / ANSWERS_FILE))
         return SimilarService(searchers)

@@ -63,9 +63,14 @@ def register(app: typer.Typer) -> None:
         encoder: Annotated[str | None, typer.Option(help="Encoder for dense/hybrid recall (default e5-small / minilm).")] = None,
         k: Annotated[int, typer.Option("-k", help="How many similar questions to show.")] = 5,
         recall_k: Annotated[int, typer.Option(help="Candidates recalled before re-ranking.")] = 20,
+        rerank: Annotated[bool, typer.Option("--rerank/--no-rerank", help="Without --model: re-rank the recalled "
+                                             "candidates by the cosine of the pretrained encoder (--encoder; what the "
+                                             "service serves with no trained matcher); --no-rerank keeps the recall "
+                                             "order.")] = True,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
-        """Find solved questions similar to a new one: BM25 top-20 recall, re-ranked by the matcher.
+        """Find solved questions similar to a new one: BM25 top-20 recall, re-ranked by the matcher (without one, by a
+        pretrained encoder's cosine).
 
         Without --corpus/--dataset/--index the corpus is every question of the
         language's pair datasets (Chinese: CHIP-STS + KUAKE-QQR; English: MQP +
@@ -118,10 +123,15 @@ def register(app: typer.Typer) -> None:
             if not questions:
                 report([{"question": q, "error": refused[q]} for q in asked], None)
             enc = None
-            if recall != "bm25":
+            if recall != "bm25" or (matcher is None and rerank):
                 from medrank.encoders import load_encoder
 
                 enc = load_encoder(encoder or ("e5-small" if (lang or guess_language(questions)) == "zh" else "minilm"))
+            if matcher is None and rerank:
+                from medrank.pipelines.similar.zero_shot import EncoderCosineMatcher
+
+                matcher = EncoderCosineMatcher(enc)
+            enc = enc if recall != "bm25" else None
             t0 = time.perf_counter()
             if index_dir is not None:
                 searcher = SimilarQuestionSearcher.load(index_dir, matcher, recall_k, **({"encoder": enc} if enc else {}))

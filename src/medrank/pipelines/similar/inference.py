@@ -9,9 +9,11 @@ from medrank.pipelines.similar.corpus import (
 )
 from medrank.pipelines.similar.matchers import load_matcher
 from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
+from medrank.pipelines.similar.zero_shot import EncoderCosineMatcher
 
 __all__ = [
     "ANSWERS_VERSION",
+    "EncoderCosineMatcher",
     "MATCHER_MARKER",
     "MAX_ANSWER_CHARS",
     "SimilarQuestionSearcher",

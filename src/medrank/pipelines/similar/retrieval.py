@@ -14,14 +14,22 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from medrank.index import BM25Index, Index, load_index
 from medrank.index.base import check_k
-from medrank.pipelines.similar.matchers import PairMatcher
 from medrank.records import require_texts
+
+
+class Matcher(Protocol):
+    """What re-ranks the recalled candidates: a trained :class:`~medrank.pipelines.similar.matchers.PairMatcher`, or a
+    pretrained encoder's cosine (:class:`~medrank.pipelines.similar.zero_shot.EncoderCosineMatcher`)."""
+
+    name: str
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ def make_recall_index(language: str, method: str = "bm25", encoder: Any = None) 
 class SimilarQuestionSearcher:
     """Recall index over a question corpus + an optional matcher that re-ranks the recalled candidates."""
 
-    def __init__(self, index: Index, matcher: PairMatcher | None = None, recall_k: int = 20) -> None:
+    def __init__(self, index: Index, matcher: Matcher | None = None, recall_k: int = 20) -> None:
         if recall_k < 1:
             raise ValueError(f"recall_k must be >= 1, got {recall_k}")
         self.index = index
@@ -66,7 +74,7 @@ class SimilarQuestionSearcher:
         self._text = dict(zip(index.entry_ids, index.entry_texts, strict=True))
 
     @classmethod
-    def build(cls, questions: Sequence[str] | dict[str, str], matcher: PairMatcher | None = None, language: str = "zh",
+    def build(cls, questions: Sequence[str] | dict[str, str], matcher: Matcher | None = None, language: str = "zh",
               recall: str = "bm25", encoder: Any = None, recall_k: int = 20) -> SimilarQuestionSearcher:
         """Index ``questions`` (texts, or ``{id: text}``; duplicate texts are indexed once)."""
         if isinstance(questions, dict):
@@ -113,7 +121,7 @@ class SimilarQuestionSearcher:
         self.index.save(path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], matcher: PairMatcher | None = None, recall_k: int = 20, **kwargs: Any) -> SimilarQuestionSearcher:
+    def load(cls, path: str | os.PathLike[str], matcher: Matcher | None = None, recall_k: int = 20, **kwargs: Any) -> SimilarQuestionSearcher:
         """A searcher over the recall index saved at ``path`` (``kwargs`` go to :func:`~medrank.index.load_index`)."""
         return cls(load_index(path, **kwargs), matcher, recall_k)
 
@@ -127,7 +135,7 @@ def corpus_key(texts: Sequence[str], language: str, recall: str) -> str:
     return h.hexdigest()[:16]
 
 
-def cached_searcher(texts: Sequence[str], language: str, matcher: PairMatcher | None, recall: str = "bm25",
+def cached_searcher(texts: Sequence[str], language: str, matcher: Matcher | None, recall: str = "bm25",
                     encoder: Any = None, recall_k: int = 20, cache: Path | None = None) -> SimilarQuestionSearcher:
     """Build the recall index once per corpus and cache it under ``$MEDRANK_CACHE/indexes``."""
     from medrank.config import cache_dir
