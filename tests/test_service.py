@@ -868,7 +868,7 @@ def test_build_plan_puts_the_small_steps_first(tmp_path):
     settings = ServiceSettings(api_token=None, state_dir=tmp_path, models_dir=tmp_path)
     assert plan(settings, ("symptoms", "normalize", "passages", "next-questions", "similar-questions")) == [
         "symptoms:icd10cm", "symptoms:dxy", "similar-questions", "next-questions", "passages", "differential", "normalize",
-        "symptoms:hpo", "symptoms:chip-cdn", "passages:sentence-vectors"]
+        "symptoms:hpo", "symptoms:chip-cdn", "similar-questions:vectors", "passages:sentence-vectors"]
     with pytest.raises(ValueError, match="unknown pipelines"):
         plan(settings, ("nope",))
 

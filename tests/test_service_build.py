@@ -178,3 +178,35 @@ def test_the_dxy_knowledge_base_is_decided_by_the_self_report_model(tmp_path, mo
     again = service.detect("宝宝发烧，流鼻涕", kb="dxy", k=2)
     assert calls == [1] and again["results"] == out["results"]
     assert [r["id"] for r in out["results"]] == [t["name"] for t in out["terms"]]  # most probable first
+
+
+def test_zero_shot_english_similar_questions_turn_dense_once_encoded(tmp_path, tiny_encoder, monkeypatch):
+    """The "similar-questions:vectors" step: every English question encoded once, saved beside the BM25 index, and
+    the encoder's whole-corpus search swapped in for its re-ranking of BM25's top 20; a trained matcher is left alone."""
+    from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
+    from medrank.pipelines.similar.zero_shot import EncoderCosineMatcher
+    from medrank.service.adapters import SimilarSearcher, SimilarService
+
+    monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
+    settings = ServiceSettings(api_token=None, state_dir=tmp_path / "state", models_dir=tmp_path / "runs")
+    b = Builder(settings, show_progress=False, encoders={"en": tiny_encoder})
+    texts = ["what causes headache", "how to treat fever", "is cough contagious", "what causes a fever"]
+    answers = {"how to treat fever": {"answer": "Rest and fluids.", "url": "https://example.org"}}
+    zero = SimilarSearcher(SimilarQuestionSearcher.build(texts, EncoderCosineMatcher(tiny_encoder), "en"),
+                           "tiny cosine re-ranking BM25 top-20 (zero-shot)", False, "BM25 top-20", "test", answers)
+    trained = SimilarSearcher(SimilarQuestionSearcher.build(["头痛怎么办"], None, "zh"), "stmt", True, "BM25 top-20", "t")
+    svc = SimilarService({"en": zero, "zh": trained})
+    (tmp_path / "state" / "similar-en").mkdir(parents=True)
+    b.similar_question_vectors(svc)
+    dense = svc.searchers["en"]
+    assert dense.model.startswith("tiny dense search over every question") and not dense.trained
+    assert dense.searcher.matcher is None and dense.answers is answers and svc.searchers["zh"] is trained
+    got = svc.search("what causes headache", k=4)
+    assert got["results"][0]["text"] == "what causes headache"  # its own vector first
+    assert {r["text"] for r in got["results"]} == set(texts)  # the whole corpus is searched, not BM25's recall
+    assert next(r for r in got["results"] if r["text"] == "how to treat fever")["answer"] == "Rest and fluids."
+    # a later start reads the saved vectors (the same data, encoder and version)
+    saved = b._saved_question_vectors(tmp_path / "state" / "similar-en", "en")
+    assert saved is not None and saved.shape == (4, tiny_encoder.dim)
+    b.similar_question_vectors(svc)  # already dense: nothing to do
+    assert svc.searchers["en"] is dense

@@ -85,6 +85,8 @@ log = logging.getLogger(__name__)
 BUILD_STAMP = "service-build.json"
 #: the zero-shot ``/passages`` index's sentence vectors and the stamp naming the encoder and corpus they belong to
 SENTENCE_VECTORS, SENTENCE_VECTORS_STAMP = "sentence_vectors.npy", "sentence-vectors.json"
+#: the English similar-question corpus encoded once (the zero-shot form's dense search), beside its BM25 index
+QUESTION_VECTORS, QUESTION_VECTORS_STAMP = "question_vectors.npy", "question-vectors.json"
 PIPELINE_NAMES = ("symptoms", "normalize", "passages", "next-questions", "similar-questions", "differential")
 BUILD_VERSION = 1
 CALIBRATION_SEED = 0
@@ -822,9 +824,62 @@ class Builder:
                 matcher = EncoderCosineMatcher(self.encoder(lang))
                 model, trained = (f"{matcher.name} re-ranking BM25 top-20 (zero-shot: a pretrained encoder, no "
                                   "trained matcher found)", False)
-            searchers[lang] = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
-                                              sources[lang], read_answers(out / ANSWERS_FILE))
+            searcher = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
+                                       sources[lang], read_answers(out / ANSWERS_FILE))
+            vectors = self._saved_question_vectors(out, lang) if not trained else None
+            searchers[lang] = self._dense_similar(searcher, lang, vectors) if vectors is not None else searcher
         return SimilarService(searchers)
+
+    def _question_vectors_fingerprint(self, lang: str) -> str:
+        return self._fingerprint("similar-question-vectors", lang, self.data_key, self.encoder(lang).fingerprint())
+
+    def _saved_question_vectors(self, out: Path, lang: str) -> Any:
+        if lang not in DENSE_SIMILAR:
+            return None
+        import numpy as np
+
+        fresh = self._fresh(out, self._question_vectors_fingerprint(lang), QUESTION_VECTORS_STAMP)
+        return np.load(out / QUESTION_VECTORS) if fresh and (out / QUESTION_VECTORS).exists() else None
+
+    def _dense_similar(self, zero_shot: SimilarSearcher, lang: str, vectors: Any) -> SimilarSearcher:
+        """The zero-shot searcher of ``lang`` as an exact cosine search over every question's ``vectors`` (rows in
+        the BM25 index's entry order), same corpus, answers and source."""
+        from medrank.index import DenseIndex
+        from medrank.pipelines.similar.inference import SimilarQuestionSearcher
+
+        bm25 = zero_shot.searcher.index
+        if len(vectors) != len(bm25.entry_ids):
+            raise ValueError(f"{len(vectors)} question vectors for {len(bm25.entry_ids)} questions")
+        index = DenseIndex(self.encoder(lang))
+        index.entry_ids, index.entry_texts, index.entry_items = (list(bm25.entry_ids), list(bm25.entry_texts),
+                                                                 list(bm25.entry_items))
+        index.build_from_vectors(vectors)
+        name = self.encoder(lang).name
+        return SimilarSearcher(SimilarQuestionSearcher(index), f"{name} dense search over every question (zero-shot: "
+                               "a pretrained encoder, no trained matcher found)", False, f"{name} cosine top-20",
+                               zero_shot.source, zero_shot.answers)
+
+    def similar_question_vectors(self, svc: SimilarService) -> None:
+        """Encodes every question of the zero-shot English similar-question corpus once (through the embedding
+        cache), saves the vectors beside its BM25 index and swaps the dense search in (the searchers' dict whole); a
+        language served by a trained matcher, or already dense, needs nothing."""
+        from medrank.utils.io import atomic_write_npy
+
+        searchers = dict(svc.searchers)
+        for lang in DENSE_SIMILAR:
+            current = searchers.get(lang)
+            if current is None or current.trained or not current.model.startswith(
+                    f"{self.encoder(lang).name} cosine re-ranking"):
+                continue
+            out = self.state / f"similar-{lang}"
+            texts = list(current.searcher.index.entry_texts)
+            vectors = self._timed(f"similar {lang}: {len(texts):,} questions encoded",
+                                  lambda texts=texts, lang=lang: self.build_encoder(lang).encode(
+                                      texts, kind="query", batch_size=128, show_progress=False))
+            atomic_write_npy(out / QUESTION_VECTORS, vectors)
+            self._stamp(out, self._question_vectors_fingerprint(lang), QUESTION_VECTORS_STAMP)
+            searchers[lang] = self._dense_similar(current, lang, vectors)
+        svc.searchers = searchers
 
     # -- stamps -------------------------------------------------------------------------------------
     @staticmethod
@@ -864,7 +919,12 @@ TRAINED_SYMPTOM_KBS = {"chip-cdn": ("symptoms-zh", "vocab", "hnsw"), "hpo": ("sy
 #: build order: what is ready soonest first (ICD-10-CM's signs and symptoms: a thousand codes; the similar-question
 #: indexes and the passages: BM25 only), so every pipeline answers within a minute or two and the large encodes follow
 STEP_ORDER = ("symptoms:icd10cm", "symptoms:dxy", "similar-questions", "next-questions", "passages", "differential", "normalize",
-              "symptoms:hpo", "symptoms:chip-cdn", "passages:sentence-vectors")
+              "symptoms:hpo", "symptoms:chip-cdn", "similar-questions:vectors", "passages:sentence-vectors")
+#: the languages whose zero-shot similar questions are searched densely once every question is encoded (the
+#: "similar-questions:vectors" step; until then, and for the others, the encoder re-ranks BM25's top 20): English,
+#: whose doctor-written rewrites MiniLM's whole-corpus search finds more often than its re-ranking of BM25's
+#: candidates (bench/similar_zero_shot.py); e5-small's encode of the Chinese corpus is not paid for
+DENSE_SIMILAR = ("en",)
 
 
 #: the knowledge base whose entries a side process encodes during a first build (the largest zero-shot encode)
@@ -914,6 +974,8 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
         steps.append("differential")
     if "passages" in steps:  # the passages answer from BM25 at once; their sentence vectors follow, last
         steps.append("passages:sentence-vectors")
+    if "similar-questions" in steps and settings.model_path("similar-en") is None:
+        steps.append("similar-questions:vectors")  # the zero-shot English questions: dense once encoded
     if "normalize" in steps and "procedures" not in settings.kbs and settings.model_path("normalize") is None:
         steps.remove("normalize")
     rank = {name: i for i, name in enumerate(STEP_ORDER)}
@@ -979,6 +1041,11 @@ def run_step(b: Builder, services: Services, name: str) -> None:
         if services.passages is None:
             raise RuntimeError("the passages index was not built, so its sentences cannot be encoded")
         b.passage_sentence_vectors(services.passages)
+        return
+    if name == "similar-questions:vectors":
+        if services.similar is None:
+            raise RuntimeError("the similar-question index was not built, so its questions cannot be encoded")
+        b.similar_question_vectors(services.similar)
         return
     attr = {"normalize": "normalize", "passages": "passages", "similar-questions": "similar"}[name]
     setattr(services, attr, getattr(b, attr)())

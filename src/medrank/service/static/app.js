@@ -388,8 +388,10 @@ function answerBlock(r, language) {
 
 async function findSimilar() {
   const data = await api("/similar-questions", { question: state.complaint, k: 5 });
+  // with no matcher the recall's own score orders the list: BM25's, or a dense search's cosine
+  const recallName = data.recall.startsWith("BM25") ? "bm25" : "cosine";
   $("similar").replaceChildren(...data.results.map((r) => el("li", {}, el("span", { lang: data.language, text: r.text }),
-    el("span", { class: "score", text: r.match_score === null ? `bm25 ${r.recall_score.toFixed(2)}` : `match ${r.match_score.toFixed(3)}` }),
+    el("span", { class: "score", text: r.match_score === null ? `${recallName} ${r.recall_score.toFixed(recallName === "bm25" ? 2 : 3)}` : `match ${r.match_score.toFixed(3)}` }),
     ...(r.answer ? [answerBlock(r, data.language)] : []))));
   $("similar-meta").textContent = `${data.recall} · ${modelLine(data)}`;
   $("similar-block").hidden = false;
