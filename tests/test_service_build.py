@@ -189,12 +189,15 @@ def test_zero_shot_english_similar_questions_turn_dense_once_encoded(tmp_path, t
 
     monkeypatch.setenv("MEDRANK_CACHE", str(tmp_path / "cache"))
     settings = ServiceSettings(api_token=None, state_dir=tmp_path / "state", models_dir=tmp_path / "runs")
-    b = Builder(settings, show_progress=False, encoders={"en": tiny_encoder})
+    b = Builder(settings, show_progress=False, encoders={"en": tiny_encoder, "zh": tiny_encoder})
     texts = ["what causes headache", "how to treat fever", "is cough contagious", "what causes a fever"]
     answers = {"how to treat fever": {"answer": "Rest and fluids.", "url": "https://example.org"}}
     zero = SimilarSearcher(SimilarQuestionSearcher.build(texts, EncoderCosineMatcher(tiny_encoder), "en"),
                            "tiny cosine re-ranking BM25 top-20 (zero-shot)", False, "BM25 top-20", "test", answers)
     trained = SimilarSearcher(SimilarQuestionSearcher.build(["头痛怎么办"], None, "zh"), "stmt", True, "BM25 top-20", "t")
+    # a language whose encoder was not loaded when its similar questions were built: BM25's order until this step
+    interim = SimilarSearcher(SimilarQuestionSearcher.build(["头痛怎么办", "发热吃什么药"], None, "zh"),
+                              "BM25 only until the encoder's re-ranking is ready (zero-shot)", False, "BM25 top-20", "t")
     svc = SimilarService({"en": zero, "zh": trained})
     (tmp_path / "state" / "similar-en").mkdir(parents=True)
     b.similar_question_vectors(svc)
@@ -209,4 +212,11 @@ def test_zero_shot_english_similar_questions_turn_dense_once_encoded(tmp_path, t
     saved = b._saved_question_vectors(tmp_path / "state" / "similar-en", "en")
     assert saved is not None and saved.shape == (4, tiny_encoder.dim)
     b.similar_question_vectors(svc)  # already dense: nothing to do
+    assert svc.searchers["en"] is dense
+    svc.searchers = {**svc.searchers, "zh": interim}
+    b.similar_question_vectors(svc)
+    upgraded = svc.searchers["zh"]
+    assert upgraded.model.startswith("tiny cosine re-ranking BM25 top-20") and upgraded.searcher.matcher is not None
+    assert interim.searcher.matcher is None  # the searcher requests may still be reading is left as it was
+    assert all(r["match_score"] is not None for r in svc.search("头痛", k=2)["results"])
     assert svc.searchers["en"] is dense

@@ -18,6 +18,7 @@ rebuild with the same encoder does not re-encode; queries never touch that cache
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -818,12 +819,15 @@ class Builder:
             if run is not None:
                 matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_artefact(run))
                 model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
-            else:
+            elif lang in self._encoders:
                 # no trained matcher: the language's pretrained encoder re-ranks BM25's candidates by cosine
                 # (bench/similar_zero_shot.py: the paraphrase comes first far more often than in BM25's order)
                 matcher = EncoderCosineMatcher(self.encoder(lang))
-                model, trained = (f"{matcher.name} re-ranking BM25 top-20 (zero-shot: a pretrained encoder, no "
-                                  "trained matcher found)", False)
+                model, trained = _cosine_model(matcher), False
+            else:
+                # its encoder is not loaded yet (e5-small: the Chinese knowledge base loads it, later; a first start
+                # converts it): BM25's order until the last steps swap the re-ranking in (similar_question_vectors)
+                matcher, model, trained = None, "BM25 only until the encoder's re-ranking is ready (zero-shot)", False
             searcher = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
                                        sources[lang], read_answers(out / ANSWERS_FILE))
             vectors = self._saved_question_vectors(out, lang) if not trained else None
@@ -860,12 +864,20 @@ class Builder:
                                zero_shot.source, zero_shot.answers)
 
     def similar_question_vectors(self, svc: SimilarService) -> None:
-        """Encodes every question of the zero-shot English similar-question corpus once (through the embedding
-        cache), saves the vectors beside its BM25 index and swaps the dense search in (the searchers' dict whole); a
-        language served by a trained matcher, or already dense, needs nothing."""
+        """The zero-shot similar questions' last upgrades (the searchers' dict swapped whole): a language still in
+        BM25's order gets its encoder's re-ranking; the English corpus is encoded once (through the embedding cache),
+        its vectors saved beside its BM25 index and the dense search swapped in. A language served by a trained
+        matcher, or already dense, needs nothing."""
+        from medrank.pipelines.similar.inference import EncoderCosineMatcher, SimilarQuestionSearcher
         from medrank.utils.io import atomic_write_npy
 
         searchers = dict(svc.searchers)
+        for lang, current in svc.searchers.items():
+            if not current.trained and current.searcher.matcher is None and current.model.startswith("BM25 only"):
+                matcher = EncoderCosineMatcher(self.encoder(lang))
+                # a new searcher over the same index: the one requests may be reading now is left as it is
+                searcher = SimilarQuestionSearcher(current.searcher.index, matcher, current.searcher.recall_k)
+                searchers[lang] = dataclasses.replace(current, searcher=searcher, model=_cosine_model(matcher))
         for lang in DENSE_SIMILAR:
             current = searchers.get(lang)
             if current is None or current.trained or not current.model.startswith(
@@ -927,6 +939,11 @@ STEP_ORDER = ("symptoms:icd10cm", "symptoms:dxy", "similar-questions", "next-que
 DENSE_SIMILAR = ("en",)
 
 
+def _cosine_model(matcher: Any) -> str:
+    """What serves the zero-shot similar questions while a pretrained encoder re-ranks BM25's candidates."""
+    return f"{matcher.name} re-ranking BM25 top-20 (zero-shot: a pretrained encoder, no trained matcher found)"
+
+
 #: the knowledge base whose entries a side process encodes during a first build (the largest zero-shot encode)
 ENCODED_ASIDE = "chip-cdn"
 
@@ -974,8 +991,8 @@ def plan(settings: ServiceSettings, pipelines: tuple[str, ...]) -> list[str]:
         steps.append("differential")
     if "passages" in steps:  # the passages answer from BM25 at once; their sentence vectors follow, last
         steps.append("passages:sentence-vectors")
-    if "similar-questions" in steps and settings.model_path("similar-en") is None:
-        steps.append("similar-questions:vectors")  # the zero-shot English questions: dense once encoded
+    if "similar-questions" in steps and None in (settings.model_path("similar-en"), settings.model_path("similar-zh")):
+        steps.append("similar-questions:vectors")  # zero-shot similar questions: their encoders' last upgrades
     if "normalize" in steps and "procedures" not in settings.kbs and settings.model_path("normalize") is None:
         steps.remove("normalize")
     rank = {name: i for i, name in enumerate(STEP_ORDER)}
