@@ -242,9 +242,11 @@ class Builder:
 
     # -- knowledge bases ----------------------------------------------------------------------------
     def kb_source(self, name: str) -> tuple[KBInfo, Callable[[], list[Concept]]]:
+        from medrank.pipelines.symptom.inference import zero_shot_concepts
+
         root = self.settings.data_root
         if name == "hpo":
-            from medrank.data.consumer import WORDINGS_VERSION, hpo_with_consumer_wordings
+            from medrank.data.consumer import WORDINGS_VERSION
             from medrank.data.hpo import hpo_version
 
             # the version names how the everyday wordings were derived: a knowledge base built otherwise is rebuilt
@@ -253,19 +255,17 @@ class Builder:
                            "and the plain-English glosses of its answers",
                            f"{hpo_version()}; MedQuAD wordings v{WORDINGS_VERSION}",
                            "HPO licence (free use with attribution; https://hpo.jax.org/app/license); MedQuAD: CC BY 4.0"),
-                    lambda: hpo_with_consumer_wordings(root))
+                    lambda: zero_shot_concepts("hpo", root))
         if name == "icd10cm":
-            from medrank.data.icd10cm import icd10cm_version, is_symptom_code, load_icd10cm
+            from medrank.data.icd10cm import icd10cm_version
 
             return (KBInfo("icd10cm", "en", "ICD-10-CM signs and symptoms (chapter 18, R00-R99, and symptom categories "
                            "of other chapters; CMS tabular data shipped by simple-icd-10-cm)", icd10cm_version(),
-                           "public domain (CDC/NCHS, CMS)"), lambda: [c for c in load_icd10cm() if is_symptom_code(c.id)])
+                           "public domain (CDC/NCHS, CMS)"), lambda: zero_shot_concepts("icd10cm", root))
         if name == "chip-cdn":
-            from medrank.data.chip_cdn import load_chip_cdn_vocabulary
-
             return (KBInfo("chip-cdn", "zh", "ICD-10 Beijing v601 names (chip-cdn/icd10_beijing_v601.tsv)", "v601",
                            "no licence stated (see the dataset README)"),
-                    lambda: list(load_chip_cdn_vocabulary(root)))
+                    lambda: zero_shot_concepts("chip-cdn", root))
         if name == "procedures":
             from medrank.data.procedures import load_procedure_kb
 
@@ -854,11 +854,12 @@ class Builder:
         bm25 = zero_shot.searcher.index
         if len(vectors) != len(bm25.entry_ids):
             raise ValueError(f"{len(vectors)} question vectors for {len(bm25.entry_ids)} questions")
-        index = DenseIndex(self.encoder(lang))
+        encoder = self.encoder(lang)
+        index = DenseIndex(encoder)
         index.entry_ids, index.entry_texts, index.entry_items = (list(bm25.entry_ids), list(bm25.entry_texts),
                                                                  list(bm25.entry_items))
         index.build_from_vectors(vectors)
-        name = self.encoder(lang).name
+        name = encoder.name
         return SimilarSearcher(SimilarQuestionSearcher(index), f"{name} dense search over every question (zero-shot: "
                                "a pretrained encoder, no trained matcher found)", False, f"{name} cosine top-20",
                                zero_shot.source, zero_shot.answers)
@@ -868,20 +869,23 @@ class Builder:
         BM25's order gets its encoder's re-ranking; the English corpus is encoded once (through the embedding cache),
         its vectors saved beside its BM25 index and the dense search swapped in. A language served by a trained
         matcher, or already dense, needs nothing."""
+        from medrank.index import DenseIndex
         from medrank.pipelines.similar.inference import EncoderCosineMatcher, SimilarQuestionSearcher
         from medrank.utils.io import atomic_write_npy
 
+        def zero_shot(current: SimilarSearcher | None) -> bool:  # neither trained nor already dense
+            return current is not None and not current.trained and not isinstance(current.searcher.index, DenseIndex)
+
         searchers = dict(svc.searchers)
         for lang, current in svc.searchers.items():
-            if not current.trained and current.searcher.matcher is None and current.model.startswith("BM25 only"):
+            if zero_shot(current) and current.searcher.matcher is None:  # BM25's order: its encoder was not loaded
                 matcher = EncoderCosineMatcher(self.encoder(lang))
                 # a new searcher over the same index: the one requests may be reading now is left as it is
                 searcher = SimilarQuestionSearcher(current.searcher.index, matcher, current.searcher.recall_k)
                 searchers[lang] = dataclasses.replace(current, searcher=searcher, model=_cosine_model(matcher))
         for lang in DENSE_SIMILAR:
             current = searchers.get(lang)
-            if current is None or current.trained or not current.model.startswith(
-                    f"{self.encoder(lang).name} cosine re-ranking"):
+            if not zero_shot(current):
                 continue
             out = self.state / f"similar-{lang}"
             texts = list(current.searcher.index.entry_texts)

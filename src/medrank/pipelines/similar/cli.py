@@ -122,16 +122,17 @@ def register(app: typer.Typer) -> None:
             questions = [q for q in questions if q not in refused]
             if not questions:
                 report([{"question": q, "error": refused[q]} for q in asked], None)
-            enc = None
+            pretrained = None  # the encoder of a dense / hybrid recall, and of the zero-shot re-ranking
             if recall != "bm25" or (matcher is None and rerank):
                 from medrank.encoders import load_encoder
 
-                enc = load_encoder(encoder or ("e5-small" if (lang or guess_language(questions)) == "zh" else "minilm"))
+                pretrained = load_encoder(encoder or ("e5-small" if (lang or guess_language(questions)) == "zh"
+                                                      else "minilm"))
             if matcher is None and rerank:
                 from medrank.pipelines.similar.zero_shot import EncoderCosineMatcher
 
-                matcher = EncoderCosineMatcher(enc)
-            enc = enc if recall != "bm25" else None
+                matcher = EncoderCosineMatcher(pretrained)
+            enc = pretrained if recall != "bm25" else None  # what the recall index encodes with
             t0 = time.perf_counter()
             if index_dir is not None:
                 searcher = SimilarQuestionSearcher.load(index_dir, matcher, recall_k, **({"encoder": enc} if enc else {}))

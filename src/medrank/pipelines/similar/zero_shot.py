@@ -21,8 +21,6 @@ class EncoderCosineMatcher:
     matcher interface :class:`~medrank.pipelines.similar.retrieval.SimilarQuestionSearcher` reads (no training, nothing
     to save)."""
 
-    kind = "encoder-cosine"
-
     def __init__(self, encoder: Any) -> None:
         if not callable(getattr(encoder, "encode", None)):
             raise TypeError(f"encoder must have encode(texts, kind=...), got {type(encoder).__name__}")
