@@ -489,6 +489,9 @@ def test_real_engines_protocol_and_detection(tmp_path: Path):
     assert len(ep.asked) == len(set(ep.asked)) and corpus.valid[0].initial[0] not in ep.asked
     zh = load_engine("zh")
     assert {f.name: f.value for f in zh.detect_findings("孩子发烧两天，没有咳嗽")} == {"发烧": "present", "咳嗽": "absent"}
+    # a DXY symptom is asked as the dialogues' doctors ask it, not by its bare name, and the question is its own
+    assert zh.question_text("过敏", {}) == "请问孩子最近有过敏吗?" and zh.finding_label("过敏") == "过敏"
+    assert zh.asked_findings("请问孩子最近有过敏吗?") == ["过敏"]
     report = evaluate_inquiry("en", max_patients=60)
     assert report["systems"]["kb@30"]["GTPA@1"] > 80 and report["systems"]["kb@30"]["PER"] > 50
     # a DXY split in the visible layout with another <split>@ prefix

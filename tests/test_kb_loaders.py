@@ -8,6 +8,7 @@ from medrank.data.errors import DataFormatError
 from medrank.data.hpo import hpo_parents, load_hpo, parse_synonym
 from medrank.data.procedures import load_procedure_kb, load_procedure_mentions
 from medrank.pipelines.history.inference import dxy_doctor_questions, mts_doctor_questions
+from medrank.pipelines.history.inquiry.kb import dxy_question_template
 
 OBO = """format-version: 1.2
 data-version: hp/releases/test
@@ -139,6 +140,25 @@ def test_question_banks(tmp_path):
     (dxy / "dxy_dialog_data_dialog_v2.txt").write_text(
         "train@[{'dialog': ['孩子咳嗽', '孩子发烧吗?', '没有', '有没有流鼻涕？', '有', '可能是感冒.']}]", encoding="utf-8")
     assert dxy_doctor_questions(tmp_path) == ["孩子发烧吗?", "有没有流鼻涕？"]
+
+
+def test_dxy_question_template_is_the_most_frequent_one_that_asks_has(tmp_path):
+    # "孩子现在{}吗?" is asked as often, but reads only for a doing; of the "有{}吗?" ones, the more frequent wins; the
+    # self-report and the conclusion are no questions of the doctor's, a question about no symptom counts for none
+    dialogues = [
+        ['孩子咳嗽吗?', '孩子现在咳嗽吗?', '是', '孩子现在发烧吗?', '否', '孩子最近有咳嗽吗?', '是', '孩子有没有鼻塞?', '否', '请问孩子最近有发烧吗?'],
+        ['孩子发烧', '孩子现在流涕吗?', '是', '请问孩子最近有流涕吗?', '是', '孩子最近有流涕吗?', '否', '请问孩子最近有咳嗽吗?'],
+        ['孩子发烧', '请问孩子最近有发烧吗?', '是', '请问孩子最近有咳嗽吗?', '否', '孩子最近有什么不适吗?', '否', '可能是感冒.'],
+    ]
+    dxy = tmp_path / "dxy"
+    dxy.mkdir()
+    (dxy / "dxy_dialog_data_dialog_v2.txt").write_text("train@" + repr([{"dialog": d} for d in dialogues]),
+                                                        encoding="utf-8")
+    symptoms = ["咳嗽", "发烧", "流涕"]
+    assert dxy_question_template(dxy, symptoms) == "请问孩子最近有{}吗?"  # 3 against 2 (and before it in order)
+    (dxy / "dxy_dialog_data_dialog_v2.txt").write_text("train@[{'dialog': ['孩子发烧', '孩子现在发烧吗?', '是', '好的.']}]",
+                                                        encoding="utf-8")
+    assert dxy_question_template(dxy, symptoms) == "{}"  # no question asks "有…吗": the name itself
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from medrank.pipelines.history.inquiry.kb import (
     InquiryInputError,
     Patient,
     carve,
+    dxy_question_template,
     dxy_surface_pairs,
     load_ddxplus_kb,
     read_ddxplus_patients,
@@ -128,9 +129,10 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
         kept = [pair for i, pair in enumerate(pairs) if f"train-{i}" in train_ids or str(i) in train_ids]
         return ChineseDetector(symptoms, kept or pairs)
 
+    template = dxy_question_template(folder, symptoms)
     return InquiryEngine("zh", model, {s: s for s in corpus.symptoms}, corpus.condition_labels, cal,
                          name="dxy-kb", detector_factory=chinese_detector, text_prior=text_prior,
-                         text_weight=cal.text_weight)
+                         text_weight=cal.text_weight, questions={s: template.format(s) for s in symptoms})
 
 
 def fit_differential(engine: InquiryEngine, train: list[Patient], budget: int,

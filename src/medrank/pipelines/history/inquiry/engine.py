@@ -95,7 +95,8 @@ class InquiryEngine:
                  reranker: Reranker | None = None, rerank_k: int = 30,
                  value_meanings: dict[str, dict[str, str]] | None = None,
                  differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0,
-                 presence_weight: float = 0.0, follow_ups: Mapping[str, tuple[str, str]] | None = None) -> None:
+                 presence_weight: float = 0.0, follow_ups: Mapping[str, tuple[str, str]] | None = None,
+                 questions: Mapping[str, str] | None = None) -> None:
         self.language = language
         self.model = model
         self.labels = labels
@@ -117,6 +118,9 @@ class InquiryEngine:
         #: finding → (main finding, its question once the main finding is present): a question that says only what
         #: its main one says asks for what is left (:func:`.findings.follow_up_questions`)
         self.follow_ups = dict(follow_ups or {})
+        #: finding → the question that asks about it where its label is no question (a DXY symptom's name, 过敏: "请问
+        #: 孩子最近有过敏吗?"); a finding not here is asked in its label's words (DDXPlus's are questions)
+        self.questions = dict(questions or {})
         self._order = {n: i for i, n in enumerate(self.finding_names())}
         #: a question's wording (lower case) -> its finding, built on first use (:meth:`asked_findings`)
         self._wording_of: dict[str, str] | None = None
@@ -314,7 +318,7 @@ class InquiryEngine:
 
     def asked_findings(self, question: str) -> list[str]:
         """The yes / no findings a doctor's question asks about: the finding whose question it is word for word (the
-        engine's own, as ``/next-questions`` words it: the DXY engine asks by the symptom's name, "疱疹"); else, for a
+        engine's own, as ``/next-questions`` words it, or its label: "请问孩子最近有疱疹吗?", "疱疹"); else, for a
         question asked for a yes or a no (:func:`.findings.asks_yes_or_no`), those the detector reads in it past its
         interrogative opening ("Have you vomited?": vomiting; "有没有咳嗽？": 咳嗽), where (English) each word it names
         is a word of theirs; else none."""
@@ -422,7 +426,9 @@ class InquiryEngine:
     def question_wordings(self, name: str) -> tuple[str, ...]:
         """Every way the question about ``name`` is asked: the knowledge base's words and its follow-up wording."""
         follow_up = self.follow_ups.get(name)
-        return (self.finding_label(name), *((follow_up[1],) if follow_up is not None else ()))
+        asked = self.questions.get(name)
+        return (self.finding_label(name), *((asked,) if asked else ()),
+                *((follow_up[1],) if follow_up is not None else ()))
 
     def question_text(self, name: str, observed: Mapping[str, Any]) -> str:
         """The question about ``name`` as asked now: the knowledge base's words, or its follow-up wording once its
@@ -431,7 +437,7 @@ class InquiryEngine:
         follow_up = self.follow_ups.get(name)
         if follow_up is not None and observed.get(follow_up[0]) == PRESENT:
             return follow_up[1]
-        return self.labels[name]
+        return self.questions.get(name) or self.labels[name]
 
     @staticmethod
     def reranker_text(turns: Sequence[str]) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,6 +268,26 @@ def read_dxy_patients(folder: Path, symptoms: Sequence[str], diseases: Sequence[
     if not out:
         raise InquiryInputError(f"{folder}: no dialogues")
     return out
+
+
+def dxy_question_template(folder: Path, symptoms: Sequence[str]) -> str:
+    """How the DXY doctors ask about a symptom, as a template with ``{}`` for its name: of the dialogues' questions
+    about one symptom ("请问孩子最近有咳嗽吗?"), with the symptom's name replaced by ``{}``, the most frequent one that
+    asks whether the child *has* it (``有{}吗``: it reads for a thing, 肺部阴影, as for a doing, 揉鼻子, where "孩子现在{}吗"
+    does not). The dialogues' 40 templates are about equally frequent; this one keeps one voice on a page."""
+    counts: Counter[str] = Counter()
+    by_length = sorted(symptoms, key=len, reverse=True)
+    for rec in read_dxy_records(folder):
+        turns = rec.get("dialog", []) if isinstance(rec, dict) else []
+        for turn in turns[1:-1:2]:  # the doctor's questions: after the self-report, before the conclusion
+            question = str(turn).strip()
+            name = next((s for s in by_length if s in question), None)
+            if name is not None and question.endswith(("?", "？")):
+                counts[question.replace(name, "{}", 1)] += 1
+    asks_has = [t for t in counts if re.search(r"有\{\}吗[?？]$", t)]
+    if not asks_has:
+        return "{}"
+    return max(sorted(asks_has), key=lambda t: counts[t])
 
 
 def dxy_surface_pairs(folder: Path) -> list[tuple[list[str], list[str]]]:
