@@ -413,6 +413,10 @@ def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_ov
     assert _circumstance_stems("vomit after coughing") == {"coug"}
     assert _circumstance_stems("a wheezing sound when you exhale") == {"exha"}
     assert _circumstance_stems("a fever") == frozenset()
+    # an effort is a circumstance ("I get out of breath" is no "out of breath with minimal physical effort"); a
+    # finding that comes with another is none
+    assert _circumstance_stems("out of breath with minimal physical effort") == {"mini", "phys", "effo"}
+    assert _circumstance_stems("a cough with sputum") == frozenset()
 
     # "vomiting" is nearer "vomit after coughing" than the plain evidence, as MiniLM has it
     encoder = _TableEncoder({"vomit after coughing": [1.0, 0.0], "vomited several times": [0.8, 0.6],
@@ -484,6 +488,8 @@ def test_real_engines_protocol_and_detection(tmp_path: Path):
     assert en.finding_label("E_91").startswith("Do you have a fever")
     found = {f.name: f.value for f in en.detect_findings("I have a fever but no cough")}
     assert found.get("E_91") == "present" and found.get("E_201") == "absent"
+    # breathlessness, not its one kind "with minimal physical effort" (a myocarditis finding in DDXPlus)
+    assert {f.name for f in en.detect_findings("I get out of breath")} == {"E_66"}
     corpus = load_corpus("en")
     ep = run_episode(en, corpus.valid[0], 30)
     assert len(ep.asked) == len(set(ep.asked)) and corpus.valid[0].initial[0] not in ep.asked

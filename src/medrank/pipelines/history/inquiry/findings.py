@@ -48,9 +48,9 @@ EN_SUBJECT = re.compile(rf"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
 # the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale", "chest pain even
-# at rest")
-EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(?P<clause>.*)$|\bat\s+(?P<rest>rest)\b",
-                             re.IGNORECASE)
+# at rest", "out of breath with minimal physical effort": "I get out of breath" is breathlessness, not that)
+EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(?P<clause>.*)$|\bat\s+(?P<rest>rest)\b"
+                             r"|\bwith\s+(?P<effort>(?:[a-z]+\s+){0,2}(?:effort|exertion))\b", re.IGNORECASE)
 ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
 ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
 
@@ -397,7 +397,7 @@ def _circumstance_stems(description: str) -> frozenset[str]:
     m = EN_CIRCUMSTANCE.search(description)
     if m is None:
         return frozenset()
-    words = m.group("clause") or m.group("rest")
+    words = m.group("clause") or m.group("rest") or m.group("effort")
     return frozenset(w[:4] for w in re.findall(r"[a-z]+", words.lower()) if len(w) >= 4 and w not in _FUNCTION)
 
 
