@@ -61,8 +61,13 @@ def test_next_and_similar_questions(client):
         dense = sim["model"].startswith("minilm dense search")
         assert dense or "cosine re-ranking" in sim["model"], sim["model"]
         assert all((r["match_score"] is None) is dense for r in sim["results"])
+        # the ordering cosine read as the probability of the same question (the shipped calibration)
+        probabilities = [r["probability"] for r in sim["results"]]
+        assert all(0.0 < p < 1.0 for p in probabilities) and probabilities == sorted(probabilities, reverse=True)
     simzh = client.post("/similar-questions", json={"question": "糖尿病人能吃水果吗"}).json()
     assert simzh["language"] == "zh" and simzh["results"]
+    if not simzh["trained"] and "cosine re-ranking" in simzh["model"]:
+        assert all(0.0 < r["probability"] < 1.0 for r in simzh["results"])
 
 
 def test_models_say_what_serves(client):

@@ -793,6 +793,7 @@ class Builder:
             SimilarQuestionSearcher,
             language_corpus,
             load_medquad_answers,
+            shipped_cosine_calibration,
         )
         from medrank.utils.io import atomic_write_text
 
@@ -816,6 +817,7 @@ class Builder:
                 self.say(f"  similar {lang}: {run} holds no finished matcher (matcher/matcher.json); serving the "
                          "zero-shot form")
                 run = None
+            calibration = None  # a trained matcher's score, or BM25's: no encoder's cosine to read as a probability
             if run is not None:
                 matcher = self._timed(f"similar {lang}: matcher {run} loaded", lambda run=run: load_artefact(run))
                 model, trained = f"{matcher.name} (trained run {run.name}) re-ranking BM25 top-20", True
@@ -824,11 +826,13 @@ class Builder:
                 # (bench/similar_zero_shot.py: the paraphrase comes first far more often than in BM25's order)
                 matcher = EncoderCosineMatcher(self.encoder(lang))
                 model, trained = _cosine_model(matcher), False
+                calibration = shipped_cosine_calibration(lang, self.encoder(lang).name)
             else:
                 # its encoder is not loaded yet (e5-small: the Chinese knowledge base loads it, later; a first start
                 # converts it): BM25's order until the last steps swap the re-ranking in (similar_question_vectors)
                 matcher, model, trained = None, "BM25 only until the encoder's re-ranking is ready (zero-shot)", False
-            searcher = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher), model, trained, "BM25 top-20",
+            searcher = SimilarSearcher(SimilarQuestionSearcher.load(out, matcher, calibration=calibration), model, trained,
+                                       "BM25 top-20",
                                        sources[lang], read_answers(out / ANSWERS_FILE))
             vectors = self._saved_question_vectors(out, lang) if not trained else None
             searchers[lang] = self._dense_similar(searcher, lang, vectors) if vectors is not None else searcher
@@ -849,7 +853,7 @@ class Builder:
         """The zero-shot searcher of ``lang`` as an exact cosine search over every question's ``vectors`` (rows in
         the BM25 index's entry order), same corpus, answers and source."""
         from medrank.index import DenseIndex
-        from medrank.pipelines.similar.inference import SimilarQuestionSearcher
+        from medrank.pipelines.similar.inference import SimilarQuestionSearcher, shipped_cosine_calibration
 
         bm25 = zero_shot.searcher.index
         if len(vectors) != len(bm25.entry_ids):
@@ -860,7 +864,8 @@ class Builder:
                                                                  list(bm25.entry_items))
         index.build_from_vectors(vectors)
         name = encoder.name
-        return SimilarSearcher(SimilarQuestionSearcher(index), f"{name} dense search over every question (zero-shot: "
+        searcher = SimilarQuestionSearcher(index, calibration=shipped_cosine_calibration(lang, name))
+        return SimilarSearcher(searcher, f"{name} dense search over every question (zero-shot: "
                                "a pretrained encoder, no trained matcher found)", False, f"{name} cosine top-20",
                                zero_shot.source, zero_shot.answers)
 
@@ -870,7 +875,11 @@ class Builder:
         its vectors saved beside its BM25 index and the dense search swapped in. A language served by a trained
         matcher, or already dense, needs nothing."""
         from medrank.index import DenseIndex
-        from medrank.pipelines.similar.inference import EncoderCosineMatcher, SimilarQuestionSearcher
+        from medrank.pipelines.similar.inference import (
+            EncoderCosineMatcher,
+            SimilarQuestionSearcher,
+            shipped_cosine_calibration,
+        )
         from medrank.utils.io import atomic_write_npy
 
         def zero_shot(current: SimilarSearcher | None) -> bool:  # neither trained nor already dense
@@ -881,7 +890,8 @@ class Builder:
             if zero_shot(current) and current.searcher.matcher is None:  # BM25's order: its encoder was not loaded
                 matcher = EncoderCosineMatcher(self.encoder(lang))
                 # a new searcher over the same index: the one requests may be reading now is left as it is
-                searcher = SimilarQuestionSearcher(current.searcher.index, matcher, current.searcher.recall_k)
+                searcher = SimilarQuestionSearcher(current.searcher.index, matcher, current.searcher.recall_k,
+                                                   shipped_cosine_calibration(lang, matcher.encoder.name))
                 searchers[lang] = dataclasses.replace(current, searcher=searcher, model=_cosine_model(matcher))
         for lang in DENSE_SIMILAR:
             current = searchers.get(lang)

@@ -241,6 +241,10 @@ class SimilarResult(BaseModel):
     text: str
     recall_score: float
     match_score: float | None
+    probability: float | None = Field(None, description="How likely the solved question asks the same thing: the "
+                                      "ordering cosine of a pretrained encoder, calibrated on labelled question pairs "
+                                      "of the language (medical-question-pairs, CHIP-STS); null where no calibration "
+                                      "reads the score (a trained matcher, BM25).")
     answer: str | None = Field(None, description="The solved question's answer where the corpus has one (MedQuAD, "
                                                  "English; at most 1,200 characters), else null.")
     answer_url: str | None = Field(None, description="The page the answer comes from.")

@@ -102,10 +102,12 @@ def register(app: typer.Typer) -> None:
                     table.add_column("#", justify="right")
                     table.add_column("similar question")
                     table.add_column("match", justify="right")
-                    table.add_column("bm25", justify="right")
+                    table.add_column("recall", justify="right")
+                    table.add_column("same question", justify="right")
                     for rank, row in enumerate(item["results"], 1):
                         match = "-" if row["match_score"] is None else f"{row['match_score']:.3f}"
-                        table.add_row(str(rank), escape(row["text"]), match, f"{row['recall_score']:.2f}")
+                        same = "-" if row["probability"] is None else f"{100 * row['probability']:.0f} %"
+                        table.add_row(str(rank), escape(row["text"]), match, f"{row['recall_score']:.2f}", same)
                     console.print(table)
             if any("error" in item for item in payload):
                 raise typer.Exit(1)
@@ -155,6 +157,11 @@ def register(app: typer.Typer) -> None:
                 searcher = cached_searcher(texts, lang, matcher, recall, enc, recall_k)
             if save_index is not None:
                 searcher.save(save_index)
+            if model is None and pretrained is not None and (rerank or recall == "dense"):
+                # the list is ordered by the encoder's cosine: the shipped calibration (for the default encoders) reads it
+                from medrank.pipelines.similar.zero_shot import shipped_cosine_calibration
+
+                searcher.calibration = shipped_cosine_calibration(lang or guess_language(questions), pretrained.name)
             ready = time.perf_counter() - t0
             t1 = time.perf_counter()
             results = searcher.search_many(questions, k=k, recall_k=recall_k)

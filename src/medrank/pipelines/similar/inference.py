@@ -9,10 +9,11 @@ from medrank.pipelines.similar.corpus import (
 )
 from medrank.pipelines.similar.matchers import load_matcher
 from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
-from medrank.pipelines.similar.zero_shot import EncoderCosineMatcher
+from medrank.pipelines.similar.zero_shot import CosineCalibration, EncoderCosineMatcher, shipped_cosine_calibration
 
 __all__ = [
     "ANSWERS_VERSION",
+    "CosineCalibration",
     "EncoderCosineMatcher",
     "MATCHER_MARKER",
     "MAX_ANSWER_CHARS",
@@ -20,4 +21,5 @@ __all__ = [
     "language_corpus",
     "load_matcher",
     "load_medquad_answers",
+    "shipped_cosine_calibration",
 ]

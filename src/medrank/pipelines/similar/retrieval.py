@@ -34,16 +34,19 @@ class Matcher(Protocol):
 
 @dataclass(frozen=True)
 class SimilarQuestion:
-    """One retrieved question: its id, text, recall score and matcher score (``None`` without a matcher)."""
+    """One retrieved question: its id, text, recall score, matcher score (``None`` without a matcher) and the
+    probability that it asks the same thing (``None`` where the searcher has no calibration for its score)."""
 
     id: str
     text: str
     recall_score: float
     match_score: float | None
+    probability: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "text": self.text, "recall_score": round(self.recall_score, 6),
-                "match_score": None if self.match_score is None else round(self.match_score, 6)}
+                "match_score": None if self.match_score is None else round(self.match_score, 6),
+                "probability": None if self.probability is None else round(self.probability, 4)}
 
 
 def make_recall_index(language: str, method: str = "bm25", encoder: Any = None) -> Index:
@@ -63,14 +66,22 @@ def make_recall_index(language: str, method: str = "bm25", encoder: Any = None) 
 
 
 class SimilarQuestionSearcher:
-    """Recall index over a question corpus + an optional matcher that re-ranks the recalled candidates."""
+    """Recall index over a question corpus + an optional matcher that re-ranks the recalled candidates.
 
-    def __init__(self, index: Index, matcher: Matcher | None = None, recall_k: int = 20) -> None:
+    ``calibration`` (optional; :class:`~medrank.pipelines.similar.zero_shot.CosineCalibration`, anything with
+    ``probability(scores)``) turns the score the list is ordered by (the matcher's, else the recall's) into each
+    result's ``probability``; give it only for the score it was fitted on (an encoder's cosine)."""
+
+    def __init__(self, index: Index, matcher: Matcher | None = None, recall_k: int = 20,
+                 calibration: Any = None) -> None:
         if recall_k < 1:
             raise ValueError(f"recall_k must be >= 1, got {recall_k}")
+        if calibration is not None and not callable(getattr(calibration, "probability", None)):
+            raise TypeError(f"calibration must have probability(scores), got {type(calibration).__name__}")
         self.index = index
         self.matcher = matcher
         self.recall_k = recall_k
+        self.calibration = calibration
         self._text = dict(zip(index.entry_ids, index.entry_texts, strict=True))
 
     @classmethod
@@ -109,21 +120,31 @@ class SimilarQuestionSearcher:
             ids = list(ranking.ids)
             recall = np.asarray(ranking.scores, dtype=np.float32)
             if self.matcher is None or not ids:
-                out.append([SimilarQuestion(i, self._text[i], float(s), None) for i, s in list(zip(ids, recall, strict=True))[:k]])
+                p = self._probabilities(recall)
+                out.append([SimilarQuestion(ids[j], self._text[ids[j]], float(recall[j]), None, p[j])
+                            for j in range(min(k, len(ids)))])
                 continue
             match = self.matcher.score([(q, self._text[i]) for i in ids])
             order = np.lexsort((-recall, -match))  # matcher score first, recall score breaks ties
-            out.append([SimilarQuestion(ids[j], self._text[ids[j]], float(recall[j]), float(match[j])) for j in order[:k]])
+            p = self._probabilities(match)
+            out.append([SimilarQuestion(ids[j], self._text[ids[j]], float(recall[j]), float(match[j]), p[j])
+                        for j in order[:k]])
         return out
+
+    def _probabilities(self, scores: np.ndarray) -> list[float | None]:
+        if self.calibration is None or not len(scores):
+            return [None] * len(scores)
+        return [float(v) for v in self.calibration.probability(np.asarray(scores, dtype=np.float64))]
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save the recall index (the matcher is saved on its own)."""
         self.index.save(path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], matcher: Matcher | None = None, recall_k: int = 20, **kwargs: Any) -> SimilarQuestionSearcher:
+    def load(cls, path: str | os.PathLike[str], matcher: Matcher | None = None, recall_k: int = 20,
+             calibration: Any = None, **kwargs: Any) -> SimilarQuestionSearcher:
         """A searcher over the recall index saved at ``path`` (``kwargs`` go to :func:`~medrank.index.load_index`)."""
-        return cls(load_index(path, **kwargs), matcher, recall_k)
+        return cls(load_index(path, **kwargs), matcher, recall_k, calibration)
 
 
 def corpus_key(texts: Sequence[str], language: str, recall: str) -> str:

@@ -388,10 +388,13 @@ function answerBlock(r, language) {
 
 async function findSimilar() {
   const data = await api("/similar-questions", { question: state.complaint, k: 5 });
-  // with no matcher the recall's own score orders the list: BM25's, or a dense search's cosine
+  // with no matcher the recall's own score orders the list: BM25's, or a dense search's cosine; where the service
+  // calibrated that cosine on labelled question pairs, how likely the question is the same one
   const recallName = data.recall.startsWith("BM25") ? "bm25" : "cosine";
+  const scoreText = (r) => r.probability !== null && r.probability !== undefined ? `same question: ${percent(r.probability)}`
+    : r.match_score === null ? `${recallName} ${r.recall_score.toFixed(recallName === "bm25" ? 2 : 3)}` : `match ${r.match_score.toFixed(3)}`;
   $("similar").replaceChildren(...data.results.map((r) => el("li", {}, el("span", { lang: data.language, text: r.text }),
-    el("span", { class: "score", text: r.match_score === null ? `${recallName} ${r.recall_score.toFixed(recallName === "bm25" ? 2 : 3)}` : `match ${r.match_score.toFixed(3)}` }),
+    el("span", { class: "score", text: scoreText(r) }),
     ...(r.answer ? [answerBlock(r, data.language)] : []))));
   $("similar-meta").textContent = `${data.recall} · ${modelLine(data)}`;
   $("similar-block").hidden = false;
