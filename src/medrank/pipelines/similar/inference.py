@@ -9,7 +9,11 @@ from medrank.pipelines.similar.corpus import (
 )
 from medrank.pipelines.similar.matchers import load_matcher
 from medrank.pipelines.similar.retrieval import SimilarQuestionSearcher
-from medrank.pipelines.similar.zero_shot import CosineCalibration, EncoderCosineMatcher, shipped_cosine_calibration
+from medrank.pipelines.similar.zero_shot import (
+    CosineCalibration,
+    EncoderCosineMatcher,
+    shipped_cosine_calibration,
+)
 
 __all__ = [
     "ANSWERS_VERSION",
