@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from medrank.text import HAN, HAN_RUN, has_han, identify
@@ -10,7 +12,11 @@ from medrank.text import HAN, HAN_RUN, has_han, identify
 @pytest.mark.parametrize("text", ["I have a bad headache and feel sick", "fever and cough for three days",
                                   "Can sun urticaria cause anaphylaxis?", "my chest hurts when I breathe",
                                   "headache", "nausea", "fatigue", "constipation", "abdominal pain", "chest pain",
-                                  "headache fever zebra-7731"])
+                                  "headache fever zebra-7731",
+                                  # read word by word: a character n-gram model took these for German, Polish, Dutch, Italian
+                                  "seizures", "eczema", "swollen hands", "dizzy",
+                                  # abbreviations in capitals are no words of a language (TIA: tía, aunt, in Spanish)
+                                  "GERD", "TIA", "MRI scan"])
 def test_english(text):
     assert identify(text).language == "en"
 
@@ -23,6 +29,9 @@ def test_chinese(text):
 @pytest.mark.parametrize(("text", "code"), [("J'ai mal à la tête et je me sens malade", "fr"),
                                             ("Ich habe starke Kopfschmerzen und mir ist übel", "de"),
                                             ("j'ai de la fièvre depuis trois jours", "fr"), ("douleur à la poitrine quand je respire", "fr"),
+                                            # one foreign word, which character n-grams read as English
+                                            ("vertiges", "fr"), ("mareos", "es"), ("tonturas", "pt"), ("Kopfschmerzen", "de"),
+                                            ("hoofdpijn", "nl"),
                                             ("У меня сильно болит голова и тошнит", "ru"),
                                             ("頭がひどく痛くて吐き気がします", "ja"),  # Han characters, but kana: Japanese
                                             ("머리가 아파요", "ko"),
@@ -54,3 +63,17 @@ def test_language_refusal_says_why_text_is_not_searched():
     assert language_refusal("headache and fever for two days") is None
     assert language_refusal("头痛发烧两天", "zh") is None
     assert language_refusal("headache and fever for two days", "zh").endswith("this model reads Chinese")
+
+
+def test_the_word_reader_scores_languages_by_word_frequency():
+    from medrank.text import ENGLISH_PRIOR, UNSEEN_WORD, WORD_LANGUAGES, identify, word_scores
+
+    scores = word_scores(["swollen", "hands"])
+    assert set(scores) == set(WORD_LANGUAGES) and max(scores, key=scores.get) == "en"
+    # a word no list holds counts the same everywhere: English's prior decides
+    unknown = word_scores(["zqxjv"])
+    assert abs(unknown["en"] - unknown["fr"] - math.log10(ENGLISH_PRIOR)) < 1e-9
+    assert abs(unknown["fr"] - math.log10(UNSEEN_WORD)) < 1e-9
+    # the character reader is kept for comparison, and for text in another script
+    assert identify("swollen hands", words=False).code == "nl" and identify("swollen hands").code == "en"
+    assert identify("У меня болит голова").code == "ru"

@@ -1139,6 +1139,10 @@ def start_services(settings: ServiceSettings, pipelines: tuple[str, ...] = PIPEL
     builder = Builder(settings, console, show_progress, encoders)
     worker = threading.Thread(target=_run_steps, args=(builder, services, names, False), name="medrank-build", daemon=True)
     worker.start()
+    # the language reader's word lists load in about a second: before the first request rather than in it
+    from medrank.text import identify
+
+    threading.Thread(target=identify, args=("swollen hands",), name="medrank-word-lists", daemon=True).start()
     return services, worker
 
 
