@@ -56,6 +56,20 @@ def test_parts_go_together_when_one_wording_names_both():
     assert p.together[stem("neck")] == {stem("neck")}
 
 
+def test_a_wording_that_lists_parts_says_nothing_of_which_go_together():
+    # "in fingers, hands, toes, and feet" names places side by side: Finger swelling is no reading of "swollen feet"
+    wordings = {"finger": ("Abnormality of the finger",), "foot": ("Abnormality of the foot",),
+                "athetosis": ("Athetosis", "Involuntary writhing movements in fingers and feet"),
+                "polydactyly": ("Polydactyly", "More than five fingers or toes on hands or feet", "Extra fingers"),
+                "swelling": ("Finger swelling", "Swollen fingers")}
+    p = BodyParts.from_wordings(wordings)
+    assert stem("foot") not in p.together[stem("finger")]
+    assert p.contradicts("my feet are swollen", ["Finger swelling", "Swollen fingers"])
+    # one place named two ways, in a wording that lists nothing, still makes two parts go together
+    synonyms = BodyParts.from_wordings({**wordings, "toe": ("Abnormality of the toe",), "hallux": ("Long toe", "Foot digit 1 long")})
+    assert stem("foot") in synonyms.together[stem("toe")] and stem("finger") not in synonyms.together[stem("toe")]
+
+
 def test_contradicts():
     p = parts()
     assert p.contradicts("lump in my neck", WORDINGS["mass"])

@@ -6,7 +6,9 @@ parts from the vocabulary itself: HPO names the organs and regions of its branch
 "Abnormal breast morphology", "Abnormal pharynx physiology". A term names the parts its own wordings (name,
 synonyms) hold. Two parts go together when one term's wordings name both: a tissue found everywhere and a region
 that holds it ("Neck muscle weakness": neck and muscle; "Finger joint hypermobility": finger and joint), or the
-learned and the everyday word for one part (Multiple renal cysts, "Multiple kidney cysts": renal and kidney).
+learned and the everyday word for one part (Multiple renal cysts, "Multiple kidney cysts": renal and kidney). A
+wording that lists parts ("fingers, hands, toes, and feet", "hands or feet") says nothing of which go together: they
+are places side by side.
 
 A term *contradicts* a span when the span names parts, the term's wordings name parts, and no part of one goes
 together with a part of the other (Breast mass for "lump in my neck"; not Pruritus, "Itchy skin", for "itchy skin
@@ -33,6 +35,8 @@ PART_NAMES = (
     re.compile(r"^abnormality of the ((?:[a-z]+ )?[a-z]+) musculature$"),
 )
 _WORD = re.compile(r"[a-z]+")
+#: what joins the items of a list in a wording: "and", "or", a comma
+_LIST = re.compile(r"\b(?:and|or)\b|,")
 #: words of a part-naming name that are not the part ("Abnormality of the skin of the hand" is no part name)
 _NOT_PARTS = frozenset({"abnormality", "abnormal", "the", "of", "and", "or", "in", "on", "to", "a", "an"})
 #: the words that may stand before a part in a piece that says only where ("my skin", "both knees")
@@ -75,7 +79,11 @@ class BodyParts:
         parts = cls(words, {})
         together: dict[str, set[str]] = {p: {p} for p in parts.stems}
         for texts in wordings.values():
-            named = frozenset().union(*(parts.in_wording(text) for text in texts)) if texts else frozenset()
+            # a wording that lists parts ("writhing movements in fingers, hands, toes, and feet", "more than five
+            # fingers or toes on hands or feet") names places side by side, not one place two ways: it says nothing of
+            # which parts go together
+            named = frozenset().union(*(own for text in texts if not (len(own := parts.in_wording(text)) > 1
+                                                                     and _LIST.search(text.lower()) is not None)))
             for p in named:
                 together[p] |= named
         parts.together = {p: frozenset(q) for p, q in together.items()}
