@@ -973,6 +973,55 @@ def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> No
     assert read("my head hurts") == [("head pain", False)]  # without the word
 
 
+def test_a_swollen_body_part_reads_as_the_vocabulary_says_it() -> None:
+    from medrank.pipelines.symptom.spans import as_swelling
+
+    assert as_swelling("my knee is swollen") == "knee swelling"
+    assert as_swelling("both my knees are swollen") == "knee swelling"
+    assert as_swelling("my ankles are puffy") == "ankle swelling"
+    assert as_swelling("swollen feet") == "foot swelling"  # as the vocabulary names the part
+    assert as_swelling("my lips have gone puffy") == "lip swelling"
+    assert as_swelling("my ankles puff up by the evening") == "ankle swelling by the evening"
+    assert as_swelling("my left knee is swollen") == "left knee swelling"
+    # no body part before it, or nothing swollen
+    for text in ("it is swollen", "everything is swollen", "the swelling in my knee", "I am swollen", "my knee hurts"):
+        assert as_swelling(text) is None, text
+
+
+def test_a_swollen_part_is_searched_both_ways_under_part_swelling() -> None:
+    vocab = {"T1": "Ankle swelling", "T2": "Pharyngeal edema"}
+    searched: list[str] = []
+
+    def search(texts, k):
+        searched.extend(texts)
+        return [[("T1", 0.9), ("T2", 0.1)] for _ in texts]
+
+    det = SetDetector(search, vocab, language="en", k=2)
+    det.calibration = SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",))
+    det.detect("my ankles are swollen")
+    assert "ankle swelling" not in searched  # the rule is off: the patient's words only
+    det.calibration = SetCalibration([0.0], [1.0], [1.0], 0.0, features=("span_score",), rules=("part_swelling",))
+    got = det.detect("my ankles are swollen")
+    assert "ankle swelling" in searched and "my ankles are swollen" in searched
+    # a reading of the same words: the term covers the patient's words, and the piece is counted once
+    assert all(t.span == (0, len("my ankles are swollen")) for t in got.terms + got.alternatives)
+
+
+def test_a_reading_of_exactly_the_same_words_decides_no_second_term() -> None:
+    # "my glands are swollen" finds Lymphadenopathy, its reading "gland swelling" Edema: one finding, said two ways
+    vocab = {"T1": "Lymphadenopathy", "T2": "Edema"}
+
+    def search(texts, k):
+        return [[("T2", 0.9), ("T1", 0.1)] if t == "gland swelling" else [("T1", 0.9), ("T2", 0.1)] for t in texts]
+
+    det = SetDetector(search, vocab, language="en", k=2)
+    det.calibration = SetCalibration([0.0], [1.0], [4.0], -2.0, features=("span_score",), rules=("part_swelling",))
+    got = det.detect("my glands are swollen")
+    assert [t.name for t in got.terms] == ["Lymphadenopathy"] and "Edema" in [t.name for t in got.alternatives]
+    det.calibration = SetCalibration([0.0], [1.0], [4.0], -2.0, features=("span_score",))
+    assert [t.name for t in det.detect("my glands are swollen").terms] == ["Lymphadenopathy"]  # rule off: no reading
+
+
 def test_whoever_reports_a_pain_is_a_lead_in_and_the_part_keeps_its_pain() -> None:
     def read(text: str) -> list[str]:
         return [s.text for s in find_spans(text, None, "en", part_pain=True)]

@@ -43,7 +43,7 @@ import numpy as np
 from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
-from medrank.pipelines.symptom.spans import Span, denied_name_zh, find_spans, is_chinese
+from medrank.pipelines.symptom.spans import Span, as_swelling, denied_name_zh, find_spans, is_chinese
 from medrank.temperature import temperature_reading
 from medrank.text import BLOOD_WORD
 from medrank.utils.io import atomic_write_json
@@ -89,9 +89,11 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: (:meth:`.BodyParts.only_a_part`), a rule on top of the probabilities as well. ``unsaid_blood``: an English term
 #: each of whose wordings names blood or bleeding (Hemoptysis, "Coughing up blood") is not decided on words that name
 #: neither ("coughing up green stuff"): a patient who bleeds says so, and a nearest wording is no reason to tell one
-#: that they do; on top of the probabilities too. A trained run's calibration written before a rule existed does not
-#: turn it on, so what it serves stays what was measured.
-EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood")
+#: that they do; on top of the probabilities too. ``part_swelling``: an English piece that says a body part is swollen
+#: ("my knee is swollen", "swollen feet") is also searched as "<part> swelling", the vocabulary's words, as a reading of
+#: the same words (:func:`.spans.as_swelling`); it changes the pieces, as ``part_pain`` does. A trained run's
+#: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
+EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
@@ -528,6 +530,14 @@ def _overlapping(spans: Sequence[Span], i: int, j: int) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+def _reread(spans: Sequence[Span], i: int, j: int) -> bool:
+    """Whether spans ``i`` and ``j`` are two readings of exactly the same words, one of them a re-reading."""
+    if i == j or min(i, j) < 0 or max(i, j) >= len(spans):
+        return False
+    a, b = spans[i], spans[j]
+    return (a.reading or b.reading) and (a.start, a.end) == (b.start, b.end)
+
+
 def has_overlapping_spans(spans: Sequence[Span]) -> bool:
     """Whether two of ``spans`` share characters (a bare predicate's clause and its own "hurts", read as one's words
     by the diversification)."""
@@ -755,6 +765,11 @@ class SetDetector:
         part_pain = self._rule("part_pain")
         spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
                            ache_words=self._ache_words() if part_pain and not zh else ())
+        if not zh and self._rule("part_swelling"):
+            # a swollen part is searched as the vocabulary words it too ("my knee is swollen": "knee swelling"), as a
+            # reading of the same words: the patient's own words stay searched ("my glands are swollen")
+            spans += [Span(s.start, s.end, said, None, s.negated, reading=True) for s in spans
+                      if not s.reading and (said := as_swelling(s.text)) is not None and said != s.text]
         if zh and self._rule("zh_variants"):
             # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
             spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
@@ -1396,13 +1411,15 @@ class SetDetector:
 
     def _compatible(self, j: int, chosen: list[int], cands: list[_Candidate], spans: Sequence[Span] = ()) -> bool:
         """Whether candidate ``j`` may join ``chosen``: not when a chosen term on the same words (the same span, or
-        spans that overlap: "my knee is swollen and hurts" and its "hurts") is its kin (:meth:`Hierarchy.kin`)."""
-        if self.hierarchy is None:
-            return True
+        spans that overlap: "my knee is swollen and hurts" and its "hurts") is its kin (:meth:`Hierarchy.kin`), nor
+        when one of the two was found for a reading of exactly the other's words ("my glands are swollen" read as
+        "gland swelling", under ``part_swelling``): those words name one finding, said two ways."""
         c = cands[j]
         for i in chosen:
             o = cands[i]
-            if o.span_idx != c.span_idx and not _overlapping(spans, o.span_idx, c.span_idx):
+            if _reread(spans, o.span_idx, c.span_idx):
+                return False
+            if self.hierarchy is None or (o.span_idx != c.span_idx and not _overlapping(spans, o.span_idx, c.span_idx)):
                 continue
             if self.hierarchy.kin(c.id, o.id):
                 return False

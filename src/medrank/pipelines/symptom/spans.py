@@ -380,6 +380,33 @@ def _as_pain(text: str, ache_words: Collection[str] = ()) -> str:
     return " ".join([*before, part]) + f" pain{text[m.end():]}"
 
 
+# a body part said swollen ("my knee is swollen", "my ankles are puffy", "swollen feet"): the vocabulary words it
+# "<part> swelling" (Ankle swelling's "Leg swelling", Facial edema's nearest is "face swelling"), which the patient's
+# words do not reach ("my legs are swollen" found no term, "my feet are swollen" Finger swelling)
+_EN_SWOLLEN = r"(?:swollen|swelling|swelled(?:\s+up)?|swells?(?:\s+up)?|puffy|puffed\s+up|puffs?\s+up|puffing\s+up)"
+_EN_PART_SWOLLEN = re.compile(
+    rf"^(?:(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+((?:{_EN_PART_WORD}\s+){{0,2}}?"
+    rf"{_EN_PART_WORD}?)|(?=[a-z]+\s+(?:is|are|was|were|have|has|gets?|got|keeps?|{_EN_SWOLLEN})\b)"
+    rf"(?!(?:a|an|the|my|your|his|her|our|their|its|some|any)\b)({_EN_BARE_PART}))"
+    r"(?:'s)?\s+(?:(?:is|are|was|were|has\s+been|have\s+been|been|looks?|looked|feels?|felt|gets?|got|getting|keeps?"
+    r"|has\s+gone|have\s+gone|went|seems?|seemed)\s+)?(?:(?:really|very|so|quite|pretty|extremely|too|a\s+bit|a\s+little|all|"
+    rf"a\s+lot)\s+)?{_EN_SWOLLEN}\b|^(?:(?:my|your|his|her|our|their|the|a)\s+)?(?:swollen|puffy)\s+({_EN_BARE_PART})$",
+    re.I)
+
+
+def as_swelling(text: str) -> str | None:
+    """``text`` as the vocabulary words a swollen body part ("my knees are swollen" → "knee swelling", "swollen feet"
+    → "foot swelling", "my ankles puff up by the evening" → "ankle swelling by the evening"), or None when it says
+    no such thing."""
+    m = _EN_PART_SWOLLEN.match(text.strip())
+    if m is None:
+        return None
+    words = (m.group(1) or m.group(2) or m.group(3)).split()
+    *before, part = words
+    rest = text.strip()[m.end():]
+    return " ".join([*before, singular(part), "swelling"]) + rest
+
+
 # a weight lost or gained said as its amount ("lost 10 pounds", "put on 5 kilos") or with a phrasal verb ("put on
 # weight"): the vocabulary names the change (Weight loss, Increased body weight); searched as a number of pounds it
 # finds nothing near enough, and "put on (a lot of) weight" was nearest Failure to thrive, whose wordings speak of
