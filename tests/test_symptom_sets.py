@@ -627,6 +627,18 @@ def test_a_term_the_circumstance_alone_explains_is_not_offered_by_its_reading() 
     assert "D5" in {t.id for t in det.detect("it hurts when I swallow").terms}
 
 
+def test_a_term_found_as_well_for_the_reading_as_for_its_circumstance_stays_offered() -> None:
+    # "I struggle climbing stairs": the reading and the participle alone both rank Difficulty climbing stairs first,
+    # the same reciprocal-rank score; "struggle" names no finding of its own, so the reading's term is the finding
+    hits = {"struggle": [("D9", 0.2)], "climbing stairs": [("D2", 0.6)], "struggle climbing stairs": [("D2", 0.6)]}
+    names = {"D2": "Difficulty climbing stairs", "D9": "Poor speech"}
+    det = SetDetector(lambda texts, k: [hits.get(t, [("D9", 0.1)])[:k] for t in texts], names, language="en",
+                      calibration=_one_feature_calibration())
+    spans, cands, x, _ = det._candidates_many(["I struggle climbing stairs"])[0]
+    assert [s.circumstance for s in spans if s.reading] == ["climbing stairs"]
+    assert "D2" in {c.id for c in cands}
+
+
 def test_a_bare_predicate_makes_overlapping_spans() -> None:
     # "swollen and hurts": the clause with its place, and "hurts" on its own
     assert has_overlapping_spans(find_spans("my knee is swollen and hurts", language="en"))

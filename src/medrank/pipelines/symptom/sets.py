@@ -983,10 +983,11 @@ class SetDetector:
         # a re-reading of words other spans hold (Span.reading) is searched, but it is not one more piece of the
         # complaint: it adds no vote and no span to the counts, which the calibration's complaints never hold
         readings = {i for i, s in enumerate(spans) if s.reading}
-        # a term that a subordinate clause alone ("when I climb stairs") finds at least as well as the clause read
-        # with it is about the circumstance, not about what the patient has (Difficulty climbing stairs for "short
-        # of breath when I climb stairs"): that reading does not offer it. A finding of the two together (Odynophagia
-        # for "hurts when I swallow") scores higher for the reading than for either part.
+        # a term that a subordinate clause alone ("when I climb stairs") finds better than the clause read with it is
+        # about the circumstance, not about what the patient has (Difficulty climbing stairs for "short of breath when
+        # I climb stairs"): that reading does not offer it. A finding of the two together (Odynophagia for "hurts when
+        # I swallow") scores higher for the reading than for either part; one both find first, at the same
+        # reciprocal-rank score, is the reading's too ("I struggle climbing stairs": Difficulty climbing stairs).
         circumstance = {i: dict(row) for (kind, i), row in zip(kinds, hits, strict=True) if kind == "circumstance"}
         joined = self._joined_names() if zh and self._rule("zh_joined") else {}
         for (kind, i), q, row in zip(kinds, queries, hits, strict=True):
@@ -1000,7 +1001,7 @@ class SetDetector:
             negated = i >= 0 and spans[i].negated
             first_kept = True
             for rank, (cid, score) in enumerate(row):
-                if kind == "span" and circumstance.get(i, {}).get(cid, -math.inf) >= score:
+                if kind == "span" and circumstance.get(i, {}).get(cid, -math.inf) > score:
                     continue
                 c = cands.setdefault(cid, _Candidate(cid))
                 if kind == "span" and i in readings and first_kept:
