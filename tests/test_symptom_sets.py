@@ -639,6 +639,24 @@ def test_a_term_found_as_well_for_the_reading_as_for_its_circumstance_stays_offe
     assert "D2" in {c.id for c in cands}
 
 
+def test_the_kin_of_a_term_about_the_circumstance_is_about_it_too() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    # "out of breath climbing stairs": the participle finds Difficulty climbing stairs better than the reading does,
+    # and its sibling Difficulty descending stairs nearly as well; which of the two the reading ranks first is a tie
+    hits = {"out of breath": [("D1", 0.7)], "climbing stairs": [("D2", 0.7), ("D6", 0.65)],
+            "out of breath climbing stairs": [("D6", 0.66), ("D2", 0.66), ("D1", 0.6)]}
+    names = {"D1": "Dyspnea", "D2": "Difficulty climbing stairs", "D6": "Difficulty descending stairs"}
+    parents = {"D2": ["P"], "D6": ["P"], "P": ["Q"], "Q": ["R"], "R": ["ROOT"], "D1": ["R"], "ROOT": []}
+    det = SetDetector(lambda texts, k: [hits.get(t, [("D1", 0.1)])[:k] for t in texts], names, language="en",
+                      calibration=_one_feature_calibration(), hierarchy=HpoHierarchy(parents))
+    _, cands, _, _ = det._candidates_many(["I get out of breath climbing stairs"])[0]
+    assert {c.id for c in cands} == {"D1"}
+    det.hierarchy = None  # without a hierarchy, only the term the circumstance finds better
+    _, cands, _, _ = det._candidates_many(["I get out of breath climbing stairs"])[0]
+    assert {c.id for c in cands} == {"D1", "D6"}
+
+
 def test_a_bare_predicate_makes_overlapping_spans() -> None:
     # "swollen and hurts": the clause with its place, and "hurts" on its own
     assert has_overlapping_spans(find_spans("my knee is swollen and hurts", language="en"))

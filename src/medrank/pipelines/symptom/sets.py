@@ -1000,8 +1000,10 @@ class SetDetector:
             top = row[0][1] if row else 0.0
             negated = i >= 0 and spans[i].negated
             first_kept = True
+            about_circumstance = self._about_circumstance(row, circumstance[i]) if kind == "span" and i in circumstance \
+                else frozenset()
             for rank, (cid, score) in enumerate(row):
-                if kind == "span" and circumstance.get(i, {}).get(cid, -math.inf) > score:
+                if cid in about_circumstance:
                     continue
                 c = cands.setdefault(cid, _Candidate(cid))
                 if kind == "span" and i in readings and first_kept:
@@ -1073,6 +1075,18 @@ class SetDetector:
             ])
         x = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
         return spans, keep, x
+
+    def _about_circumstance(self, row: list[tuple[str, float]], circumstance: Mapping[str, float]) -> frozenset[str]:
+        """The terms of a reading's ``row`` that are about its circumstance: those the circumstance alone finds better
+        (:meth:`_merge`), and their kin that the circumstance finds too (Difficulty descending stairs beside
+        Difficulty climbing stairs for "out of breath climbing stairs": which of the two the reading ranks first is a
+        tie, broken differently by an exact and an approximate search)."""
+        better = {cid for cid, score in row if circumstance.get(cid, -math.inf) > score}
+        if not better or self.hierarchy is None:
+            return frozenset(better)
+        kin = {cid for cid, _ in row if cid in circumstance and cid not in better
+               and any(self.hierarchy.kin(cid, b) for b in better)}
+        return frozenset(better | kin)
 
     def _runner_up(self, row: list[tuple[str, float]], span_text: str, text: str) -> float:
         """The score the top hit of a span leads: the next hit's, past the top hit's own descendants that do not
