@@ -814,6 +814,25 @@ def test_a_term_whose_descendant_on_the_same_words_passes_is_offered_not_decided
     assert {t.id for t in apart.detect("itchy skin, itchy eyes").terms} == {"P", "O"}
 
 
+def test_a_descendant_a_rule_holds_back_leaves_its_ancestor_decided() -> None:
+    from medrank.pipelines.symptom.body_parts import BodyParts
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    # "my knee is swollen": Pharyngeal edema (a throat's) passes on the words, but names another body part than the
+    # complaint's and is not decided; Edema, its ancestor, is no vaguer for it
+    names = {"E": "Edema", "PE": "Pharyngeal edema", "K": "Abnormality of the knee", "PH": "Abnormal pharynx physiology"}
+    wordings = {"E": ("Edema", "Swelling"), "PE": ("Pharyngeal edema", "Throat swelling"), "K": ("Abnormality of the knee",),
+                "PH": ("Abnormal pharynx physiology",)}
+    hits = {"my knee is swollen": [("PE", 0.9), ("E", 0.85)]}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score"), wordings=wordings,
+                          hierarchy=HpoHierarchy({"PE": ["E"], "E": [], "K": [], "PH": []}))
+    det.calibration = SetCalibration(det.calibration.mean, det.calibration.scale, det.calibration.coef,
+                                     det.calibration.intercept, features=det.calibration.features, rules=("body_parts",))
+    assert det._parts() is not None and BodyParts.from_wordings(wordings).contradicts("my knee is swollen", wordings["PE"])
+    got = det.detect("my knee is swollen")
+    assert [t.id for t in got.terms] == ["E"] and "PE" in [t.id for t in got.alternatives]
+
+
 def test_a_descendant_stands_in_for_its_ancestor_only_on_words_of_its_own() -> None:
     from medrank.pipelines.symptom.sets import HpoHierarchy
 

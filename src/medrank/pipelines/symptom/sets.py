@@ -1128,9 +1128,11 @@ class SetDetector:
         # a term whose own descendant on the same words also passes says less than it ("itchy" → Pruritus, "my eyes
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
-        vaguer = self._vaguer(order, cands, spans, p, threshold, text)
         contradicted = (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
                         | self._unsaid_blood(text, spans, cands))
+        # ... a descendant a rule keeps from being decided does not (Pharyngeal edema, a throat's, for "my knee is
+        # swollen", kept Edema offered too)
+        vaguer = self._vaguer([j for j in order if j not in contradicted], cands, spans, p, threshold, text)
         chosen: list[int] = []
         rest: list[int] = []
         # the minimum count fills from terms on words the complaint states, never from a complaint that only says
