@@ -42,7 +42,7 @@ from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 from medrank.config import cache_dir, data_root, set_threads
 from medrank.data.questions import QuestionPair, load_chip_sts, load_medical_question_pairs
 from medrank.encoders import CachedEncoder, load_encoder
-from medrank.pipelines.similar.zero_shot import CALIBRATIONS, CosineCalibration
+from medrank.pipelines.similar.zero_shot import CALIBRATIONS, CosineCalibration, EncoderCosineMatcher
 
 SEED = 43
 BINS = 10
@@ -63,12 +63,8 @@ def readings(p: np.ndarray, y: np.ndarray) -> dict[str, float]:
 
 
 def cosines(encoder: Any, pairs: list[QuestionPair]) -> np.ndarray:
-    texts = list(dict.fromkeys(t for p in pairs for t in (p.text1, p.text2)))
-    row = {t: i for i, t in enumerate(texts)}
-    vectors = encoder.encode(texts, kind="query", batch_size=64, show_progress=False)
-    a = vectors[[row[p.text1] for p in pairs]]
-    b = vectors[[row[p.text2] for p in pairs]]
-    return np.einsum("ij,ij->i", a, b).astype(np.float64)
+    """Each pair's cosine as the served zero-shot matcher scores it."""
+    return EncoderCosineMatcher(encoder).score([(p.text1, p.text2) for p in pairs]).astype(np.float64)
 
 
 def split(pairs: list[QuestionPair], key: Any) -> tuple[list[int], list[int]]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,7 @@ class LanguageGuess:
 
 
 _IDENTIFIER: Any = None
+_WORD_LISTS_LOADED = False
 _LOCK = threading.Lock()
 
 
@@ -116,13 +118,25 @@ def _identifier() -> Any:
 def _latin_words(text: str) -> list[str] | None:
     """The words of a text written in Latin letters only, abbreviations in capitals left out; ``None`` for a text
     with letters of another script."""
-    import unicodedata
-
     if any(ch.isalpha() and not unicodedata.name(ch, "").startswith("LATIN") for ch in text):
         return None
     from wordfreq import tokenize
 
     return [w for w in tokenize(_ABBREVIATION.sub(" ", text), "en") if any(ch.isalpha() for ch in w)]
+
+
+def _load_word_lists() -> None:
+    """Load the word lists of :data:`WORD_LANGUAGES` once (about a second); later calls only read them."""
+    global _WORD_LISTS_LOADED
+    if _WORD_LISTS_LOADED:
+        return
+    from wordfreq import word_frequency
+
+    with _LOCK:
+        if not _WORD_LISTS_LOADED:
+            for lang in WORD_LANGUAGES:
+                word_frequency("a", lang)
+            _WORD_LISTS_LOADED = True
 
 
 def word_scores(words: list[str]) -> dict[str, float]:
@@ -149,8 +163,8 @@ def identify(text: str, words: bool = True) -> LanguageGuess:
         return LanguageGuess("other", "none", 1.0)
     latin = _latin_words(text) if words else None
     if latin:
-        with _LOCK:  # the word lists load once, on first use
-            scores = word_scores(latin)
+        _load_word_lists()
+        scores = word_scores(latin)
         top = max(scores.values())
         weights = {lang: 10.0 ** (v - top) for lang, v in scores.items()}
         code = max(weights, key=weights.__getitem__)

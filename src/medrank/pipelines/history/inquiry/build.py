@@ -57,6 +57,8 @@ class Corpus:
     condition_labels: dict[str, str] = field(default_factory=dict)
     symptoms: list[str] = field(default_factory=list)
     diseases: list[str] = field(default_factory=list)
+    #: how the collection's doctors ask about a symptom, ``{}`` for its name (:func:`.kb.dxy_question_template`)
+    question_template: str = "{}"
 
     def read_test(self, path: Path) -> list[Patient]:
         """Patients of another split in the visible format (a DDXPlus CSV; a DXY folder)."""
@@ -84,7 +86,8 @@ def load_corpus(language: str, data_root: str | Path | None = None) -> Corpus:
         patients = read_dxy_patients(folder, symptoms, diseases)
         tr, va = carve(len(patients))
         return Corpus("zh", folder, [patients[i] for i in tr], [patients[i] for i in va], symptoms=symptoms,
-                      diseases=diseases, condition_labels={d: d for d in diseases})
+                      diseases=diseases, condition_labels={d: d for d in diseases},
+                      question_template=dxy_question_template(folder, symptoms))
     raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
 
 
@@ -129,10 +132,9 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
         kept = [pair for i, pair in enumerate(pairs) if f"train-{i}" in train_ids or str(i) in train_ids]
         return ChineseDetector(symptoms, kept or pairs)
 
-    template = dxy_question_template(folder, symptoms)
     return InquiryEngine("zh", model, {s: s for s in corpus.symptoms}, corpus.condition_labels, cal,
                          name="dxy-kb", detector_factory=chinese_detector, text_prior=text_prior,
-                         text_weight=cal.text_weight, questions={s: template.format(s) for s in symptoms})
+                         text_weight=cal.text_weight, questions={s: corpus.question_template.format(s) for s in symptoms})
 
 
 def fit_differential(engine: InquiryEngine, train: list[Patient], budget: int,
