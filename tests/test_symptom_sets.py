@@ -1056,6 +1056,38 @@ def test_a_swollen_part_is_searched_both_ways_under_part_swelling() -> None:
     assert all(t.span == (0, len("my ankles are swollen")) for t in got.terms + got.alternatives)
 
 
+def test_a_piece_that_says_only_swollen_is_the_swelling_of_the_part_named_before() -> None:
+    from medrank.pipelines.symptom.spans import is_bare_swelling
+
+    assert is_bare_swelling("swollen") and is_bare_swelling("all swollen") and is_bare_swelling("really swollen up")
+    assert not is_bare_swelling("swollen glands") and not is_bare_swelling("my knee is swollen")
+    vocab = {"T1": "Lymphadenopathy", "T2": "Edema", "T3": "Abnormality of the calf", "T4": "Abnormality of the knee"}
+    wordings = {"T1": ["Lymphadenopathy", "Swollen glands"], "T2": ["Edema", "Swelling"],
+                "T3": ["Abnormality of the calf"], "T4": ["Abnormality of the knee"]}
+    searched: list[str] = []
+
+    def search(texts, k):
+        searched.extend(texts)
+        return [[("T1", 0.9), ("T2", 0.1)] if t == "swollen" else [("T2", 0.9), ("T1", 0.1)] for t in texts]
+
+    det = SetDetector(search, vocab, language="en", k=2, wordings=wordings)
+    det.calibration = SetCalibration([0.0], [1.0], [4.0], -2.0, features=("span_score",),
+                                     rules=("part_swelling", "body_parts"))
+    # "it's swollen" leaves "swollen", alone nearest "Swollen glands": the calf's swelling, searched only so
+    got = det.detect("there's a pain in my calf and it's swollen")
+    assert "calf swelling" in searched and "swollen" not in searched
+    assert "Edema" in [t.name for t in got.terms] and "Lymphadenopathy" not in [t.name for t in got.terms]
+    searched.clear()
+    assert [t.name for t in det.detect("I'm all swollen").terms] == ["Edema"] and "swelling" in searched
+    searched.clear()
+    det.detect("my knee hurts and it's swollen")
+    assert "knee swelling" in searched
+    searched.clear()
+    det.calibration = SetCalibration([0.0], [1.0], [4.0], -2.0, features=("span_score",), rules=("body_parts",))
+    det.detect("I'm all swollen")
+    assert "all swollen" in searched and "swelling" not in searched  # the rule off: as written
+
+
 def test_a_reading_of_exactly_the_same_words_decides_no_second_term() -> None:
     # "my glands are swollen" finds Lymphadenopathy, its reading "gland swelling" Edema: one finding, said two ways
     vocab = {"T1": "Lymphadenopathy", "T2": "Edema"}

@@ -97,6 +97,11 @@ class BodyParts:
             words = words[1:]
         return len(words) == 1 and singular(words[0]) in self.words
 
+    def last_named(self, text: str) -> str | None:
+        """The last part ``text`` names by its own word, in the singular ("there's a pain in my calf" → "calf")."""
+        named = [singular(w) for w in _WORD.findall(text.lower()) if singular(w) in self.words]
+        return named[-1] if named else None
+
     def in_complaint(self, text: str) -> frozenset[str]:
         """The stems of the parts ``text`` names by their own word."""
         return frozenset(stem(w) for w in _WORD.findall(text.lower()) if singular(w) in self.words)

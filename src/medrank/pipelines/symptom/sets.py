@@ -43,7 +43,7 @@ import numpy as np
 from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
-from medrank.pipelines.symptom.spans import Span, as_swelling, denied_name_zh, find_spans, is_chinese
+from medrank.pipelines.symptom.spans import Span, as_swelling, denied_name_zh, find_spans, is_bare_swelling, is_chinese
 from medrank.temperature import temperature_reading
 from medrank.text import BLOOD_WORD
 from medrank.utils.io import atomic_write_json
@@ -766,10 +766,7 @@ class SetDetector:
         spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
                            ache_words=self._ache_words() if part_pain and not zh else ())
         if not zh and self._rule("part_swelling"):
-            # a swollen part is searched as the vocabulary words it too ("my knee is swollen": "knee swelling"), as a
-            # reading of the same words: the patient's own words stay searched ("my glands are swollen")
-            spans += [Span(s.start, s.end, said, None, s.negated, reading=True) for s in spans
-                      if not s.reading and (said := as_swelling(s.text)) is not None and said != s.text]
+            spans = self._swelling_readings(text, spans)
         if zh and self._rule("zh_variants"):
             # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
             spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
@@ -779,6 +776,30 @@ class SetDetector:
         if not self.phrases:
             return spans
         return [replace(s, negated=False) if s.negated and s.text.strip().lower() in self.phrases else s for s in spans]
+
+    def _swelling_readings(self, text: str, spans: Sequence[Span]) -> list[Span]:
+        """``spans`` under ``part_swelling``: each piece that says a part is swollen read as the vocabulary words it too ("my knee
+        is swollen": "knee swelling"), as a reading of the same words, so the patient's own words stay searched ("my
+        glands are swollen"). A piece that names no part ("it's swollen" leaves "swollen") is the swelling of the last
+        part a piece before it names ("there's a pain in my calf and it's swollen": "calf swelling"), else a swelling
+        ("I'm all swollen"); such a piece is searched only so, since alone "swollen" is nearest "Swollen glands"."""
+        parts = self._parts()
+        out: list[Span] = []
+        where: str | None = None  # the last part named so far
+        for s in spans:
+            if s.reading:
+                out.append(s)
+                continue
+            if is_bare_swelling(s.text):
+                out.append(replace(s, text=f"{where} swelling" if where else "swelling"))
+            else:
+                out.append(s)
+                said = as_swelling(s.text)
+                if said is not None and said != s.text:
+                    out.append(Span(s.start, s.end, said, None, s.negated, reading=True))
+            named = parts.last_named(text[s.start:s.end]) if parts is not None else None
+            where = named or where
+        return out
 
     def _derived(self, what: str, sources: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """``build()``, kept under ``what`` until one of ``sources`` (the objects it is derived from, compared by

@@ -394,6 +394,19 @@ _EN_PART_SWOLLEN = re.compile(
     re.I)
 
 
+# a piece that says only that something is swollen ("it's swollen" leaves "swollen"; "I'm all swollen"): the part is
+# in the piece before it or nowhere
+_EN_BARE_SWOLLEN = re.compile(
+    rf"^(?:(?:really|very|so|quite|pretty|extremely|too|a\s+bit|a\s+little|all|a\s+lot|now|also|got|gotten|become|"
+    rf"became)\s+)*{_EN_SWOLLEN}(?:\s+up)?$", re.I)
+
+
+def is_bare_swelling(text: str) -> bool:
+    """Whether ``text`` says that something is swollen and names nothing else ("swollen", "all swollen", "swelled
+    up"): the piece of "it's swollen", "I'm all swollen"."""
+    return _EN_BARE_SWOLLEN.match(" ".join(text.split())) is not None
+
+
 def as_swelling(text: str) -> str | None:
     """``text`` as the vocabulary words a swollen body part ("my knees are swollen" → "knee swelling", "swollen feet"
     → "foot swelling", "my ankles puff up by the evening" → "ankle swelling by the evening"), or None when it says
