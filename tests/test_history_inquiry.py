@@ -808,6 +808,10 @@ def test_real_english_detector_reads_blood_only_from_words_of_blood():
     assert found("I'm coughing up green phlegm") == {"a cough"}
     assert "coughing up blood" in found("I'm coughing up blood")
     assert "light red blood or blood clots in your stool" in found("there is blood in my stool")
+    # and a bleeding reads a finding of no blood only by what it is, not where: a nosebleed is no blocked nose
+    assert found("my nose keeps bleeding") == set() and found("I have a bloody nose") == set()
+    assert "diarrhea or an increase in stool frequency" in found("I have bloody diarrhea")
+    assert "a cough" in found("I have a bloody cough")
 
 
 @pytest.mark.slow

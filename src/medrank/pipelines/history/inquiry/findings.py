@@ -262,7 +262,7 @@ class EnglishDetector:
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per description, whether it names blood or bleeding (matched only by a clause that does: "coughing up green
-        #: phlegm" is nearest "coughing up blood")
+        #: phlegm" is nearest "coughing up blood"; and a clause that does matches only those)
         self.of_blood = [BLOOD_WORD.search(d) is not None for d in self.descriptions]
         #: per description, its words (a term's name is matched to a description that shares one)
         self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
@@ -328,11 +328,18 @@ class EnglishDetector:
             # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
             stems = {w[:4] for w in words}
             blood = BLOOD_WORD.search(clause) is not None
+            # the clause's words but the places it names (and blood's own): what the clause says is there
+            what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))]
             chosen = circumstantial = None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
                     break
                 if (of_pain and not self.of_pain[j]) or (self.of_blood[j] and not blood):
+                    continue
+                if blood and not self.of_blood[j] and not shares_a_word(what, self.words[j]):
+                    # a bleeding is read as a finding of no blood only where a word of what it is meets one of the
+                    # finding's ("bloody diarrhea": diarrhea); where it is does not ("my nose keeps bleeding" is nearest
+                    # a blocked nose)
                     continue
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
