@@ -43,7 +43,14 @@ import numpy as np
 from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
-from medrank.pipelines.symptom.spans import Span, as_swelling, denied_name_zh, find_spans, is_bare_swelling, is_chinese
+from medrank.pipelines.symptom.spans import (
+    Span,
+    as_swelling,
+    denied_name_zh,
+    find_spans,
+    is_bare_swelling,
+    is_chinese,
+)
 from medrank.temperature import temperature_reading
 from medrank.text import BLOOD_WORD
 from medrank.utils.io import atomic_write_json
