@@ -823,6 +823,54 @@ def test_a_pipeline_still_building_answers_503_with_retry_after(services):
     assert r.status_code == 503 and "failed: RuntimeError: disk full" in r.json()["detail"]
 
 
+def test_the_chinese_words_of_an_english_complaint_are_read_by_the_chinese_list(services):
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
+    from medrank.service.adapters import han_parts
+    from medrank.service.backends import KBInfo, KnowledgeBase
+
+    q = "I have a headache and 发烧"
+    assert han_parts(q) == [(22, 24)] and han_parts("头痛，发烧两天 and a cough") == [(0, 7)] and han_parts("cough") == []
+    read: list[str] = []
+
+    class En:  # MiniLM cannot read 发烧: a term placed on those words alone is no reading
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("HP:1", "Headache", 0.97, (9, 17)), DetectedTerm("HP:2", "Burn", 0.6, (22, 24))],
+                              [DetectedTerm("HP:3", "Migraine", 0.02, (9, 17))])
+
+    class Icd:
+        def detect(self, text):
+            read.append(text)
+            return SymptomSet([DetectedTerm("发热", "发热", 0.87, (0, 2))], [DetectedTerm("烧伤", "烧伤", 0.2, (0, 2))])
+
+    class Dxy:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("发烧", "发烧", 0.95, (0, 2))], [])
+
+    tiny, en = services.symptoms.kbs["tiny-zh"], services.symptoms.kbs["tiny-en"]
+    icd = KnowledgeBase(KBInfo("chip-cdn", "zh", "test", "1", "test"), list(tiny.concepts.values()), tiny.backend)
+    dxy = KnowledgeBase(KBInfo("dxy", "zh", "test", "1", "test"), list(tiny.concepts.values()), tiny.backend)
+    services.symptoms = SymptomService({"tiny-en": en, "chip-cdn": icd, "dxy": dxy},
+                                       set_detectors={"tiny-en": En(), "chip-cdn": Icd(), "dxy": Dxy()})
+    c = _client(services)
+    body = c.post("/symptoms", json={"query": q}).json()
+    assert body["kb"] == "tiny-en" and body["language"] == "en" and read == ["发烧"]  # the Chinese words alone
+    assert [(t["name"], t["span"], t["source"]) for t in body["terms"]] == [
+        ("Headache", [9, 17], None), ("发热", [22, 24], "chip-cdn")]  # at their place in the whole text
+    assert [(t["name"], t["source"]) for t in body["alternatives"]] == [("Migraine", None), ("烧伤", "chip-cdn")]
+    assert body["unread"] is None
+    # a named knowledge base reads the text as asked; an English text with no Chinese word is read as before
+    assert [t["name"] for t in c.post("/symptoms", json={"query": q, "kb": "tiny-en"}).json()["terms"]] == [
+        "Headache", "Burn"]
+    assert [t["name"] for t in c.post("/symptoms", json={"query": "I have a headache"}).json()["terms"]] == [
+        "Headache", "Burn"]
+    # no Chinese list ready yet: the words are said to be unread, and why
+    services.symptoms = SymptomService({"tiny-en": en}, pending={"chip-cdn": ("zh", _building_step("chip-cdn", 0, 0))},
+                                       set_detectors={"tiny-en": En()})
+    body = _client(services).post("/symptoms", json={"query": q}).json()
+    assert [t["name"] for t in body["terms"]] == ["Headache"]
+    assert [u["span"] for u in body["unread"]] == [[22, 24]] and "still being built" in body["unread"][0]["reason"]
+
+
 def test_symptoms_answer_from_a_ready_knowledge_base_while_another_builds(services):
     hpo = _building_step("hpo", 10, 40)
     zh = _building_step("chip-cdn", 0, 0)

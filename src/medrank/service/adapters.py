@@ -23,7 +23,7 @@ from medrank.pipelines.history.inference import EN_YES_NO_QUESTION, NextQuestion
 from medrank.service.backends import KnowledgeBase
 from medrank.service.calibration import FEATURES as CALIBRATION_FEATURES
 from medrank.service.calibration import same_text
-from medrank.text import LANGUAGE_NAMES, has_han, identify
+from medrank.text import HAN_RANGES, LANGUAGE_NAMES, has_han, identify
 from medrank.utils.vectors import unit_rows
 
 
@@ -97,6 +97,16 @@ class PipelineInfo:
 
 
 # -- /symptoms ----------------------------------------------------------------------------------------
+#: Chinese words in another language's text: a run of Han characters, with what stands between two of them (Chinese
+#: punctuation, digits, spaces: "头痛，发烧两天")
+_HAN_PART = re.compile(f"[{HAN_RANGES}](?:[{HAN_RANGES}\\d\\s，。、；：！？（）]*[{HAN_RANGES}])?")
+
+
+def han_parts(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` offsets of the Chinese words of a text in another language ("I have a headache and 发烧")."""
+    return [m.span() for m in _HAN_PART.finditer(text)]
+
+
 class SymptomService:
     """Patient text → top-k terms of a knowledge base (HPO / ICD-10-CM for English, CHIP-CDN ICD-10 for Chinese).
 
@@ -176,6 +186,9 @@ class SymptomService:
                 kb_reads, text_reads)
         detector = self.set_detectors.get(base.info.name)
         found = self._decided(base, [query], kb == "auto")[0] if detector is not None else None
+        unread: list[dict[str, Any]] = []
+        if found is not None and kb == "auto" and lang == "en" and has_han(query):
+            found, unread = self._with_chinese_words(query, found)
         # the set detector searched the whole text over this knowledge base already (to its own depth)
         ranked = getattr(found, "ranking", ())
         hits = base.hits(ranked)[:k] if ranked and k <= getattr(detector, "k", 0) else base.search([query], k)[0]
@@ -184,6 +197,8 @@ class SymptomService:
         if found is not None:
             out["terms"] = [_term(t) for t in found.terms]
             out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
+        if unread:
+            out["unread"] = unread
         if kb == "auto":
             # what auto would have chosen had it been built: the answer is the fallback's, and says so
             pending = self.pending
@@ -208,6 +223,39 @@ class SymptomService:
 
             found = [with_uncovered(f, o, complement) for f, o in zip(found, decide(other), strict=True)]
         return found
+
+    def _with_chinese_words(self, query: str, found: Any) -> tuple[Any, list[dict[str, Any]]]:
+        """An English text's decided set with its Chinese words read by the Chinese knowledge base ``auto`` serves
+        ("I have a headache and 发烧": Headache, and 发热 from the chip-cdn list), each such term marked with the list
+        that decided it; English terms placed on those words alone are dropped (the English encoder cannot read them).
+        Second, the Chinese words left unread, with why (no Chinese list served, or still being built)."""
+        from medrank.pipelines.symptom.inference import SymptomSet, with_uncovered
+
+        parts = han_parts(query)
+
+        def inside(span: Any) -> bool:
+            return span is not None and any(a <= span[0] and span[1] <= b for a, b in parts)
+
+        found = SymptomSet([t for t in found.terms if not inside(t.span)],
+                           [t for t in found.alternatives if not inside(t.span)], found.ranking)
+        try:
+            zh = self.pick("zh", "auto")
+        except (StillBuildingError, UnavailableError) as exc:
+            return found, [{"span": [a, b], "reason": str(exc)} for a, b in parts]
+        if zh.info.name not in self.set_detectors:
+            reason = f"the {zh.info.name} knowledge base ranks terms only; it decides no set"
+            return found, [{"span": [a, b], "reason": reason} for a, b in parts]
+        offered: list[Any] = []  # the Chinese list's alternatives, after the English ones
+        for (a, _), read in zip(parts, self._decided(zh, [query[a:b] for a, b in parts], True), strict=True):
+            def moved(terms: Sequence[Any], a: int = a) -> list[Any]:
+                return [dataclasses.replace(t, span=None if t.span is None else (t.span[0] + a, t.span[1] + a),
+                                            source=t.source or zh.info.name) for t in terms]
+
+            found = with_uncovered(found, SymptomSet(moved(read.terms), []), zh.info.name)
+            offered += moved(read.alternatives)
+        decided = {t.name for t in found.terms}
+        return SymptomSet(found.terms, [*found.alternatives, *(t for t in offered if t.name not in decided)],
+                          found.ranking), []
 
     def decide_many(self, texts: Sequence[str], language: str, confident: bool = False,
                     kb: str = "auto") -> list[Any] | None:

@@ -71,7 +71,13 @@ class DetectedTermOut(BaseModel):
     span: list[int] | None = Field(None, description="[start, end) character offsets of the text it covers.")
     source: str | None = Field(None, description="The knowledge base that decided it, where the set of the one asked "
                                                  "for is completed by another's terms on words it leaves uncovered "
-                                                 "(kb 'auto': CHIP-CDN completed by dxy); null otherwise.")
+                                                 "(kb 'auto': CHIP-CDN completed by dxy; the Chinese words of an "
+                                                 "English text read by the Chinese list); null otherwise.")
+
+
+class UnreadPart(BaseModel):
+    span: list[int] = Field(description="[start, end) character offsets of words no knowledge base read.")
+    reason: str = Field(description="Why they were not read.")
 
 
 class SymptomsResponse(_Response):
@@ -81,6 +87,9 @@ class SymptomsResponse(_Response):
     terms: list[DetectedTermOut] | None = Field(None, description="The decided set of terms, where a set detector serves "
                                                                "the knowledge base; null otherwise.")
     alternatives: list[DetectedTermOut] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
+    unread: list[UnreadPart] | None = Field(None, description="Under kb 'auto', the Chinese words of an English text "
+                                                              "that could not be read (no Chinese list is served yet); "
+                                                              "null when every word was read.")
     still_building: list[str] | None = Field(None, description="Under kb 'auto', the knowledge bases 'auto' prefers for "
                                                              "the language that are still being built: until they are "
                                                              "ready, 'kb' answers in their place (e.g. dxy's 41 symptoms "

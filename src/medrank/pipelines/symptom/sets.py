@@ -166,7 +166,7 @@ UNSURE_BELOW = 0.5
 
 def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str, unsure_below: float = UNSURE_BELOW) -> SymptomSet:
     """``primary``'s set, then each term of ``other``'s set on words that no term of ``primary`` covers, or that
-    ``primary`` reads only unsurely (marked with ``source``, most probable first).
+    ``primary`` reads only unsurely (marked with ``source`` unless ``other`` names one, most probable first).
 
     One term list can lack a finding another names: ICD-10 Beijing has no plain 流涕 for 流鼻涕, the 41 DXY symptoms
     have it. Nor does a zero-shot reading of it always find the one it has: "孩子发烧" reads as 烧伤 (a burn) at 21 %
@@ -186,7 +186,7 @@ def with_uncovered(primary: SymptomSet, other: SymptomSet, source: str, unsure_b
         if any(p.probability >= unsure_below or p.probability >= t.probability for p in under):
             continue
         kept = [p for p in kept if p not in under]
-        extra.append(DetectedTerm(t.id, t.name, t.probability, t.span, source))
+        extra.append(DetectedTerm(t.id, t.name, t.probability, t.span, t.source or source))
     if not extra:
         return primary
     given_way = [p for p in primary.terms if p not in kept]

@@ -141,11 +141,13 @@ $("complaint-form").addEventListener("submit", (ev) => {
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
     // a fallback list answered while the one chosen for the language is still being built: say so
     const building = data.still_building || [];
-    $("symptoms-building").hidden = !building.length;
-    $("symptoms-building").textContent = building.length
+    // words no list could read yet (the Chinese words of an English complaint while the Chinese list builds)
+    const unread = (data.unread || []).map((u) => `“${text.slice(u.span[0], u.span[1])}”`);
+    $("symptoms-building").hidden = !building.length && !unread.length;
+    $("symptoms-building").textContent = (building.length
       ? `The ${building.join(" and ")} list is still being built: these come from the ${data.kb} list meanwhile. ` +
-        "Send your words again in a minute or two for the full list."
-      : "";
+        "Send your words again in a minute or two for the full list. "
+      : "") + (unread.length ? `Not read: ${unread.join(", ")} (no Chinese symptom list is ready yet).` : "");
     $("symptoms-block").hidden = false;
     $("questions-block").hidden = true;
     $("similar-block").hidden = true;
@@ -187,9 +189,10 @@ function showSymptomSet(data, text) {
     const box = el("input", { type: "checkbox", id: `${kind}-${i}`, value: t.name });
     box.checked = ticked;
     const words = t.span && !(t.span[0] === 0 && t.span[1] === text.length) ? text.slice(t.span[0], t.span[1]) : "";
-    return el("li", {}, box, " ", el("label", { for: `${kind}-${i}`, lang: data.language, text: t.name }),
+    // a name or words of another language than the text's (the Chinese words of an English complaint) say so
+    return el("li", {}, box, " ", el("label", { for: `${kind}-${i}`, lang: langOf(t.name), text: t.name }),
       el("span", { class: "probability", text: ` ${percent(t.probability)}` }),
-      ...(words ? [el("span", { class: "score", lang: data.language, text: `“${words}”` })] : []),
+      ...(words ? [el("span", { class: "score", lang: langOf(words), text: `“${words}”` })] : []),
       // a term another symptom list decided on words this list leaves uncovered
       ...(t.source ? [el("span", { class: "score", text: ` · from the ${t.source} list` })] : []));
   };
