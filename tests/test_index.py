@@ -10,7 +10,7 @@ import pytest
 
 from medrank.index import BM25Index, DenseIndex, HybridIndex, IndexFormatError, fuse_rankings, load_index
 from medrank.index.tokenize import LexicalTokenizer, TokenizerConfig
-from medrank.index.topk import topk_stable
+from medrank.index.topk import topk_positive, topk_stable
 from medrank.records import Query, Ranking
 
 DOCS = [
@@ -207,6 +207,18 @@ def test_topk_stable_ties():
     s = np.array([1.0, 3.0, 3.0, 2.0, 3.0])
     assert topk_stable(s, 2).tolist() == [1, 2]
     assert topk_stable(s, 5).tolist() == [1, 2, 4, 3, 0]
+
+
+def test_topk_positive_is_topk_stable_of_the_positive_scores():
+    s = np.array([0.0, 2.0, 0.0, 2.0, 1.0, -1.0, 3.0])
+    assert topk_positive(s, 3).tolist() == [6, 1, 3]  # ties in index order
+    assert topk_positive(s, 10).tolist() == [6, 1, 3, 4]  # only the positive ones
+    assert topk_positive(np.zeros(4), 2).tolist() == []
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        scores = np.where(rng.random(200) < 0.9, 0.0, rng.integers(1, 5, 200).astype(float))
+        full = topk_stable(scores, 15)
+        assert topk_positive(scores, 15).tolist() == full[scores[full] > 0].tolist()
 
 
 def test_flat_search_matches_faiss_over_query_blocks_and_orders_ties_by_entry():

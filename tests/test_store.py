@@ -139,6 +139,12 @@ def test_lexical_and_hybrid_rrf(make_store):
     assert set(ids_of(lexical)) == {"d1", "d3", "d5"}  # only texts sharing a token
     assert all(h.score > 0 for h in lexical)
     assert ids_of(store.search(None, "头痛", k=3, mode="bm25")) == ["d7"]
+    # the top k of those, as over every entry: by score, ties in the order the entries were added
+    assert ids_of(store.search(None, "back pain", k=2, mode="bm25")) == ids_of(lexical)[:2]
+    assert [h.score for h in lexical] == sorted((h.score for h in lexical), reverse=True)
+    store.add(["t1", "t2", "t3"], ["cough", "cough", "cough"], vectors[:3])
+    assert ids_of(store.search(None, "cough", k=2, mode="bm25")) == ["t1", "t2"]
+    store.delete(["t1", "t2", "t3"])
     # hybrid = reciprocal rank fusion of the dense and lexical rankings
     q = vectors[5]
     dense = ids_of(store.search(q, None, k=100, mode="dense"))

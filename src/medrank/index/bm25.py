@@ -14,7 +14,7 @@ import numpy as np
 
 from medrank.index.base import Index, IndexFormatError, register, top_items
 from medrank.index.tokenize import LexicalTokenizer, TokenizerConfig
-from medrank.index.topk import topk_stable
+from medrank.index.topk import topk_positive
 from medrank.records import Ranking
 
 
@@ -110,8 +110,7 @@ class BM25Index(Index):
                 continue
             depth = min(len(scores), k if self._n_unique == len(self._items) else k * 4)
             while True:
-                idx = topk_stable(scores, depth)
-                idx = idx[scores[idx] > 0]  # an entry sharing no token with the query is not a match
+                idx = topk_positive(scores, depth)  # an entry sharing no token with the query is not a match
                 ids, sc = top_items(self._items, idx, scores[idx], k)
                 if len(ids) == k or depth >= len(scores) or len(idx) < depth:
                     break

@@ -19,3 +19,11 @@ def topk_stable(scores: np.ndarray, k: int) -> np.ndarray:
     cand = np.flatnonzero(scores >= kth)
     order = np.argsort(-scores[cand], kind="stable")
     return cand[order][:k]
+
+
+def topk_positive(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest positive ``scores``, descending, ties in index order (:func:`topk_stable` of the
+    positive entries). A lexical score is positive only for the few entries that share a query token: selecting among
+    those costs far less than a selection over every entry."""
+    matched = np.flatnonzero(scores > 0)
+    return matched[topk_stable(scores[matched], min(k, len(matched)))]

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from medrank.index.bm25 import BM25Index
-from medrank.index.topk import topk_stable
+from medrank.index.topk import topk_positive, topk_stable
 from medrank.store.base import (
     LANGUAGES,
     STORE_FORMAT_VERSION,
@@ -570,8 +570,7 @@ class EmbeddedStore(Store):
                 scores = bm25.query_scores(text)
                 if mask is not None:
                     scores = np.where(mask, scores, 0.0)
-                idx = topk_stable(scores, min(depth, len(scores)))
-                idx = idx[scores[idx] > 0]  # no shared token = no lexical match
+                idx = topk_positive(scores, depth)  # no shared token = no lexical match
                 out[qi] = [(bm25.entry_ids[i], float(scores[i])) for i in idx]
         return out
 
