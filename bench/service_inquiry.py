@@ -8,7 +8,7 @@ language: which engine served the first request (the inquiry engine, or the ques
 knowledge base is found in the complaint), and the latency of each endpoint (p50 / p95 over every step; the
 findings detected again in the patient's words on every request are part of it).
 
-    python bench/service_inquiry.py [--threads 1] [--n 40] [--answers 4] [--state DIR]
+    python bench/service_inquiry.py [--threads 1] [--n 40] [--answers 4] [--state DIR] [--backend auto]
 """
 
 from __future__ import annotations
@@ -64,13 +64,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40, help="complaints per language")
     ap.add_argument("--answers", type=int, default=4, help="answers per inquiry")
     ap.add_argument("--state", default=None, help="service state folder (default: a temporary one)")
+    ap.add_argument("--backend", default="auto", help="how encoders run (default auto, as medrank serve)")
     args = ap.parse_args()
     set_threads(args.threads)
     seed_everything(0)
     from fastapi.testclient import TestClient
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = ServiceSettings(api_token=None, batch_queries=False, state_dir=args.state or tmp)
+        settings = ServiceSettings(api_token=None, batch_queries=False, state_dir=args.state or tmp, backend=args.backend)
         t0 = time.perf_counter()
         services = build_services(settings, ("next-questions",), show_progress=False)
         built_s = time.perf_counter() - t0
@@ -85,7 +86,7 @@ def main() -> None:
             rows[lang] = {"complaints": len(texts), "served_by_engine": sum(s != "question-bank" for s in served),
                           "engine": next((s for s in served if s != "question-bank"), None),
                           **{f"{ep}": common.percentiles(ts) for ep, ts in times.items() if ts}}
-    payload = {"environment": common.environment(args.threads, 0), "answers_per_inquiry": args.answers,
+    payload = {"environment": common.environment(args.threads, 0), "backend": args.backend, "answers_per_inquiry": args.answers,
                "services_built_or_loaded_s": round(built_s, 1), "languages": rows}
     lines = ["| language | complaints | served by the engine | /next-questions, engine: p50 / p95 ms (n) | "
              "/differential p50 / p95 ms (n) | /next-questions, question bank: p50 / p95 ms (n) |", "|---|---|---|---|---|---|"]
@@ -98,7 +99,8 @@ def main() -> None:
         lines.append(f"| {lang} ({r['engine']}) | {r['complaints']} | {r['served_by_engine']} | {cell(r, 'next-questions')} | "
                      f"{cell(r, 'differential')} | {cell(r, 'next-questions (question bank)')} |")
     lines.append("")
-    lines.append(f"In process through the app (FastAPI TestClient), {args.threads} thread(s); each inquiry: the complaint, "
+    lines.append(f"In process through the app (FastAPI TestClient), {args.threads} thread(s), backend {args.backend}; "
+                 "each inquiry: the complaint, "
                  f"then up to {args.answers} answers (the first question answered yes / no alternately). English complaints: "
                  "MTS-Dialog validation first patient turns; Chinese: DXY self-reports of the inquiry validation carve-out. "
                  "A complaint in which no finding is found is served by the question bank (its first request is timed, "

@@ -798,6 +798,17 @@ def test_real_english_detector_reads_a_rash_as_the_skin_finding_its_questions_as
 
 
 @pytest.mark.slow
+def test_real_english_detector_served_on_onnx_reads_what_torch_reads():
+    served, plain = load_engine("en", backend="auto"), load_engine("en", backend="torch")
+    complaints = ["I have a headache and my neck is stiff", "my knee hurts and it's swollen", "I get out of breath",
+                  "I've been coughing up green phlegm for a week", "no fever but my throat is sore"]
+    for text in complaints:
+        assert served.detect_findings(text) == plain.detect_findings(text), text
+    assert served.detector_backend["backend"] == "onnx" and plain.detector_backend is None
+    assert type(served.detector.encoder).__name__ == "OnnxEncoder"
+
+
+@pytest.mark.slow
 def test_real_english_detector_reads_blood_only_from_words_of_blood():
     en = load_engine("en")
 

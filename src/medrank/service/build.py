@@ -728,6 +728,8 @@ class Builder:
             if engine.reranker_backend is not None:
                 self.say(f"  inquiry re-ranker ({lang}): {engine.reranker_backend['reason']}")
             self._timed(f"inquiry engine {lang}: finding detector loaded", lambda engine=engine: engine.detect_findings("fever"))
+            if engine.detector_backend is not None:
+                self.say(f"  inquiry finding detector ({lang}): {engine.detector_backend['reason']}")
             engines[lang] = engine
         self.progress("engines")(len(languages), len(languages))
         return Inquiry(engines)

@@ -110,6 +110,8 @@ class InquiryEngine:
         self.reranker = reranker
         #: which backend runs the re-ranker and why (set by :func:`.build.attach_reranker`)
         self.reranker_backend: dict[str, str] | None = None
+        #: what reads the finding detector's queries, where it was chosen (:func:`.build.serve_detector_on_onnx`)
+        self.detector_backend: dict[str, str] | None = None
         self.rerank_k = rerank_k
         self.value_meanings = value_meanings or {}
         self.differential_model = differential_model

@@ -328,8 +328,9 @@ class EnglishDetector:
             # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
             stems = {w[:4] for w in words}
             blood = BLOOD_WORD.search(clause) is not None
-            # the clause's words but the places it names (and blood's own): what the clause says is there
-            what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))]
+            # the words of a clause about blood but blood's own and the places it names: what the clause says is there
+            what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
+                    ] if blood else []
             chosen = circumstantial = None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
@@ -435,6 +436,8 @@ class BodyLocations:
         #: value code -> the position word its label opens with ("lower" of "lower chest"), or None
         self.positions = {code: words[0] if len(words) > 1 and words[0] in POSITION_WORDS else None
                           for code, words in self.words.items()}
+        #: (part, position word) -> :meth:`locations` (a clause's every word is looked up, request after request)
+        self._memo: dict[tuple[str, str | None], list[str]] = {}
 
     @staticmethod
     def labels_of(member: Evidence) -> dict[str, str]:
@@ -442,6 +445,16 @@ class BodyLocations:
         return {c: t for c, t in member.meanings.items() if c != member.default}
 
     def locations(self, part: str, position: str | None = None) -> list[str]:
+        """Value codes whose label names ``part`` (see :meth:`_locations`), read once per part and position word."""
+        key = (part, position)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= 100_000:  # words a long-running service was sent: kept bounded
+                self._memo.clear()
+            found = self._memo[key] = self._locations(part, position)
+        return list(found)
+
+    def _locations(self, part: str, position: str | None = None) -> list[str]:
         """Value codes whose label names ``part`` (or its singular: "knees", "teeth"): a label word equal to it or
         a compound ending with it ("forehead" for "head"), unless that word is followed by "of" ("back of head" is not the
         back). A position word names no place alone ("lower" is not the lower chest); given the ``position`` word
