@@ -319,14 +319,9 @@ def serve_detector_on_onnx(engine: InquiryEngine) -> None:
     (:func:`medrank.encoders.choose_backend` over the detector's own descriptions), not in int8: a finding is read at
     a cosine threshold set on float32 vectors. A few times faster on a CPU for the handful of clauses a request
     holds; the detector is built when first used, and the choice is kept in ``engine.detector_backend``."""
-    factory = engine._detector_factory
-    if factory is None:
-        return
-
-    def served() -> Any:
+    def served(detector: Any) -> Any:
         from medrank.encoders import TransformerEncoder, choose_backend
 
-        detector = factory()
         encoder = getattr(detector, "encoder", None)
         if isinstance(encoder, TransformerEncoder):
             choice = choose_backend(encoder, detector.descriptions[:64], prefer=("onnx",))
@@ -334,7 +329,7 @@ def serve_detector_on_onnx(engine: InquiryEngine) -> None:
             engine.detector_backend = {"backend": choice.backend, "reason": choice.reason}
         return detector
 
-    engine._detector_factory = served
+    engine.when_detector_built(served)
 
 
 def prepare_engines(languages: tuple[str, ...] = ("en", "zh"), data_root: str | Path | None = None) -> None:

@@ -534,6 +534,15 @@ class InquiryEngine:
         return float(self.probabilities(logp).max()) >= self.calibration.threshold
 
     # ------------------------------------------------------------------ free text
+    def when_detector_built(self, adapt: Callable[[Any], Any]) -> None:
+        """Have the finding detector go through ``adapt(detector) -> detector`` when it is built (now, if it is)."""
+        if self._detector is not None:
+            self._detector = adapt(self._detector)
+            return
+        factory = self._detector_factory
+        if factory is not None:
+            self._detector_factory = lambda: adapt(factory())
+
     @property
     def detector(self) -> Any:
         if self._detector is None:
