@@ -823,7 +823,7 @@ def test_a_pipeline_still_building_answers_503_with_retry_after(services):
     assert r.status_code == 503 and "failed: RuntimeError: disk full" in r.json()["detail"]
 
 
-def test_the_chinese_words_of_an_english_complaint_are_read_by_the_chinese_list(services):
+def test_the_words_of_the_other_language_are_read_by_its_own_list(services):
     from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
     from medrank.service.adapters import han_parts
     from medrank.service.backends import KBInfo, KnowledgeBase
@@ -863,6 +863,28 @@ def test_the_chinese_words_of_an_english_complaint_are_read_by_the_chinese_list(
         "Headache", "Burn"]
     assert [t["name"] for t in c.post("/symptoms", json={"query": "I have a headache"}).json()["terms"]] == [
         "Headache", "Burn"]
+    # the English words of a Chinese text, the other way round: the Chinese list's terms stay (e5-small reads English)
+    from medrank.service.adapters import latin_parts
+
+    assert [("孩子拉肚子，还有 vomiting"[a:b]) for a, b in latin_parts("孩子拉肚子，还有 vomiting")] == ["vomiting"]
+    assert latin_parts("查了CT和MRI，PICC置管") == [] and latin_parts("宝宝fever三天") == [(2, 7)]
+    zh_text = "孩子拉肚子，还有 vomiting"
+
+    class Zh:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("稀便", "稀便", 0.98, (2, 5))], [])
+
+    class EnWords:
+        def detect(self, text):
+            read.append(text)
+            return SymptomSet([DetectedTerm("HP:4", "Vomiting", 0.9, (0, 8))], [])
+
+    services.symptoms = SymptomService({"tiny-en": en, "chip-cdn": icd}, set_detectors={"tiny-en": EnWords(), "chip-cdn": Zh()})
+    read.clear()
+    body = _client(services).post("/symptoms", json={"query": zh_text}).json()
+    assert body["kb"] == "chip-cdn" and read == ["vomiting"]
+    assert [(t["name"], t["span"], t["source"]) for t in body["terms"]] == [
+        ("稀便", [2, 5], None), ("Vomiting", [9, 17], "tiny-en")]
     # no Chinese list ready yet: the words are said to be unread, and why
     services.symptoms = SymptomService({"tiny-en": en}, pending={"chip-cdn": ("zh", _building_step("chip-cdn", 0, 0))},
                                        set_detectors={"tiny-en": En()})

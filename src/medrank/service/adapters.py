@@ -107,6 +107,17 @@ def han_parts(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _HAN_PART.finditer(text)]
 
 
+#: English words in a Chinese text: a run of Latin words (three letters or more, not all capitals: "CT", "MRI", "PICC"
+#: are abbreviations a Chinese record writes as they are, and the Chinese list reads them)
+_LATIN_WORD = r"(?<![A-Za-z])(?![A-Z]+(?![A-Za-z]))[A-Za-z][A-Za-z'-]{2,}"
+_LATIN_PART = re.compile(rf"{_LATIN_WORD}(?:[ ]+{_LATIN_WORD})*")
+
+
+def latin_parts(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` offsets of the English words of a Chinese text ("孩子拉肚子，还有 vomiting")."""
+    return [m.span() for m in _LATIN_PART.finditer(text)]
+
+
 class SymptomService:
     """Patient text → top-k terms of a knowledge base (HPO / ICD-10-CM for English, CHIP-CDN ICD-10 for Chinese).
 
@@ -187,8 +198,8 @@ class SymptomService:
         detector = self.set_detectors.get(base.info.name)
         found = self._decided(base, [query], kb == "auto")[0] if detector is not None else None
         unread: list[dict[str, Any]] = []
-        if found is not None and kb == "auto" and lang == "en" and has_han(query):
-            found, unread = self._with_chinese_words(query, found)
+        if found is not None and kb == "auto" and lang in ("en", "zh"):
+            found, unread = self._with_other_language(query, lang, found)
         # the set detector searched the whole text over this knowledge base already (to its own depth)
         ranked = getattr(found, "ranking", ())
         hits = base.hits(ranked)[:k] if ranked and k <= getattr(detector, "k", 0) else base.search([query], k)[0]
@@ -224,34 +235,40 @@ class SymptomService:
             found = [with_uncovered(f, o, complement) for f, o in zip(found, decide(other), strict=True)]
         return found
 
-    def _with_chinese_words(self, query: str, found: Any) -> tuple[Any, list[dict[str, Any]]]:
-        """An English text's decided set with its Chinese words read by the Chinese knowledge base ``auto`` serves
-        ("I have a headache and 发烧": Headache, and 发热 from the chip-cdn list), each such term marked with the list
-        that decided it; English terms placed on those words alone are dropped (the English encoder cannot read them).
-        Second, the Chinese words left unread, with why (no Chinese list served, or still being built)."""
+    def _with_other_language(self, query: str, lang: str, found: Any) -> tuple[Any, list[dict[str, Any]]]:
+        """A text's decided set with its words of the other served language read by that language's ``auto`` list:
+        the Chinese words of an English text ("I have a headache and 发烧": Headache, and 发热 from the chip-cdn list), the
+        English words of a Chinese one ("孩子拉肚子，还有 vomiting": 稀便, and Vomiting from the hpo list). Each such term
+        fills words no term of the text's own list covers (or covers unsurely, :func:`with_uncovered`) and is marked with
+        the list that decided it; an English term placed on Chinese words alone is dropped (MiniLM cannot read them;
+        e5-small, the Chinese list's encoder, reads English words). Second, the words left unread, with why (no list of
+        that language served, or still being built)."""
         from medrank.pipelines.symptom.inference import SymptomSet, with_uncovered
 
-        parts = han_parts(query)
+        other_lang = "zh" if lang == "en" else "en"
+        parts = han_parts(query) if lang == "en" else latin_parts(query)
+        if not parts:
+            return found, []
+        if lang == "en":
+            def inside(span: Any) -> bool:
+                return span is not None and any(a <= span[0] and span[1] <= b for a, b in parts)
 
-        def inside(span: Any) -> bool:
-            return span is not None and any(a <= span[0] and span[1] <= b for a, b in parts)
-
-        found = SymptomSet([t for t in found.terms if not inside(t.span)],
-                           [t for t in found.alternatives if not inside(t.span)], found.ranking)
+            found = SymptomSet([t for t in found.terms if not inside(t.span)],
+                               [t for t in found.alternatives if not inside(t.span)], found.ranking)
         try:
-            zh = self.pick("zh", "auto")
+            other = self.pick(other_lang, "auto")
         except (StillBuildingError, UnavailableError) as exc:
             return found, [{"span": [a, b], "reason": str(exc)} for a, b in parts]
-        if zh.info.name not in self.set_detectors:
-            reason = f"the {zh.info.name} knowledge base ranks terms only; it decides no set"
+        if other.info.name not in self.set_detectors:
+            reason = f"the {other.info.name} knowledge base ranks terms only; it decides no set"
             return found, [{"span": [a, b], "reason": reason} for a, b in parts]
-        offered: list[Any] = []  # the Chinese list's alternatives, after the English ones
-        for (a, _), read in zip(parts, self._decided(zh, [query[a:b] for a, b in parts], True), strict=True):
+        offered: list[Any] = []  # the other list's alternatives, after the text's own
+        for (a, _), read in zip(parts, self._decided(other, [query[a:b] for a, b in parts], True), strict=True):
             def moved(terms: Sequence[Any], a: int = a) -> list[Any]:
                 return [dataclasses.replace(t, span=None if t.span is None else (t.span[0] + a, t.span[1] + a),
-                                            source=t.source or zh.info.name) for t in terms]
+                                            source=t.source or other.info.name) for t in terms]
 
-            found = with_uncovered(found, SymptomSet(moved(read.terms), []), zh.info.name)
+            found = with_uncovered(found, SymptomSet(moved(read.terms), []), other.info.name)
             offered += moved(read.alternatives)
         decided = {t.name for t in found.terms}
         return SymptomSet(found.terms, [*found.alternatives, *(t for t in offered if t.name not in decided)],

@@ -72,7 +72,8 @@ class DetectedTermOut(BaseModel):
     source: str | None = Field(None, description="The knowledge base that decided it, where the set of the one asked "
                                                  "for is completed by another's terms on words it leaves uncovered "
                                                  "(kb 'auto': CHIP-CDN completed by dxy; the Chinese words of an "
-                                                 "English text read by the Chinese list); null otherwise.")
+                                                 "English text read by the Chinese list, and the other way round); "
+                                                 "null otherwise.")
 
 
 class UnreadPart(BaseModel):
@@ -87,9 +88,10 @@ class SymptomsResponse(_Response):
     terms: list[DetectedTermOut] | None = Field(None, description="The decided set of terms, where a set detector serves "
                                                                "the knowledge base; null otherwise.")
     alternatives: list[DetectedTermOut] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
-    unread: list[UnreadPart] | None = Field(None, description="Under kb 'auto', the Chinese words of an English text "
-                                                              "that could not be read (no Chinese list is served yet); "
-                                                              "null when every word was read.")
+    unread: list[UnreadPart] | None = Field(None, description="Under kb 'auto', the words of the other served language "
+                                                              "(Chinese words in an English text, English words in a "
+                                                              "Chinese one) that could not be read (no list of that "
+                                                              "language is ready yet); null when every word was read.")
     still_building: list[str] | None = Field(None, description="Under kb 'auto', the knowledge bases 'auto' prefers for "
                                                              "the language that are still being built: until they are "
                                                              "ready, 'kb' answers in their place (e.g. dxy's 41 symptoms "

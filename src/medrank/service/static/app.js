@@ -141,13 +141,14 @@ $("complaint-form").addEventListener("submit", (ev) => {
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
     // a fallback list answered while the one chosen for the language is still being built: say so
     const building = data.still_building || [];
-    // words no list could read yet (the Chinese words of an English complaint while the Chinese list builds)
+    // words no list could read yet (the Chinese words of an English complaint while the Chinese list builds, or the
+    // other way round)
     const unread = (data.unread || []).map((u) => `“${text.slice(u.span[0], u.span[1])}”`);
     $("symptoms-building").hidden = !building.length && !unread.length;
     $("symptoms-building").textContent = (building.length
       ? `The ${building.join(" and ")} list is still being built: these come from the ${data.kb} list meanwhile. ` +
         "Send your words again in a minute or two for the full list. "
-      : "") + (unread.length ? `Not read: ${unread.join(", ")} (no Chinese symptom list is ready yet).` : "");
+      : "") + (unread.length ? `Not read: ${unread.join(", ")} (no symptom list in their language is ready yet).` : "");
     $("symptoms-block").hidden = false;
     $("questions-block").hidden = true;
     $("similar-block").hidden = true;
