@@ -395,6 +395,26 @@ def test_a_symptom_list_in_another_language_says_which_list_to_choose(base_url, 
     assert not page.is_visible("#symptoms-block")
 
 
+@pytest.mark.parametrize(("complaint", "other", "word", "lang"), [("I have a headache and 发烧", "Headache", "发烧", "zh"),
+                                                                ("孩子拉肚子，还有 vomiting", "稀便", "vomiting", "en")])
+def test_the_words_of_the_other_language_are_read_and_marked(page, complaint, other, word, lang):
+    """A complaint that mixes English and Chinese gets the terms of both lists, each marked with the list that decided
+    it and its name in its own language (walked on the real service: the tiny services read no words)."""
+    real = os.environ.get("MEDRANK_SERVICE_URL")
+    if not real:
+        pytest.skip("the tiny services detect no symptom (random encoder): walked on the real service")
+    page.goto(real.rstrip("/") + "/")
+    page.fill("#complaint", complaint)
+    page.click("#detect")
+    page.wait_for_selector("#symptoms li")
+    rows = page.locator("#symptoms li").all_inner_texts()
+    assert any(other in r for r in rows), rows
+    marked = [r for r in rows if f"“{word}”" in r]
+    assert marked and "from the" in marked[0], rows
+    assert page.locator(f"#symptoms li:has-text('{word}') label").get_attribute("lang") == lang
+    assert not [e for e in page.locator(".error:not([hidden])").all_inner_texts() if e.strip()]
+
+
 def test_the_differential_follows_the_ticked_symptoms(page):
     """The symptoms the patient ticks count for the differential as they do for the questions: a complaint whose
     own words the engine reads little of still gets a differential, not an error (walked on the real service)."""
