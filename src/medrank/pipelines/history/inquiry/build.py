@@ -324,7 +324,7 @@ def serve_detector_on_onnx(engine: InquiryEngine) -> None:
 
         encoder = getattr(detector, "encoder", None)
         if isinstance(encoder, TransformerEncoder):
-            choice = choose_backend(encoder, detector.descriptions[:64], prefer=("onnx",))
+            choice = choose_backend(encoder, detector.descriptions[:16], prefer=("onnx",))
             detector.encoder = choice.encoder
             engine.detector_backend = {"backend": choice.backend, "reason": choice.reason}
         return detector
