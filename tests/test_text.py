@@ -15,6 +15,8 @@ from medrank.text import HAN, HAN_RUN, has_han, identify
                                   "headache fever zebra-7731",
                                   # read word by word: a character n-gram model took these for German, Polish, Dutch, Italian
                                   "seizures", "eczema", "swollen hands", "dizzy",
+                                  # one word English speakers write, more common in French / Italian: not refused for it
+                                  "malaise", "influenza",
                                   # abbreviations in capitals are no words of a language (TIA: tía, aunt, in Spanish)
                                   "GERD", "TIA", "MRI scan"])
 def test_english(text):
@@ -77,3 +79,6 @@ def test_the_word_reader_scores_languages_by_word_frequency():
     # the character reader is kept for comparison, and for text in another script
     assert identify("swollen hands", words=False).code == "nl" and identify("swollen hands").code == "en"
     assert identify("У меня болит голова").code == "ru"
+    # a word English writes, alone, is English; among other words it counts where it is more common
+    assert identify("malaise").language == "en" and identify("malaise").confidence < 0.5
+    assert identify("mal de gorge").code == "fr"

@@ -15,7 +15,9 @@ short text such as a patient complaint:
    more than a foreign text searched. A character n-gram model reads a short text poorly ("seizures"
    as German, "eczema" as Polish, "swollen hands" as Dutch, "vertiges" as English); a word's
    frequency is what tells them apart. Abbreviations in capitals ("GERD", "TIA": tía in Spanish)
-   are not words of a language and are left out;
+   are not words of a language and are left out. A text of one word that English speakers write
+   (:data:`ENGLISH_WORD_ALONE`) reads as English whatever the other lists say: "malaise" is more
+   common in French and "influenza" in Italian, but one word is too little to refuse a served text on;
 3. any other text with letters (another script, or nothing but abbreviations) goes to a trained
    language identifier, py3langid (the ``langid.py`` model of Lui & Baldwin, 2012, shipped inside the
    wheel), restricted to :data:`CANDIDATE_LANGUAGES` so that a short English complaint is not read as
@@ -23,8 +25,8 @@ short text such as a patient complaint:
 4. no letters at all (digits, emoji, punctuation) is ``other``.
 
 ``bench/language_identification.py`` measures both readers on English symptom wordings and complaints and on
-complaints in six other languages. A word that is common in two languages ("malaise", French and English) still
-reads as the one where it is more common; callers that know the language pass it explicitly.
+complaints in six other languages. Among several words, a word that is common in two languages still counts as the
+one where it is more common; callers that know the language pass it explicitly.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ ENGLISH_PRIOR = 10.0
 WORD_LANGUAGES = ("en", "fr", "de", "es", "it", "pt", "nl", "pl", "sv", "tr", "id", "vi")
 #: the frequency a word counts at in a language whose list lacks it (the lists hold words down to about 1e-8)
 UNSEEN_WORD = 1e-8
+#: a word English speakers write (Zipf frequency 2.5: about three in ten million words), read as English when it is all
+#: a text says: one word shared with another language ("malaise", "influenza") is too little evidence to refuse it
+ENGLISH_WORD_ALONE = 10 ** (2.5 - 9)
 #: an abbreviation in capitals: no word of a language
 _ABBREVIATION = re.compile(r"\b[A-Z][A-Z0-9-]{0,5}\b")
 
@@ -139,6 +144,12 @@ def _load_word_lists() -> None:
             _WORD_LISTS_LOADED = True
 
 
+def _english_frequency(word: str) -> float:
+    from wordfreq import word_frequency
+
+    return float(word_frequency(word, "en"))
+
+
 def word_scores(words: list[str]) -> dict[str, float]:
     """``log10`` of each :data:`WORD_LANGUAGES` language's likelihood of ``words`` as a bag of independent words
     (their frequencies in its wordfreq list, :data:`UNSEEN_WORD` where it lacks one), English's times
@@ -168,6 +179,8 @@ def identify(text: str, words: bool = True) -> LanguageGuess:
         top = max(scores.values())
         weights = {lang: 10.0 ** (v - top) for lang, v in scores.items()}
         code = max(weights, key=weights.__getitem__)
+        if len(latin) == 1 and _english_frequency(latin[0]) >= ENGLISH_WORD_ALONE:
+            code = "en"  # the word reader's own share is still the confidence it reports
         prob = weights[code] / sum(weights.values())
     else:
         probs = dict(_identifier().rank(text))
