@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from medrank.blood_pressure import with_readings_said
 from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
@@ -887,7 +888,9 @@ class SetDetector:
         spans = self._spans(text) if spans is None else spans
         queries = [s.text for s in spans]
         kinds: list[tuple[str, int]] = [("span", i) for i in range(len(spans))]
-        queries.append(self._searched(text))
+        # the whole complaint with its blood-pressure readings said, as its pieces are ("血压150/90" read as raw numbers
+        # also finds 低血压)
+        queries.append(self._searched(with_readings_said(text, "zh" if zh else "en")))
         kinds.append(("text", -1))
         for i, s in enumerate(spans):
             if s.circumstance:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from medrank.blood_pressure import blood_pressure_reading
+from medrank.blood_pressure import searched_as as pressure_searched_as
 from medrank.temperature import searched_as
 from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han, singular
 
@@ -202,11 +204,23 @@ def clauses(text: str, language: str | None = None) -> list[tuple[int, int]]:
     """Character ranges of the clauses of ``text`` (see the module docstring)."""
     zh = is_chinese(text) if language is None else language == "zh"
     if zh:
-        return _pieces(text, _ZH_SPLIT)
+        return _with_pressures(text, _pieces(text, _ZH_SPLIT), "zh")
     out = []
-    for a, b in _pieces(text, _EN_SPLIT, _binomial):
+    for a, b in _with_pressures(text, _pieces(text, _EN_SPLIT, _binomial), "en"):
         for c, d in _pieces(text[a:b], _EN_SUB_SPLIT):
             out.append((a + c, a + d))
+    return out
+
+
+def _with_pressures(text: str, ranges: list[tuple[int, int]], language: str) -> list[tuple[int, int]]:
+    """``ranges`` with two pieces joined again where only a slash cut a blood-pressure reading in two ("my blood
+    pressure was 160" / "100", "血压150" / "90mmHg": :mod:`medrank.blood_pressure`); any other slash still cuts."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if out and text[out[-1][1]:a].strip() == "/" and blood_pressure_reading(text[out[-1][0]:b], language):
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
     return out
 
 
@@ -586,11 +600,16 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
 
 
 def as_temperature(spans: list[Span], language: str) -> list[Span]:
-    """Each piece that reads a temperature searched as what the reading says (a fever, a low body temperature);
-    a normal reading is no finding, and its piece no span. Lexicon words stay as they are."""
+    """Each piece that reads a temperature or a blood pressure searched as what the reading says (a fever, a low body
+    temperature; high or low blood pressure, :mod:`medrank.blood_pressure`); a normal reading is no finding, and its
+    piece no span. Lexicon words stay as they are."""
     out = []
     for span in spans:
-        said = None if span.normalised is not None else searched_as(span.text, language)
+        said = None
+        if span.normalised is None:
+            said = searched_as(span.text, language)
+            if said is None:
+                said = pressure_searched_as(span.text, language)
         if said != "":
             out.append(span if said is None else replace(span, text=said))
     return out
