@@ -395,11 +395,9 @@ def test_a_symptom_list_in_another_language_says_which_list_to_choose(base_url, 
     assert not page.is_visible("#symptoms-block")
 
 
-@pytest.mark.parametrize(("complaint", "other", "word", "lang"), [("I have a headache and 发烧", "Headache", "发烧", "zh"),
-                                                                ("孩子拉肚子，还有 vomiting", "稀便", "vomiting", "en")])
-def test_the_words_of_the_other_language_are_read_and_marked(page, complaint, other, word, lang):
-    """A complaint that mixes English and Chinese gets the terms of both lists, each marked with the list that decided
-    it and its name in its own language (walked on the real service: the tiny services read no words)."""
+def _detected_on_the_real_service(page, complaint: str) -> None:
+    """Type ``complaint`` on the page of the running service (``MEDRANK_SERVICE_URL``) and wait for its symptoms; skip
+    over the tiny services, whose random encoder reads no symptom."""
     real = os.environ.get("MEDRANK_SERVICE_URL")
     if not real:
         pytest.skip("the tiny services detect no symptom (random encoder): walked on the real service")
@@ -407,6 +405,14 @@ def test_the_words_of_the_other_language_are_read_and_marked(page, complaint, ot
     page.fill("#complaint", complaint)
     page.click("#detect")
     page.wait_for_selector("#symptoms li")
+
+
+@pytest.mark.parametrize(("complaint", "other", "word", "lang"), [("I have a headache and 发烧", "Headache", "发烧", "zh"),
+                                                                ("孩子拉肚子，还有 vomiting", "稀便", "vomiting", "en")])
+def test_the_words_of_the_other_language_are_read_and_marked(page, complaint, other, word, lang):
+    """A complaint that mixes English and Chinese gets the terms of both lists, each marked with the list that decided
+    it and its name in its own language (walked on the real service: the tiny services read no words)."""
+    _detected_on_the_real_service(page, complaint)
     rows = page.locator("#symptoms li").all_inner_texts()
     assert any(other in r for r in rows), rows
     marked = [r for r in rows if f"“{word}”" in r]
@@ -418,13 +424,7 @@ def test_the_words_of_the_other_language_are_read_and_marked(page, complaint, ot
 def test_the_differential_follows_the_ticked_symptoms(page):
     """The symptoms the patient ticks count for the differential as they do for the questions: a complaint whose
     own words the engine reads little of still gets a differential, not an error (walked on the real service)."""
-    real = os.environ.get("MEDRANK_SERVICE_URL")
-    if not real:
-        pytest.skip("the tiny services detect no English symptom (random encoder): walked on the real service")
-    page.goto(real.rstrip("/") + "/")
-    page.fill("#complaint", "my little girl has been vomiting and has diarrhoea since this morning")
-    page.click("#detect")
-    page.wait_for_selector("#symptoms li")
+    _detected_on_the_real_service(page, "my little girl has been vomiting and has diarrhoea since this morning")
     page.click("#confirm")
     page.wait_for_selector("#differential li")
     found = " ".join(page.locator("#findings li span:first-child").all_inner_texts())
@@ -439,13 +439,7 @@ def test_a_condition_outside_the_list_is_said_first_when_it_is_the_most_likely(p
     open-world engine gives most of the probability to a condition none of them; the page says that before the list,
     not under a list headed by HIV. Where a listed condition is the more likely (a sore throat and a fever: URTI),
     the note stays under the list (walked on the real service)."""
-    real = os.environ.get("MEDRANK_SERVICE_URL")
-    if not real:
-        pytest.skip("the tiny services detect no English symptom (random encoder): walked on the real service")
-    page.goto(real.rstrip("/") + "/")
-    page.fill("#complaint", complaint)
-    page.click("#detect")
-    page.wait_for_selector("#symptoms li")
+    _detected_on_the_real_service(page, complaint)
     page.click("#confirm")
     page.wait_for_selector("#differential li")
     outside = page.inner_text("#differential-outside")
