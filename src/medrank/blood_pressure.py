@@ -61,3 +61,12 @@ def searched_as(piece: str, language: str = "en") -> str | None:
     normal reading (no finding to search), None when it holds no reading."""
     reading = blood_pressure_reading(piece, language)
     return None if reading is None else BLOOD_PRESSURE_WORDS[language][reading]
+
+
+def reading_as(piece: str, language: str = "en") -> str | None:
+    """What a piece that holds a thermometer's or a cuff's reading is searched as (:func:`medrank.temperature.
+    searched_as`, then :func:`searched_as`): the reading's words, "" for a normal reading, None when it holds none."""
+    from medrank.temperature import searched_as as temperature_searched_as
+
+    said = temperature_searched_as(piece, language)
+    return searched_as(piece, language) if said is None else said

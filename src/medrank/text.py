@@ -144,12 +144,6 @@ def _load_word_lists() -> None:
             _WORD_LISTS_LOADED = True
 
 
-def _english_frequency(word: str) -> float:
-    from wordfreq import word_frequency
-
-    return float(word_frequency(word, "en"))
-
-
 def word_scores(words: list[str]) -> dict[str, float]:
     """``log10`` of each :data:`WORD_LANGUAGES` language's likelihood of ``words`` as a bag of independent words
     (their frequencies in its wordfreq list, :data:`UNSEEN_WORD` where it lacks one), English's times
@@ -179,7 +173,8 @@ def identify(text: str, words: bool = True) -> LanguageGuess:
         top = max(scores.values())
         weights = {lang: 10.0 ** (v - top) for lang, v in scores.items()}
         code = max(weights, key=weights.__getitem__)
-        if len(latin) == 1 and _english_frequency(latin[0]) >= ENGLISH_WORD_ALONE:
+        # the word's English frequency is its English score less the prior
+        if len(latin) == 1 and scores["en"] - math.log10(ENGLISH_PRIOR) >= math.log10(ENGLISH_WORD_ALONE):
             code = "en"  # the word reader's own share is still the confidence it reports
         prob = weights[code] / sum(weights.values())
     else:

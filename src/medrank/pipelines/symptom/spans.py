@@ -30,9 +30,7 @@ from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from medrank.blood_pressure import blood_pressure_reading
-from medrank.blood_pressure import searched_as as pressure_searched_as
-from medrank.temperature import searched_as
+from medrank.blood_pressure import blood_pressure_reading, reading_as
 from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han, singular
 
 # punctuation (ASCII and full-width) that ends a clause
@@ -605,11 +603,7 @@ def as_temperature(spans: list[Span], language: str) -> list[Span]:
     piece no span. Lexicon words stay as they are."""
     out = []
     for span in spans:
-        said = None
-        if span.normalised is None:
-            said = searched_as(span.text, language)
-            if said is None:
-                said = pressure_searched_as(span.text, language)
+        said = None if span.normalised is not None else reading_as(span.text, language)
         if said != "":
             out.append(span if said is None else replace(span, text=said))
     return out

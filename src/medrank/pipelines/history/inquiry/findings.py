@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from medrank.blood_pressure import searched_as as pressure_searched_as
+from medrank.blood_pressure import reading_as
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
@@ -309,7 +309,7 @@ class EnglishDetector:
         # a thermometer's or a cuff's reading is read as what it says ("my temp was 102": a fever; "my blood pressure
         # was 160/100": high blood pressure); a normal one says nothing
         parts = [part if said is None else said for part, said in
-                 ((part, _reading_as(part)) for part in self.clauses(text)) if said != ""]
+                 ((part, reading_as(part, "en")) for part in self.clauses(text)) if said != ""]
         if not parts:
             return []
         pain = self.pain.detect(parts) if self.pain is not None else []
@@ -369,12 +369,6 @@ class EnglishDetector:
             for name in {n for n, _ in pain}:
                 found.pop(name, None)  # the pain reader knows the location the nearest-question match does not
         return list(found.items()) + pain + list(dict.fromkeys(located))
-
-
-def _reading_as(clause: str) -> str | None:
-    """What an English clause that holds a temperature or a blood-pressure reading is read as (None: no reading)."""
-    said = searched_as(clause, "en")
-    return pressure_searched_as(clause, "en") if said is None else said
 
 
 #: words that say nothing about a circumstance or a finding (the three-letter ones matter to :func:`shares_a_word`
