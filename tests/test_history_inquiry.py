@@ -823,6 +823,9 @@ def test_real_english_detector_reads_blood_only_from_words_of_blood():
     assert found("my nose keeps bleeding") == set() and found("I have a bloody nose") == set()
     assert "diarrhea or an increase in stool frequency" in found("I have bloody diarrhea")
     assert "a cough" in found("I have a bloody cough")
+    # nor as another finding of blood: blood passed with urine or vomited is not blood coughed up
+    for text in ("I've been peeing blood", "there is blood in my urine", "I threw up blood", "I've been vomiting blood"):
+        assert "coughing up blood" not in found(text), text
 
 
 @pytest.mark.slow

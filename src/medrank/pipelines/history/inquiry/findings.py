@@ -333,6 +333,8 @@ class EnglishDetector:
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
                     ] if blood else []
+            # what the clause says beside blood, the words of a history aside ("I've been peeing blood": peeing)
+            said = [w for w in what if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY]
             chosen = circumstantial = None
             for j in np.argsort(-row):
                 if row[j] < self.threshold:
@@ -343,6 +345,10 @@ class EnglishDetector:
                     # a bleeding is read as a finding of no blood only where a word of what it is meets one of the
                     # finding's ("bloody diarrhea": diarrhea); where it is does not ("my nose keeps bleeding" is nearest
                     # a blocked nose)
+                    continue
+                if blood and self.of_blood[j] and said and not shares_a_word(said, self.words_of(self.names[j])):
+                    # nor as another finding of blood when what the blood comes with is not that one's: blood in the
+                    # urine is not blood coughed up, though the two wordings are near
                     continue
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
@@ -375,7 +381,7 @@ class EnglishDetector:
 #: only: :func:`_circumstance_stems` reads words of four letters or more)
 _FUNCTION = frozenset({"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while",
                        "the", "and", "you", "any", "are", "for", "one", "has", "had", "not", "all", "its", "her", "his",
-                       "was", "but", "out", "off"})
+                       "was", "but", "out", "off", "there"})
 
 
 def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
