@@ -498,6 +498,11 @@ def test_real_engines_protocol_and_detection(tmp_path: Path):
     # a DXY symptom is asked as the dialogues' doctors ask it, not by its bare name, and the question is its own
     assert zh.question_text("过敏", {}) == "请问孩子最近有过敏吗?" and zh.finding_label("过敏") == "过敏"
     assert zh.asked_findings("请问孩子最近有过敏吗?") == ["过敏"]
+    # DXY's consultations are about children; an adult who writes of themself is asked about themself
+    assert zh.question_text("过敏", {}, to_writer=True) == "请问您最近有过敏吗?"
+    assert zh.asked_findings("请问您最近有过敏吗?") == ["过敏"] and zh.population == "children"
+    assert zh.addresses_writer(["我头疼得厉害，还恶心想吐"]) and not zh.addresses_writer(["宝宝发烧两天"])
+    assert not en.addresses_writer(["I have a headache"])
     report = evaluate_inquiry("en", max_patients=60)
     assert report["systems"]["kb@30"]["GTPA@1"] > 80 and report["systems"]["kb@30"]["PER"] > 50
     # a DXY split in the visible layout with another <split>@ prefix

@@ -8,7 +8,7 @@ from medrank.data.errors import DataFormatError
 from medrank.data.hpo import hpo_parents, load_hpo, parse_synonym
 from medrank.data.procedures import load_procedure_kb, load_procedure_mentions
 from medrank.pipelines.history.inference import dxy_doctor_questions, mts_doctor_questions
-from medrank.pipelines.history.inquiry.kb import dxy_question_template
+from medrank.pipelines.history.inquiry.kb import dxy_question_template, to_the_writer, zh_speaks_of_self
 
 OBO = """format-version: 1.2
 data-version: hp/releases/test
@@ -159,6 +159,20 @@ def test_dxy_question_template_is_the_most_frequent_one_that_asks_has(tmp_path):
     (dxy / "dxy_dialog_data_dialog_v2.txt").write_text("train@[{'dialog': ['孩子发烧', '孩子现在发烧吗?', '是', '好的.']}]",
                                                         encoding="utf-8")
     assert dxy_question_template(dxy, symptoms) == "{}"  # no question asks "有…吗": the name itself
+
+
+def test_a_dxy_question_addressed_to_the_one_writing():
+    assert to_the_writer("请问孩子最近有{}吗?") == "请问您最近有{}吗?"
+    assert to_the_writer("您的宝宝是否{}?") == "您是否{}?" and to_the_writer("您家小孩目前{}吗?") == "您目前{}吗?"
+    assert to_the_writer("{}") is None
+
+
+def test_chinese_turns_that_speak_of_the_one_writing():
+    assert zh_speaks_of_self(["我头疼得厉害，还恶心想吐"]) and zh_speaks_of_self(["头疼", "我还发烧"])
+    # a child, someone else, "we": a parent writing, as in every DXY consultation
+    for turns in (["我家宝宝发烧"], ["我儿子咳嗽"], ["我给他吃了退烧药"], ["我们昨天去了医院"], ["我发烧", "孩子也咳嗽"]):
+        assert not zh_speaks_of_self(turns), turns
+    assert not zh_speaks_of_self(["头疼发烧两天"])  # no first person: nothing says who
 
 
 @pytest.mark.slow

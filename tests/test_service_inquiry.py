@@ -27,8 +27,9 @@ ZH_SYMPTOMS = ["发烧", "咳嗽", "流涕", "咳痰", "腹泻", "呕吐"]
 ZH_DISEASES = ["上呼吸道感染", "肺炎", "小儿腹泻"]
 
 
-def _zh_engine() -> InquiryEngine:
-    """Colds have a runny nose, pneumonia phlegm, diarrhoea loose stools and vomiting; fever and cough are shared."""
+def _zh_engine(asked: bool = False) -> InquiryEngine:
+    """Colds have a runny nose, pneumonia phlegm, diarrhoea loose stools and vomiting; fever and cough are shared.
+    ``asked``: each symptom asked as DXY's doctors ask about the child, and its question to the one writing."""
     records = {
         "上呼吸道感染": [{"发烧": True, "咳嗽": True, "流涕": True}, {"咳嗽": True, "流涕": True, "咳痰": False},
                      {"发烧": True, "流涕": True}],
@@ -39,8 +40,11 @@ def _zh_engine() -> InquiryEngine:
     patients = [Patient(f"{d}-{i}", d, tuple(r)[:1], r) for d, rs in records.items() for i, r in enumerate(rs)]
     model = fit_dxy(patients, ZH_SYMPTOMS, ZH_DISEASES)
     pairs = [(["发烧", "咳嗽"], ["发烧", "咳嗽"]), (["拉肚子"], ["腹泻"]), (["鼻涕"], ["流涕"]), (["发烧"], ["发烧"])]
+    questions = {"questions": {s: f"请问孩子最近有{s}吗?" for s in ZH_SYMPTOMS},
+                 "questions_to_writer": {s: f"请问您最近有{s}吗?" for s in ZH_SYMPTOMS}, "population": "children"}
     return InquiryEngine("zh", model, {s: s for s in ZH_SYMPTOMS}, {d: d for d in ZH_DISEASES},
-                         Calibration(threshold=0.95, budget=10), name="dxy-kb", detector=ChineseDetector(ZH_SYMPTOMS, pairs))
+                         Calibration(threshold=0.95, budget=10), name="dxy-kb", detector=ChineseDetector(ZH_SYMPTOMS, pairs),
+                         **(questions if asked else {}))
 
 
 def _en_engine(tiny_encoder, detector=None) -> InquiryEngine:
@@ -622,3 +626,28 @@ def test_where_chinese_is_read_the_terms_read_add_their_findings(inquiry_service
     assert body["engine"] == "dxy-kb" and body["symptoms_read"] == ["拉肚子"]
     assert [(f["name"], f["source"]) for f in body["findings"]] == [("腹泻", "self-report")]
     assert "retrieval" in body and "dropped" not in body["retrieval"]
+
+
+def test_a_collection_about_children_asks_the_adult_who_writes_of_themself(services):  # noqa: F811
+    inquiry = Inquiry({"zh": _zh_engine(asked=True)})
+    c = _client(dataclasses.replace(services, differential=DifferentialService(inquiry),
+                                    next_questions=NextQuestionService(services.next_questions.ranker, inquiry)))
+
+    def questions(*turns: dict) -> list[str]:
+        r = c.post("/next-questions", json={"dialogue": list(turns), "language": "zh", "k": 3})
+        assert r.status_code == 200, r.text
+        return [q["text"] for q in r.json()["results"]]
+
+    # a parent writes of the child, as in every DXY consultation; an adult of themself
+    assert all(q.startswith("请问孩子最近有") for q in questions(_patient("宝宝发烧咳嗽两天了")))
+    assert all(q.startswith("请问孩子最近有") for q in questions(_patient("我家孩子发烧咳嗽两天了")))
+    asked = questions(_patient("我发烧咳嗽两天了"))
+    assert asked and all(q.startswith("请问您最近有") for q in asked)
+    # the patient's yes to a question worded so answers it
+    r = c.post("/next-questions", json={"dialogue": [_patient("我发烧咳嗽两天了"), {"speaker": "doctor", "text": asked[0]},
+                                                     _patient("有")], "language": "zh"}).json()
+    finding = asked[0].removeprefix("请问您最近有").removesuffix("吗?")
+    assert (finding, "present") in {(f["name"], f["value"]) for f in r["findings"]}
+    assert all(q["finding"] != finding for q in r["results"])
+    note = c.post("/differential", json={"dialogue": [_patient("我发烧咳嗽两天了")], "language": "zh"}).json()["note"]
+    assert "conditions of its case collection (consultations about children) only" in note

@@ -624,10 +624,12 @@ def coverage_note(engine: Any) -> str:
     condition is none of them; a closed-world engine still ranks its nearest conditions for a complaint outside
     them (a swollen knee for DDXPlus)."""
     n = len(engine.model.conditions)
+    population = getattr(engine, "population", None)
+    collection = f"its case collection (consultations about {population})" if population else "its case collection"
     if getattr(engine, "open_world", False):
-        return (f"It weighs the {n} conditions of its case collection and the chance that the condition is none of "
+        return (f"It weighs the {n} conditions of {collection} and the chance that the condition is none of "
                 "them; a condition outside them is never named.")
-    return f"It weighs the {n} conditions of its case collection only: a condition outside them is never listed."
+    return f"It weighs the {n} conditions of {collection} only: a condition outside them is never listed."
 
 
 def finding_key(name: str, value: str) -> str:
@@ -998,7 +1000,9 @@ class NextQuestionService:
     def _engine_answer(inquiry: Inquiry, engine: Any, dialogue: Sequence[dict[str, str]], established: list[Any],
                        lang: str, k: int) -> dict[str, Any]:
         turns = inquiry.turns(dialogue)
-        questions = engine.next_questions(turns, established, k=k)
+        # a collection about children asks the adult who writes of themself about themself
+        to_writer = engine.addresses_writer([t["text"] for t in dialogue if t["speaker"] == "patient"])
+        questions = engine.next_questions(turns, established, k=k, to_writer=to_writer)
         answered = max(sum(t["speaker"] == "doctor" for t in dialogue),
                        sum(f.source.startswith("question:") for f in established))
         return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": lang, "engine": engine.name,

@@ -28,6 +28,7 @@ from medrank.pipelines.history.inquiry.kb import (
     read_ddxplus_patients,
     read_dxy_patients,
     read_vocabulary,
+    to_the_writer,
 )
 from medrank.pipelines.history.inquiry.posterior import fit_ddxplus, fit_dxy
 
@@ -123,6 +124,8 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
     text_prior = TextPrior(corpus.diseases).fit([p.text for p in train], [p.condition for p in train])
     folder, symptoms = corpus.folder, corpus.symptoms
     train_ids = {p.id for p in train}
+    # DXY's consultations are about children: its questions name the child ("请问孩子最近有{}吗?")
+    to_writer = to_the_writer(corpus.question_template)
 
     def chinese_detector() -> Any:
         from medrank.pipelines.history.inquiry.findings import ChineseDetector
@@ -134,7 +137,9 @@ def fit_engine(corpus: Corpus, train: list[Patient], calibration: Calibration | 
 
     return InquiryEngine("zh", model, {s: s for s in corpus.symptoms}, corpus.condition_labels, cal,
                          name="dxy-kb", detector_factory=chinese_detector, text_prior=text_prior,
-                         text_weight=cal.text_weight, questions={s: corpus.question_template.format(s) for s in symptoms})
+                         text_weight=cal.text_weight, questions={s: corpus.question_template.format(s) for s in symptoms},
+                         questions_to_writer={s: to_writer.format(s) for s in symptoms} if to_writer else None,
+                         population="children")
 
 
 def fit_differential(engine: InquiryEngine, train: list[Patient], budget: int,

@@ -96,7 +96,8 @@ class InquiryEngine:
                  value_meanings: dict[str, dict[str, str]] | None = None,
                  differential_model: Any = None, text_prior: Any = None, text_weight: float = 0.0,
                  presence_weight: float = 0.0, follow_ups: Mapping[str, tuple[str, str]] | None = None,
-                 questions: Mapping[str, str] | None = None) -> None:
+                 questions: Mapping[str, str] | None = None, questions_to_writer: Mapping[str, str] | None = None,
+                 population: str | None = None) -> None:
         self.language = language
         self.model = model
         self.labels = labels
@@ -123,6 +124,12 @@ class InquiryEngine:
         #: finding → the question that asks about it where its label is no question (a DXY symptom's name, 过敏: "请问
         #: 孩子最近有过敏吗?"); a finding not here is asked in its label's words (DDXPlus's are questions)
         self.questions = dict(questions or {})
+        #: finding → its question addressed to the one writing, where :attr:`questions` asks about a child (DXY's
+        #: "请问孩子最近有过敏吗?": "请问您最近有过敏吗?"), asked when the patient writes of themself
+        #: (:meth:`addresses_writer`)
+        self.questions_to_writer = dict(questions_to_writer or {})
+        #: whom the case collection's consultations are about, where not anyone ("children": DXY's)
+        self.population = population
         self._order = {n: i for i, n in enumerate(self.finding_names())}
         #: a question's wording (lower case) -> its finding, built on first use (:meth:`asked_findings`)
         self._wording_of: dict[str, str] | None = None
@@ -300,7 +307,9 @@ class InquiryEngine:
         return self.gain.rank(np.exp(logp), observed, k)
 
     def next_questions(self, dialogue: Sequence[str], findings: Sequence[Finding], k: int = 5,
-                       *, rerank: bool = True) -> list[ProposedQuestion]:
+                       *, rerank: bool = True, to_writer: bool = False) -> list[ProposedQuestion]:
+        """The ``k`` questions to ask next (see the module); ``to_writer``: worded to the one writing
+        (:attr:`questions_to_writer`, where :meth:`addresses_writer` says so of the patient's turns)."""
         turns = self.check_dialogue(dialogue)
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InquiryInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
@@ -309,14 +318,15 @@ class InquiryEngine:
         logp = self.log_posterior_observed(observed, findings, turns)
         ranked = self.first_stage(observed, max(k, self.rerank_k) if use_reranker else k, logp)
         if not use_reranker or len(ranked) < 2:
-            return [ProposedQuestion(n, self.question_text(n, observed), round(s, 6), "kb") for n, s in ranked[:k]]
+            return [ProposedQuestion(n, self.question_text(n, observed, to_writer), round(s, 6), "kb")
+                    for n, s in ranked[:k]]
         assert self.reranker is not None
         # the re-ranker reads the questions as it was trained on them: the knowledge base's words
         texts = [self.labels[n] for n, _ in ranked]
         scores = list(self.reranker(self.reranker_text(turns), texts))
         order = sorted(range(len(ranked)), key=lambda i: (-float(scores[i]), i))[:k]
-        return [ProposedQuestion(ranked[i][0], self.question_text(ranked[i][0], observed), round(float(scores[i]), 6),
-                                 "reranked") for i in order]
+        return [ProposedQuestion(ranked[i][0], self.question_text(ranked[i][0], observed, to_writer),
+                                 round(float(scores[i]), 6), "reranked") for i in order]
 
     def asked_findings(self, question: str) -> list[str]:
         """The yes / no findings a doctor's question asks about: the finding whose question it is word for word (the
@@ -428,18 +438,27 @@ class InquiryEngine:
     def question_wordings(self, name: str) -> tuple[str, ...]:
         """Every way the question about ``name`` is asked: the knowledge base's words and its follow-up wording."""
         follow_up = self.follow_ups.get(name)
-        asked = self.questions.get(name)
-        return (self.finding_label(name), *((asked,) if asked else ()),
-                *((follow_up[1],) if follow_up is not None else ()))
+        asked = [q for q in (self.questions.get(name), self.questions_to_writer.get(name)) if q]
+        return (self.finding_label(name), *asked, *((follow_up[1],) if follow_up is not None else ()))
 
-    def question_text(self, name: str, observed: Mapping[str, Any]) -> str:
+    def question_text(self, name: str, observed: Mapping[str, Any], to_writer: bool = False) -> str:
         """The question about ``name`` as asked now: the knowledge base's words, or its follow-up wording once its
         main finding is present (:attr:`follow_ups`: "Where is the pain located?", not "Do you feel pain
-        somewhere?" to a patient who said where it hurts)."""
+        somewhere?" to a patient who said where it hurts); ``to_writer``: addressed to the one writing where the
+        collection's question asks about a child (:attr:`questions_to_writer`)."""
         follow_up = self.follow_ups.get(name)
         if follow_up is not None and observed.get(follow_up[0]) == PRESENT:
             return follow_up[1]
-        return self.questions.get(name) or self.labels[name]
+        return (to_writer and self.questions_to_writer.get(name)) or self.questions.get(name) or self.labels[name]
+
+    def addresses_writer(self, patient_turns: Sequence[str]) -> bool:
+        """Whether the questions are worded to the one writing: the collection asks about a child
+        (:attr:`questions_to_writer`) and the patient's turns speak of themself, of no child
+        (:func:`.kb.zh_speaks_of_self`)."""
+        from medrank.pipelines.history.inquiry.kb import zh_speaks_of_self
+
+        texts = [t for t in patient_turns if isinstance(t, str)]
+        return bool(self.questions_to_writer) and self.language == "zh" and zh_speaks_of_self(texts)
 
     @staticmethod
     def reranker_text(turns: Sequence[str]) -> str:

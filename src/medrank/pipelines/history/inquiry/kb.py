@@ -290,6 +290,26 @@ def dxy_question_template(folder: Path, symptoms: Sequence[str]) -> str:
     return max(sorted(asks_has), key=lambda t: counts[t])
 
 
+#: the words a Chinese text names a child by (the DXY doctors' own: 孩子, 小孩, 宝宝, 宝贝, and the parents')
+ZH_CHILD = re.compile("孩子|小孩|宝宝|宝贝|儿子|女儿|孩儿|患儿|娃|男孩|女孩|男宝|女宝|小朋友|婴儿|新生儿|闺女|小儿")
+#: words of someone else than the one writing: a child, a third person, "we" and "our family"
+_ZH_ANOTHER = re.compile(f"{ZH_CHILD.pattern}|他|她|我们|我家|咱家")
+
+
+def zh_speaks_of_self(texts: Sequence[str]) -> bool:
+    """Whether a patient's Chinese turns speak of the one writing: a first person (我) and no word of a child or of
+    anyone else ("我头疼得厉害"; not "我家宝宝发烧", "我给他吃了药"). DXY's consultations are about children, written
+    by a parent, and its doctors ask about 孩子; an adult who writes of themself is asked about themself."""
+    return any("我" in t for t in texts) and not any(_ZH_ANOTHER.search(t) for t in texts)
+
+
+def to_the_writer(template: str) -> str | None:
+    """A DXY question template addressed to the one writing (您) in place of the child it names ("请问孩子最近有{}吗?":
+    "请问您最近有{}吗?"; "您的宝宝是否{}?": "您是否{}?"); None where it names no child."""
+    m = re.search(f"(?:您的|您家|您)?(?:{ZH_CHILD.pattern})", template)
+    return None if m is None else template[:m.start()] + "您" + template[m.end():]
+
+
 def dxy_surface_pairs(folder: Path) -> list[tuple[list[str], list[str]]]:
     """(origin words of the self-report, explicit normalised symptoms) per dialogue, for surface forms."""
     pairs = []
