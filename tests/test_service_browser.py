@@ -449,6 +449,22 @@ def test_a_condition_outside_the_list_is_said_first_when_it_is_the_most_likely(p
     assert outside.startswith("Most likely a condition none of these") is leads, outside
 
 
+@pytest.mark.parametrize(("complaint", "addressed"), [("我头疼得厉害，还恶心想吐", "请问您最近有"),
+                                                       ("宝宝发烧两天，咳嗽", "请问孩子最近有")])
+def test_the_dxy_engine_asks_the_one_it_is_about(page, complaint, addressed):
+    """DXY's consultations are about children: a parent is asked about the child, an adult who writes of themself about
+    themself; a yes to such a question answers it (walked on the real service)."""
+    _detected_on_the_real_service(page, complaint)
+    page.click("#confirm")
+    page.wait_for_selector(YES_NO_QUESTION)
+    asked = page.locator("#questions .question").all_inner_texts()
+    assert asked and all(q.startswith(addressed) for q in asked), asked
+    first = page.inner_text(f"{YES_NO_QUESTION} .question")
+    page.click(f"{YES_NO_QUESTION} button[data-value=present]")
+    page.wait_for_selector(f"#findings li:has-text('{first.removeprefix(addressed).removesuffix('吗?')}')")
+    assert not [e for e in page.locator(".error:not([hidden])").all_inner_texts() if e.strip()]
+
+
 def test_a_complaint_that_names_no_symptom_says_so(base_url, page):
     # "I have no fever" decides nothing and offers nothing (a denied term is not offered): the hint says what happened
     # instead of asking to tick options that are not there
