@@ -851,6 +851,11 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert "a sore throat" not in found and "pain somewhere" in found, text
     assert "a sore throat" in {en.finding_description(f.name) for f in en.detect_findings("my throat hurts")}
+    # a head that pounds aches (it was read as a head trauma); a pounding heart is a palpitation still
+    for text in ("woke up with a stiff neck and a pounding head", "my head is pounding"):
+        found = {en.finding_description(f.name) for f in en.detect_findings(text)}
+        assert "pain somewhere" in found and not any("trauma" in f for f in found), text
+    assert any("palpitations" in en.finding_description(f.name) for f in en.detect_findings("my heart is pounding"))
 
 
 @pytest.mark.slow

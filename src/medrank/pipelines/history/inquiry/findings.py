@@ -430,7 +430,11 @@ def _circumstance_stems(description: str) -> frozenset[str]:
 #: a word of pain (a cramp is one: DDXPlus characterises pain as "a cramp"); group 1: the part a compound names
 #: ("headache": head; HPO's "Pharyngalgia": pharyng)
 EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching|cramps?|cramping)\b"
-                     r"|\b([a-z]+?)(?:aches?|algias?)\b", re.IGNORECASE)
+                     r"|\b([a-z]+?)(?:aches?|algias?)\b"
+                     # a head that pounds or throbs aches ("a pounding head": MiniLM's nearest is a head trauma); a
+                     # pounding heart does not
+                     r"|\b(?:pounding|throbbing|splitting)(?=\s+head\b)|(?<=\bhead )(?:is |keeps )?(?:pounding|throbbing)\b",
+                     re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
 #: words of a location label that name nothing ("side of the chest")
 _LABEL_FUNCTION_WORDS = frozenset({"a", "an", "of", "the"})
