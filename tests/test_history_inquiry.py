@@ -856,6 +856,12 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert "pain somewhere" in found and not any("trauma" in f for f in found), text
     assert any("palpitations" in en.finding_description(f.name) for f in en.detect_findings("my heart is pounding"))
+    # nor does any clause that names a place read a finding of another place: tingling fingers are no tingling feet
+    def tingling(text: str) -> set[str]:
+        return {en.finding_description(f.name) for f in en.detect_findings(text)}
+
+    assert not any("feet" in f for f in tingling("my fingers are tingling"))
+    assert any("feet" in f for f in tingling("my feet are tingling"))
 
 
 @pytest.mark.slow

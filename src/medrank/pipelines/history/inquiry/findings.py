@@ -270,13 +270,13 @@ class EnglishDetector:
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
-        #: evidence about pain -> the body locations its descriptions name ("a sore throat", "Pharyngalgia": the
-        #: pharynx); a clause about pain in another place is not it ("my neck hurts" is near "a sore throat")
-        self.pain_at: dict[str, frozenset[str]] = {}
+        #: evidence -> the body locations its descriptions name ("a sore throat", "Pharyngalgia": the pharynx;
+        #: "tingling in the feet"); a clause about another place is not it ("my neck hurts" is near "a sore throat",
+        #: "my fingers are tingling" near the tingling feet)
+        self.place_at: dict[str, frozenset[str]] = {}
         if self.pain is not None:
-            for n, words, of_pain in zip(self.names, self.words, self.of_pain, strict=True):
-                if of_pain:
-                    self.pain_at[n] = self.pain_at.get(n, frozenset()) | frozenset(self.pain.places(words))
+            for n, words in zip(self.names, self.words, strict=True):
+                self.place_at[n] = self.place_at.get(n, frozenset()) | frozenset(self.pain.places(words))
         #: yes / no evidence -> (the pain location evidence, the locations its own words name): one complaint coded
         #: twice ("a sore throat", Pharyngalgia: pain at the pharynx), read as one of them at least
         #: (:class:`.posterior.Observation`); not an antecedent, nor a finding of a circumstance ("chest pain even at
@@ -330,7 +330,7 @@ class EnglishDetector:
             # body part alone brings other findings near it ("I get chest pain": a heart attack or angina; "my
             # stomach hurts": HPO's Stomach hernia, a hiatal hernia)
             of_pain = EN_PAIN.search(clause) is not None
-            at = frozenset(self.pain.places(words)) if of_pain and self.pain is not None else frozenset()
+            at = frozenset(self.pain.places(words)) if self.pain is not None else frozenset()
             # an evidence about a circumstance the clause does not state ("vomit after coughing" for "vomiting") is
             # passed over for the next nearest one, unless every evidence near enough is about a circumstance and the
             # nearest is much nearer than the threshold: then the clause states that one's finding ("I'm wheezing": "a
@@ -349,8 +349,8 @@ class EnglishDetector:
                     break
                 if (of_pain and not self.of_pain[j]) or (self.of_blood[j] and not blood):
                     continue
-                if at and self.pain_at.get(self.names[j]) and not at & self.pain_at[self.names[j]]:
-                    continue  # pain somewhere else
+                if at and self.place_at.get(self.names[j]) and not at & self.place_at[self.names[j]]:
+                    continue  # somewhere else
                 if blood and not self.of_blood[j] and not shares_a_word(what, self.words[j]):
                     # a bleeding is read as a finding of no blood only where a word of what it is meets one of the
                     # finding's ("bloody diarrhea": diarrhea); where it is does not ("my nose keeps bleeding" is nearest
