@@ -24,7 +24,9 @@ from medrank.pipelines.history.inquiry.findings import (
     answer_value,
     asks_yes_or_no,
     evidence_description,
+    is_negated,
     names_every_word,
+    says_the_loss,
     shares_a_word,
 )
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
@@ -943,3 +945,18 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
     assert hpo_synonyms(own, terms) == {"E_91": ["Pyrexia"]}  # "Fever" is the description itself
     assert hpo_synonyms(own, terms, alternatives=["E_9", "E_91"]) == {
         "E_91": ["Pyrexia"], "E_9": ["Enlarged lymph nodes", "Lymphadenopathy", "Swollen lymph nodes"]}
+
+
+def test_a_negation_that_says_a_finding_goes_on_is_no_denial():
+    for clause in ("I have a tickly cough that won't go away", "I can't stop coughing", "my cough doesn't go away",
+                   "the pain is not getting better", "my headache won't clear up", "it's no better"):
+        assert not is_negated(clause), clause
+    for clause in ("I have no fever", "no cough", "I don't have a cough", "I haven't lost my appetite", "never had asthma"):
+        assert is_negated(clause), clause
+
+
+def test_denying_what_a_finding_says_is_lost_states_the_finding():
+    loss = "a loss of appetite or get full more quickly then usually"
+    assert says_the_loss("I have no appetite", loss) and says_the_loss("not much appetite lately", loss)
+    assert not says_the_loss("I haven't lost my appetite", loss) and not says_the_loss("there's no loss of appetite", loss)
+    assert not says_the_loss("I have no appetite", "a fever")

@@ -37,6 +37,15 @@ from medrank.text import BLOOD_WORD, EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
                          r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
+#: a negation that says a finding goes on: "a cough that won't go away", "I can't stop coughing", "it's not getting
+#: better" (each was read as no cough)
+EN_PERSISTS = re.compile(
+    r"\b(?:won't|wont|doesn't|does\s+not|don't|do\s+not|didn't|did\s+not|isn't|is\s+not|not|never|hasn't|has\s+not|"
+    r"haven't|have\s+not)\s+(?:(?:seem\s+to|really|quite|completely|fully|ever)\s+)*(?:go(?:ne|ing|es)?\s+away|"
+    r"stop(?:ped|ping|s)?|clear(?:ed|ing|s)?(?:\s+up)?|settl(?:e|ed|ing|es)(?:\s+down)?|get(?:ting|s)?\s+better|"
+    r"improv(?:e|ed|ing|es))\b"
+    r"|\b(?:can't|cannot|can\s+not|couldn't|could\s+not)\s+(?:seem\s+to\s+)?(?:stop|get\s+rid\s+of|shake(?:\s+off)?)\b"
+    r"|\bno\s+better\b", re.IGNORECASE)
 # a point between two digits is part of a number ("38.5"), not the end of a sentence
 EN_CLAUSE = re.compile(r"(?:(?!(?<=\d)\.(?=\d))[.;!?\n])+|,|\b(?:and|but|with|also|plus|or)\b", re.IGNORECASE)
 EN_OPENING = re.compile(
@@ -47,6 +56,26 @@ EN_OPENING = re.compile(
 EN_SUBJECT = re.compile(rf"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
                         r"\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
+def is_negated(clause: str) -> bool:
+    """Whether an English clause denies what it names: a negation cue (:data:`EN_NEGATION`) that is not one of a
+    finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough)."""
+    return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None
+
+
+#: what a finding says is lost or lacking ("a loss of appetite"): a clause that denies that thing states the finding
+_EN_LOSS_OF = re.compile(r"\b(?:loss|lack|absence)\s+of\s+(?:your\s+)?([a-z]+)", re.IGNORECASE)
+
+
+def says_the_loss(clause: str, description: str) -> bool:
+    """Whether ``clause`` denies the very thing that ``description`` says is lost: "I have no appetite" states "a loss
+    of appetite", it does not deny it."""
+    m = _EN_LOSS_OF.search(description)
+    if m is None:
+        return False
+    lost = m.group(1).lower()
+    return re.search(rf"\b(?:no|not\s+much|not\s+any|little|zero)\s+(?:\w+\s+)?{lost}\b", clause, re.IGNORECASE) is not None
+
+
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
 # the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale", "chest pain even
 # at rest", "out of breath with minimal physical effort": "I get out of breath" is breathlessness, not that)
@@ -375,12 +404,15 @@ class EnglishDetector:
                     and row[circumstantial] >= self.threshold + self.circumstance_margin):
                 chosen = circumstantial
             if chosen is not None:
-                value = ABSENT if EN_NEGATION.search(clause) else PRESENT
+                negated = is_negated(clause) and not any(
+                    says_the_loss(clause, d) for n, d in zip(self.names, self.descriptions, strict=True)
+                    if n == self.names[chosen])
+                value = ABSENT if negated else PRESENT
                 found.setdefault(self.names[chosen], value)
                 if value == PRESENT and self.names[chosen] in self.located:
                     member, body = self.located[self.names[chosen]]
                     located += [(member, c) for c in body.places(words) or body.places(before)]
-            before = [] if EN_NEGATION.search(clause) else words
+            before = [] if is_negated(clause) else words
         if pain:
             for name in {n for n, _ in pain}:
                 found.pop(name, None)  # the pain reader knows the location the nearest-question match does not
@@ -569,9 +601,9 @@ class PainReader(BodyLocations):
             match = EN_PAIN.search(clause)
             words = re.findall(r"[a-z]+", clause.lower())
             if match is None:
-                before = [] if EN_NEGATION.search(clause) else self.places(words)
+                before = [] if is_negated(clause) else self.places(words)
                 continue
-            if EN_NEGATION.search(clause):
+            if is_negated(clause):
                 found.append((self.pain, ABSENT))
                 before = []
                 continue
