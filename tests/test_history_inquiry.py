@@ -863,6 +863,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         return {en.finding_description(f.name) for f in en.detect_findings(text)}
 
     assert not any("feet" in f for f in tingling("my fingers are tingling"))
+    # DDXPlus' "significantly increased sweating" is Hyperhidrosis's "Increased sweating": its words and name read it
+    assert "significantly increased sweating" in tingling("I wake up drenched in sweat")
+    assert [en.finding_description(f.name) for f in en.detect_findings("Hyperhidrosis", term=True)] == [
+        "significantly increased sweating"]
     assert any("feet" in f for f in tingling("my feet are tingling"))
 
 
@@ -945,6 +949,11 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
     assert hpo_synonyms(own, terms) == {"E_91": ["Pyrexia"]}  # "Fever" is the description itself
     assert hpo_synonyms(own, terms, alternatives=["E_9", "E_91"]) == {
         "E_91": ["Pyrexia"], "E_9": ["Enlarged lymph nodes", "Lymphadenopathy", "Swollen lymph nodes"]}
+    # a degree said before the finding names no other one
+    sweating = [SimpleNamespace(name="Hyperhidrosis", synonyms=("Increased sweating", "Profuse sweating"))]
+    assert hpo_synonyms({"E_50": "significantly increased sweating"}, sweating) == {
+        "E_50": ["Hyperhidrosis", "Increased sweating", "Profuse sweating"]}
+    assert hpo_synonyms({"E_1": "significantly decreased sweating"}, sweating) == {}
 
 
 def test_a_negation_that_says_a_finding_goes_on_is_no_denial():

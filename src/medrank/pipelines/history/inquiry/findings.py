@@ -635,6 +635,11 @@ def pain_places(concepts: Sequence[Any]) -> dict[str, frozenset[str]]:
     return {part: frozenset(others) for part, others in out.items()}
 
 
+#: a degree before what a finding names ("significantly increased sweating", "more irritable")
+_DEGREE = re.compile(r"^(?:(?:a|an)\s+)?(?:significantly|very|much|more|slightly|unusually|severely|extremely|really)\s+",
+                     re.IGNORECASE)
+
+
 def _norm(text: str) -> str:
     return re.sub(r"^(?:a|an|the)\s+", "", " ".join(text.lower().split()))
 
@@ -654,6 +659,9 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
     with_alternatives = frozenset(alternatives)
     for name, description in descriptions.items():
         forms = (description, *first_alternatives(description)) if name in with_alternatives else (description,)
+        # a degree said before the finding names no other one ("significantly increased sweating": Hyperhidrosis's
+        # "Increased sweating"; "more irritable": "Irritable")
+        forms = (*forms, *(_DEGREE.sub("", f) for f in forms if _DEGREE.match(f)))
         concept = next((index[_norm(d)] for d in forms if _norm(d) in index), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
