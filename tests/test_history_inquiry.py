@@ -863,6 +863,9 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         return {en.finding_description(f.name) for f in en.detect_findings(text)}
 
     assert not any("feet" in f for f in tingling("my fingers are tingling"))
+    # a past illness is read from words that name it, not from words merely near it ("shivering": a recent cold)
+    assert "a cold in the last 2 weeks" not in tingling("fever, aching all over and shivering since monday")
+    assert "a cold in the last 2 weeks" in tingling("I had a cold last week")
     # DDXPlus' "significantly increased sweating" is Hyperhidrosis's "Increased sweating": its words and name read it
     assert "significantly increased sweating" in tingling("I wake up drenched in sweat")
     assert [en.finding_description(f.name) for f in en.detect_findings("Hyperhidrosis", term=True)] == [

@@ -389,6 +389,10 @@ class EnglishDetector:
                     # nor as another finding of blood when what the blood comes with is not that one's: blood in the
                     # urine is not blood coughed up, though the two wordings are near
                     continue
+                if not term and not question and self.antecedent[j] and not shares_a_word(words, self.words[j]):
+                    # nor do a patient's words that name none of a past diagnosis's ("my stomach is upset" is near
+                    # "a hiatal hernia")
+                    continue
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
                         else shares_a_word(words, self.words[j])):
