@@ -863,6 +863,15 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         return {en.finding_description(f.name) for f in en.detect_findings(text)}
 
     assert not any("feet" in f for f in tingling("my fingers are tingling"))
+    # a swollen part the swelling's locations list is a swelling there, not "Swollen glands" (MiniLM's nearest); a
+    # finding that names the place itself stays ("itchy eyes": the eyes' itching, no skin lesion at the eyes)
+    for text, place in (("my lips are swollen", "lip"), ("my tongue is swollen", "tongue")):
+        found = en.detect_findings(text)
+        assert "swelling in one or more areas of your body" in {en.finding_description(f.name) for f in found}, text
+        assert not any("lymph" in en.finding_description(f.name) for f in found), text
+        assert any(place in en.value_label(f.name, f.value) for f in found if f.value not in ("present", "absent")), text
+    assert "swollen or painful lymph nodes" in tingling("my glands are swollen")
+    assert tingling("my eyes are itchy") == {"severe itching in one or both eyes"}
     # a past illness is read from words that name it, not from words merely near it ("shivering": a recent cold)
     assert "a cold in the last 2 weeks" not in tingling("fever, aching all over and shivering since monday")
     assert "a cold in the last 2 weeks" in tingling("I had a cold last week")

@@ -245,7 +245,7 @@ class EnglishDetector:
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
                  hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1,
-                 term_margin: float = 0.1) -> None:
+                 term_margin: float = 0.1, located_margin: float = 0.05) -> None:
         from medrank.data.consumer import hpo_with_consumer_wordings
         from medrank.data.hpo import load_hpo
         from medrank.encoders import load_encoder
@@ -287,6 +287,9 @@ class EnglishDetector:
         #: how much nearer than ``threshold`` a description that shares no word with a term's name must be to be read
         #: from it (``detect(term=True)``)
         self.term_margin = term_margin
+        #: how much nearer than a finding that can be where the clause says (a swelling, at the lips) another one must
+        #: be to be read instead ("my lips are swollen" is nearest "Swollen glands")
+        self.located_margin = located_margin
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
@@ -366,6 +369,10 @@ class EnglishDetector:
             # wheezing sound when you exhale", DDXPlus' only wheeze but one, which is heard after coughing spells).
             # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
             stems = {w[:4] for w in words}
+            # the findings that can be where the clause says (a swelling or a skin lesion at a place it names), and how
+            # near the clause each is
+            placed = {main: max(row[j] for j, n in enumerate(self.names) if n == main)
+                      for main, (_, body) in self.located.items() if body.places(words)}
             blood = BLOOD_WORD.search(clause) is not None
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
@@ -380,6 +387,11 @@ class EnglishDetector:
                     continue
                 if at and self.place_at.get(self.names[j]) and not at & self.place_at[self.names[j]]:
                     continue  # somewhere else
+                if placed and self.names[j] not in placed and not at & self.place_at.get(self.names[j], frozenset()) and any(
+                        near >= self.threshold and near >= row[j] - self.located_margin for near in placed.values()):
+                    # the finding that can be at the place the clause names is about as near (one that names the
+                    # place itself stays: "itchy eyes" are the eyes' itching, not a skin lesion at the eyes)
+                    continue
                 if blood and not self.of_blood[j] and not shares_a_word(what, self.words[j]):
                     # a bleeding is read as a finding of no blood only where a word of what it is meets one of the
                     # finding's ("bloody diarrhea": diarrhea); where it is does not ("my nose keeps bleeding" is nearest
