@@ -22,6 +22,7 @@ from medrank.pipelines.history.inquiry.findings import (
     ChineseDetector,
     EnglishDetector,
     answer_value,
+    as_difficulty,
     asks_yes_or_no,
     evidence_description,
     is_negated,
@@ -872,6 +873,9 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         assert any(place in en.value_label(f.name, f.value) for f in found if f.value not in ("present", "absent")), text
     assert "swollen or painful lymph nodes" in tingling("my glands are swollen")
     assert tingling("my eyes are itchy") == {"severe itching in one or both eyes"}
+    # what the patient cannot do is a difficulty doing it, not a denial of it
+    assert "shortness of breath or difficulty breathing in a significant way" in tingling("I feel anxious and can't breathe")
+    assert any("difficulty swallowing" in f for f in tingling("I can't swallow"))
     # a past illness is read from words that name it, not from words merely near it ("shivering": a recent cold)
     assert "a cold in the last 2 weeks" not in tingling("fever, aching all over and shivering since monday")
     assert "a cold in the last 2 weeks" in tingling("I had a cold last week")
@@ -981,3 +985,11 @@ def test_denying_what_a_finding_says_is_lost_states_the_finding():
     assert says_the_loss("I have no appetite", loss) and says_the_loss("not much appetite lately", loss)
     assert not says_the_loss("I haven't lost my appetite", loss) and not says_the_loss("there's no loss of appetite", loss)
     assert not says_the_loss("I have no appetite", "a fever")
+
+
+def test_what_a_patient_cannot_do_is_a_difficulty_doing_it():
+    assert as_difficulty("I can't breathe properly") == "difficulty breathing properly"
+    assert as_difficulty("unable to swallow solids") == "difficulty swallowing solids"
+    assert as_difficulty("can't catch my breath") == "difficulty catching my breath"
+    assert as_difficulty("I can't stop coughing") is None  # a cough that goes on (EN_PERSISTS), no difficulty
+    assert as_difficulty("I don't have a fever") is None

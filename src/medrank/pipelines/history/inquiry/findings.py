@@ -56,6 +56,25 @@ EN_OPENING = re.compile(
 EN_SUBJECT = re.compile(rf"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
                         r"\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
+#: an inability to do something ("I can't breathe", "unable to swallow", "I struggle to breathe"); not "can't stop"
+#: (:data:`EN_PERSISTS`) nor "can't remember … any fever"
+_EN_CANNOT = re.compile(r"\b(?:can't|cant|cannot|can\s+not|couldn't|could\s+not|unable\s+to|not\s+able\s+to|"
+                        r"struggl(?:e|ing)\s+to|hard\s+to|difficult\s+to)\s+(?:(?:really|properly|even|seem\s+to)\s+)*"
+                        r"(?P<verb>breathe|swallow|sleep|hear|see|walk|speak|talk|eat|stand|move|focus|concentrate|"
+                        r"pee|urinate|poop|catch)\b(?P<rest>.*)$", re.IGNORECASE)
+
+
+def as_difficulty(clause: str) -> str | None:
+    """An English clause that says the patient cannot do something, as the difficulty doing it ("I can't breathe
+    properly": "difficulty breathing properly"), or None."""
+    m = _EN_CANNOT.search(clause)
+    if m is None:
+        return None
+    verb = m.group("verb").lower()
+    doing = verb[:-1] + "ing" if verb.endswith("e") and not verb.endswith("ee") else verb + "ing"
+    return f"difficulty {doing}{m.group('rest')}"
+
+
 def is_negated(clause: str) -> bool:
     """Whether an English clause denies what it names: a negation cue (:data:`EN_NEGATION`) that is not one of a
     finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough)."""
@@ -349,6 +368,8 @@ class EnglishDetector:
         # was 160/100": high blood pressure); a normal one says nothing
         parts = [part if said is None else said for part, said in
                  ((part, reading_as(part, "en")) for part in self.clauses(text)) if said != ""]
+        # what the patient cannot do is a difficulty doing it ("I can't breathe": difficulty breathing), not a denial
+        parts = [as_difficulty(part) or part for part in parts]
         if not parts:
             return []
         pain = self.pain.detect(parts) if self.pain is not None else []
