@@ -976,8 +976,10 @@ def test_a_negation_that_says_a_finding_goes_on_is_no_denial():
     for clause in ("I have a tickly cough that won't go away", "I can't stop coughing", "my cough doesn't go away",
                    "the pain is not getting better", "my headache won't clear up", "it's no better"):
         assert not is_negated(clause), clause
-    for clause in ("I have no fever", "no cough", "I don't have a cough", "I haven't lost my appetite", "never had asthma"):
+    for clause in ("I have no fever", "no cough", "I don't have a cough", "I haven't lost my appetite", "never had asthma",
+                   "my appetite is fine", "I can breathe fine", "my breathing is normal", "my throat is ok"):
         assert is_negated(clause), clause
+    assert not is_negated("I have a fever") and not is_negated("I have a headache")
 
 
 def test_denying_what_a_finding_says_is_lost_states_the_finding():

@@ -75,10 +75,17 @@ def as_difficulty(clause: str) -> str | None:
     return f"difficulty {doing}{m.group('rest')}"
 
 
+#: a clause that says what it names is as it should be: "my appetite is fine", "I can breathe fine", "breathing normally"
+_EN_FINE = re.compile(r"\b(?:is|are|was|were|feels?|seems?|looks?|been|'s|'re|can\s+\w+)\s+(?:(?:totally|completely|"
+                      r"perfectly|pretty|quite|absolutely|just)\s+)?(?:fine|normal|ok|okay|alright|all\s+right)\b"
+                      r"|\b\w+ing\s+(?:fine|normally)\b", re.IGNORECASE)
+
+
 def is_negated(clause: str) -> bool:
     """Whether an English clause denies what it names: a negation cue (:data:`EN_NEGATION`) that is not one of a
-    finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough)."""
-    return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None
+    finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough), or a statement that it is fine
+    ("my appetite is fine", "I can breathe fine")."""
+    return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None or _EN_FINE.search(clause) is not None
 
 
 #: what a finding says is lost or lacking ("a loss of appetite"): a clause that denies that thing states the finding
