@@ -881,6 +881,8 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "a cold in the last 2 weeks" in tingling("I had a cold last week")
     # DDXPlus' "significantly increased sweating" is Hyperhidrosis's "Increased sweating": its words and name read it
     assert "significantly increased sweating" in tingling("I wake up drenched in sweat")
+    # "vomited several times" is Vomiting's, "Throwing up" among its words
+    assert "vomited several times or made several efforts to vomit" in tingling("I've been throwing up all night")
     assert [en.finding_description(f.name) for f in en.detect_findings("Hyperhidrosis", term=True)] == [
         "significantly increased sweating"]
     assert any("feet" in f for f in tingling("my feet are tingling"))
@@ -970,6 +972,14 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
     assert hpo_synonyms({"E_50": "significantly increased sweating"}, sweating) == {
         "E_50": ["Hyperhidrosis", "Increased sweating", "Profuse sweating"]}
     assert hpo_synonyms({"E_1": "significantly decreased sweating"}, sweating) == {}
+    # word stem for word stem, function words aside; a number of times after the finding passed over; a fragment that
+    # opens a clause ("that muscle spasms …") names nothing
+    appetite = [SimpleNamespace(name="Poor appetite", synonyms=("Decreased appetite",)),
+                SimpleNamespace(name="Vomiting", synonyms=()), SimpleNamespace(name="Muscle spasm", synonyms=())]
+    own = {"E_32": "a decrease in appetite", "E_211": "vomited several times or have you made several efforts to vomit",
+           "E_192": "that muscle spasms or soreness in your neck are keeping you from turning your head"}
+    assert hpo_synonyms(own, appetite, alternatives=list(own)) == {"E_32": ["Decreased appetite", "Poor appetite"],
+                                                                   "E_211": ["Vomiting"]}
 
 
 def test_a_negation_that_says_a_finding_goes_on_is_no_denial():

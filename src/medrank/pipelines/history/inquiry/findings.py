@@ -690,27 +690,52 @@ def _norm(text: str) -> str:
 
 def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None = None,
                  alternatives: Iterable[str] = ()) -> dict[str, list[str]]:
-    """Evidence name -> the names and synonyms of the HPO term its description matches exactly (``concepts``: HPO's
-    terms, read when not given); for the evidences named in ``alternatives``, or the first of its "X or Y"
-    alternatives (:func:`first_alternatives`)."""
+    """Evidence name -> the names and synonyms of the HPO term its description matches (``concepts``: HPO's terms, read
+    when not given): word for word, else word stem for word stem, function words aside ("a decrease in appetite":
+    "Decreased appetite"); for the evidences named in ``alternatives``, or the first of its "X or Y" alternatives
+    (:func:`first_alternatives`). A degree before the finding and a number of times after it are passed over."""
     from medrank.data.hpo import load_hpo
 
     index: dict[str, Any] = {}
+    by_stems: dict[tuple[str, ...], Any] = {}
     for concept in load_hpo() if concepts is None else concepts:
         for label in (concept.name, *concept.synonyms):
             index.setdefault(_norm(label), concept)
+            by_stems.setdefault(_stems(label), concept)
     out: dict[str, list[str]] = {}
     with_alternatives = frozenset(alternatives)
     for name, description in descriptions.items():
         forms = (description, *first_alternatives(description)) if name in with_alternatives else (description,)
+        # a fragment that opens on "that" is no name of a finding ("that muscle spasms or soreness in your neck …")
+        forms = tuple(f for f in forms if not _CLAUSE_OPENER.match(f))
         # a degree said before the finding names no other one ("significantly increased sweating": Hyperhidrosis's
-        # "Increased sweating"; "more irritable": "Irritable")
-        forms = (*forms, *(_DEGREE.sub("", f) for f in forms if _DEGREE.match(f)))
+        # "Increased sweating"; "more irritable": "Irritable"), nor a number of times after it ("vomited several times")
+        forms = (*forms, *(_DEGREE.sub("", f) for f in forms if _DEGREE.match(f)),
+                 *(_TIMES.sub("", f) for f in forms if _TIMES.search(f)))
         concept = next((index[_norm(d)] for d in forms if _norm(d) in index), None)
+        if concept is None:
+            concept = next((by_stems[_stems(d)] for d in forms if _stems(d) and _stems(d) in by_stems), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
             out[name] = sorted(t for t in labels if _norm(t) != _norm(description))
     return out
+
+
+#: a number of times after a finding ("vomited several times") and an opener of a clause, not of a name
+_TIMES = re.compile(r"\s+(?:several|many|multiple|a\s+few)\s+times$", re.IGNORECASE)
+_CLAUSE_OPENER = re.compile(r"^(?:that|if|whether)\b", re.IGNORECASE)
+#: words that name nothing in a wording ("in", "of", "a"): bm25s' English stop words
+_STEM_STOPWORDS = frozenset({"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+                             "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+                             "they", "this", "to", "was", "will", "with", "your", "you"})
+
+
+def _stems(text: str) -> tuple[str, ...]:
+    """A wording's words as Snowball stems, those that name nothing aside ("Decreased appetite": decreas, appetit)."""
+    import Stemmer
+
+    return tuple(Stemmer.Stemmer("english").stemWords(
+        [w for w in re.findall(r"[a-z]+", text.lower()) if w not in _STEM_STOPWORDS]))
 
 
 #: what opens a second alternative that stands on its own: an article or a verb ("diarrhea or an increase in stool
