@@ -883,6 +883,7 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "significantly increased sweating" in tingling("I wake up drenched in sweat")
     # "vomited several times" is Vomiting's, "Throwing up" among its words
     assert "vomited several times or made several efforts to vomit" in tingling("I've been throwing up all night")
+    assert "confused or disorientated lately" in tingling("I feel confused")  # Confusion's, "lately" passed over
     assert [en.finding_description(f.name) for f in en.detect_findings("Hyperhidrosis", term=True)] == [
         "significantly increased sweating"]
     assert any("feet" in f for f in tingling("my feet are tingling"))

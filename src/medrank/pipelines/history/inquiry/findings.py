@@ -709,7 +709,8 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
         # a fragment that opens on "that" is no name of a finding ("that muscle spasms or soreness in your neck …")
         forms = tuple(f for f in forms if not _CLAUSE_OPENER.match(f))
         # a degree said before the finding names no other one ("significantly increased sweating": Hyperhidrosis's
-        # "Increased sweating"; "more irritable": "Irritable"), nor a number of times after it ("vomited several times")
+        # "Increased sweating"; "more irritable": "Irritable"), nor a number of times or a when after it ("vomited
+        # several times", "confused lately")
         forms = (*forms, *(_DEGREE.sub("", f) for f in forms if _DEGREE.match(f)),
                  *(_TIMES.sub("", f) for f in forms if _TIMES.search(f)))
         concept = next((index[_norm(d)] for d in forms if _norm(d) in index), None)
@@ -721,8 +722,9 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
     return out
 
 
-#: a number of times after a finding ("vomited several times") and an opener of a clause, not of a name
-_TIMES = re.compile(r"\s+(?:several|many|multiple|a\s+few)\s+times$", re.IGNORECASE)
+#: a number of times or a when after a finding ("vomited several times", "confused lately") and an opener of a
+#: clause, not of a name
+_TIMES = re.compile(r"\s+(?:(?:several|many|multiple|a\s+few)\s+times|lately|recently)$", re.IGNORECASE)
 _CLAUSE_OPENER = re.compile(r"^(?:that|if|whether)\b", re.IGNORECASE)
 #: words that name nothing in a wording ("in", "of", "a"): bm25s' English stop words
 _STEM_STOPWORDS = frozenset({"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
