@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -328,6 +329,11 @@ class EnglishDetector:
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
+        #: evidence -> the indices of its descriptions (rows of :attr:`vectors`)
+        rows: dict[str, list[int]] = defaultdict(list)
+        for j, n in enumerate(self.names):
+            rows[n].append(j)
+        self.rows_of = dict(rows)
         #: evidence -> the body locations its descriptions name ("a sore throat", "Pharyngalgia": the pharynx;
         #: "tingling in the feet"); a clause about another place is not it ("my neck hurts" is near "a sore throat",
         #: "my fingers are tingling" near the tingling feet)
@@ -399,7 +405,7 @@ class EnglishDetector:
             stems = {w[:4] for w in words}
             # the findings that can be where the clause says (a swelling or a skin lesion at a place it names), and how
             # near the clause each is
-            placed = {main: max(row[j] for j, n in enumerate(self.names) if n == main)
+            placed = {main: max(row[j] for j in self.rows_of[main])
                       for main, (_, body) in self.located.items() if body.places(words)}
             blood = BLOOD_WORD.search(clause) is not None
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
@@ -449,8 +455,7 @@ class EnglishDetector:
                 chosen = circumstantial
             if chosen is not None:
                 negated = is_negated(clause) and not any(
-                    says_the_loss(clause, d) for n, d in zip(self.names, self.descriptions, strict=True)
-                    if n == self.names[chosen])
+                    says_the_loss(clause, self.descriptions[j]) for j in self.rows_of[self.names[chosen]])
                 value = ABSENT if negated else PRESENT
                 found.setdefault(self.names[chosen], value)
                 if value == PRESENT and self.names[chosen] in self.located:
@@ -726,18 +731,20 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
 #: clause, not of a name
 _TIMES = re.compile(r"\s+(?:(?:several|many|multiple|a\s+few)\s+times|lately|recently)$", re.IGNORECASE)
 _CLAUSE_OPENER = re.compile(r"^(?:that|if|whether)\b", re.IGNORECASE)
-#: words that name nothing in a wording ("in", "of", "a"): bm25s' English stop words
-_STEM_STOPWORDS = frozenset({"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-                             "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-                             "they", "this", "to", "was", "will", "with", "your", "you"})
+@functools.lru_cache(maxsize=1)
+def _stemming() -> tuple[Any, frozenset[str]]:
+    """The Snowball stemmer and the words that name nothing in a wording ("in", "of", "a": bm25s' English stop words,
+    "you" and "your" too), made once."""
+    import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return Stemmer.Stemmer("english"), frozenset(STOPWORDS_EN) | {"you", "your"}
 
 
 def _stems(text: str) -> tuple[str, ...]:
     """A wording's words as Snowball stems, those that name nothing aside ("Decreased appetite": decreas, appetit)."""
-    import Stemmer
-
-    return tuple(Stemmer.Stemmer("english").stemWords(
-        [w for w in re.findall(r"[a-z]+", text.lower()) if w not in _STEM_STOPWORDS]))
+    stemmer, stopwords = _stemming()
+    return tuple(stemmer.stemWords([w for w in re.findall(r"[a-z]+", text.lower()) if w not in stopwords]))
 
 
 #: what opens a second alternative that stands on its own: an article or a verb ("diarrhea or an increase in stool
