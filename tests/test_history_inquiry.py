@@ -382,6 +382,22 @@ def test_chinese_detector_learns_surface_forms_and_negation():
     assert dict(det.detect("体温37度，咳嗽")) == {"咳嗽": "present"}
 
 
+def test_gloss_asides_puts_a_questions_own_everyday_word_in_place_of_the_word_it_glosses():
+    from medrank.pipelines.history.inquiry.findings import gloss_asides
+
+    question = "Do you feel your heart is beating fast (racing), irregularly (missing a beat) or do you feel palpitations?"
+    assert gloss_asides(question) == [("racing", "your heart is beating racing"),
+                                      ("missing a beat", "your heart is beating fast, missing a beat")]
+    assert gloss_asides("Have you recently had stools that were black (like coal)?") == [
+        ("like coal", "stools that were like coal")]
+    # no qualification, no second alternative, nothing over three words, no gloss of a word inside a phrase
+    assert gloss_asides("Do you have a fever (either felt or measured with a thermometer)?") == []
+    assert gloss_asides("Do you feel like you are (or were) choking or suffocating?") == []
+    assert gloss_asides("Do you feel your abdomen is bloated or distended (swollen due to pressure from inside)?") == []
+    assert gloss_asides("Do you have diffuse (widespread) muscle pain?") == []
+    assert gloss_asides("Do you have a cough?") == []
+
+
 def test_english_helpers():
     assert evidence_description("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
     assert evidence_description("Have you traveled out of the country in the last 4 weeks?").startswith("traveled")
@@ -859,6 +875,14 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert "pain somewhere" in found and not any("trauma" in f for f in found), text
     assert any("palpitations" in en.finding_description(f.name) for f in en.detect_findings("my heart is pounding"))
+    # the question's own everyday words, in its asides: a racing heart is the palpitations' finding (it was read as
+    # the disorganised beat of atrial fibrillation, and "heart racing" as heart failure), and double vision is read
+    for text in ("my heart is racing", "my heart keeps skipping a beat", "heart racing and chest pain"):
+        found = {en.finding_description(f.name) for f in en.detect_findings(text)}
+        assert any("palpitations" in f for f in found) and not any("failure" in f or "disorganized" in f for f in found), text
+    assert any("double vision" in en.finding_description(f.name) or "two images" in en.finding_description(f.name)
+               for f in en.detect_findings("I'm seeing double"))
+    assert not any("two images" in en.finding_description(f.name) for f in en.detect_findings("Blurred vision", term=True))
     # nor does any clause that names a place read a finding of another place: tingling fingers are no tingling feet
     def tingling(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text)}

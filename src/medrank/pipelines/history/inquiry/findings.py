@@ -182,6 +182,36 @@ def evidence_description(question: str) -> str:
     return text or question
 
 
+#: an aside in a question: the parenthesis and its words (group 1)
+_ASIDE = re.compile(r"\s*\(([^()]*)\)")
+#: where an item of a list of findings ends: a comma, or a second question joined by "or"
+_ITEM_END = re.compile(r",|\bor (?:do|does|did|have|has|are|is|were|was) you\b", re.IGNORECASE)
+
+
+def gloss_asides(question: str, max_words: int = 3) -> list[tuple[str, str]]:
+    """(gloss, description) for each aside of a question that glosses the word that ends an item of its list of
+    findings: a few words that are no second alternative ("(or were)") nor a qualification ("(either felt or measured
+    …)"); the description has the gloss in place of that word ("your heart is beating fast (racing), irregularly
+    (missing a beat) …": racing, "your heart is beating racing"; missing a beat, "your heart is beating fast, missing a
+    beat"). :func:`evidence_description` drops the asides; a patient says "my heart is racing". A gloss of a word
+    inside a phrase ("diffuse (widespread) muscle pain") says how, not what: MiniLM reads "widespread muscle pain" as
+    any muscle pain ("back pain")."""
+    text = EN_OPENING.sub("", question.strip()).rstrip("?").strip()
+    out: list[tuple[str, str]] = []
+    for m in _ASIDE.finditer(text):
+        gloss = " ".join(m.group(1).split())
+        words = gloss.split()
+        if not words or len(words) > max_words or words[0].lower() in {"or", "either", "such", "any", "e.g."}:
+            continue
+        before = _ASIDE.sub("", text[:m.start()]).split()
+        after = _ASIDE.sub("", text[m.end():])
+        end = _ITEM_END.search(after)
+        if (after[:end.start()] if end else after).strip():
+            continue  # inside a phrase
+        out.append((gloss, " ".join([*before[:-1], gloss])))
+    return out
+
+
 # a second question joined by "or" ("… or have you made several efforts to vomit"): its own opening goes
 EN_OR_OPENING = re.compile(r"\bor (?:do|does|did|have|has|are|is|were|was) you\s+", re.IGNORECASE)
 # what every DDXPlus finding is anyway ("… related to your reason for consulting")
@@ -272,7 +302,7 @@ class EnglishDetector:
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
                  hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1,
-                 term_margin: float = 0.1, located_margin: float = 0.05) -> None:
+                 term_margin: float = 0.1, located_margin: float = 0.05, asides: bool = True) -> None:
         from medrank.data.consumer import hpo_with_consumer_wordings
         from medrank.data.hpo import load_hpo
         from medrank.encoders import load_encoder
@@ -292,6 +322,17 @@ class EnglishDetector:
             symptoms = [n for n in binary if not evidences[n].antecedent]
             synonyms = hpo_synonyms(own, terms, alternatives=symptoms)
             for name, extra in synonyms.items():
+                self.names += [name] * len(extra)
+                self.descriptions += extra
+        if asides:
+            # a symptom's question glosses a word of its own in an aside, the word a patient uses ("fast (racing)": "my
+            # heart is racing"), and a gloss that names an HPO term brings that term's other words ("(double vision)":
+            # Diplopia). The gloss alone is no row: out of its question MiniLM puts "double vision" near "blurred vision"
+            glossed = [(name, gloss, description) for name in binary if not evidences[name].antecedent
+                       for gloss, description in gloss_asides(evidences[name].question)]
+            linked = hpo_synonyms({str(i): gloss for i, (_, gloss, _) in enumerate(glossed)}, terms) if hpo else {}
+            for i, (name, _, description) in enumerate(glossed):
+                extra = [description, *linked.get(str(i), ())]
                 self.names += [name] * len(extra)
                 self.descriptions += extra
         if members:
