@@ -289,18 +289,31 @@ def part_dxy(out: dict[str, Any]) -> None:
     # what the annotations let a text model reach, on the training reports only: written words the annotators list
     # that are not in the self-report, and how often a found (not negated) lexicon word is annotated, by position
     origin_words = [(o, x.report) for x in train for o in dict.fromkeys(x.origin) if o]
+    # and where a found word the annotators did not list as explicit went: a goal's explicit and implicit slots (the
+    # symptoms the doctor's questions found) never share a symptom, so a stated symptom the doctor asked about again
+    # may be listed as implicit only (the goal file is aligned with the dialogues, as read_dxy_folder reads them)
+    goal_file = next(dataset_dir("dxy-dialog").glob("*_goal_dict_dxy.txt"))
+    goals = json.loads(goal_file.read_text(encoding="utf-8"))
+    slots = [(set(g.get("explicit_inform_slots") or {}), set(g.get("implicit_inform_slots") or {})) for g in goals]
+    train_ids, _ = dxy_split(list(range(len(records))))
     by_position: dict[str, list[int]] = {"first 100 characters": [], "after 100 characters": []}
-    for x in train:
+    unlisted_implicit: list[int] = []
+    for i, x in zip(train_ids, train, strict=True):
         seen: set[str] = set()
         for s in find_spans(x.report, lex, "zh"):
             if s.normalised and not s.negated and s.normalised not in seen:
                 seen.add(s.normalised)
                 key = "first 100 characters" if s.start < 100 else "after 100 characters"
                 by_position[key].append(int(s.normalised in x.explicit))
+                if s.normalised not in x.explicit:
+                    unlisted_implicit.append(int(s.normalised in slots[i][1]))
     checks = {"origin_words_not_in_report": round(100 * sum(o not in t for o, t in origin_words) / len(origin_words), 2),
               "origin_words": len(origin_words),
               "found_words_annotated_pct": {k: round(100 * sum(v) / max(1, len(v)), 2) for k, v in by_position.items()},
-              "found_words": {k: len(v) for k, v in by_position.items()}}
+              "found_words": {k: len(v) for k, v in by_position.items()},
+              "goals_sharing_explicit_and_implicit": sum(bool(e & m) for e, m in slots), "goals": len(slots),
+              "unlisted_found_words": len(unlisted_implicit),
+              "unlisted_found_words_in_implicit_pct": round(100 * sum(unlisted_implicit) / max(1, len(unlisted_implicit)), 2)}
     out["dxy"] = {"n_test": len(test), "annotation_checks": checks, "n_train": len(train), "symptoms": len(names), "lexicon_forms": len(lex),
                   "systems": systems, "calibration": {**cal.info, "threshold": cal.threshold, "min_terms": cal.min_terms},
                   "self_report_models": models, "cross_validation": cross_validation, "seconds": seconds}
@@ -700,7 +713,13 @@ def markdown(out: dict[str, Any]) -> str:
             pos = "; ".join(f"{k}: {v} % of {c['found_words'][k]}" for k, v in c["found_words_annotated_pct"].items())
             lines += [f"Annotation checks on the {d['n_train']} training reports: {c['origin_words_not_in_report']} % of the "
                       f"{c['origin_words']} annotated written words (origin_inform_slots) do not occur in the self-report; "
-                      f"a found, not negated lexicon word is annotated — {pos}.", ""]
+                      f"a found, not negated lexicon word is annotated — {pos}."
+                      + (f" Of the {c['unlisted_found_words']} found words not annotated as explicit, "
+                         f"{c['unlisted_found_words_in_implicit_pct']} % are among the report's implicit symptoms (those "
+                         "the doctor's questions found); a goal's explicit and implicit symptoms share none in "
+                         f"{c['goals'] - c['goals_sharing_explicit_and_implicit']} of the {c['goals']} goals, so a stated "
+                         "symptom the doctor asked about again may be annotated implicit only, which no reading of the "
+                         "self-report can tell." if "unlisted_found_words" in c else ""), ""]
         if d.get("self_report_models"):
             lines += ["Self-report model selection (on the 318 training reports only: the parts fitted out of fold, 5 inner "
                       "folds, seed 11; the default parts are those with the best out-of-fold F1):", "",
