@@ -883,6 +883,13 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert any("double vision" in en.finding_description(f.name) or "two images" in en.finding_description(f.name)
                for f in en.detect_findings("I'm seeing double"))
     assert not any("two images" in en.finding_description(f.name) for f in en.detect_findings("Blurred vision", term=True))
+    # "lose consciousness" takes HPO's Loss of consciousness words (passing out, fainting), and a clause of breath reads
+    # only a finding of breath: "out of breath" is near "Passing out" by its "out"
+    for text in ("I passed out yesterday", "I fainted at work"):
+        assert [en.finding_description(f.name) for f in en.detect_findings(text)] == ["lose consciousness"], text
+    for text in ("I'm out of breath", "crushing pain in my chest, I'm all sweaty and out of breath"):
+        found = {en.finding_description(f.name) for f in en.detect_findings(text)}
+        assert "lose consciousness" not in found and any("shortness of breath" in f for f in found), text
     # nor does any clause that names a place read a finding of another place: tingling fingers are no tingling feet
     def tingling(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text)}
@@ -1005,6 +1012,15 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
            "E_192": "that muscle spasms or soreness in your neck are keeping you from turning your head"}
     assert hpo_synonyms(own, appetite, alternatives=list(own)) == {"E_32": ["Decreased appetite", "Poor appetite"],
                                                                    "E_211": ["Vomiting"]}
+    # two stems or more: the first need only begin alike, a verb or noun where the term has the noun or adjective
+    # ("lose consciousness": "Loss of consciousness"); one word alone does not ("previously" is no "Presyncope")
+    unconscious = [SimpleNamespace(name="Loss of consciousness", synonyms=("Passing out",)),
+                   SimpleNamespace(name="Abdominal distention", synonyms=("Abdominal bloating",)),
+                   SimpleNamespace(name="Presyncope", synonyms=()), SimpleNamespace(name="Loss of appetite", synonyms=())]
+    own = {"E_159": "lose consciousness", "E_30": "your abdomen is bloated", "E_176": "previously",
+           "E_1": "lost weight"}
+    assert hpo_synonyms(own, unconscious) == {"E_159": ["Loss of consciousness", "Passing out"],
+                                              "E_30": ["Abdominal bloating", "Abdominal distention"]}
 
 
 def test_a_negation_that_says_a_finding_goes_on_is_no_denial():

@@ -362,6 +362,9 @@ class EnglishDetector:
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
+        #: per evidence, whether a description of it names breath or breathing (a clause that does reads only those: "out
+        #: of breath" is near "Passing out", a loss of consciousness, by its "out")
+        self.of_breath = {n for n, d in zip(self.names, self.descriptions, strict=True) if EN_BREATH.search(d)}
         #: per description, whether it names blood or bleeding (matched only by a clause that does: "coughing up green
         #: phlegm" is nearest "coughing up blood"; and a clause that does matches only those)
         self.of_blood = [BLOOD_WORD.search(d) is not None for d in self.descriptions]
@@ -449,16 +452,18 @@ class EnglishDetector:
             placed = {main: max(row[j] for j in self.rows_of[main])
                       for main, (_, body) in self.located.items() if body.places(words)}
             blood = BLOOD_WORD.search(clause) is not None
+            breath = EN_BREATH.search(clause) is not None
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
                     ] if blood else []
             # what the clause says beside blood, the words of a history aside ("I've been peeing blood": peeing)
             said = [w for w in what if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY]
             chosen = circumstantial = None
-            for j in np.argsort(-row):
+            for j in np.argsort(-row, kind="stable"):
                 if row[j] < self.threshold:
                     break
-                if (of_pain and not self.of_pain[j]) or (self.of_blood[j] and not blood):
+                if (of_pain and not self.of_pain[j]) or (self.of_blood[j] and not blood) or (
+                        breath and self.names[j] not in self.of_breath):
                     continue
                 if at and self.place_at.get(self.names[j]) and not at & self.place_at[self.names[j]]:
                     continue  # somewhere else
@@ -557,6 +562,8 @@ EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching
                      # pounding heart does not
                      r"|\b(?:pounding|throbbing|splitting)(?=\s+head\b)|(?<=\bhead )(?:is |keeps )?(?:pounding|throbbing)\b",
                      re.IGNORECASE)
+#: a word of breath or breathing
+EN_BREATH = re.compile(r"\bbreath", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
 #: words of a location label that name nothing ("side of the chest")
 _LABEL_FUNCTION_WORDS = frozenset({"a", "an", "of", "the"})
@@ -738,16 +745,24 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
                  alternatives: Iterable[str] = ()) -> dict[str, list[str]]:
     """Evidence name -> the names and synonyms of the HPO term its description matches (``concepts``: HPO's terms, read
     when not given): word for word, else word stem for word stem, function words aside ("a decrease in appetite":
-    "Decreased appetite"); for the evidences named in ``alternatives``, or the first of its "X or Y" alternatives
-    (:func:`first_alternatives`). A degree before the finding and a number of times after it are passed over."""
+    "Decreased appetite"), else, for a wording of two stems or more, stem for stem but the first, which need only begin
+    alike (its first three letters): a verb or noun where the term has the noun or adjective of it ("lose
+    consciousness": "Loss of consciousness"; "your abdomen is bloated": "Abdominal bloating"); for the evidences named
+    in ``alternatives``, or the first of its "X or Y" alternatives (:func:`first_alternatives`). A degree before the
+    finding and a number of times after it are passed over."""
     from medrank.data.hpo import load_hpo
 
     index: dict[str, Any] = {}
     by_stems: dict[tuple[str, ...], Any] = {}
+    #: (the first stem's first three letters, the other stems) -> concept, for wordings of two stems or more
+    by_derivation: dict[tuple[str, tuple[str, ...]], Any] = {}
     for concept in load_hpo() if concepts is None else concepts:
         for label in (concept.name, *concept.synonyms):
             index.setdefault(_norm(label), concept)
-            by_stems.setdefault(_stems(label), concept)
+            stems = _stems(label)
+            by_stems.setdefault(stems, concept)
+            if len(stems) >= 2:
+                by_derivation.setdefault((stems[0][:3], stems[1:]), concept)
     out: dict[str, list[str]] = {}
     with_alternatives = frozenset(alternatives)
     for name, description in descriptions.items():
@@ -762,6 +777,9 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
         concept = next((index[_norm(d)] for d in forms if _norm(d) in index), None)
         if concept is None:
             concept = next((by_stems[_stems(d)] for d in forms if _stems(d) and _stems(d) in by_stems), None)
+        if concept is None:
+            derived = [(st[0][:3], st[1:]) for st in map(_stems, forms) if len(st) >= 2]
+            concept = next((by_derivation[key] for key in derived if key in by_derivation), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
             out[name] = sorted(t for t in labels if _norm(t) != _norm(description))
