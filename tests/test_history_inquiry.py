@@ -398,6 +398,13 @@ def test_gloss_asides_puts_a_questions_own_everyday_word_in_place_of_the_word_it
     assert gloss_asides("Do you have a cough?") == []
 
 
+def test_what_a_clause_states_before_its_circumstance():
+    assert EnglishDetector.circumstance_head("out of breath when I climb stairs") == "out of breath"
+    assert EnglishDetector.circumstance_head("itchy eyes whenever I'm around the cat") == "itchy eyes"
+    assert EnglishDetector.circumstance_head("it's worse at night when everything is quiet") == "it's worse at night"
+    assert EnglishDetector.circumstance_head("when I walk") is None and EnglishDetector.circumstance_head("a cough") is None
+
+
 def test_english_helpers():
     assert evidence_description("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
     assert evidence_description("Have you traveled out of the country in the last 4 weeks?").startswith("traveled")
@@ -479,7 +486,8 @@ def test_a_clause_about_pain_matches_findings_that_speak_of_pain_only():
     encoder = _TableEncoder({"a hiatal hernia": [1.0, 0.0], "pain when swallowing": [0.0, 1.0],
                              "chest pain even at rest": [0.6, 0.8], "stomach hurts": [0.99, 0.14],
                              "hiatal hernia": [1.0, 0.0], "it hurts to swallow": [0.7, 0.71],
-                             "chest pain when I climb stairs": [0.6, 0.8], "chest pain at rest": [0.6, 0.8]})
+                             "chest pain when I climb stairs": [0.6, 0.8], "chest pain at rest": [0.6, 0.8],
+                             "chest pain": [0.6, 0.8]})  # the words before "when", also matched
 
     evidences = {"E_98": Evidence("E_98", "Do you have a hiatal hernia?", "B", "E_98", "", ()),
                  "E_65": Evidence("E_65", "Do you have pain when swallowing?", "B", "E_65", "", ()),
@@ -890,6 +898,19 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     for text in ("I'm out of breath", "crushing pain in my chest, I'm all sweaty and out of breath"):
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert "lose consciousness" not in found and any("shortness of breath" in f for f in found), text
+    # a symptom stated with a circumstance: matched without it too, and a finding of symptoms under that circumstance
+    # read beside it (walking up hills is a physical exertion; lying down, eating), none from another circumstance
+    def said(text: str) -> set[str]:
+        return {en.finding_description(f.name) for f in en.detect_findings(text) if f.value == "present"}
+
+    assert {"out of breath with minimal physical effort",
+            "symptoms that are increased with physical exertion but alleviated with rest"} <= said(
+        "I get out of breath when I climb stairs")
+    assert "symptoms that are increased with physical exertion but alleviated with rest" in said(
+        "I get chest pain when I walk up hills")
+    assert any(f.startswith("symptoms worse when lying down") for f in said("I cough when I lie down"))
+    assert "symptoms that get worse after eating" in said("my stomach hurts after I eat")
+    assert not any(f.startswith("symptoms") for f in said("my chest hurts when I sit down") | said("my head hurts"))
     # nor does any clause that names a place read a finding of another place: tingling fingers are no tingling feet
     def tingling(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text)}

@@ -360,6 +360,11 @@ class EnglishDetector:
         self.located_margin = located_margin
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
+        #: the descriptions of symptoms in general under a circumstance ("symptoms that are increased with physical
+        #: exertion but alleviated with rest"), each with the Snowball stem of its circumstance's first word (physic; lie,
+        #: not the "down" of "lying down"), read beside a symptom stated with that circumstance (:meth:`detect`)
+        self.under_circumstance = {j: _circumstance_head(d) for j, d in enumerate(self.descriptions)
+                                   if _OF_SYMPTOMS.match(d) and _circumstance_head(d)}
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per evidence, whether a description of it names breath or breathing (a clause that does reads only those: "out
@@ -412,6 +417,15 @@ class EnglishDetector:
         return [p for p in (EN_SUBJECT.sub("", c).strip() for c in parts) if len(p) > 2]
 
     @staticmethod
+    def circumstance_head(clause: str) -> str | None:
+        """What a clause states before the circumstance it opens ("out of breath" of "out of breath when I climb
+        stairs"); ``None`` when it opens none or nothing of two letters or more comes before it."""
+        m = _CIRCUMSTANCE_OPENER.search(clause)
+        if m is None or not re.search(r"[a-z]{2,}", clause[:m.start()], re.IGNORECASE):
+            return None
+        return clause[:m.start()].strip()
+
+    @staticmethod
     def concept(clause: str) -> str:
         """The clause without negation cues and leading verbs, as it is matched against the vocabulary."""
         text = EN_NEGATION.sub(" ", clause)
@@ -430,7 +444,13 @@ class EnglishDetector:
         if not parts:
             return []
         pain = self.pain.detect(parts) if self.pain is not None else []
-        sims = self.encoder.encode([self.concept(p) for p in parts], show_progress=False) @ self.vectors.T
+        # a symptom stated with its circumstance is also matched without it ("out of breath when I climb stairs" is
+        # further from every wording of breathlessness than "out of breath"); the circumstance stays the clause's
+        heads = [self.circumstance_head(p) for p in parts]
+        texts = [self.concept(p) for p in parts] + [self.concept(h) for h in heads if h]
+        vectors = self.encoder.encode(texts, show_progress=False) @ self.vectors.T
+        sims, extra = vectors[:len(parts)], iter(vectors[len(parts):])
+        sims = np.stack([np.maximum(row, next(extra)) if h else row for row, h in zip(sims, heads, strict=True)])
         found: dict[str, str] = {}
         located: list[tuple[str, str]] = []
         before: list[str] = []  # the words of the clause before, unless negated: where "... and is swollen" is
@@ -447,6 +467,8 @@ class EnglishDetector:
             # wheezing sound when you exhale", DDXPlus' only wheeze but one, which is heard after coughing spells).
             # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
             stems = {w[:4] for w in words}
+            if EN_EXERTION.search(clause):
+                stems |= _EXERTION_STEMS  # walking up a hill is a physical exertion
             # the findings that can be where the clause says (a swelling or a skin lesion at a place it names), and how
             # near the clause each is
             placed = {main: max(row[j] for j in self.rows_of[main])
@@ -507,6 +529,14 @@ class EnglishDetector:
                 if value == PRESENT and self.names[chosen] in self.located:
                     member, body = self.located[self.names[chosen]]
                     located += [(member, c) for c in body.places(words) or body.places(before)]
+            if (chosen is not None or of_pain) and not is_negated(clause):
+                # a finding of symptoms under a circumstance ("symptoms that are increased with physical exertion …")
+                # is read beside the symptom of a clause that states that circumstance ("chest pain when I walk up
+                # hills"): the clause's nearest finding is its symptom, and the pain reader takes a clause of pain
+                said = set(_word_stems(words)) | ({"physic"} if EN_EXERTION.search(clause) else set())
+                for j, head in self.under_circumstance.items():
+                    if head in said:
+                        found.setdefault(self.names[j], PRESENT)
             before = [] if is_negated(clause) else words
         if pain:
             for name in {n for n, _ in pain}:
@@ -545,6 +575,21 @@ def names_every_word(words: Sequence[str], others: Sequence[str]) -> bool:
     return bool(needed) and all(shares_a_word(words, [w]) for w in needed)
 
 
+def _circumstance_head(description: str) -> str | None:
+    """The Snowball stem of the first word of the circumstance a description names ("… with physical exertion":
+    physic; "… when lying down": lie), ``None`` when it names none."""
+    m = EN_CIRCUMSTANCE.search(description)
+    words = _word_stems(re.findall(r"[a-z]+", (m.group("clause") or m.group("rest") or m.group("effort")).lower())
+                        ) if m else []
+    return words[0] if words else None
+
+
+def _word_stems(words: Sequence[str]) -> list[str]:
+    """Snowball stems of ``words`` (lower case), those that name nothing aside."""
+    stemmer, stopwords = _stemming()
+    return stemmer.stemWords([w for w in words if w not in stopwords])
+
+
 def _circumstance_stems(description: str) -> frozenset[str]:
     """The first four letters of the words (four letters or more) of the circumstance a description names."""
     m = EN_CIRCUMSTANCE.search(description)
@@ -562,6 +607,16 @@ EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching
                      # pounding heart does not
                      r"|\b(?:pounding|throbbing|splitting)(?=\s+head\b)|(?<=\bhead )(?:is |keeps )?(?:pounding|throbbing)\b",
                      re.IGNORECASE)
+#: a clause that says the patient exerts themself ("when I walk up hills", "after climbing stairs", "when I
+#: exercise"), and the stems that say physical exertion (:func:`_circumstance_stems` of a finding's "with physical
+#: exertion", "with minimal physical effort"); a clause of exertion states that circumstance
+EN_EXERTION = re.compile(r"\b(?:when|whenever|after|while|during|if|on)\b.*\b(?:walk\w*|climb\w*|stairs|hills?|uphill|"
+                         r"exercis\w*|running|run|ran|jog\w*|exert\w*|hurry\w*|gym|sports?|cycling)\b", re.IGNORECASE)
+_EXERTION_STEMS = frozenset({"phys", "exer"})
+#: what opens a circumstance in a patient's clause
+_CIRCUMSTANCE_OPENER = re.compile(r"\b(?:when|whenever|after|while|during|if|every\s+time)\b", re.IGNORECASE)
+#: a description of symptoms in general ("symptoms that are increased with …", "the symptoms or pain …")
+_OF_SYMPTOMS = re.compile(r"^(?:the\s+)?symptoms\b", re.IGNORECASE)
 #: a word of breath or breathing
 EN_BREATH = re.compile(r"\bbreath", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
