@@ -911,6 +911,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert any(f.startswith("symptoms worse when lying down") for f in said("I cough when I lie down"))
     assert "symptoms that get worse after eating" in said("my stomach hurts after I eat")
     assert not any(f.startswith("symptoms") for f in said("my chest hurts when I sit down") | said("my head hurts"))
+    # a past diagnosis is not read from the part it is of: a tight chest is no history of fluid in the lungs
+    for text in ("my chest feels tight", "I have COPD and my chest is tight"):
+        assert "fluid in your lungs" not in said(text), text
+    assert "fluid in your lungs" in said("I had fluid in my lungs before")
     # nor does any clause that names a place read a finding of another place: tingling fingers are no tingling feet
     def tingling(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text)}

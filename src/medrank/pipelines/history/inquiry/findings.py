@@ -467,6 +467,7 @@ class EnglishDetector:
             # wheezing sound when you exhale", DDXPlus' only wheeze but one, which is heard after coughing spells).
             # Not for a clause about pain, whose evidences of circumstance ("chest pain even at rest") say more.
             stems = {w[:4] for w in words}
+            unplaced = [w for w in words if not (self.pain is not None and self.pain.places([w]))]
             if EN_EXERTION.search(clause):
                 stems |= _EXERTION_STEMS  # walking up a hill is a physical exertion
             # the findings that can be where the clause says (a swelling or a skin lesion at a place it names), and how
@@ -503,9 +504,10 @@ class EnglishDetector:
                     # nor as another finding of blood when what the blood comes with is not that one's: blood in the
                     # urine is not blood coughed up, though the two wordings are near
                     continue
-                if not term and not question and self.antecedent[j] and not shares_a_word(words, self.words[j]):
+                if not term and not question and self.antecedent[j] and not shares_a_word(unplaced, self.words[j]):
                     # nor do a patient's words that name none of a past diagnosis's ("my stomach is upset" is near
-                    # "a hiatal hernia")
+                    # "a hiatal hernia"), a place aside: the part a diagnosis is of ("Fluid in the chest") is no word of
+                    # it ("my chest feels tight")
                     continue
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
