@@ -410,6 +410,11 @@ def test_english_helpers():
     assert evidence_description("Have you traveled out of the country in the last 4 weeks?").startswith("traveled")
     assert EnglishDetector.clauses("I have a headache and fever since yesterday") == ["a headache", "fever since yesterday"]
     assert EnglishDetector.concept("no cough") == "cough"
+    # how long it has lasted is no part of the finding
+    assert EnglishDetector.concept("a cough for three weeks") == "cough"
+    assert EnglishDetector.concept("fever since yesterday") == "fever"
+    assert EnglishDetector.concept("diarrhea for the past 3 days") == "diarrhea"
+    assert EnglishDetector.concept("a cold in the last 2 weeks") == "cold in the last 2 weeks"
     # who may be any person with a word or two before it
     assert EnglishDetector.clauses("my little girl has been vomiting and has a fever") == ["been vomiting", "has a fever"]
     assert EnglishDetector.concept("has a fever") == "fever"

@@ -49,6 +49,12 @@ EN_PERSISTS = re.compile(
     r"|\bno\s+better\b", re.IGNORECASE)
 # a point between two digits is part of a number ("38.5"), not the end of a sentence
 EN_CLAUSE = re.compile(r"(?:(?!(?<=\d)\.(?=\d))[.;!?\n])+|,|\b(?:and|but|with|also|plus|or)\b", re.IGNORECASE)
+#: how long a finding has lasted ("for three weeks", "since yesterday", "for the past 2 days"): no finding of its own
+EN_DURATION = re.compile(
+    r"\b(?:for|over)\s+(?:the\s+(?:last|past)\s+)?(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|"
+    r"several|many|couple\s+of|a\s+couple\s+of|\d+)\s+(?:hours?|days?|nights?|weeks?|months?|years?)\b"
+    r"|\bsince\s+(?:yesterday|last\s+(?:night|week|month|year)|this\s+morning|monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday)\b", re.IGNORECASE)
 EN_OPENING = re.compile(
     r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
@@ -427,8 +433,9 @@ class EnglishDetector:
 
     @staticmethod
     def concept(clause: str) -> str:
-        """The clause without negation cues and leading verbs, as it is matched against the vocabulary."""
-        text = EN_NEGATION.sub(" ", clause)
+        """The clause without negation cues, leading verbs and how long it has lasted ("a cough for three weeks": "a
+        cough" is nearer "intense coughing fits" with it), as it is matched against the vocabulary."""
+        text = EN_NEGATION.sub(" ", EN_DURATION.sub(" ", clause))
         text = EN_LEADING.sub("", " ".join(text.split()))
         return text or clause
 
