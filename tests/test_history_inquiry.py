@@ -920,6 +920,18 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     for text in ("my chest feels tight", "I have COPD and my chest is tight"):
         assert "fluid in your lungs" not in said(text), text
     assert "fluid in your lungs" in said("I had fluid in my lungs before")
+    # pain under a circumstance, beside a pain only; a circumstance that eases only where the clause says it does
+    assert "pain that is increased with movement" in said("my knee hurts when I move it")
+    assert "pain that is increased with movement" not in said("my back hurts and the pain shoots down my leg")
+    assert any(f.startswith("the symptoms or pain increased with coughing") or f.startswith("Are the symptoms")
+               for f in said("my head hurts when I cough"))
+    assert not any("coughing, with an effort" in f for f in said("I have a cough"))
+    assert "pain that improves when you lean forward" in said("my chest pain is better when I lean forward")
+    assert "pain that improves when you lean forward" not in said("my chest pain is worse when I lean forward")
+    assert "chest pain even at rest" not in said("my chest pain gets better when I rest")
+    # a breastbone is no breast
+    assert not {en.value_label(f.name, f.value) for f in en.detect_findings("I have pain behind my breastbone")
+                if f.value.startswith("V_")} & {"breast(R)", "breast(L)"}
     # nor does any clause that names a place read a finding of another place: tingling fingers are no tingling feet
     def tingling(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text)}

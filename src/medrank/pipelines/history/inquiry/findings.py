@@ -113,7 +113,10 @@ EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|
 # the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale", "chest pain even
 # at rest", "out of breath with minimal physical effort": "I get out of breath" is breathlessness, not that)
 EN_CIRCUMSTANCE = re.compile(r"\b(?:after|when|while|during|before)\b\s+(?P<clause>.*)$|\bat\s+(?P<rest>rest)\b"
-                             r"|\bwith\s+(?P<effort>(?:[a-z]+\s+){0,2}(?:effort|exertion))\b", re.IGNORECASE)
+                             r"|\bwith\s+(?P<effort>(?:[a-z]+\s+){0,2}(?:effort|exertion))\b"
+                             # "pain that is increased with movement", "… increased with coughing, with an effort …"
+                             r"|\b(?:increased|worse|worsened|aggravated)\s+(?:with|by)\s+(?P<cause>[^,]*?)(?=\s+but\b|,|$)",
+                             re.IGNORECASE)
 ZH_NEGATION = ("没有", "否认", "无", "没", "不", "未")
 ZH_CLAUSE = re.compile(r"[，。；,;！!？?\n、]")
 
@@ -366,11 +369,18 @@ class EnglishDetector:
         self.located_margin = located_margin
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
-        #: the descriptions of symptoms in general under a circumstance ("symptoms that are increased with physical
-        #: exertion but alleviated with rest"), each with the Snowball stem of its circumstance's first word (physic; lie,
-        #: not the "down" of "lying down"), read beside a symptom stated with that circumstance (:meth:`detect`)
-        self.under_circumstance = {j: _circumstance_head(d) for j, d in enumerate(self.descriptions)
-                                   if _OF_SYMPTOMS.match(d) and _circumstance_head(d)}
+        #: the descriptions of symptoms in general or of pain under a circumstance ("symptoms that are increased with
+        #: physical exertion but alleviated with rest", "pain that is increased with movement"), each with the Snowball
+        #: stem of its circumstance's first word (physic; lie, not the "down" of "lying down"), read beside a symptom
+        #: stated with that circumstance (:meth:`detect`), whether it is of pain alone, and whether the circumstance
+        #: eases it ("pain that improves when you lean forward")
+        self.under_circumstance = {
+            j: (head, d.lower().startswith("pain"), EN_BETTER.search(EN_CIRCUMSTANCE.split(d)[0]) is not None)
+            for j, d in enumerate(self.descriptions) if _OF_SYMPTOMS.match(d) and (head := _circumstance_head(d))}
+        #: per description, whether the circumstance it names eases the finding ("pain that improves when you lean
+        #: forward"; "chest pain even at rest" is brought on by it)
+        self.eases = [bool(self.circumstances[j]) and EN_BETTER.search(EN_CIRCUMSTANCE.split(d)[0]) is not None
+                      for j, d in enumerate(self.descriptions)]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per evidence, whether a description of it names breath or breathing (a clause that does reads only those: "out
@@ -489,6 +499,7 @@ class EnglishDetector:
             # what the clause says beside blood, the words of a history aside ("I've been peeing blood": peeing)
             said = [w for w in what if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY]
             chosen = circumstantial = None
+            eased = EN_BETTER.search(clause) is not None
             for j in np.argsort(-row, kind="stable"):
                 if row[j] < self.threshold:
                     break
@@ -522,6 +533,8 @@ class EnglishDetector:
                     # an antecedent is a past diagnosis or exposure: a vaguer symptom's name that shares a word with it
                     # does not say the patient has it ("Sleep abnormality": diagnosed with obstructive sleep apnea)
                     continue
+                if self.circumstances[j] & stems and self.eases[j] != eased:
+                    continue  # the clause's circumstance brings on what the finding's eases, or the other way round
                 if not self.circumstances[j] or self.circumstances[j] & stems:
                     chosen = j
                     break
@@ -542,9 +555,16 @@ class EnglishDetector:
                 # a finding of symptoms under a circumstance ("symptoms that are increased with physical exertion …")
                 # is read beside the symptom of a clause that states that circumstance ("chest pain when I walk up
                 # hills"): the clause's nearest finding is its symptom, and the pain reader takes a clause of pain
-                said = set(_word_stems(words)) | ({"physic"} if EN_EXERTION.search(clause) else set())
-                for j, head in self.under_circumstance.items():
-                    if head in said:
+                # the circumstance is what the clause says after "when", "after" …: "my head hurts when I cough", not
+                # "I have a cough"
+                opener = _CIRCUMSTANCE_OPENER.search(clause)
+                after = re.findall(r"[a-z]+", clause[opener.end():].lower()) if opener else []
+                said = {w[:4] for w in _word_stems(after)} | ({"phys"} if EN_EXERTION.search(clause) else set())
+                for j, (head, of_pain_alone, eases) in self.under_circumstance.items():
+                    # pain under a circumstance only beside a pain, a circumstance that eases only where the clause
+                    # says it does ("better when I lean forward"; one that brings a symptom on is the rule); stems alike
+                    # over their first four letters (movement, move)
+                    if head[:4] in said and (of_pain or not of_pain_alone) and eased == eases:
                         found.setdefault(self.names[j], PRESENT)
             before = [] if is_negated(clause) else words
         if pain:
@@ -588,8 +608,8 @@ def _circumstance_head(description: str) -> str | None:
     """The Snowball stem of the first word of the circumstance a description names ("… with physical exertion":
     physic; "… when lying down": lie), ``None`` when it names none."""
     m = EN_CIRCUMSTANCE.search(description)
-    words = _word_stems(re.findall(r"[a-z]+", (m.group("clause") or m.group("rest") or m.group("effort")).lower())
-                        ) if m else []
+    words = _word_stems(re.findall(r"[a-z]+", (m.group("clause") or m.group("rest") or m.group("effort")
+                                               or m.group("cause")).lower())) if m else []
     return words[0] if words else None
 
 
@@ -604,7 +624,7 @@ def _circumstance_stems(description: str) -> frozenset[str]:
     m = EN_CIRCUMSTANCE.search(description)
     if m is None:
         return frozenset()
-    words = m.group("clause") or m.group("rest") or m.group("effort")
+    words = m.group("clause") or m.group("rest") or m.group("effort") or m.group("cause")
     return frozenset(w[:4] for w in re.findall(r"[a-z]+", words.lower()) if len(w) >= 4 and w not in _FUNCTION)
 
 
@@ -622,10 +642,14 @@ EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching
 EN_EXERTION = re.compile(r"\b(?:when|whenever|after|while|during|if|on)\b.*\b(?:walk\w*|climb\w*|stairs|hills?|uphill|"
                          r"exercis\w*|running|run|ran|jog\w*|exert\w*|hurry\w*|gym|sports?|cycling)\b", re.IGNORECASE)
 _EXERTION_STEMS = frozenset({"phys", "exer"})
+#: a circumstance that eases a finding ("pain that improves when you lean forward", "better when I sit up")
+EN_BETTER = re.compile(r"\b(?:improves?|improved|better|alleviated|relieved|relieves|eases?|eased|helps?|goes\s+away)\b",
+                       re.IGNORECASE)
 #: what opens a circumstance in a patient's clause
 _CIRCUMSTANCE_OPENER = re.compile(r"\b(?:when|whenever|after|while|during|if|every\s+time)\b", re.IGNORECASE)
-#: a description of symptoms in general ("symptoms that are increased with …", "the symptoms or pain …")
-_OF_SYMPTOMS = re.compile(r"^(?:the\s+)?symptoms\b", re.IGNORECASE)
+#: a description of symptoms in general or of pain ("symptoms that are increased with …", "pain that is increased
+#: with movement")
+_OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNORECASE)
 #: a word of breath or breathing
 EN_BREATH = re.compile(r"\bbreath", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
@@ -708,7 +732,11 @@ class BodyLocations:
 def _derived_alike(word: str, part: str) -> bool:
     """Whether a label word and a part are forms of one word, the first six letters alike ("testicle" and
     "testicular", "tonsil" and "tonsillar", "pharynx" and the "pharyng" of Pharyngalgia); fewer letters say too
-    little ("scrotum" and "scrotal" are not read as one)."""
+    little ("scrotum" and "scrotal" are not read as one), and one that is the other and four letters more is a
+    compound of it, another part ("breastbone", the sternum, is no breast; "fingernail")."""
+    short, long = sorted((word, part), key=len)
+    if long.startswith(short) and len(long) - len(short) >= 4:
+        return False
     return len(word) >= 6 and len(part) >= 6 and word[:6] == part[:6]
 
 
