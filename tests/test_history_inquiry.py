@@ -371,13 +371,16 @@ def test_carve_is_fixed_and_disjoint():
 
 def test_chinese_detector_learns_surface_forms_and_negation():
     pairs = [(["鼻涕", "咳嗽"], ["流涕", "咳嗽"]), (["鼻涕"], ["流涕"]), (["拉肚子"], ["稀便"])]
-    det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs)
+    # a word that shares no character with its symptom needs three reports by default: 拉肚子 is seen once here
+    assert "拉肚子" not in ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs).forms
+    assert ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs + [(["拉肚子"], ["稀便"])] * 2).forms["拉肚子"] == "稀便"
+    det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs, min_reports_unlike=1)
     assert det.forms["鼻涕"] == "流涕" and det.forms["拉肚子"] == "稀便"
     assert dict(det.detect("孩子没有鼻涕，咳嗽两天，有点拉肚子")) == {"流涕": "absent", "咳嗽": "present", "稀便": "present"}
     assert det.detect("今天很好") == []
     # a thermometer's reading is read as the fever it says; a normal one is nothing
     pairs.append((["发热"], ["发烧"]))
-    det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs)
+    det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs, min_reports_unlike=1)
     assert dict(det.detect("孩子烧到39度了，咳嗽")) == {"发烧": "present", "咳嗽": "present"}
     assert dict(det.detect("体温37度，咳嗽")) == {"咳嗽": "present"}
 

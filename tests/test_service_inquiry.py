@@ -43,7 +43,8 @@ def _zh_engine(asked: bool = False) -> InquiryEngine:
     questions = {"questions": {s: f"请问孩子最近有{s}吗?" for s in ZH_SYMPTOMS},
                  "questions_to_writer": {s: f"请问您最近有{s}吗?" for s in ZH_SYMPTOMS}, "population": "children"}
     return InquiryEngine("zh", model, {s: s for s in ZH_SYMPTOMS}, {d: d for d in ZH_DISEASES},
-                         Calibration(threshold=0.95, budget=10), name="dxy-kb", detector=ChineseDetector(ZH_SYMPTOMS, pairs),
+                         Calibration(threshold=0.95, budget=10), name="dxy-kb",
+                         detector=ChineseDetector(ZH_SYMPTOMS, pairs, min_reports_unlike=1),  # one report per word here
                          **(questions if asked else {}))
 
 

@@ -920,8 +920,13 @@ def first_alternatives(description: str) -> list[str]:
 
 
 def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
-                        min_share: float = 0.5) -> dict[str, str]:
-    """Surface form -> symptom from (self-report words, explicit symptoms) pairs, plus each symptom's own name."""
+                        min_share: float = 0.5, min_reports_unlike: int = 3) -> dict[str, str]:
+    """Surface form -> symptom from (self-report words, explicit symptoms) pairs, plus each symptom's own name.
+
+    A word that shares no character with the symptom it goes with most is kept only when it is seen in
+    ``min_reports_unlike`` reports or more: a word seen once or twice goes with whatever its reports' annotators listed,
+    most often the commonest symptom (无法入睡, 沙哑, 痘痘 and 溃疡 each went with 发烧), while 哭闹 → 烦躁不安 or
+    拉肚子 → 稀便 recur."""
     known = set(symptoms)
     word_count: Counter[str] = Counter()
     co: dict[str, Counter[str]] = defaultdict(Counter)
@@ -942,7 +947,7 @@ def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[
         # hashing (the sets above), and the lexicon, with it every Chinese figure, changed from one run to the next
         best = max(sorted(co[w]), key=strength)
         share = co[w][best] / n
-        if share >= min_share or set(w) & set(best):
+        if set(w) & set(best) or (share >= min_share and n >= min_reports_unlike):
             forms[w] = best
     return forms
 
@@ -950,8 +955,9 @@ def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[
 class ChineseDetector:
     """Longest-match of learned surface forms with negation words just before them."""
 
-    def __init__(self, symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]]) -> None:
-        self.forms = learn_surface_forms(symptoms, pairs)
+    def __init__(self, symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
+                 min_reports_unlike: int = 3) -> None:
+        self.forms = learn_surface_forms(symptoms, pairs, min_reports_unlike=min_reports_unlike)
         self.ordered = sorted(self.forms, key=lambda f: (-len(f), f))
 
     def detect(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
