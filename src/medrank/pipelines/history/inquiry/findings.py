@@ -553,18 +553,17 @@ class EnglishDetector:
                     located += [(member, c) for c in body.places(words) or body.places(before)]
             if (chosen is not None or of_pain) and not is_negated(clause):
                 # a finding of symptoms under a circumstance ("symptoms that are increased with physical exertion …")
-                # is read beside the symptom of a clause that states that circumstance ("chest pain when I walk up
-                # hills"): the clause's nearest finding is its symptom, and the pain reader takes a clause of pain
-                # the circumstance is what the clause says after "when", "after" …: "my head hurts when I cough", not
-                # "I have a cough"
+                # is read beside the symptom of a clause that states that circumstance after "when", "after" … ("chest
+                # pain when I walk up hills", "my head hurts when I cough"; not "I have a cough"): the clause's nearest
+                # finding is its symptom, and the pain reader takes a clause of pain
                 opener = _CIRCUMSTANCE_OPENER.search(clause)
                 after = re.findall(r"[a-z]+", clause[opener.end():].lower()) if opener else []
-                said = {w[:4] for w in _word_stems(after)} | ({"phys"} if EN_EXERTION.search(clause) else set())
+                circumstance = {w[:4] for w in _word_stems(after)} | ({"phys"} if EN_EXERTION.search(clause) else set())
                 for j, (head, of_pain_alone, eases) in self.under_circumstance.items():
                     # pain under a circumstance only beside a pain, a circumstance that eases only where the clause
                     # says it does ("better when I lean forward"; one that brings a symptom on is the rule); stems alike
                     # over their first four letters (movement, move)
-                    if head[:4] in said and (of_pain or not of_pain_alone) and eased == eases:
+                    if head[:4] in circumstance and (of_pain or not of_pain_alone) and eased == eases:
                         found.setdefault(self.names[j], PRESENT)
             before = [] if is_negated(clause) else words
         if pain:
