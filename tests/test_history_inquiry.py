@@ -411,6 +411,11 @@ def test_what_a_clause_states_before_its_circumstance():
 def test_english_helpers():
     assert evidence_description("Do you have a fever (either felt or measured with a thermometer)?") == "a fever"
     assert evidence_description("Have you traveled out of the country in the last 4 weeks?").startswith("traveled")
+    # a second opening of another time goes too
+    assert evidence_description("Did you previously, or do you currently, have any weakness/paralysis in one or more of "
+                                "your limbs or in your face?") == "any weakness/paralysis in one or more of your limbs or in your face"
+    assert evidence_description("Do you currently, or did you ever, have numbness, loss of sensitivity or tingling "
+                                "anywhere on your body?") == "numbness, loss of sensitivity or tingling anywhere on your body"
     assert EnglishDetector.clauses("I have a headache and fever since yesterday") == ["a headache", "fever since yesterday"]
     assert EnglishDetector.concept("no cough") == "cough"
     # how long it has lasted is no part of the finding
@@ -932,6 +937,11 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "pain that improves when you lean forward" in said("my chest pain is better when I lean forward")
     assert "pain that improves when you lean forward" not in said("my chest pain is worse when I lean forward")
     assert "chest pain even at rest" not in said("my chest pain gets better when I rest")
+    # one arm is not both arms; numbness anywhere is read now that its question's second opening is gone
+    assert not any("both arms" in f for f in said("my left arm is weak"))
+    assert "weakness in both arms and/or both legs" in said("I have weakness in my arms and legs")
+    assert any(f.startswith("numbness, loss of sensitivity") for f in said("I feel tingling all over"))
+    assert any("one or both eyelids" in f for f in said("one of my eyelids is drooping"))
     # a breastbone is no breast
     assert not {en.value_label(f.name, f.value) for f in en.detect_findings("I have pain behind my breastbone")
                 if f.value.startswith("V_")} & {"breast(R)", "breast(L)"}

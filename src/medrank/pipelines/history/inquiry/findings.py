@@ -55,6 +55,10 @@ EN_DURATION = re.compile(
     r"several|many|couple\s+of|a\s+couple\s+of|\d+)\s+(?:hours?|days?|nights?|weeks?|months?|years?)\b"
     r"|\bsince\s+(?:yesterday|last\s+(?:night|week|month|year)|this\s+morning|monday|tuesday|wednesday|thursday|friday|"
     r"saturday|sunday)\b", re.IGNORECASE)
+#: a question's second opening of another time, after the first ("Did you previously, or do you currently, have …",
+#: "Do you currently, or did you ever, have …")
+EN_EITHER_TIME = re.compile(r"^(?:previously|currently|ever|recently),?\s+or\s+(?:do|did|have)\s+you\s+"
+                            r"(?:currently|ever|previously|recently),?\s+(?:have\s+|had\s+)?", re.IGNORECASE)
 EN_OPENING = re.compile(
     r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
@@ -185,8 +189,10 @@ def answer_value(text: str, language: str) -> str | None:
 
 
 def evidence_description(question: str) -> str:
-    """The concept an evidence question asks about, without its interrogative opening."""
+    """The concept an evidence question asks about, without its interrogative opening (nor a second one of another
+    time: "Did you previously, or do you currently, have …")."""
     text = EN_OPENING.sub("", question.strip()).rstrip("?").strip()
+    text = EN_EITHER_TIME.sub("", text)
     text = re.sub(r"\s*\([^)]*\)", "", text).strip()  # asides such as "(either felt or measured ...)"
     return text or question
 
@@ -383,6 +389,11 @@ class EnglishDetector:
                       for j, d in enumerate(self.descriptions)]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
+        #: per description, whether it is of both sides ("weakness in both arms and/or both legs"): not read from a clause
+        #: of one ("my left arm is weak")
+        self.both = [re.search(r"\bboth\b", d, re.IGNORECASE) is not None
+                     and re.search(r"\bone\s+or\s+(?:both|more)\b|\beither\b", d, re.IGNORECASE) is None
+                     for d in self.descriptions]
         #: per evidence, whether a description of it names breath or breathing (a clause that does reads only those: "out
         #: of breath" is near "Passing out", a loss of consciousness, by its "out")
         self.of_breath = {n for n, d in zip(self.names, self.descriptions, strict=True) if EN_BREATH.search(d)}
@@ -493,6 +504,7 @@ class EnglishDetector:
                       for main, (_, body) in self.located.items() if body.places(words)}
             blood = BLOOD_WORD.search(clause) is not None
             breath = EN_BREATH.search(clause) is not None
+            one_side = EN_ONE_SIDE.search(clause) is not None
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
                     ] if blood else []
@@ -508,6 +520,8 @@ class EnglishDetector:
                     continue
                 if at and self.place_at.get(self.names[j]) and not at & self.place_at[self.names[j]]:
                     continue  # somewhere else
+                if one_side and self.both[j]:
+                    continue  # one arm is not both arms
                 if placed and self.names[j] not in placed and not at & self.place_at.get(self.names[j], frozenset()) and any(
                         near >= self.threshold and near >= row[j] - self.located_margin for near in placed.values()):
                     # the finding that can be at the place the clause names is about as near (one that names the
@@ -649,6 +663,8 @@ _CIRCUMSTANCE_OPENER = re.compile(r"\b(?:when|whenever|after|while|during|if|eve
 #: a description of symptoms in general or of pain ("symptoms that are increased with …", "pain that is increased
 #: with movement")
 _OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNORECASE)
+#: a clause of one side of the body ("my left arm", "on one side")
+EN_ONE_SIDE = re.compile(r"\b(?:left|right|one)\b", re.IGNORECASE)
 #: a word of breath or breathing
 EN_BREATH = re.compile(r"\bbreath", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
