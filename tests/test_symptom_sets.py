@@ -1307,6 +1307,24 @@ def test_a_term_of_blood_is_decided_only_on_words_of_blood() -> None:
     assert det._unsaid_blood("咳血", [], []) == set()  # Chinese text is left alone
 
 
+def test_words_of_breath_decide_only_a_term_of_breath() -> None:
+    # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out")
+    names = {"LOC": "Loss of consciousness", "DY": "Dyspnea", "HA": "Halitosis", "AS": "Ankle swelling"}
+    hits = {"out of breath": [("LOC", 0.9)], "short of breath": [("DY", 0.9)], "bad breath": [("HA", 0.9)],
+            "passed out": [("LOC", 0.9)], "my ankles are swollen": [("AS", 0.9)]}
+    wordings = {"LOC": ("Loss of consciousness", "Passing out", "Fainting"), "DY": ("Dyspnea", "Shortness of breath"),
+                "HA": ("Halitosis", "Bad breath"), "AS": ("Ankle swelling",)}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert [t.id for t in det.detect("out of breath").terms] == ["LOC"]  # the rule is off
+    det.calibration.rules = ("breath_words",)
+    got = det.detect("out of breath")
+    assert got.terms == [] and [t.id for t in got.alternatives][:1] == ["LOC"]
+    assert [t.id for t in det.detect("short of breath").terms] == ["DY"]
+    assert [t.id for t in det.detect("bad breath").terms] == ["HA"]
+    assert [t.id for t in det.detect("passed out").terms] == ["LOC"]  # no word of breath: left to the probabilities
+    assert det._unsaid_breath("呼吸困难", [], []) == set()  # Chinese text is left alone
+
+
 def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:
     # HPO's "Abnormality of temperature regulation" holds Fever: found for "running a temperature", it said nothing a
     # clinician could tick, and was decided

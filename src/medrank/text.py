@@ -242,6 +242,9 @@ def has_han(text: str) -> bool:
 #: "Gingivorrhagia", "bruising"): a patient who bleeds says so, and a nearest wording that names blood is no reason to
 #: read that they do
 BLOOD_WORD = re.compile(r"blood|bleed|bled|bruis|\bha?em(?:o|at|or)|rrhag|\bpurpur|\becchymo|\bpetechi", re.I)
+#: English words of breath or breathing ("out of breath", "can't breathe", "breathless"): a finding read from such words
+#: is one whose wordings name breath too ("out of breath" is near "Passing out", a loss of consciousness, by its "out")
+BREATH_WORD = re.compile(r"\bbreath", re.I)
 
 _IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
 

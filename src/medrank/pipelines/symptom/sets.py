@@ -53,7 +53,7 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD
+from medrank.text import BLOOD_WORD, BREATH_WORD
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -99,13 +99,17 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: neither ("coughing up green stuff"): a patient who bleeds says so, and a nearest wording is no reason to tell one
 #: that they do; on top of the probabilities too. ``part_swelling``: an English piece that says a body part is swollen
 #: ("my knee is swollen", "swollen feet") is also searched as "<part> swelling", the vocabulary's words, as a reading of
-#: the same words (:func:`.spans.as_swelling`); it changes the pieces, as ``part_pain`` does. A trained run's
+#: the same words (:func:`.spans.as_swelling`); it changes the pieces, as ``part_pain`` does. ``breath_words``: on
+#: English words of breath (:data:`~medrank.text.BREATH_WORD`: "I'm out of breath") a term none of whose wordings names
+#: breath is offered, not decided (Loss of consciousness, "Passing out", was decided for "out of breath"), on top of the
+#: probabilities. A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
-EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling")
+EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
+            "breath_words")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
-DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood")
+DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words")
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
@@ -655,6 +659,7 @@ class SetDetector:
         self._body_parts: BodyParts | None = None
         self._groups: frozenset[str] | None = None
         self._bleeding: frozenset[str] | None = None  # :meth:`_blood_terms`
+        self._breathing: frozenset[str] | None = None  # :meth:`_breath_terms`
 
     @property
     def join_margin(self) -> float | None:
@@ -1160,7 +1165,7 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         contradicted = (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
-                        | self._unsaid_blood(text, spans, cands))
+                        | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands))
         # ... a descendant a rule keeps from being decided does not (Pharyngeal edema, a throat's, for "my knee is
         # swollen", kept Edema offered too)
         vaguer = self._vaguer([j for j in order if j not in contradicted], cands, spans, p, threshold, text)
@@ -1447,6 +1452,23 @@ class SetDetector:
             self._bleeding = frozenset(cid for cid, texts in wordings.items()
                                        if texts and all(BLOOD_WORD.search(t) for t in texts))
         return self._bleeding
+
+    def _breath_terms(self) -> frozenset[str]:
+        """The terms one of whose wordings names breath or breathing (:data:`~medrank.text.BREATH_WORD`), read once."""
+        if self._breathing is None:
+            wordings = self.wordings or {}
+            self._breathing = frozenset(cid for cid, texts in wordings.items() if any(BREATH_WORD.search(t) for t in texts))
+        return self._breathing
+
+    def _unsaid_breath(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """With the ``breath_words`` rule, the English candidates none of whose wordings names breath (:meth:`_breath_terms`)
+        found for a span that does: offered, not decided (a term of the whole text is not judged by one of its pieces:
+        "I'm out of breath and my ankles are swollen" may be Ankle swelling)."""
+        if not self._rule("breath_words") or self._zh(text):
+            return set()
+        breathing = self._breath_terms()
+        return {j for j, c in enumerate(cands)
+                if c.span_idx >= 0 and c.id not in breathing and BREATH_WORD.search(spans[c.span_idx].text)}
 
     def _unsaid_blood(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """With the ``unsaid_blood`` rule, the English candidates of blood or bleeding (:meth:`_blood_terms`) whose span

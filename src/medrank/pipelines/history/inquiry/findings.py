@@ -34,7 +34,7 @@ from medrank.blood_pressure import reading_as
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
-from medrank.text import BLOOD_WORD, EN_PERSON, singular
+from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, singular
 
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
                          r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
@@ -396,7 +396,7 @@ class EnglishDetector:
                      for d in self.descriptions]
         #: per evidence, whether a description of it names breath or breathing (a clause that does reads only those: "out
         #: of breath" is near "Passing out", a loss of consciousness, by its "out")
-        self.of_breath = {n for n, d in zip(self.names, self.descriptions, strict=True) if EN_BREATH.search(d)}
+        self.of_breath = {n for n, d in zip(self.names, self.descriptions, strict=True) if BREATH_WORD.search(d)}
         #: per description, whether it names blood or bleeding (matched only by a clause that does: "coughing up green
         #: phlegm" is nearest "coughing up blood"; and a clause that does matches only those)
         self.of_blood = [BLOOD_WORD.search(d) is not None for d in self.descriptions]
@@ -503,7 +503,7 @@ class EnglishDetector:
             placed = {main: max(row[j] for j in self.rows_of[main])
                       for main, (_, body) in self.located.items() if body.places(words)}
             blood = BLOOD_WORD.search(clause) is not None
-            breath = EN_BREATH.search(clause) is not None
+            breath = BREATH_WORD.search(clause) is not None
             one_side = EN_ONE_SIDE.search(clause) is not None
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
@@ -665,8 +665,6 @@ _CIRCUMSTANCE_OPENER = re.compile(r"\b(?:when|whenever|after|while|during|if|eve
 _OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNORECASE)
 #: a clause of one side of the body ("my left arm", "on one side")
 EN_ONE_SIDE = re.compile(r"\b(?:left|right|one)\b", re.IGNORECASE)
-#: a word of breath or breathing
-EN_BREATH = re.compile(r"\bbreath", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
 #: words of a location label that name nothing ("side of the chest")
 _LABEL_FUNCTION_WORDS = frozenset({"a", "an", "of", "the"})
