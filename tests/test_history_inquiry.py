@@ -937,6 +937,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "pain that improves when you lean forward" in said("my chest pain is better when I lean forward")
     assert "pain that improves when you lean forward" not in said("my chest pain is worse when I lean forward")
     assert "chest pain even at rest" not in said("my chest pain gets better when I rest")
+    # nausea is no vomiting: "feeling nauseous" takes HPO's Nausea words
+    assert said("I feel sick to my stomach") == {"feeling nauseous or feel like vomiting"}
+    assert [en.finding_description(f.name) for f in en.detect_findings("Nausea", term=True)] == [
+        "feeling nauseous or feel like vomiting"]
     # one arm is not both arms; numbness anywhere is read now that its question's second opening is gone
     assert not any("both arms" in f for f in said("my left arm is weak"))
     assert "weakness in both arms and/or both legs" in said("I have weakness in my arms and legs")
@@ -1076,6 +1080,10 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
            "E_1": "lost weight"}
     assert hpo_synonyms(own, unconscious) == {"E_159": ["Loss of consciousness", "Passing out"],
                                               "E_30": ["Abdominal bloating", "Abdominal distention"]}
+    # one word of five letters or more, a verb of feeling before it aside, for a symptom only
+    nausea = [SimpleNamespace(name="Nausea", synonyms=("Feeling sick",)), SimpleNamespace(name="Fibroma", synonyms=())]
+    assert hpo_synonyms({"E_148": "feeling nauseous", "E_138": "fibromyalgia"}, nausea, alternatives=["E_148"]) == {
+        "E_148": ["Feeling sick", "Nausea"]}
 
 
 def test_a_negation_that_says_a_finding_goes_on_is_no_denial():

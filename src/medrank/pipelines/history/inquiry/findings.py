@@ -852,7 +852,9 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
     when not given): word for word, else word stem for word stem, function words aside ("a decrease in appetite":
     "Decreased appetite"), else, for a wording of two stems or more, stem for stem but the first, which need only begin
     alike (its first three letters): a verb or noun where the term has the noun or adjective of it ("lose
-    consciousness": "Loss of consciousness"; "your abdomen is bloated": "Abdominal bloating"); for the evidences named
+    consciousness": "Loss of consciousness"; "your abdomen is bloated": "Abdominal bloating"), and one word of five
+    letters or more, a verb of feeling before it aside, to a one-word term that begins alike over five ("feeling
+    nauseous": Nausea; a symptom's only); for the evidences named
     in ``alternatives``, or the first of its "X or Y" alternatives (:func:`first_alternatives`). A degree before the
     finding and a number of times after it are passed over."""
     from medrank.data.hpo import load_hpo
@@ -868,6 +870,8 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
             by_stems.setdefault(stems, concept)
             if len(stems) >= 2:
                 by_derivation.setdefault((stems[0][:3], stems[1:]), concept)
+            elif len(stems) == 1 and len(stems[0]) >= 5:
+                by_derivation.setdefault((stems[0][:5], ()), concept)
     out: dict[str, list[str]] = {}
     with_alternatives = frozenset(alternatives)
     for name, description in descriptions.items():
@@ -883,7 +887,10 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
         if concept is None:
             concept = next((by_stems[_stems(d)] for d in forms if _stems(d) and _stems(d) in by_stems), None)
         if concept is None:
-            derived = [(st[0][:3], st[1:]) for st in map(_stems, forms) if len(st) >= 2]
+            stemmed = [_stems(_FEELING.sub("", f)) for f in forms]
+            # one word only for a symptom: a diagnosis of one word is named as it is ("fibromyalgia" is no Fibroma)
+            derived = [(st[0][:3], st[1:]) if len(st) >= 2 else (st[0][:5], ()) for st in stemmed
+                       if len(st) >= 2 or (len(st) == 1 and len(st[0]) >= 5 and name in with_alternatives)]
             concept = next((by_derivation[key] for key in derived if key in by_derivation), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
@@ -891,6 +898,8 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
     return out
 
 
+#: a verb of feeling before a finding ("feeling nauseous")
+_FEELING = re.compile(r"^(?:feeling|feel|feels|felt)\s+", re.IGNORECASE)
 #: a number of times or a when after a finding ("vomited several times", "confused lately") and an opener of a
 #: clause, not of a name
 _TIMES = re.compile(r"\s+(?:(?:several|many|multiple|a\s+few)\s+times|lately|recently)$", re.IGNORECASE)
