@@ -908,6 +908,12 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     # only a finding of breath: "out of breath" is near "Passing out" by its "out"
     for text in ("I passed out yesterday", "I fainted at work"):
         assert [en.finding_description(f.name) for f in en.detect_findings(text)] == ["lose consciousness"], text
+    # ... but feeling faint is feeling about to faint, a finding the patient feels
+    for text in ("I feel faint", "I've been feeling faint"):
+        found = [en.finding_description(f.name) for f in en.detect_findings(text)]
+        assert "lose consciousness" not in found and any("about to faint" in f for f in found), text
+    assert {en.finding_description(f.name) for f in en.detect_findings("I felt faint and then passed out")} >= {
+        "lose consciousness"}
     for text in ("I'm out of breath", "crushing pain in my chest, I'm all sweaty and out of breath"):
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert "lose consciousness" not in found and any("shortness of breath" in f for f in found), text

@@ -389,6 +389,9 @@ class EnglishDetector:
                       for j, d in enumerate(self.descriptions)]
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
+        #: per description, whether its question asks what the patient feels ("Do you feel lightheaded … or do you feel
+        #: like you are about to faint?"; not "Did you lose consciousness?")
+        self.felt = [EN_FEEL.search(evidences[n].question) is not None for n in self.names]
         #: per description, whether it is of both sides ("weakness in both arms and/or both legs"): not read from a clause
         #: of one ("my left arm is weak")
         self.both = [re.search(r"\bboth\b", d, re.IGNORECASE) is not None
@@ -479,6 +482,7 @@ class EnglishDetector:
         vectors = self.encoder.encode(texts, show_progress=False) @ self.vectors.T
         sims, extra = vectors[:len(parts)], iter(vectors[len(parts):])
         sims = np.stack([np.maximum(row, next(extra)) if h else row for row, h in zip(sims, heads, strict=True)])
+        feelings = {m.group(1).lower() for m in EN_FELT.finditer(text)}
         found: dict[str, str] = {}
         located: list[tuple[str, str]] = []
         before: list[str] = []  # the words of the clause before, unless negated: where "... and is swollen" is
@@ -512,6 +516,8 @@ class EnglishDetector:
             said = [w for w in what if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY]
             chosen = circumstantial = None
             eased = EN_BETTER.search(clause) is not None
+            # the clause's words the patient says they feel ("I feel faint": faint; the subject and its verb are cut)
+            felt = [w for w in words if w in feelings]
             for j in np.argsort(-row, kind="stable"):
                 if row[j] < self.threshold:
                     break
@@ -549,6 +555,12 @@ class EnglishDetector:
                     continue
                 if self.circumstances[j] & stems and self.eases[j] != eased:
                     continue  # the clause's circumstance brings on what the finding's eases, or the other way round
+                if felt and not self.felt[j] and any(
+                        row[k] >= self.threshold and self.felt[k] and shares_a_word(felt, self.words_of(self.names[k]))
+                        for k in np.nonzero(row >= self.threshold)[0]):
+                    # what the patient feels is a finding its question asks them to feel, where one names it: "I feel
+                    # faint" is about to faint, not the loss of consciousness HPO's "Fainting" names
+                    continue
                 if not self.circumstances[j] or self.circumstances[j] & stems:
                     chosen = j
                     break
@@ -663,6 +675,10 @@ _CIRCUMSTANCE_OPENER = re.compile(r"\b(?:when|whenever|after|while|during|if|eve
 #: a description of symptoms in general or of pain ("symptoms that are increased with …", "pain that is increased
 #: with movement")
 _OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNORECASE)
+#: a verb of feeling, and the word felt after it ("I feel faint", "feeling really sick")
+EN_FEEL = re.compile(r"\b(?:feel|feels|feeling|felt)\b", re.IGNORECASE)
+EN_FELT = re.compile(r"\b(?:feel|feels|feeling|felt)\s+(?:(?:so|very|really|quite|a\s+bit|a\s+little|kind\s+of|like)\s+)*"
+                     r"([a-z]+)", re.IGNORECASE)
 #: a clause of one side of the body ("my left arm", "on one side")
 EN_ONE_SIDE = re.compile(r"\b(?:left|right|one)\b", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
