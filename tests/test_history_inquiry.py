@@ -418,6 +418,12 @@ def test_english_helpers():
                                 "anywhere on your body?") == "numbness, loss of sensitivity or tingling anywhere on your body"
     assert EnglishDetector.clauses("I have a headache and fever since yesterday") == ["a headache", "fever since yesterday"]
     assert EnglishDetector.concept("no cough") == "cough"
+    # nor what says it goes on, nor a contraction's leftover
+    assert EnglishDetector.concept("can't stop coughing at night") == "coughing at night"
+    assert EnglishDetector.concept("keeps coughing") == "coughing"
+    # "I can't smell" states the loss of smell
+    assert says_the_loss("I can't smell anything", "lost your sense of smell")
+    assert not says_the_loss("my sense of smell is fine", "lost your sense of smell")
     # how long it has lasted is no part of the finding
     assert EnglishDetector.concept("a cough for three weeks") == "cough"
     assert EnglishDetector.concept("fever since yesterday") == "fever"
@@ -943,6 +949,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "pain that improves when you lean forward" in said("my chest pain is better when I lean forward")
     assert "pain that improves when you lean forward" not in said("my chest pain is worse when I lean forward")
     assert "chest pain even at rest" not in said("my chest pain gets better when I rest")
+    # a one-word clause after one that names a part is said of that part: watery eyes, not watery stool
+    assert said("my eyes are itchy and watery") == {"severe itching in one or both eyes",
+                                                   "that your eyes produce excessive tears"}
+    assert said("I can't smell or taste anything") == {"lost your sense of smell"}
     # nausea is no vomiting: "feeling nauseous" takes HPO's Nausea words
     assert said("I feel sick to my stomach") == {"feeling nauseous or feel like vomiting"}
     assert [en.finding_description(f.name) for f in en.detect_findings("Nausea", term=True)] == [

@@ -59,6 +59,10 @@ EN_DURATION = re.compile(
 #: "Do you currently, or did you ever, have …")
 EN_EITHER_TIME = re.compile(r"^(?:previously|currently|ever|recently),?\s+or\s+(?:do|did|have)\s+you\s+"
                             r"(?:currently|ever|previously|recently),?\s+(?:have\s+|had\s+)?", re.IGNORECASE)
+#: what says a finding goes on, before it ("I can't stop coughing", "it keeps itching"), and any other contraction of
+#: not ("can't", "won't": the negation cues leave "ca", "wo")
+EN_KEEPS = re.compile(r"\b(?:can't|cannot|can\s+not|couldn't|won't)\s+stop\b|\bkeeps?\s+(?:on\s+)?(?=\w+ing\b)"
+                      r"|\b(?:can|won|couldn|wouldn|shouldn|mustn)'t\b", re.IGNORECASE)
 EN_OPENING = re.compile(
     r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
@@ -100,17 +104,18 @@ def is_negated(clause: str) -> bool:
 
 
 #: what a finding says is lost or lacking ("a loss of appetite"): a clause that denies that thing states the finding
-_EN_LOSS_OF = re.compile(r"\b(?:loss|lack|absence)\s+of\s+(?:your\s+)?([a-z]+)", re.IGNORECASE)
+_EN_LOSS_OF = re.compile(r"\b(?:(?:loss|lack|absence)\s+of|lost)\s+(?:your\s+)?(?:sense\s+of\s+)?([a-z]+)", re.IGNORECASE)
 
 
 def says_the_loss(clause: str, description: str) -> bool:
     """Whether ``clause`` denies the very thing that ``description`` says is lost: "I have no appetite" states "a loss
-    of appetite", it does not deny it."""
+    of appetite", it does not deny it; "I can't smell" states "lost your sense of smell"."""
     m = _EN_LOSS_OF.search(description)
     if m is None:
         return False
     lost = m.group(1).lower()
-    return re.search(rf"\b(?:no|not\s+much|not\s+any|little|zero)\s+(?:\w+\s+)?{lost}\b", clause, re.IGNORECASE) is not None
+    return re.search(rf"\b(?:no|not\s+much|not\s+any|little|zero)\s+(?:\w+\s+)?{lost}\b"
+                     rf"|\b(?:can't|cannot|can\s+not|couldn't|unable\s+to)\s+{lost}\b", clause, re.IGNORECASE) is not None
 
 
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
@@ -457,9 +462,10 @@ class EnglishDetector:
 
     @staticmethod
     def concept(clause: str) -> str:
-        """The clause without negation cues, leading verbs and how long it has lasted ("a cough for three weeks": "a
-        cough" is nearer "intense coughing fits" with it), as it is matched against the vocabulary."""
-        text = EN_NEGATION.sub(" ", EN_DURATION.sub(" ", clause))
+        """The clause without negation cues, leading verbs, what says it goes on ("can't stop coughing", "keeps
+        coughing": coughing; a contraction's "ca" was left of "can't") and how long it has lasted ("a cough for three
+        weeks": "a cough" is nearer "intense coughing fits" with it), as it is matched against the vocabulary."""
+        text = EN_NEGATION.sub(" ", EN_KEEPS.sub(" ", EN_DURATION.sub(" ", clause)))
         text = EN_LEADING.sub("", " ".join(text.split()))
         return text or clause
 
@@ -474,6 +480,14 @@ class EnglishDetector:
         parts = [as_difficulty(part) or part for part in parts]
         if not parts:
             return []
+        if self.pain is not None:
+            # a one-word clause after one that names a part is said of that part ("my eyes are itchy and watery":
+            # watery eyes; "watery" alone is nearest "Watery stool")
+            for i in range(1, len(parts)):
+                if re.fullmatch(r"[a-z]+", parts[i], re.IGNORECASE) and not EN_PAIN.search(parts[i]):
+                    place = next((w for w in re.findall(r"[a-z]+", parts[i - 1].lower()) if self.pain.places([w])), None)
+                    if place is not None:
+                        parts[i] = f"{parts[i]} {place}"
         pain = self.pain.detect(parts) if self.pain is not None else []
         # a symptom stated with its circumstance is also matched without it ("out of breath when I climb stairs" is
         # further from every wording of breathlessness than "out of breath"); the circumstance stays the clause's
