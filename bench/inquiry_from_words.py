@@ -22,7 +22,8 @@ Forms, one ``NextQuestionService.rank`` call each (k = 5):
   today?" after "Hello doctor" (the first patient turns are read until one names a symptom);
 * ``labelled terms (reference)``: ``symptoms`` = the labelled terms' names, as if the patient ticked exactly those.
 * ablations of ``words + symptoms read``: ``…, words read besides the names``: the words a decided term covers are
-  read as well as its name (no ``Inquiry.double_readings``); ``…, names read as words, …``: besides, a confirmed
+  read as well as its name (no ``Inquiry.double_readings`` nor ``Inquiry.unsure_names``); ``…, names read as words,
+  …``: besides, a confirmed
   symptom's name is read as the patient's words are (no ``detect_findings(term=True)``), as served before both.
 
 Chinese (not read so as served: this is why): the DXY self-reports of the inquiry engine's validation carve-out, words
@@ -59,7 +60,8 @@ DATA = [Path(__file__).resolve().parent / "data" / name
 FORMS = ("words only", "words + every decided term read", "words + symptoms read, bank repeats kept",
          "words + symptoms read", "after a greeting: words + symptoms read", "labelled terms (reference)")
 #: ablations of "words + symptoms read": a confirmed symptom's name read as the patient's words are (no
-#: ``detect_findings(term=True)``), and its words read besides its name (no ``Inquiry.double_readings``)
+#: ``detect_findings(term=True)``), and its words read besides its name (no ``Inquiry.double_readings`` nor
+#: ``Inquiry.unsure_names``)
 ABLATIONS = ("words + symptoms read, names read as words, words read besides them",
              "words + symptoms read, words read besides the names")
 #: the dialogue of the "after a greeting" form, the complaint then answering the opening question
@@ -91,11 +93,12 @@ def prf(pred: list[set[str]], gold: list[set[str]]) -> dict[str, float]:
 
 def ablate(engine: Any, inquiry: Any, form: str) -> None:
     """Set up ``form``'s ablation (:data:`ABLATIONS`), or undo one for any other form."""
-    for name in ("detect_findings", "NAME_OVER_WORDS"):
+    for name in ("detect_findings", "NAME_OVER_WORDS", "unsure_names"):
         vars(engine).pop(name, None)
         vars(inquiry).pop(name, None)
     if form in ABLATIONS:
         inquiry.NAME_OVER_WORDS = float("inf")  # no decided term reads its words instead of them
+        inquiry.unsure_names = lambda read, text, terms: set()  # nor do a term's words stand for its name
     if form == ABLATIONS[0]:
         words = type(engine).detect_findings
         engine.detect_findings = lambda text, term=False: words(engine, text)

@@ -423,9 +423,10 @@ def test_a_confirmed_symptoms_words_are_read_through_its_name_not_twice(inquiry_
     assert findings(symptoms=["Fever"]) == {"E_91", "E_53"} and calls == [[complaint]]
     body = c.post("/differential", json={"dialogue": [_patient(complaint)], "language": "en"}).json()
     assert {f["name"] for f in body["findings"]} == {"E_91", "E_53"}
-    # a term more probably wrong than right leaves the words their own reading
+    # a term more probably wrong than right leaves the words their own reading, and where they read a finding its name
+    # does not, they stand for it: the name is not read ("I feel faint" decided Loss of consciousness at 38 %)
     probability["value"] = 0.3
-    assert findings() == {"E_201", "E_91", "E_53"}
+    assert findings() == {"E_201", "E_53"}
 
 
 def test_words_that_say_more_than_a_terms_name_keep_their_reading(inquiry_services):
@@ -442,6 +443,23 @@ def test_words_that_say_more_than_a_terms_name_keep_their_reading(inquiry_servic
     terms = [ReadTerm("Cough", (0, len(text)), 0.9)]
     assert inquiry.double_readings(read, text, terms, ["Cough"]) == {("E_77", "present")}
     assert inquiry.double_readings(read, text, terms, ["Cough"], lambda a, b: (a, b) == ("E_77", "E_201")) == set()
+
+
+def test_an_unsure_terms_words_stand_for_its_name(inquiry_services):
+    # "I feel faint", Loss of consciousness at 38 %: the words read feeling about to faint (E_82), the name the loss of
+    # consciousness (E_159); a sure term, or one whose words read nothing of their own, keeps its name's reading
+    text = "I feel faint"
+    readings = {text: {("E_82", "present")}, "Loss of consciousness": {("E_159", "present")}, "": set()}
+
+    def read(t: str, term: bool = False) -> list:
+        return [dataclasses.make_dataclass("F", ["name", "value"])(n, v) for n, v in sorted(readings.get(t.strip(), set()))]
+
+    inquiry = inquiry_services.differential.inquiry
+    assert inquiry.unsure_names(read, text, [ReadTerm("Loss of consciousness", (0, len(text)), 0.38)]) == {
+        "Loss of consciousness"}
+    assert inquiry.unsure_names(read, text, [ReadTerm("Loss of consciousness", (0, len(text)), 0.9)]) == set()
+    assert inquiry.unsure_names(read, "I feel", [ReadTerm("Loss of consciousness", (0, 6), 0.38)]) == set()
+    assert inquiry.unsure_names(read, text, [ReadTerm("Loss of consciousness", None, 0.38)]) == set()
 
 
 def test_a_yes_or_no_in_the_dialogue_answers_the_doctors_question(inquiry_services):

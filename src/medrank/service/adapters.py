@@ -844,6 +844,8 @@ class Inquiry:
 
         doubles = {text: self.double_readings(read, text, terms, symptoms, engine.refines)
                    for text, terms in (readings or {}).items()}
+        unsure = {name for text, terms in (readings or {}).items() for name in self.unsure_names(read, text, terms)}
+        texts = [(t, source, term) for t, source, term in texts if not (term and t in unsure)]
         detected: list[Any] = []
         first_text: dict[str, str] = {}  # finding -> the text that established it (a multi-choice finding may
         for text, source, term in texts:  # carry several values from that one text: head, forehead …)
@@ -900,6 +902,25 @@ class Inquiry:
             doubles |= {f for f in found - left if f[1] in ANSWER_VALUES and f[0] not in named
                         and not (refines is not None and any(refines(f[0], o) for o, _ in own))}
         return doubles
+
+    def unsure_names(self, read: Callable[[str, bool], list[Any]], text: str, terms: Sequence[Any]) -> set[str]:
+        """The terms decided in ``text`` less probably than :data:`NAME_OVER_WORDS` whose own words read a yes / no
+        finding their name does not: those words stand for them, the name is not read ("I feel faint" decided Loss of
+        consciousness at 38 %; its words read feeling about to faint, its name the loss of consciousness it is not).
+        The mirror of :meth:`double_readings`, where a name more probably right than wrong reads its words."""
+        out: set[str] = set()
+        found = None
+        for term in terms:
+            span, probability = getattr(term, "span", None), getattr(term, "probability", None)
+            if span is None or probability is None or probability >= self.NAME_OVER_WORDS:
+                continue
+            if found is None:
+                found = {(f.name, f.value) for f in read(text, False)}
+            own = found - {(f.name, f.value) for f in read(without_spans(text, [span]), False)}
+            named = {(f.name, f.value) for f in read(str(term), True)}
+            if {f for f in own if f[1] in ANSWER_VALUES} - named and named - own:
+                out.add(str(term))
+        return out
 
     @staticmethod
     def turns(dialogue: Sequence[dict[str, str]]) -> list[str]:
