@@ -429,15 +429,22 @@ def test_a_confirmed_symptoms_words_are_read_through_its_name_not_twice(inquiry_
     assert findings() == {"E_201", "E_53"}
 
 
+def _fixed_reader(readings: dict[str, set[tuple[str, str]]]):
+    """An engine's ``read(text, term)`` that gives, for each text (stripped), the (finding, value) pairs listed."""
+    finding = dataclasses.make_dataclass("F", ["name", "value"])
+
+    def read(t: str, term: bool = False) -> list:
+        return [finding(n, v) for n, v in sorted(readings.get(t.strip(), set()))]
+
+    return read
+
+
 def test_words_that_say_more_than_a_terms_name_keep_their_reading(inquiry_services):
     # "my cough brings up green stuff", decided Cough: the words read the cough that produces colored sputum, the name
     # a cough; the words say the name's finding and more, which is no double reading (a wheeze heard on breathing in
     # for Wheezing, read as one on breathing out, is)
     text = "my cough brings up green stuff"
-    readings = {text: {("E_77", "present")}, "Cough": {("E_201", "present")}, "": set()}
-
-    def read(t: str, term: bool = False) -> list:
-        return [dataclasses.make_dataclass("F", ["name", "value"])(n, v) for n, v in sorted(readings.get(t.strip(), set()))]
+    read = _fixed_reader({text: {("E_77", "present")}, "Cough": {("E_201", "present")}, "": set()})
 
     inquiry = inquiry_services.differential.inquiry
     terms = [ReadTerm("Cough", (0, len(text)), 0.9)]
@@ -449,10 +456,7 @@ def test_an_unsure_terms_words_stand_for_its_name(inquiry_services):
     # "I feel faint", Loss of consciousness at 38 %: the words read feeling about to faint (E_82), the name the loss of
     # consciousness (E_159); a sure term, or one whose words read nothing of their own, keeps its name's reading
     text = "I feel faint"
-    readings = {text: {("E_82", "present")}, "Loss of consciousness": {("E_159", "present")}, "": set()}
-
-    def read(t: str, term: bool = False) -> list:
-        return [dataclasses.make_dataclass("F", ["name", "value"])(n, v) for n, v in sorted(readings.get(t.strip(), set()))]
+    read = _fixed_reader({text: {("E_82", "present")}, "Loss of consciousness": {("E_159", "present")}, "": set()})
 
     inquiry = inquiry_services.differential.inquiry
     assert inquiry.unsure_names(read, text, [ReadTerm("Loss of consciousness", (0, len(text)), 0.38)]) == {
