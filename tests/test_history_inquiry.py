@@ -962,6 +962,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "weakness in both arms and/or both legs" in said("I have weakness in my arms and legs")
     assert any(f.startswith("numbness, loss of sensitivity") for f in said("I feel tingling all over"))
     assert any("one or both eyelids" in f for f in said("one of my eyelids is drooping"))
+    # yellow skin is not pale skin; a colour the finding names still reads it
+    assert "skin much paler than usual" not in said("my skin has turned yellow")
+    assert "skin much paler than usual" in said("my skin is pale")
+    assert "stools that were black" in said("my stools are black")
     # a breastbone is no breast
     assert not {en.value_label(f.name, f.value) for f in en.detect_findings("I have pain behind my breastbone")
                 if f.value.startswith("V_")} & {"breast(R)", "breast(L)"}

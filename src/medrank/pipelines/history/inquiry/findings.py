@@ -397,6 +397,8 @@ class EnglishDetector:
         #: per description, whether its question asks what the patient feels ("Do you feel lightheaded … or do you feel
         #: like you are about to faint?"; not "Did you lose consciousness?")
         self.felt = [EN_FEEL.search(evidences[n].question) is not None for n in self.names]
+        #: per description, the colours it names (a clause of another colour does not read it)
+        self.colours = [_colours(re.findall(r"[a-z]+", d.lower())) for d in self.descriptions]
         #: per description, whether it is of both sides ("weakness in both arms and/or both legs"): not read from a clause
         #: of one ("my left arm is weak")
         self.both = [re.search(r"\bboth\b", d, re.IGNORECASE) is not None
@@ -523,6 +525,7 @@ class EnglishDetector:
             blood = BLOOD_WORD.search(clause) is not None
             breath = BREATH_WORD.search(clause) is not None
             one_side = EN_ONE_SIDE.search(clause) is not None
+            colours = _colours(words)
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
                     ] if blood else []
@@ -542,6 +545,8 @@ class EnglishDetector:
                     continue  # somewhere else
                 if one_side and self.both[j]:
                     continue  # one arm is not both arms
+                if colours and self.colours[j] and not colours & self.colours[j]:
+                    continue  # yellow skin is not pale skin
                 if placed and self.names[j] not in placed and not at & self.place_at.get(self.names[j], frozenset()) and any(
                         near >= self.threshold and near >= row[j] - self.located_margin for near in placed.values()):
                     # the finding that can be at the place the clause names is about as near (one that names the
@@ -693,6 +698,15 @@ _OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNO
 EN_FEEL = re.compile(r"\b(?:feel|feels|feeling|felt)\b", re.IGNORECASE)
 EN_FELT = re.compile(r"\b(?:feel|feels|feeling|felt)\s+(?:(?:so|very|really|quite|a\s+bit|a\s+little|kind\s+of|like)\s+)*"
                      r"([a-z]+)", re.IGNORECASE)
+#: colours a finding may be of; a word that begins with one names it ("redness", "paler", "yellowish")
+COLOURS = ("yellow", "red", "pink", "blue", "purple", "black", "white", "green", "pale", "dark", "brown", "grey", "gray")
+
+
+def _colours(words: Sequence[str]) -> frozenset[str]:
+    """The colours ``words`` (lower case) name."""
+    return frozenset(c for w in words for c in COLOURS if w.startswith(c) and not (c == "red" and w.startswith("redu")))
+
+
 #: a clause of one side of the body ("my left arm", "on one side")
 EN_ONE_SIDE = re.compile(r"\b(?:left|right|one)\b", re.IGNORECASE)
 EN_SIDE = re.compile(r"\((?:R|L)\)")
