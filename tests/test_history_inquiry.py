@@ -966,6 +966,9 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert "skin much paler than usual" not in said("my skin has turned yellow")
     assert "skin much paler than usual" in said("my skin is pale")
     assert "stools that were black" in said("my stools are black")
+    # a smoker is no former smoker; blood when coughing is coughing up blood, not symptoms increased with coughing
+    assert said("I am a smoker") == {"smoke cigarettes"} and said("I used to smoke") == {"a former smoker"}
+    assert said("there's blood when I cough") == {"coughing up blood"}
     # a breastbone is no breast
     assert not {en.value_label(f.name, f.value) for f in en.detect_findings("I have pain behind my breastbone")
                 if f.value.startswith("V_")} & {"breast(R)", "breast(L)"}

@@ -397,6 +397,9 @@ class EnglishDetector:
         #: per description, whether its question asks what the patient feels ("Do you feel lightheaded … or do you feel
         #: like you are about to faint?"; not "Did you lose consciousness?")
         self.felt = [EN_FEEL.search(evidences[n].question) is not None for n in self.names]
+        #: per description, whether it is of something given up ("a former smoker"): read only from a clause that says
+        #: it is past (:data:`EN_FORMERLY`)
+        self.former = [re.search(r"\b(?:former|ex-)", d, re.IGNORECASE) is not None for d in self.descriptions]
         #: per description, the colours it names (a clause of another colour does not read it)
         self.colours = [_colours(re.findall(r"[a-z]+", d.lower())) for d in self.descriptions]
         #: per description, whether it is of both sides ("weakness in both arms and/or both legs"): not read from a clause
@@ -526,6 +529,7 @@ class EnglishDetector:
             breath = BREATH_WORD.search(clause) is not None
             one_side = EN_ONE_SIDE.search(clause) is not None
             colours = _colours(words)
+            formerly = EN_FORMERLY.search(clause) is not None
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
                     ] if blood else []
@@ -547,6 +551,8 @@ class EnglishDetector:
                     continue  # one arm is not both arms
                 if colours and self.colours[j] and not colours & self.colours[j]:
                     continue  # yellow skin is not pale skin
+                if self.former[j] and not formerly:
+                    continue  # a smoker is no former smoker
                 if placed and self.names[j] not in placed and not at & self.place_at.get(self.names[j], frozenset()) and any(
                         near >= self.threshold and near >= row[j] - self.located_margin for near in placed.values()):
                     # the finding that can be at the place the clause names is about as near (one that names the
@@ -604,11 +610,16 @@ class EnglishDetector:
                 opener = _CIRCUMSTANCE_OPENER.search(clause)
                 after = re.findall(r"[a-z]+", clause[opener.end():].lower()) if opener else []
                 circumstance = {w[:4] for w in _word_stems(after)} | ({"phys"} if EN_EXERTION.search(clause) else set())
+                # a circumstance the clause's own finding names (not as a circumstance of its own) is what that finding
+                # is, not what makes it worse: "there's blood when I cough" is coughing up blood, not symptoms increased
+                # with coughing; "out of breath with minimal physical effort" keeps the exertion's
+                own = {w[:4] for w in _word_stems(re.findall(r"[a-z]+", EN_CIRCUMSTANCE.split(
+                    self.descriptions[chosen])[0].lower()))} if chosen is not None else set()
                 for j, (head, of_pain_alone, eases) in self.under_circumstance.items():
                     # pain under a circumstance only beside a pain, a circumstance that eases only where the clause
                     # says it does ("better when I lean forward"; one that brings a symptom on is the rule); stems alike
                     # over their first four letters (movement, move)
-                    if head[:4] in circumstance and (of_pain or not of_pain_alone) and eased == eases:
+                    if head[:4] in circumstance - own and (of_pain or not of_pain_alone) and eased == eases:
                         found.setdefault(self.names[j], PRESENT)
             before = [] if is_negated(clause) else words
         if pain:
@@ -698,6 +709,9 @@ _OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNO
 EN_FEEL = re.compile(r"\b(?:feel|feels|feeling|felt)\b", re.IGNORECASE)
 EN_FELT = re.compile(r"\b(?:feel|feels|feeling|felt)\s+(?:(?:so|very|really|quite|a\s+bit|a\s+little|kind\s+of|like)\s+)*"
                      r"([a-z]+)", re.IGNORECASE)
+#: a clause that says something is given up or past ("I used to smoke", "I quit", "an ex-smoker")
+EN_FORMERLY = re.compile(r"\b(?:used\s+to|former(?:ly)?|ex-?\w+|quit|stopped|gave\s+up|given\s+up|no\s+longer|"
+                         r"previously)\b", re.IGNORECASE)
 #: colours a finding may be of; a word that begins with one names it ("redness", "paler", "yellowish")
 COLOURS = ("yellow", "red", "pink", "blue", "purple", "black", "white", "green", "pale", "dark", "brown", "grey", "gray")
 
