@@ -429,6 +429,7 @@ def test_english_helpers():
     assert EnglishDetector.concept("fever since yesterday") == "fever"
     assert EnglishDetector.concept("diarrhea for the past 3 days") == "diarrhea"
     assert EnglishDetector.concept("a cold in the last 2 weeks") == "cold in the last 2 weeks"
+    assert EnglishDetector.concept("smoke 20 a day") == "smoke"  # nor how often
     # who may be any person with a word or two before it
     assert EnglishDetector.clauses("my little girl has been vomiting and has a fever") == ["been vomiting", "has a fever"]
     assert EnglishDetector.concept("has a fever") == "fever"
