@@ -430,6 +430,7 @@ def test_english_helpers():
     assert EnglishDetector.concept("diarrhea for the past 3 days") == "diarrhea"
     assert EnglishDetector.concept("a cold in the last 2 weeks") == "cold in the last 2 weeks"
     assert EnglishDetector.concept("smoke 20 a day") == "smoke"  # nor how often
+    assert EnglishDetector.concept("really wheezy") == "wheezy"  # nor a casual intensifier
     # who may be any person with a word or two before it
     assert EnglishDetector.clauses("my little girl has been vomiting and has a fever") == ["been vomiting", "has a fever"]
     assert EnglishDetector.concept("has a fever") == "fever"
@@ -970,6 +971,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     # a smoker is no former smoker; blood when coughing is coughing up blood, not symptoms increased with coughing
     assert said("I am a smoker") == {"smoke cigarettes"} and said("I used to smoke") == {"a former smoker"}
     assert said("there's blood when I cough") == {"coughing up blood"}
+    # an adjective in -y no description holds is read as the description's word: wheezy, wheezing
+    assert said("I'm really wheezy") == {"a wheezing sound when you exhale"}
+    assert "chills or shivers" in said("I feel sweaty and shivery")
+    assert "skin much paler than usual" not in said("my skin is really dry and flaky")
     # a breastbone is no breast
     assert not {en.value_label(f.name, f.value) for f in en.detect_findings("I have pain behind my breastbone")
                 if f.value.startswith("V_")} & {"breast(R)", "breast(L)"}

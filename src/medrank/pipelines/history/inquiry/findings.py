@@ -63,6 +63,10 @@ EN_DURATION = re.compile(
 #: "Do you currently, or did you ever, have …")
 EN_EITHER_TIME = re.compile(r"^(?:previously|currently|ever|recently),?\s+or\s+(?:do|did|have)\s+you\s+"
                             r"(?:currently|ever|previously|recently),?\s+(?:have\s+|had\s+)?", re.IGNORECASE)
+#: a casual intensifier ("really wheezy", "so tired", "a bit dizzy"): no part of the finding ("slightly",
+#: "significantly" stay, DDXPlus asks with them)
+EN_INTENSIFIER = re.compile(r"\b(?:really|very|so|quite|a\s+bit|a\s+little|pretty|extremely|super|totally)\s+(?=[a-z])",
+                            re.IGNORECASE)
 #: what says a finding goes on, before it ("I can't stop coughing", "it keeps itching"), and any other contraction of
 #: not ("can't", "won't": the negation cues leave "ca", "wo")
 EN_KEEPS = re.compile(r"\b(?:can't|cannot|can\s+not|couldn't|won't)\s+stop\b|\bkeeps?\s+(?:on\s+)?(?=\w+ing\b)"
@@ -422,6 +426,7 @@ class EnglishDetector:
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
+        self._vocabulary: list[str] | None = None  # every word of the descriptions, sorted (:meth:`plain_adjectives`)
         #: evidence -> the indices of its descriptions (rows of :attr:`vectors`)
         rows: dict[str, list[int]] = defaultdict(list)
         for j, n in enumerate(self.names):
@@ -447,6 +452,26 @@ class EnglishDetector:
             if places:
                 self.alternative_codings[name] = (self.pain.location, frozenset(places))
 
+    def plain_adjectives(self, clause: str) -> str:
+        """``clause`` with each adjective in -y that no description holds written as the description's word it comes
+        from, its -ing form where there is one ("wheezy": wheezing, "sweaty": sweating, "shivery": shivers; MiniLM
+        reads "wheezy" as nothing near a wheeze); a word of five letters or more whose stem (four letters or more)
+        begins a description's word."""
+        if self._vocabulary is None:
+            self._vocabulary = sorted({w for words in self.words for w in words})
+        known = set(self._vocabulary)
+
+        def plain(m: re.Match[str]) -> str:
+            word = m.group(0)
+            stem = word[:-1].lower()
+            if word.lower() in known or len(word) < 5:
+                return word
+            found = [w for w in self._vocabulary if w.startswith(stem) and w != stem + "y"]
+            # the state the adjective says, its -ing form where a description has it ("wheezing", not "wheeze")
+            return min(found, key=lambda w: (not w.endswith("ing"), len(w), w)) if found else word
+
+        return re.sub(r"\b[a-z]{4,}y\b", plain, clause, flags=re.IGNORECASE)
+
     def words_of(self, name: str) -> list[str]:
         """The words of every description of evidence ``name`` (its question's, its HPO wordings, its members')."""
         if self._words_of is None:
@@ -471,10 +496,10 @@ class EnglishDetector:
 
     @staticmethod
     def concept(clause: str) -> str:
-        """The clause without negation cues, leading verbs, what says it goes on ("can't stop coughing", "keeps
-        coughing": coughing; a contraction's "ca" was left of "can't") and how long it has lasted ("a cough for three
+        """The clause without negation cues, leading verbs, casual intensifiers, what says it goes on ("can't stop
+        coughing", "keeps coughing": coughing; a contraction's "ca" was left of "can't") and how long it has lasted ("a cough for three
         weeks": "a cough" is nearer "intense coughing fits" with it), as it is matched against the vocabulary."""
-        text = EN_NEGATION.sub(" ", EN_KEEPS.sub(" ", EN_DURATION.sub(" ", clause)))
+        text = EN_NEGATION.sub(" ", EN_KEEPS.sub(" ", EN_DURATION.sub(" ", EN_INTENSIFIER.sub(" ", clause))))
         text = EN_LEADING.sub("", " ".join(text.split()))
         return text or clause
 
@@ -489,6 +514,7 @@ class EnglishDetector:
         parts = [as_difficulty(part) or part for part in parts]
         if not parts:
             return []
+        parts = [self.plain_adjectives(part) for part in parts]
         if self.pain is not None:
             # a one-word clause after one that names a part is said of that part ("my eyes are itchy and watery":
             # watery eyes; "watery" alone is nearest "Watery stool")
