@@ -36,8 +36,10 @@ from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
 from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, singular
 
+# a contraction of not whose stem is no word ("can't", "won't") goes whole; of any other, the "n't" ("were(n't)")
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
-                         r"isn't|aren't|wasn't|none|nor|free of)\b|n't\b", re.IGNORECASE)
+                         r"isn't|aren't|wasn't|none|nor|free of)\b|\b(?:can|won|couldn|wouldn|shouldn|mustn)'t\b|n't\b",
+                         re.IGNORECASE)
 #: a negation that says a finding goes on: "a cough that won't go away", "I can't stop coughing", "it's not getting
 #: better" (each was read as no cough)
 EN_PERSISTS = re.compile(
@@ -67,10 +69,9 @@ EN_EITHER_TIME = re.compile(r"^(?:previously|currently|ever|recently),?\s+or\s+(
 #: "significantly" stay, DDXPlus asks with them)
 EN_INTENSIFIER = re.compile(r"\b(?:really|very|so|quite|a\s+bit|a\s+little|pretty|extremely|super|totally)\s+(?=[a-z])",
                             re.IGNORECASE)
-#: what says a finding goes on, before it ("I can't stop coughing", "it keeps itching"), and any other contraction of
-#: not ("can't", "won't": the negation cues leave "ca", "wo")
-EN_KEEPS = re.compile(r"\b(?:can't|cannot|can\s+not|couldn't|won't)\s+stop\b|\bkeeps?\s+(?:on\s+)?(?=\w+ing\b)"
-                      r"|\b(?:can|won|couldn|wouldn|shouldn|mustn)'t\b", re.IGNORECASE)
+#: what says a finding goes on, before it ("I can't stop coughing", "it keeps itching")
+EN_KEEPS = re.compile(r"\b(?:can't|cannot|can\s+not|couldn't|won't)\s+stop\b|\bkeeps?\s+(?:on\s+)?(?=\w+ing\b)",
+                      re.IGNORECASE)
 EN_OPENING = re.compile(
     r"^(?:do|did|does|have|has|are|is|were|was|had|can)\s+(?:you|your)\s+(?:currently\s+|recently\s+|ever\s+)?"
     r"(?:have\s+|had\s+|feel\s+|felt\s+|been\s+|noticed\s+|experienced?\s+|experiencing\s+|suffer(?:ing)?\s+from\s+)?",
@@ -388,18 +389,18 @@ class EnglishDetector:
         self.located_margin = located_margin
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
+        #: per description, whether the circumstance it names eases the finding ("pain that improves when you lean
+        #: forward"; "chest pain even at rest" is brought on by it)
+        self.eases = [bool(self.circumstances[j]) and EN_BETTER.search(_circumstance_of(d)[0]) is not None
+                      for j, d in enumerate(self.descriptions)]
         #: the descriptions of symptoms in general or of pain under a circumstance ("symptoms that are increased with
         #: physical exertion but alleviated with rest", "pain that is increased with movement"), each with the Snowball
         #: stem of its circumstance's first word (physic; lie, not the "down" of "lying down"), read beside a symptom
         #: stated with that circumstance (:meth:`detect`), whether it is of pain alone, and whether the circumstance
         #: eases it ("pain that improves when you lean forward")
-        self.under_circumstance = {
-            j: (head, d.lower().startswith("pain"), EN_BETTER.search(EN_CIRCUMSTANCE.split(d)[0]) is not None)
-            for j, d in enumerate(self.descriptions) if _OF_SYMPTOMS.match(d) and (head := _circumstance_head(d))}
-        #: per description, whether the circumstance it names eases the finding ("pain that improves when you lean
-        #: forward"; "chest pain even at rest" is brought on by it)
-        self.eases = [bool(self.circumstances[j]) and EN_BETTER.search(EN_CIRCUMSTANCE.split(d)[0]) is not None
-                      for j, d in enumerate(self.descriptions)]
+        self.under_circumstance = {j: (head, d.lower().startswith("pain"), self.eases[j])
+                                   for j, d in enumerate(self.descriptions)
+                                   if _OF_SYMPTOMS.match(d) and (head := _circumstance_head(d))}
         #: per description, whether it speaks of pain or discomfort (a clause about pain is matched to those only)
         self.of_pain = [EN_PAIN.search(d) is not None or "discomfort" in d.lower() for d in self.descriptions]
         #: per description, whether its question asks what the patient feels ("Do you feel lightheaded … or do you feel
@@ -427,6 +428,7 @@ class EnglishDetector:
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
         self._vocabulary: list[str] | None = None  # every word of the descriptions, sorted (:meth:`plain_adjectives`)
+        self._known: frozenset[str] = frozenset()  # the same words, for look-up
         #: evidence -> the indices of its descriptions (rows of :attr:`vectors`)
         rows: dict[str, list[int]] = defaultdict(list)
         for j, n in enumerate(self.names):
@@ -459,7 +461,8 @@ class EnglishDetector:
         begins a description's word."""
         if self._vocabulary is None:
             self._vocabulary = sorted({w for words in self.words for w in words})
-        known = set(self._vocabulary)
+            self._known = frozenset(self._vocabulary)
+        known = self._known
 
         def plain(m: re.Match[str]) -> str:
             word = m.group(0)
@@ -569,6 +572,9 @@ class EnglishDetector:
             eased = EN_BETTER.search(clause) is not None
             # the clause's words the patient says they feel ("I feel faint": faint; the subject and its verb are cut)
             felt = [w for w in words if w in feelings]
+            # ... and whether a finding near enough that the question asks them to feel names one of those words
+            feels_another = bool(felt) and any(self.felt[k] and shares_a_word(felt, self.words_of(self.names[k]))
+                                               for k in np.nonzero(row >= self.threshold)[0])
             for j in np.argsort(-row, kind="stable"):
                 if row[j] < self.threshold:
                     break
@@ -610,9 +616,7 @@ class EnglishDetector:
                     continue
                 if self.circumstances[j] & stems and self.eases[j] != eased:
                     continue  # the clause's circumstance brings on what the finding's eases, or the other way round
-                if felt and not self.felt[j] and any(
-                        row[k] >= self.threshold and self.felt[k] and shares_a_word(felt, self.words_of(self.names[k]))
-                        for k in np.nonzero(row >= self.threshold)[0]):
+                if feels_another and not self.felt[j]:
                     # what the patient feels is a finding its question asks them to feel, where one names it: "I feel
                     # faint" is about to faint, not the loss of consciousness HPO's "Fainting" names
                     continue
@@ -643,7 +647,7 @@ class EnglishDetector:
                 # a circumstance the clause's own finding names (not as a circumstance of its own) is what that finding
                 # is, not what makes it worse: "there's blood when I cough" is coughing up blood, not symptoms increased
                 # with coughing; "out of breath with minimal physical effort" keeps the exertion's
-                own = {w[:4] for w in _word_stems(re.findall(r"[a-z]+", EN_CIRCUMSTANCE.split(
+                own = {w[:4] for w in _word_stems(re.findall(r"[a-z]+", _circumstance_of(
                     self.descriptions[chosen])[0].lower()))} if chosen is not None else set()
                 for j, (head, of_pain_alone, eases) in self.under_circumstance.items():
                     # pain under a circumstance only beside a pain, a circumstance that eases only where the clause
@@ -689,12 +693,19 @@ def names_every_word(words: Sequence[str], others: Sequence[str]) -> bool:
     return bool(needed) and all(shares_a_word(words, [w]) for w in needed)
 
 
+def _circumstance_of(description: str) -> tuple[str, str]:
+    """(what a description says before the circumstance it names, the circumstance's words; "" when none): "out of
+    breath with minimal physical effort": ("out of breath", "minimal physical effort")."""
+    m = EN_CIRCUMSTANCE.search(description)
+    if m is None:
+        return description, ""
+    return description[:m.start()], m.group("clause") or m.group("rest") or m.group("effort") or m.group("cause")
+
+
 def _circumstance_head(description: str) -> str | None:
     """The Snowball stem of the first word of the circumstance a description names ("… with physical exertion":
     physic; "… when lying down": lie), ``None`` when it names none."""
-    m = EN_CIRCUMSTANCE.search(description)
-    words = _word_stems(re.findall(r"[a-z]+", (m.group("clause") or m.group("rest") or m.group("effort")
-                                               or m.group("cause")).lower())) if m else []
+    words = _word_stems(re.findall(r"[a-z]+", _circumstance_of(description)[1].lower()))
     return words[0] if words else None
 
 
@@ -706,10 +717,7 @@ def _word_stems(words: Sequence[str]) -> list[str]:
 
 def _circumstance_stems(description: str) -> frozenset[str]:
     """The first four letters of the words (four letters or more) of the circumstance a description names."""
-    m = EN_CIRCUMSTANCE.search(description)
-    if m is None:
-        return frozenset()
-    words = m.group("clause") or m.group("rest") or m.group("effort") or m.group("cause")
+    words = _circumstance_of(description)[1]
     return frozenset(w[:4] for w in re.findall(r"[a-z]+", words.lower()) if len(w) >= 4 and w not in _FUNCTION)
 
 
@@ -1004,8 +1012,7 @@ def _stemming() -> tuple[Any, frozenset[str]]:
 
 def _stems(text: str) -> tuple[str, ...]:
     """A wording's words as Snowball stems, those that name nothing aside ("Decreased appetite": decreas, appetit)."""
-    stemmer, stopwords = _stemming()
-    return tuple(stemmer.stemWords([w for w in re.findall(r"[a-z]+", text.lower()) if w not in stopwords]))
+    return tuple(_word_stems(re.findall(r"[a-z]+", text.lower())))
 
 
 #: what opens a second alternative that stands on its own: an article or a verb ("diarrhea or an increase in stool
