@@ -191,6 +191,12 @@ def test_a_finding_refines_another_whose_description_it_qualifies():
     assert eng.refines("A2", "A") and not eng.refines("A", "A2")
     assert not eng.refines("B", "A") and not eng.refines("K", "A") and not eng.refines("A", "A")
     assert not eng.refines("A2", "unknown")
+    # a wording of one that is a wording of the other followed by blood: HPO's "Vomiting blood" refines "Vomiting"
+    from types import SimpleNamespace
+
+    eng._detector = SimpleNamespace(rows_of={"K": [0, 1], "B": [2, 3]}, descriptions=[
+        "intense coughing fits", "Coughing", "vomit after coughing", "Coughing blood"])
+    assert eng.refines("B", "K") and not eng.refines("K", "B")
 
 
 def test_two_codings_of_one_complaint_are_one_of_them_at_least():
@@ -759,6 +765,7 @@ def test_shares_a_word_compares_the_first_letters_of_words_that_say_something():
     assert not shares_a_word(["swollen", "lip"], ["swelling"])
     assert not shares_a_word(["the", "pain", "with"], ["the", "ache", "with"])  # function words say nothing
     assert not shares_a_word([], ["fever"])
+    assert shares_a_word(["threw", "up"], ["thrown", "up", "blood"])  # an irregular inflection as its word
 
 
 
@@ -782,6 +789,8 @@ def test_real_english_detector_reads_a_terms_name_into_a_finding_that_shares_its
                                                                for f in en.detect_findings("Dysmenorrhea")})
     assert term("Dysmenorrhea") == set() and term("Hematuria") == set() and term("Hypoesthesia") == set()
     assert term("Dysuria") == set()
+    # a beginning shared with another HPO term's wording is no sign: Hematuria is not Hematemesis (a kind of a term is)
+    assert term("Hematemesis") == {"thrown up blood or something resembling coffee beans"}
     assert term("Wheezing") == {"a wheezing sound when you exhale"} and term("Fever") == {"a fever"}
     assert "swelling in one or more areas of your body" in term("Swollen lip")  # near enough without a shared word
     assert "fibromyalgia" not in term("Myalgia") and "pain somewhere" in term("Myalgia")
@@ -879,6 +888,10 @@ def test_real_english_detector_reads_blood_only_from_words_of_blood():
     # nor as another finding of blood: blood passed with urine or vomited is not blood coughed up
     for text in ("I've been peeing blood", "there is blood in my urine", "I threw up blood", "I've been vomiting blood"):
         assert "coughing up blood" not in found(text), text
+    # blood thrown up is read whatever the verb's form ("threw", "thrown"): the question's wording is Hematemesis' in
+    # HPO once its "thrown up" is written as Vomiting's
+    for text in ("I threw up blood this morning", "I've been throwing up blood", "I vomited blood"):
+        assert "thrown up blood or something resembling coffee beans" in found(text), text
 
 
 @pytest.mark.slow
@@ -1113,6 +1126,13 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
     nausea = [SimpleNamespace(name="Nausea", synonyms=("Feeling sick",)), SimpleNamespace(name="Fibroma", synonyms=())]
     assert hpo_synonyms({"E_148": "feeling nauseous", "E_138": "fibromyalgia"}, nausea, alternatives=["E_148"]) == {
         "E_148": ["Feeling sick", "Nausea"]}
+    # a part that is a term's wording written as another of its wordings: "thrown up" is Vomiting's "Throwing up", and
+    # "Vomiting blood" is Hematemesis'; a writing that names the part's own term again links nothing
+    vomiting = [SimpleNamespace(name="Vomiting", synonyms=("Throwing up", "Emesis")),
+                SimpleNamespace(name="Hematemesis", synonyms=("Vomiting blood",)),
+                SimpleNamespace(name="Cough", synonyms=("Coughing",))]
+    own = {"E_210": "thrown up blood or something resembling coffee beans", "E_201": "a cough that keeps coming"}
+    assert hpo_synonyms(own, vomiting, alternatives=list(own)) == {"E_210": ["Hematemesis", "Vomiting blood"]}
 
 
 def test_a_negation_that_says_a_finding_goes_on_is_no_denial():

@@ -24,6 +24,7 @@ from medrank.pipelines.symptom.sets import (
     SetCalibration,
     SetDetector,
     SymptomTextError,
+    _besides_blood,
     fit_logistic,
     has_overlapping_spans,
     set_prf,
@@ -1323,6 +1324,28 @@ def test_words_of_breath_decide_only_a_term_of_breath() -> None:
     assert [t.id for t in det.detect("bad breath").terms] == ["HA"]
     assert [t.id for t in det.detect("passed out").terms] == ["LOC"]  # no word of breath: left to the probabilities
     assert det._unsaid_breath("呼吸困难", [], []) == set()  # Chinese text is left alone
+
+
+def test_a_term_of_blood_is_not_decided_where_the_words_beside_the_blood_are_another_terms_wording() -> None:
+    # "I threw up blood" decided Hemoptysis ("Coughing up blood"): "threw up" is Vomiting's "Throwing up", a term
+    # that shares no word with Hemoptysis', and Hematemesis ("Vomiting blood") shares one
+    names = {"HP": "Hemoptysis", "HE": "Hematemesis", "VO": "Vomiting", "HU": "Hematuria"}
+    hits = {"threw up blood": [("HP", 0.9)], "vomited blood": [("HE", 0.9)], "coughing up blood": [("HP", 0.9)],
+            "blood in my pee": [("HU", 0.9)], "some blood this morning": [("HP", 0.9)]}
+    wordings = {"HP": ("Hemoptysis", "Coughing up blood"), "HE": ("Hematemesis", "Vomiting blood"),
+                "VO": ("Vomiting", "Throwing up"), "HU": ("Hematuria", "Blood in urine")}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert [t.id for t in det.detect("threw up blood").terms] == ["HP"]  # the rule is off
+    det.calibration.rules = ("blood_source",)
+    got = det.detect("threw up blood")
+    assert got.terms == [] and "HP" in [t.id for t in got.alternatives]
+    assert [t.id for t in det.detect("vomited blood").terms] == ["HE"]  # Vomiting's words are Hematemesis' too
+    assert [t.id for t in det.detect("coughing up blood").terms] == ["HP"]  # its own wording
+    # words no term is worded by ("pee"), or none beside the blood and the statement's, say nothing either way
+    assert [t.id for t in det.detect("blood in my pee").terms] == ["HU"]
+    assert _besides_blood("I threw up some blood this morning") == "threw up"
+    assert _besides_blood("there was a lot of bleeding") == ""
+    assert det._blood_elsewhere("吐血", [], []) == set()  # Chinese text is left alone
 
 
 def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:

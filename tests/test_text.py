@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from medrank.text import HAN, HAN_RUN, has_han, identify
+from medrank.text import HAN, HAN_RUN, base_form, has_han, identify
 
 
 @pytest.mark.parametrize("text", ["I have a bad headache and feel sick", "fever and cough for three days",
@@ -82,3 +82,13 @@ def test_the_word_reader_scores_languages_by_word_frequency():
     # a word English writes, alone, is English; among other words it counts where it is more common
     assert identify("malaise").language == "en" and identify("malaise").confidence < 0.5
     assert identify("mal de gorge").code == "fr"
+
+
+def test_base_form_brings_an_irregular_inflection_to_its_word_and_leaves_the_rest():
+    assert [base_form(w) for w in ("threw", "thrown", "bled", "ate", "eaten", "woke", "Feet", "teeth")] == [
+        "throw", "throw", "bleed", "eat", "eat", "wake", "foot", "tooth"]
+    # a regular inflection already stems as its word; a word that is a word of its own stays ("left" arm, a "bit")
+    assert [base_form(w) for w in ("coughed", "vomits", "left", "felt", "bit", "swollen", "broken", "worse")] == [
+        "coughed", "vomits", "left", "felt", "bit", "swollen", "broken", "worse"]
+    # readings that name different words say neither; an unknown word stays
+    assert base_form("leaves") == "leaves" and base_form("poop") == "poop"

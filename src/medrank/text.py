@@ -31,6 +31,7 @@ one where it is more common; callers that know the language pass it explicitly.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -258,3 +259,34 @@ def singular(word: str) -> str:
     if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "is", "us")):
         return word
     return word[:-3] + "y" if word.endswith("ies") and len(word) > 4 else word[:-1]
+
+
+@functools.lru_cache(maxsize=4096)
+def base_form(word: str) -> str:
+    """The word an irregular English inflection is of, as lemminflect's lexicon reads it ("threw", "thrown": throw;
+    "bled": bleed; "ate": eat; "woke": wake; "feet": foot): a Snowball stem keeps such a form apart from its word, so
+    "I threw up blood" and "have you thrown up blood" share no stem. The word itself (lower case) when it is a word of
+    its own too ("left", "felt", "bit", "swollen", "broken": a noun or adjective), when its readings name different
+    words ("leaves": leave or leaf), or when the inflection is regular ("coughed": the stem already meets cough)."""
+    from lemminflect import getLemma
+
+    word = word.lower()
+    lemmas: set[str] = set()
+    for pos in ("VERB", "NOUN", "ADJ"):
+        read = getLemma(word, upos=pos, lemmatize_oov=False)
+        if word in read:
+            return word
+        lemmas.update(read)
+    if len(lemmas) != 1:
+        return word
+    (lemma,) = lemmas
+    # a regular inflection ("coughed", "vomits") already stems as its word does: it stays as written
+    stem = _english_stemmer().stemWord
+    return word if stem(word) == stem(lemma) else lemma
+
+
+@functools.lru_cache(maxsize=1)
+def _english_stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")

@@ -53,7 +53,7 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD, BREATH_WORD
+from medrank.text import BLOOD_WORD, BREATH_WORD, base_form
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -102,14 +102,17 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: the same words (:func:`.spans.as_swelling`); it changes the pieces, as ``part_pain`` does. ``breath_words``: on
 #: English words of breath (:data:`~medrank.text.BREATH_WORD`: "I'm out of breath") a term none of whose wordings names
 #: breath is offered, not decided (Loss of consciousness, "Passing out", was decided for "out of breath"), on top of the
-#: probabilities. A trained run's
-#: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
+#: probabilities. ``blood_source``: an English term of blood or bleeding is offered, not decided, where the words
+#: beside the blood are the wording of another term that shares no word with it ("I threw up blood": "throw up" is
+#: Vomiting's "Throwing up", and Hemoptysis, "Coughing up blood", was decided), on top of the probabilities. A trained
+#: run's calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words")
+            "breath_words", "blood_source")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
-DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words")
+DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
+                  "blood_source")
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
@@ -472,6 +475,46 @@ _DEGREE = _word_stems("high bad badly severe terrible awful horrible really very
                       "so pretty real")
 
 
+#: words around a statement of blood that say nothing of what it comes with: when, how much, and the subject and verb of
+#: the statement ("there was some blood this morning")
+_NOT_A_SOURCE = frozenset({"there", "was", "were", "some", "lot", "lots", "bit", "little", "this", "today", "yesterday",
+                           "morning", "night", "evening", "again", "just", "noticed", "seen", "saw", "found", "got",
+                           "had", "still", "me", "i", "my", "im", "m", "ve", "s", "been", "have", "has", "am", "is",
+                           "are", "and", "a", "an", "the", "in", "of", "with", "from", "on", "when", "since", "last",
+                           "lately", "recently"})
+
+
+def _besides_blood(text: str) -> str:
+    """The English words of ``text`` beside those of blood or bleeding (:data:`BLOOD_WORD`), amounts, times and the
+    statement's own words aside: what the blood comes with ("I threw up blood this morning": threw up)."""
+    return " ".join(w for w in _WORD.findall(text.lower())
+                    if w not in _NOT_A_SOURCE and not w.isdigit() and not BLOOD_WORD.search(w) and w[:5] not in _DEGREE)
+
+
+@functools.lru_cache(maxsize=65536)
+def _content_stems(text: str) -> tuple[str, ...]:
+    """A wording's words as Snowball stems, bm25s' English stop words aside and an irregular inflection taken as the
+    word it is of (:func:`~medrank.text.base_form`): "threw up" and "Throwing up" are both (throw, up)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stemmer = _snowball()
+    return tuple(stemmer.stemWords([base_form(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS_EN]))
+
+
+@functools.lru_cache(maxsize=1)
+def _snowball() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def _begin_alike(words: Sequence[str], others: Sequence[str]) -> bool:
+    """Whether a word of ``words`` and one of ``others`` (three letters or more) begin alike over four letters, an
+    irregular inflection taken as the word it is of (:func:`~medrank.text.base_form`)."""
+    mine = {base_form(w)[:4] for w in words if len(w) >= 3}
+    return bool(mine & {base_form(w)[:4] for w in others if len(w) >= 3})
+
+
 def _longest_common(a: str, b: str) -> int:
     """Length of the longest common substring (case-insensitive)."""
     from difflib import SequenceMatcher
@@ -660,6 +703,7 @@ class SetDetector:
         self._groups: frozenset[str] | None = None
         self._bleeding: frozenset[str] | None = None  # :meth:`_blood_terms`
         self._breathing: frozenset[str] | None = None  # :meth:`_breath_terms`
+        self._by_stems: dict[tuple[str, ...], str] | None = None  # :meth:`_term_worded`
 
     @property
     def join_margin(self) -> float | None:
@@ -1165,7 +1209,8 @@ class SetDetector:
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         contradicted = (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
-                        | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands))
+                        | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
+                        | self._blood_elsewhere(text, spans, cands))
         # ... a descendant a rule keeps from being decided does not (Pharyngeal edema, a throat's, for "my knee is
         # swollen", kept Edema offered too)
         vaguer = self._vaguer([j for j in order if j not in contradicted], cands, spans, p, threshold, text)
@@ -1469,6 +1514,42 @@ class SetDetector:
         breathing = self._breath_terms()
         return {j for j, c in enumerate(cands)
                 if c.span_idx >= 0 and c.id not in breathing and BREATH_WORD.search(spans[c.span_idx].text)}
+
+    def _term_worded(self, words: str) -> str | None:
+        """The term one of whose wordings ``words`` is, stem for stem (:func:`_content_stems`: "threw up" is
+        Vomiting's "Throwing up"), ``None`` when none or several are."""
+        if self._by_stems is None:
+            by_stems: dict[tuple[str, ...], str | None] = {}
+            for cid, texts in (self.wordings or {}).items():
+                for t in texts:
+                    key = _content_stems(t)
+                    if key:
+                        by_stems[key] = cid if by_stems.get(key, cid) == cid else None
+            self._by_stems = {k: v for k, v in by_stems.items() if v is not None}
+        return self._by_stems.get(_content_stems(words))
+
+    def _blood_elsewhere(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """With the ``blood_source`` rule, the English candidates of blood or bleeding (:meth:`_blood_terms`) whose words
+        (the span's, or the whole text's) say, beside the blood, a wording of another term (:meth:`_term_worded`) none
+        of whose wordings begins like one of the candidate's words: offered, not decided. Blood thrown up is not blood
+        coughed up, though MiniLM and BM25 put "threw up blood" nearest "Coughing up blood"; words the vocabulary does
+        not hold ("blood in my pee") say nothing either way."""
+        if not self._rule("blood_source") or self._zh(text):
+            return set()
+        bleeding = self._blood_terms()
+        wordings = self.wordings or {}
+        out = set()
+        for j, c in enumerate(cands):
+            if c.id not in bleeding:
+                continue
+            source = self._term_worded(_besides_blood(_words_of(c, spans, text)))
+            if source is None or source == c.id:
+                continue
+            theirs = [w for t in wordings.get(source, ()) for w in _WORD.findall(t.lower()) if not BLOOD_WORD.search(w)]
+            mine = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower()) if not BLOOD_WORD.search(w)]
+            if not _begin_alike(theirs, mine):
+                out.add(j)
+        return out
 
     def _unsaid_blood(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """With the ``unsaid_blood`` rule, the English candidates of blood or bleeding (:meth:`_blood_terms`) whose span

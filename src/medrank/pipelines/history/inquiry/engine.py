@@ -160,11 +160,21 @@ class InquiryEngine:
     def refines(self, name: str, other: str) -> bool:
         """Whether finding ``name`` is ``other`` said more closely: its description is ``other``'s followed by what
         qualifies it ("a cough that produces colored or more abundant sputum than usual" refines "a cough"; "intense
-        coughing fits" and "vomit after coughing" do not)."""
+        coughing fits" and "vomit after coughing" do not), or one of its wordings is one of ``other``'s followed by
+        the blood it brings up or passes (HPO's "Vomiting blood", Hematemesis, refines "Vomiting")."""
         if name == other or name not in self.labels or other not in self.labels:
             return False
         mine, theirs = self.finding_description(name).lower(), self.finding_description(other).lower()
-        return re.match(rf"{re.escape(theirs)}\s+(?:that|which|with)\b", mine) is not None
+        if re.match(rf"{re.escape(theirs)}\s+(?:that|which|with)\b", mine) is not None:
+            return True
+        if self._detector is None and self._detector_factory is None:
+            return False  # no wordings beside the descriptions
+        rows_of = getattr(self.detector, "rows_of", None)
+        if rows_of is None or name not in rows_of or other not in rows_of:
+            return False
+        wordings = self.detector.descriptions
+        return any(re.fullmatch(rf"{re.escape(wordings[j].lower())}\s+blood", wordings[i].lower()) is not None
+                   for i in rows_of[name] for j in rows_of[other])
 
     def finding_options(self, name: str) -> list[tuple[str, str]]:
         """(value code, meaning) of a categorical or multi-choice finding; empty for a yes / no one."""

@@ -34,7 +34,7 @@ from medrank.blood_pressure import reading_as
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
-from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, singular
+from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, base_form, singular
 
 # a contraction of not whose stem is no word ("can't", "won't") goes whole; of any other, the "n't" ("were(n't)")
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
@@ -424,6 +424,15 @@ class EnglishDetector:
         self.of_blood = [BLOOD_WORD.search(d) is not None for d in self.descriptions]
         #: per description, its words (a term's name is matched to a description that shares one)
         self.words = [re.findall(r"[a-z]+", d.lower()) for d in self.descriptions]
+        #: an HPO wording (as :func:`_norm` writes it) -> the id of its term, and per description the HPO term it is a
+        #: wording of (``None``: none): a term's name is not read as a finding another HPO term's wording describes,
+        #: unless that term is one the name's is a kind of (:meth:`reads_as`)
+        self.hpo_wordings: dict[str, str] = {}
+        for concept in terms:
+            for label in (concept.name, *concept.synonyms):
+                self.hpo_wordings.setdefault(_norm(label), concept.id)
+        self.hpo_term = [self.hpo_wordings.get(_norm(d)) for d in self.descriptions]
+        self._hpo_parents: Mapping[str, Sequence[str]] | None = None
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
@@ -453,6 +462,27 @@ class EnglishDetector:
                       for n, value in self.pain.detect([text]) if n == self.pain.location}
             if places:
                 self.alternative_codings[name] = (self.pain.location, frozenset(places))
+
+    def reads_as(self, name: str, j: int) -> bool:
+        """Whether a term's ``name`` may be read as description ``j`` for all HPO says: yes unless both are wordings of
+        HPO terms and the description's is neither the name's term nor one of its ancestors ("Productive cough" is a
+        Cough; "Hematuria" is no "Hematemesis", though the two begin alike)."""
+        mine, theirs = self.hpo_wordings.get(_norm(name)), self.hpo_term[j]
+        if mine is None or theirs is None or mine == theirs:
+            return True
+        if self._hpo_parents is None:
+            from medrank.data.hpo import hpo_parents
+
+            self._hpo_parents = hpo_parents()
+        seen, todo = set(), [mine]
+        while todo:
+            for parent in self._hpo_parents.get(todo.pop(), ()):
+                if parent == theirs:
+                    return True
+                if parent not in seen:
+                    seen.add(parent)
+                    todo.append(parent)
+        return False
 
     def plain_adjectives(self, clause: str) -> str:
         """``clause`` with each adjective in -y that no description holds written as the description's word it comes
@@ -610,7 +640,8 @@ class EnglishDetector:
                     continue
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
-                        else shares_a_word(words, self.words[j])):
+                        # a beginning shared with another HPO term's wording is no sign: "Hematuria" and "Hematemesis"
+                        else shares_a_word(words, self.words[j]) and (question or self.reads_as(text, j))):
                     # an antecedent is a past diagnosis or exposure: a vaguer symptom's name that shares a word with it
                     # does not say the patient has it ("Sleep abnormality": diagnosed with obstructive sleep apnea)
                     continue
@@ -671,9 +702,10 @@ _FUNCTION = frozenset({"your", "you're", "they", "them", "that", "this", "with",
 
 def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
     """Whether a word of ``words`` and one of ``others`` (lower case, no function words) begin alike: over their first
-    four letters, or the whole of the shorter one of three letters or more ("red" in "redness", "eye" in "eyes")."""
+    four letters, or the whole of the shorter one of three letters or more ("red" in "redness", "eye" in "eyes"); an
+    irregular inflection as the word it is of (:func:`~medrank.text.base_form`: "threw" as throw, like "thrown")."""
     def stems(ws: Sequence[str]) -> set[str]:
-        return {w[:4] for w in ws if len(w) >= 3 and w not in _FUNCTION}
+        return {base_form(w)[:4] for w in ws if len(w) >= 3 and w not in _FUNCTION}
 
     mine, theirs = stems(words), stems(others)
     return bool(mine & theirs) or any(len(a) == 3 and b.startswith(a) or len(b) == 3 and a.startswith(b)
@@ -710,9 +742,10 @@ def _circumstance_head(description: str) -> str | None:
 
 
 def _word_stems(words: Sequence[str]) -> list[str]:
-    """Snowball stems of ``words`` (lower case), those that name nothing aside."""
+    """Snowball stems of ``words`` (lower case), those that name nothing aside; an irregular inflection is stemmed as
+    the word it is of (:func:`~medrank.text.base_form`: "threw", "thrown": throw)."""
     stemmer, stopwords = _stemming()
-    return stemmer.stemWords([w for w in words if w not in stopwords])
+    return stemmer.stemWords([b for w in words if w not in stopwords and (b := base_form(w)) not in stopwords])
 
 
 def _circumstance_stems(description: str) -> frozenset[str]:
@@ -957,6 +990,9 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
 
     index: dict[str, Any] = {}
     by_stems: dict[tuple[str, ...], Any] = {}
+    #: term (its ``id()``) -> the stems of each of its wordings (what a part of a description that one of them names may be
+    #: written as instead)
+    wordings: dict[int, list[tuple[str, ...]]] = defaultdict(list)
     #: (the first stem's first three letters, the other stems) -> concept, for wordings of two stems or more
     by_derivation: dict[tuple[str, tuple[str, ...]], Any] = {}
     for concept in load_hpo() if concepts is None else concepts:
@@ -964,6 +1000,8 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
             index.setdefault(_norm(label), concept)
             stems = _stems(label)
             by_stems.setdefault(stems, concept)
+            if stems:
+                wordings[id(concept)].append(stems)
             if len(stems) >= 2:
                 by_derivation.setdefault((stems[0][:3], stems[1:]), concept)
             elif len(stems) == 1 and len(stems[0]) >= 5:
@@ -988,10 +1026,32 @@ def hpo_synonyms(descriptions: Mapping[str, str], concepts: Sequence[Any] | None
             derived = [(st[0][:3], st[1:]) if len(st) >= 2 else (st[0][:5], ()) for st in stemmed
                        if len(st) >= 2 or (len(st) == 1 and len(st[0]) >= 5 and name in with_alternatives)]
             concept = next((by_derivation[key] for key in derived if key in by_derivation), None)
+        if concept is None:
+            concept = next((c for st in stemmed if (c := _composed(st, by_stems, wordings)) is not None), None)
         if concept is not None:
             labels = {concept.name, *concept.synonyms} - {description}
             out[name] = sorted(t for t in labels if _norm(t) != _norm(description))
     return out
+
+
+def _composed(stems: tuple[str, ...], by_stems: Mapping[tuple[str, ...], Any],
+              wordings: Mapping[int, Sequence[tuple[str, ...]]]) -> Any:
+    """The term a wording's stems name once a part of them that is another term's wording is written as another of
+    that term's wordings ("thrown up blood": "throw up" is Vomiting's "Throwing up", and "Vomiting blood" is
+    Hematemesis'), ``None`` when no such writing is a term's wording. Parts are tried longest first, the whole
+    wording aside, and a writing must name a term other than the part's."""
+    n = len(stems)
+    for size in range(n - 1, 0, -1):
+        for i in range(n - size + 1):
+            part = by_stems.get(stems[i:i + size])
+            if part is None:
+                continue
+            for other in wordings[id(part)]:
+                written = (*stems[:i], *other, *stems[i + size:])
+                found = by_stems.get(written)
+                if found is not None and found is not part:
+                    return found
+    return None
 
 
 #: a verb of feeling before a finding ("feeling nauseous")
