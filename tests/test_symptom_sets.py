@@ -1348,6 +1348,21 @@ def test_a_term_of_blood_is_not_decided_where_the_words_beside_the_blood_are_ano
     assert det._blood_elsewhere("吐血", [], []) == set()  # Chinese text is left alone
 
 
+def test_an_adjective_no_wording_holds_is_also_read_as_the_wordings_word() -> None:
+    # "wheezy chest" decided Shield chest: "wheezy" is near no wheeze, and its piece is also searched as "wheezing chest"
+    names = {"SC": "Shield chest", "WH": "Wheezing"}
+    hits = {"wheezy chest": [("SC", 0.6)], "wheezing chest": [("WH", 0.9)]}
+    wordings = {"SC": ("Shield chest", "Broad chest"), "WH": ("Wheezing", "Wheeze")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert [t.id for t in det.detect("wheezy chest").terms] == ["SC"]  # the rule is off
+    det.calibration.rules = ("plain_adjectives",)
+    assert [(s.text, s.reading) for s in det._spans("wheezy chest")] == [("wheezy chest", False),
+                                                                        ("wheezing chest", True)]
+    got = det.detect("wheezy chest")
+    # one finding said two ways: the reading's term, the nearer, is decided and the other offered
+    assert [t.id for t in got.terms] == ["WH"] and "SC" in [t.id for t in got.alternatives]
+
+
 def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:
     # HPO's "Abnormality of temperature regulation" holds Fever: found for "running a temperature", it said nothing a
     # clinician could tick, and was decided

@@ -358,5 +358,7 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     # blood thrown up is not blood coughed up (rule blood_source): offered, not decided; coughed up, it is decided
     assert "Hemoptysis" not in {t.name for t in hpo.detect("I threw up blood this morning").terms}
     assert "Hemoptysis" in {t.name for t in hpo.detect("I'm coughing up blood").terms}
+    # an adjective no wording holds is read as the wordings' word too (rule plain_adjectives): a wheezy chest wheezes
+    assert {t.name for t in hpo.detect("I have a wheezy chest").terms} == {"Wheezing"}
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from medrank.text import HAN, HAN_RUN, base_form, has_han, identify
+from medrank.text import HAN, HAN_RUN, base_form, has_han, identify, plain_adjectives
 
 
 @pytest.mark.parametrize("text", ["I have a bad headache and feel sick", "fever and cough for three days",
@@ -92,3 +92,14 @@ def test_base_form_brings_an_irregular_inflection_to_its_word_and_leaves_the_res
         "coughed", "vomits", "left", "felt", "bit", "swollen", "broken", "worse"]
     # readings that name different words say neither; an unknown word stays
     assert base_form("leaves") == "leaves" and base_form("poop") == "poop"
+
+
+def test_plain_adjectives_writes_an_unknown_adjective_as_the_vocabularys_word_it_comes_from():
+    vocabulary = sorted({"wheeze", "wheezing", "sweating", "sweats", "shivers", "itchy", "chest", "cramps"})
+    assert plain_adjectives("wheezy chest", vocabulary) == "wheezing chest"  # the -ing form first
+    assert plain_adjectives("I feel Shivery", vocabulary) == "I feel shivers"
+    assert plain_adjectives("sweaty hands", vocabulary) == "sweating hands"
+    # a word the vocabulary holds, one too short, or one it has no word for stays as written
+    assert plain_adjectives("itchy eyes", vocabulary) == "itchy eyes"
+    assert plain_adjectives("achy and gassy", vocabulary) == "achy and gassy"
+    assert plain_adjectives("crampy", vocabulary) == "cramps"

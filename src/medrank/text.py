@@ -31,11 +31,13 @@ one where it is more common; callers that know the language pass it explicitly.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
 import threading
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,3 +292,28 @@ def _english_stemmer() -> Any:
     import Stemmer
 
     return Stemmer.Stemmer("english")
+
+
+def plain_adjectives(text: str, vocabulary: Sequence[str]) -> str:
+    """``text`` with each English adjective in -y (five letters or more) that ``vocabulary`` (lower-case words,
+    sorted) lacks written as the vocabulary's word it comes from, its -ing form where there is one ("wheezy": wheezing,
+    "sweaty": sweating, "shivery": shivers): an encoder reads "wheezy" as near no wheeze, and a Snowball stem of it
+    meets none. The word it comes from begins with the adjective less its "y"; a word the vocabulary does not hold so
+    stays as written."""
+    def plain(m: re.Match[str]) -> str:
+        word = m.group(0)
+        lower = word.lower()
+        at = bisect.bisect_left(vocabulary, lower)
+        if at < len(vocabulary) and vocabulary[at] == lower:
+            return word
+        stem = lower[:-1]
+        found = []
+        for w in vocabulary[bisect.bisect_left(vocabulary, stem):]:
+            if not w.startswith(stem):
+                break
+            if w != lower:
+                found.append(w)
+        # the state the adjective says, its -ing form where the vocabulary has it ("wheezing", not "wheeze")
+        return min(found, key=lambda w: (not w.endswith("ing"), len(w), w)) if found else word
+
+    return re.sub(r"\b[a-z]{4,}y\b", plain, text, flags=re.IGNORECASE)

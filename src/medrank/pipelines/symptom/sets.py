@@ -53,7 +53,7 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD, BREATH_WORD, base_form
+from medrank.text import BLOOD_WORD, BREATH_WORD, base_form, plain_adjectives
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -106,8 +106,12 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: beside the blood are the wording of another term that shares no word with it ("I threw up blood": "throw up" is
 #: Vomiting's "Throwing up", and Hemoptysis, "Coughing up blood", was decided), on top of the probabilities. A trained
 #: run's calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
+#: ``plain_adjectives``: an English piece with an adjective in -y that no wording of the vocabulary holds is also
+#: searched with it written as the vocabulary's word it comes from ("wheezy chest": "wheezing chest"; it decided Shield
+#: chest), as a reading of the same words (:func:`medrank.text.plain_adjectives`); it changes the pieces, as
+#: ``part_swelling`` does.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words", "blood_source")
+            "breath_words", "blood_source", "plain_adjectives")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
@@ -824,6 +828,8 @@ class SetDetector:
                            ache_words=self._ache_words() if part_pain and not zh else ())
         if not zh and self._rule("part_swelling"):
             spans = self._swelling_readings(text, spans)
+        if not zh and self._rule("plain_adjectives"):
+            spans = self._plain_readings(spans)
         if zh and self._rule("zh_variants"):
             # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
             spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
@@ -856,6 +862,20 @@ class SetDetector:
                     out.append(Span(s.start, s.end, said, None, s.negated, reading=True))
             named = parts.last_named(text[s.start:s.end]) if parts is not None else None
             where = named or where
+        return out
+
+    def _plain_readings(self, spans: Sequence[Span]) -> list[Span]:
+        """``spans`` under ``plain_adjectives``: each piece with an adjective in -y that no wording holds read with it
+        written as the wordings' word it comes from too ("wheezy chest": "wheezing chest"), as a reading of the same
+        words; the patient's words stay searched."""
+        vocabulary = self._derived("vocabulary", (self.wordings,), lambda: sorted(
+            {w for texts in (self.wordings or {}).values() for t in texts for w in _WORD.findall(t.lower())}))
+        out: list[Span] = []
+        for s in spans:
+            out.append(s)
+            plain = plain_adjectives(s.text, vocabulary) if not s.reading else s.text
+            if plain != s.text:
+                out.append(Span(s.start, s.end, plain, None, s.negated, reading=True))
         return out
 
     def _derived(self, what: str, sources: tuple[Any, ...], build: Callable[[], Any]) -> Any:

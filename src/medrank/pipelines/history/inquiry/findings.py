@@ -34,7 +34,7 @@ from medrank.blood_pressure import reading_as
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
-from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, base_form, singular
+from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, base_form, plain_adjectives, singular
 
 # a contraction of not whose stem is no word ("can't", "won't") goes whole; of any other, the "n't" ("were(n't)")
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
@@ -437,7 +437,6 @@ class EnglishDetector:
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
         self._vocabulary: list[str] | None = None  # every word of the descriptions, sorted (:meth:`plain_adjectives`)
-        self._known: frozenset[str] = frozenset()  # the same words, for look-up
         #: evidence -> the indices of its descriptions (rows of :attr:`vectors`)
         rows: dict[str, list[int]] = defaultdict(list)
         for j, n in enumerate(self.names):
@@ -486,24 +485,11 @@ class EnglishDetector:
 
     def plain_adjectives(self, clause: str) -> str:
         """``clause`` with each adjective in -y that no description holds written as the description's word it comes
-        from, its -ing form where there is one ("wheezy": wheezing, "sweaty": sweating, "shivery": shivers; MiniLM
-        reads "wheezy" as nothing near a wheeze); a word of five letters or more whose stem (four letters or more)
-        begins a description's word."""
+        from (:func:`medrank.text.plain_adjectives`: "wheezy": wheezing; MiniLM reads "wheezy" as nothing near a
+        wheeze)."""
         if self._vocabulary is None:
             self._vocabulary = sorted({w for words in self.words for w in words})
-            self._known = frozenset(self._vocabulary)
-        known = self._known
-
-        def plain(m: re.Match[str]) -> str:
-            word = m.group(0)
-            stem = word[:-1].lower()
-            if word.lower() in known or len(word) < 5:
-                return word
-            found = [w for w in self._vocabulary if w.startswith(stem) and w != stem + "y"]
-            # the state the adjective says, its -ing form where a description has it ("wheezing", not "wheeze")
-            return min(found, key=lambda w: (not w.endswith("ing"), len(w), w)) if found else word
-
-        return re.sub(r"\b[a-z]{4,}y\b", plain, clause, flags=re.IGNORECASE)
+        return plain_adjectives(clause, self._vocabulary)
 
     def words_of(self, name: str) -> list[str]:
         """The words of every description of evidence ``name`` (its question's, its HPO wordings, its members')."""
