@@ -463,6 +463,10 @@ def test_the_dxy_engine_asks_the_one_it_is_about(page, complaint, addressed):
     page.click(f"{YES_NO_QUESTION} button[data-value=present]")
     page.wait_for_selector(f"#findings li:has-text('{first.removeprefix(addressed).removesuffix('吗?')}')")
     assert not [e for e in page.locator(".error:not([hidden])").all_inner_texts() if e.strip()]
+    # the differential says to the adult that its cases and chances are children's; not to the parent
+    page.wait_for_selector("#differential li")
+    told = "You write of yourself" in page.inner_text("#differential-note")
+    assert told == (addressed == "请问您最近有")
 
 
 def test_a_complaint_that_names_no_symptom_says_so(base_url, page):

@@ -674,3 +674,7 @@ def test_a_collection_about_children_asks_the_adult_who_writes_of_themself(servi
     assert all(q["finding"] != finding for q in r["results"])
     note = c.post("/differential", json={"dialogue": [_patient("我发烧咳嗽两天了")], "language": "zh"}).json()["note"]
     assert "conditions of its case collection (consultations about children) only" in note
+    # ... and says to the adult who writes of themself that its chances are children's; not to a parent
+    assert "You write of yourself, and its cases are consultations about children" in note
+    note = c.post("/differential", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "language": "zh"}).json()["note"]
+    assert "You write of yourself" not in note

@@ -632,6 +632,18 @@ def coverage_note(engine: Any) -> str:
     return f"It weighs the {n} conditions of {collection} only: a condition outside them is never listed."
 
 
+def population_note(engine: Any, dialogue: Sequence[dict[str, str]]) -> str:
+    """For a collection about others than the one writing (DXY's consultations about children, to an adult who writes
+    of themself: :meth:`~medrank.pipelines.history.inference.InquiryEngine.addresses_writer`), that its conditions and
+    their chances are those of its population, not the writer's; empty otherwise."""
+    population = getattr(engine, "population", None)
+    patient = [t["text"] for t in dialogue if t.get("speaker") == "patient"]
+    if not population or not engine.addresses_writer(patient):
+        return ""
+    return (f"You write of yourself, and its cases are consultations about {population}: conditions of adults are not "
+            f"among them, and the chances are those of {population}.")
+
+
 def finding_key(name: str, value: str) -> str:
     """A finding as one string: its name, with ``=value`` for a value of a multiple-choice finding."""
     return name if value == "present" else f"{name}={value}"
@@ -1073,6 +1085,7 @@ class DifferentialService:
         answered = sum(f.source.startswith("question:") for f in established)
         return {"model": engine_model(engine), "trained": engine.reranker is not None, "language": language,
                 "engine": engine.name, "note": " ".join(filter(None, (NOT_A_DIAGNOSIS, coverage_note(engine),
+                                                                     population_note(engine, dialogue),
                                                                      unexplained_note(engine, ranked)))),
                 "results": [{"name": c.name, "label": engine.condition_label(c.name),
                              "probability": round(float(c.probability), 6), "supporting": list(c.supporting),
