@@ -483,3 +483,29 @@ def test_a_complaint_that_names_no_symptom_says_so(base_url, page):
     hint = page.inner_text("#symptoms-hint")
     assert hint.startswith("We found no symptom in these words") and "tick the ones" not in hint
     assert page.is_hidden("#alternatives-block")
+
+
+def test_a_complaint_no_engine_reads_says_why_no_condition_is_listed(base_url, page):
+    # "I keep needing to pee and it burns": DDXPlus asks nothing about urination, the question bank answers, and the
+    # differential block said nothing at all (hidden); it now says why no condition is listed
+    symptoms = {"model": "m", "trained": False, "language": "en", "kb": "hpo", "results": [], "terms": [],
+                "alternatives": [{"id": "HP:0100518", "name": "Dysuria", "probability": 0.02, "span": [0, 10],
+                                  "text": "needing to"}]}
+    note = ("Nothing in these words is one of the findings the ddxplus-kb engine asks about, so no list of possible "
+            "conditions is made yet (it weighs the 49 conditions of its case collection).")
+    questions = {"model": "first-stage", "trained": False, "language": "en", "engine": "question-bank",
+                 "retrieval": "history first stage", "findings": [], "should_stop": None, "symptoms_read": [],
+                 "note": note, "results": [{"text": "Any fever or chills?", "score": 1.0, "finding": None, "label": None,
+                                            "options": [], "choice_only": False}]}
+    page.route("**/symptoms", lambda route: route.fulfill(status=200, content_type="application/json",
+                                                          body=json.dumps(symptoms)))
+    page.route("**/next-questions", lambda route: route.fulfill(status=200, content_type="application/json",
+                                                                body=json.dumps(questions)))
+    page.goto(base_url + "/")
+    page.fill("#complaint", "I keep needing to pee and it burns")
+    page.click("#detect")
+    page.wait_for_selector("#symptoms-block:not([hidden])")
+    page.click("#confirm")
+    page.wait_for_selector("#differential-block:not([hidden])")
+    assert page.inner_text("#differential-note") == note
+    assert page.locator("#differential li").count() == 0 and page.is_hidden("#differential-outside")

@@ -126,9 +126,12 @@ def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry
     body = c.post("/next-questions", json={"dialogue": [_patient("I have a headache")], "k": 3}).json()
     assert body["engine"] == "question-bank" and body["findings"] == [] and body["should_stop"] is None
     assert len(body["results"]) == 3 and all(q["finding"] is None and not q["choice_only"] for q in body["results"])
-    # given candidates are ranked by the bank too (the engine asks about findings, not given texts)
+    # ... and says why, since no list of possible conditions follows
+    assert "Nothing in these words is one of the findings the ddxplus-kb engine asks about" in body["note"]
+    assert "no list of possible conditions is made yet (it weighs the 2 conditions" in body["note"]
+    # given candidates are ranked by the bank too (the engine asks about findings, not given texts): nothing to explain
     body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧")], "candidates": ["咳嗽吗？", "拉肚子吗？"]}).json()
-    assert body["engine"] == "question-bank"
+    assert body["engine"] == "question-bank" and body["note"] is None
     # English findings sent by the page: the engine serves, with the categorical finding's options
     body = c.post("/next-questions", json={"dialogue": [_patient("I have a headache")],
                                            "findings": [{"name": "E_53", "value": "present"}], "k": 5}).json()

@@ -1013,7 +1013,15 @@ class NextQuestionService:
             asks_again = self._asks_again([r["text"] for r in results], confirmed, reader, lang)
             results = [r for r, again in zip(results, asks_again, strict=True) if not again][:k]
             out = {**out, "retrieval": f"{out['retrieval']}; yes / no questions about a confirmed symptom dropped"}
+        # the engine of the language read nothing it knows: say so, since no list of conditions follows
+        note = None if engine is None else (
+            f"Nothing in these words is one of the findings the {engine.name} engine asks about, so no list of possible "
+            f"conditions is made yet (it weighs the {len(engine.model.conditions)} conditions of its case collection"
+            + (f", consultations about {engine.population}" if getattr(engine, "population", None) else "")
+            + "). These questions come from a bank of what doctors asked next in similar conversations; answer one, "
+            "or tick a symptom.")
         return {**out, "engine": "question-bank", "findings": [], "should_stop": None, "symptoms_read": read,
+                "note": note,
                 "results": [{**r, "finding": None, "label": None, "options": [], "choice_only": False} for r in results]}
 
     def _asks_again(self, questions: Sequence[str], confirmed: frozenset[str], reader: SymptomReader,

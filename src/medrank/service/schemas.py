@@ -238,6 +238,9 @@ class NextQuestionsResponse(_Response):
     should_stop: bool | None = Field(None, description="True when the engine's stopping rule says enough is known "
                                                        "(null for the question bank).")
     symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
+    note: str | None = Field(None, description="Why the question bank answered though an engine serves the language "
+                                               "(nothing in the words is a finding it asks about), and that no "
+                                               "list of possible conditions follows yet; null otherwise.")
 
 
 # -- /similar-questions -------------------------------------------------------------------------------

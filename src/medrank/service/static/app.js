@@ -348,6 +348,15 @@ async function showDifferential(sent, findings, language) {
   $("differential-block").hidden = false;
 }
 
+// No condition can be ranked yet: the block says why instead of staying hidden.
+function showNoDifferential(note) {
+  $("differential").replaceChildren();
+  $("differential-outside").hidden = true;
+  $("differential-note").textContent = note;
+  $("differential-meta").textContent = "";
+  $("differential-block").hidden = false;
+}
+
 // Ranks the next questions for `dialogue` and the answered `findings`; the conversation is updated only once
 // the server answered. Where the inquiry engine served them, the differential follows.
 async function rankQuestions(dialogue, findings) {
@@ -356,6 +365,7 @@ async function rankQuestions(dialogue, findings) {
   const engine = data.engine !== "question-bank";
   // nothing known yet (a greeting the engine still asks after): no condition to rank
   if (engine && data.findings.length) await showDifferential(sent, findings, data.language);
+  else if (data.note) showNoDifferential(data.note);
   else $("differential-block").hidden = true;
   state.dialogue = dialogue;
   state.findings = findings;
