@@ -892,6 +892,10 @@ def test_real_english_detector_reads_blood_only_from_words_of_blood():
     # HPO once its "thrown up" is written as Vomiting's
     for text in ("I threw up blood this morning", "I've been throwing up blood", "I vomited blood"):
         assert "thrown up blood or something resembling coffee beans" in found(text), text
+    # an everyday word for what the blood comes with is that finding's by meaning ("poop": the stool's); a word near
+    # none of DDXPlus' findings of blood reads none ("pee": it asks of no blood in the urine)
+    assert found("there is blood in my poop") == {"light red blood or blood clots in your stool"}
+    assert found("there was blood in my pee") == set()
 
 
 @pytest.mark.slow

@@ -1329,11 +1329,14 @@ def test_words_of_breath_decide_only_a_term_of_breath() -> None:
 def test_a_term_of_blood_is_not_decided_where_the_words_beside_the_blood_are_another_terms_wording() -> None:
     # "I threw up blood" decided Hemoptysis ("Coughing up blood"): "threw up" is Vomiting's "Throwing up", a term
     # that shares no word with Hemoptysis', and Hematemesis ("Vomiting blood") shares one
-    names = {"HP": "Hemoptysis", "HE": "Hematemesis", "VO": "Vomiting", "HU": "Hematuria"}
+    names = {"HP": "Hemoptysis", "HE": "Hematemesis", "VO": "Vomiting", "HU": "Hematuria", "DI": "Diarrhea",
+             "UR": "Abnormality of urine homeostasis"}
     hits = {"threw up blood": [("HP", 0.9)], "vomited blood": [("HE", 0.9)], "coughing up blood": [("HP", 0.9)],
-            "blood in my pee": [("HU", 0.9)], "some blood this morning": [("HP", 0.9)]}
+            "blood in my pee": [("HU", 0.9)], "blood in my poop": [("HU", 0.9)], "poop": [("DI", 0.8)],
+            "pee": [("UR", 0.8)]}
     wordings = {"HP": ("Hemoptysis", "Coughing up blood"), "HE": ("Hematemesis", "Vomiting blood"),
-                "VO": ("Vomiting", "Throwing up"), "HU": ("Hematuria", "Blood in urine")}
+                "VO": ("Vomiting", "Throwing up"), "HU": ("Hematuria", "Blood in the urine"),
+                "DI": ("Diarrhea", "The runs", "Watery stool"), "UR": ("Abnormality of urine homeostasis", "Pee issues")}
     det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
     assert [t.id for t in det.detect("threw up blood").terms] == ["HP"]  # the rule is off
     det.calibration.rules = ("blood_source",)
@@ -1341,10 +1344,12 @@ def test_a_term_of_blood_is_not_decided_where_the_words_beside_the_blood_are_ano
     assert got.terms == [] and "HP" in [t.id for t in got.alternatives]
     assert [t.id for t in det.detect("vomited blood").terms] == ["HE"]  # Vomiting's words are Hematemesis' too
     assert [t.id for t in det.detect("coughing up blood").terms] == ["HP"]  # its own wording
-    # words no term is worded by ("pee"), or none beside the blood and the statement's, say nothing either way
+    # one word no wording holds stands for the term the search finds first for it: "poop" for Diarrhea, whose words
+    # meet none of Hematuria's ("the" aside); "pee" for a term of urine, whose words do
+    assert det.detect("blood in my poop").terms == []
     assert [t.id for t in det.detect("blood in my pee").terms] == ["HU"]
     assert _besides_blood("I threw up some blood this morning") == "threw up"
-    assert _besides_blood("there was a lot of bleeding") == ""
+    assert _besides_blood("there was a lot of bleeding in it") == ""
     assert det._blood_elsewhere("吐血", [], []) == set()  # Chinese text is left alone
 
 

@@ -358,6 +358,9 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     # blood thrown up is not blood coughed up (rule blood_source): offered, not decided; coughed up, it is decided
     assert "Hemoptysis" not in {t.name for t in hpo.detect("I threw up blood this morning").terms}
     assert "Hemoptysis" in {t.name for t in hpo.detect("I'm coughing up blood").terms}
+    # ... nor is blood in the poop Hematuria, which blood in the pee is
+    assert "Hematuria" not in {t.name for t in hpo.detect("there is blood in my poop").terms}
+    assert "Hematuria" in {t.name for t in hpo.detect("there was blood in my pee").terms}
     # an adjective no wording holds is read as the wordings' word too (rule plain_adjectives): a wheezy chest wheezes
     assert {t.name for t in hpo.detect("I have a wheezy chest").terms} == {"Wheezing"}
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)

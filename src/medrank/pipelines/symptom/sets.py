@@ -485,7 +485,8 @@ _NOT_A_SOURCE = frozenset({"there", "was", "were", "some", "lot", "lots", "bit",
                            "morning", "night", "evening", "again", "just", "noticed", "seen", "saw", "found", "got",
                            "had", "still", "me", "i", "my", "im", "m", "ve", "s", "been", "have", "has", "am", "is",
                            "are", "and", "a", "an", "the", "in", "of", "with", "from", "on", "when", "since", "last",
-                           "lately", "recently"})
+                           "lately", "recently", "it", "its", "they", "them", "that", "which", "what", "everywhere",
+                           "all", "over", "much", "more", "any"})
 
 
 def _besides_blood(text: str) -> str:
@@ -1550,10 +1551,11 @@ class SetDetector:
 
     def _blood_elsewhere(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """With the ``blood_source`` rule, the English candidates of blood or bleeding (:meth:`_blood_terms`) whose words
-        (the span's, or the whole text's) say, beside the blood, a wording of another term (:meth:`_term_worded`) none
-        of whose wordings begins like one of the candidate's words: offered, not decided. Blood thrown up is not blood
-        coughed up, though MiniLM and BM25 put "threw up blood" nearest "Coughing up blood"; words the vocabulary does
-        not hold ("blood in my pee") say nothing either way."""
+        (the span's, or the whole text's) say, beside the blood, a wording of another term (:meth:`_term_worded`), or
+        one word that the vocabulary's search finds another term for first ("poop": Diarrhea), none of whose wordings
+        begins like one of the candidate's words: offered, not decided. Blood thrown up is not blood coughed up, though
+        MiniLM and BM25 put "threw up blood" nearest "Coughing up blood", and blood in the poop is no Hematuria; "pee"
+        finds a term of urine, which Hematuria's words meet."""
         if not self._rule("blood_source") or self._zh(text):
             return set()
         bleeding = self._blood_terms()
@@ -1562,11 +1564,19 @@ class SetDetector:
         for j, c in enumerate(cands):
             if c.id not in bleeding:
                 continue
-            source = self._term_worded(_besides_blood(_words_of(c, spans, text)))
+            besides = _besides_blood(_words_of(c, spans, text))
+            source = self._term_worded(besides)
+            if source is None and besides and " " not in besides:
+                # one everyday word no wording holds ("poop"): the term the vocabulary's search finds first for it
+                # (Diarrhea, "Watery stool"), as the words' meaning goes
+                hits = self.search([besides], 1)[0]
+                source = hits[0][0] if hits else None
             if source is None or source == c.id:
                 continue
-            theirs = [w for t in wordings.get(source, ()) for w in _WORD.findall(t.lower()) if not BLOOD_WORD.search(w)]
-            mine = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower()) if not BLOOD_WORD.search(w)]
+            theirs = [w for t in wordings.get(source, ()) for w in _WORD.findall(t.lower())
+                      if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
+            mine = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())
+                    if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
             if not _begin_alike(theirs, mine):
                 out.add(j)
         return out

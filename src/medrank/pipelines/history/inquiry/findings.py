@@ -433,6 +433,11 @@ class EnglishDetector:
                 self.hpo_wordings.setdefault(_norm(label), concept.id)
         self.hpo_term = [self.hpo_wordings.get(_norm(d)) for d in self.descriptions]
         self._hpo_parents: Mapping[str, Sequence[str]] | None = None
+        #: how near by meaning a word beside blood must be to a word of a finding of blood to say what the blood comes
+        #: with (:meth:`blood_source`; MiniLM: "poop" and "stool" 0.72, "poop" and "vomit" 0.59)
+        self.source_threshold = 0.65
+        self._blood_words: dict[str, list[str]] | None = None  # finding of blood -> its words, blood's own aside
+        self._word_vectors: dict[str, np.ndarray] = {}  # word -> its MiniLM vector (:meth:`blood_source`)
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
@@ -461,6 +466,30 @@ class EnglishDetector:
                       for n, value in self.pain.detect([text]) if n == self.pain.location}
             if places:
                 self.alternative_codings[name] = (self.pain.location, frozenset(places))
+
+    def blood_source(self, said: Sequence[str]) -> str | None:
+        """The finding of blood whose words, blood's own aside, one of ``said`` (what a clause says beside blood) is
+        nearest by meaning, where it is near enough (cosine of the two words >= :attr:`source_threshold`): "poop" is
+        the stool's ("light red blood or blood clots in your stool"), "threw" and "up" the vomit's; ``None`` when no
+        word is near enough ("pee": DDXPlus asks of no blood in the urine)."""
+        if self._blood_words is None:
+            self._blood_words = {
+                n: sorted({w for w in self.words_of(n) if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY
+                           and not BLOOD_WORD.search(w)})
+                for n in dict.fromkeys(n for n, blood in zip(self.names, self.of_blood, strict=True) if blood)}
+        words = sorted({w for ws in self._blood_words.values() for w in ws} | set(said))
+        missing = [w for w in words if w not in self._word_vectors]
+        if missing:
+            self._word_vectors.update(zip(missing, self.encoder.encode(missing, show_progress=False), strict=True))
+        mine = np.stack([self._word_vectors[w] for w in said])
+        best, nearest = self.source_threshold, None
+        for name, theirs in self._blood_words.items():
+            if not theirs:
+                continue
+            near = float((mine @ np.stack([self._word_vectors[w] for w in theirs]).T).max())
+            if near >= best:
+                best, nearest = near, name
+        return nearest
 
     def reads_as(self, name: str, j: int) -> bool:
         """Whether a term's ``name`` may be read as description ``j`` for all HPO says: yes unless both are wordings of
@@ -615,9 +644,11 @@ class EnglishDetector:
                     # finding's ("bloody diarrhea": diarrhea); where it is does not ("my nose keeps bleeding" is nearest
                     # a blocked nose)
                     continue
-                if blood and self.of_blood[j] and said and not shares_a_word(said, self.words_of(self.names[j])):
+                if blood and self.of_blood[j] and said and not shares_a_word(said, self.words_of(self.names[j])) and (
+                        self.blood_source(said) != self.names[j]):
                     # nor as another finding of blood when what the blood comes with is not that one's: blood in the
-                    # urine is not blood coughed up, though the two wordings are near
+                    # urine is not blood coughed up, though the two wordings are near (an everyday word for what
+                    # it comes with is that one's by meaning: :meth:`blood_source`)
                     continue
                 if not term and not question and self.antecedent[j] and not shares_a_word(unplaced, self.words[j]):
                     # nor do a patient's words that name none of a past diagnosis's ("my stomach is upset" is near
