@@ -469,17 +469,25 @@ def test_the_dxy_engine_asks_the_one_it_is_about(page, complaint, addressed):
     assert told == (addressed == "请问您最近有")
 
 
+def _detect_with(page, base_url: str, complaint: str, answers: dict) -> None:
+    """The page's complaint detected with each endpoint of ``answers`` (a path → its JSON body) answered so."""
+    def answer(body: dict):
+        return lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+    for path, body in answers.items():
+        page.route(f"**{path}", answer(body))
+    page.goto(base_url + "/")
+    page.fill("#complaint", complaint)
+    page.click("#detect")
+    page.wait_for_selector("#symptoms-block:not([hidden])")
+
+
 def test_a_complaint_that_names_no_symptom_says_so(base_url, page):
     # "I have no fever" decides nothing and offers nothing (a denied term is not offered): the hint says what happened
     # instead of asking to tick options that are not there
     body = {"model": "Bi-HardNCE (trained run r)", "trained": True, "language": "en", "kb": "hpo", "results": [],
             "terms": [], "alternatives": []}
-    page.route("**/symptoms", lambda route: route.fulfill(status=200, content_type="application/json",
-                                                          body=json.dumps(body)))
-    page.goto(base_url + "/")
-    page.fill("#complaint", "I have no fever")
-    page.click("#detect")
-    page.wait_for_selector("#symptoms-block:not([hidden])")
+    _detect_with(page, base_url, "I have no fever", {"/symptoms": body})
     hint = page.inner_text("#symptoms-hint")
     assert hint.startswith("We found no symptom in these words") and "tick the ones" not in hint
     assert page.is_hidden("#alternatives-block")
@@ -497,14 +505,8 @@ def test_a_complaint_no_engine_reads_says_why_no_condition_is_listed(base_url, p
                  "retrieval": "history first stage", "findings": [], "should_stop": None, "symptoms_read": [],
                  "note": note, "results": [{"text": "Any fever or chills?", "score": 1.0, "finding": None, "label": None,
                                             "options": [], "choice_only": False}]}
-    page.route("**/symptoms", lambda route: route.fulfill(status=200, content_type="application/json",
-                                                          body=json.dumps(symptoms)))
-    page.route("**/next-questions", lambda route: route.fulfill(status=200, content_type="application/json",
-                                                                body=json.dumps(questions)))
-    page.goto(base_url + "/")
-    page.fill("#complaint", "I keep needing to pee and it burns")
-    page.click("#detect")
-    page.wait_for_selector("#symptoms-block:not([hidden])")
+    _detect_with(page, base_url, "I keep needing to pee and it burns", {"/symptoms": symptoms,
+                                                                        "/next-questions": questions})
     page.click("#confirm")
     page.wait_for_selector("#differential-block:not([hidden])")
     assert page.inner_text("#differential-note") == note

@@ -283,15 +283,26 @@ def base_form(word: str) -> str:
         return word
     (lemma,) = lemmas
     # a regular inflection ("coughed", "vomits") already stems as its word does: it stays as written
-    stem = _english_stemmer().stemWord
+    stem = _stemming()[0].stemWord
     return word if stem(word) == stem(lemma) else lemma
 
 
 @functools.lru_cache(maxsize=1)
-def _english_stemmer() -> Any:
+def _stemming() -> tuple[Any, frozenset[str]]:
+    """The Snowball stemmer and the words that name nothing in a wording ("in", "of", "a": bm25s' English stop words,
+    "you" and "your" too), made once."""
     import Stemmer
+    from bm25s.stopwords import STOPWORDS_EN
 
-    return Stemmer.Stemmer("english")
+    return Stemmer.Stemmer("english"), frozenset(STOPWORDS_EN) | {"you", "your"}
+
+
+def content_stems(words: Sequence[str]) -> list[str]:
+    """Snowball stems of English ``words`` (lower case), those that name nothing aside (bm25s' English stop words,
+    "you", "your"); an irregular inflection is stemmed as the word it is of (:func:`base_form`: "threw", "thrown",
+    "Throwing": throw)."""
+    stemmer, stopwords = _stemming()
+    return stemmer.stemWords([b for w in words if w not in stopwords and (b := base_form(w)) not in stopwords])
 
 
 def plain_adjectives(text: str, vocabulary: Sequence[str]) -> str:

@@ -53,7 +53,7 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD, BREATH_WORD, base_form, plain_adjectives
+from medrank.text import BLOOD_WORD, BREATH_WORD, base_form, content_stems, plain_adjectives
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -103,13 +103,14 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: English words of breath (:data:`~medrank.text.BREATH_WORD`: "I'm out of breath") a term none of whose wordings names
 #: breath is offered, not decided (Loss of consciousness, "Passing out", was decided for "out of breath"), on top of the
 #: probabilities. ``blood_source``: an English term of blood or bleeding is offered, not decided, where the words
-#: beside the blood are the wording of another term that shares no word with it ("I threw up blood": "throw up" is
-#: Vomiting's "Throwing up", and Hemoptysis, "Coughing up blood", was decided), on top of the probabilities. A trained
-#: run's calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
+#: beside the blood are the wording of another term, or one word the search finds another term for first, that shares
+#: no word with it ("I threw up blood": "throw up" is Vomiting's "Throwing up", and Hemoptysis, "Coughing up blood",
+#: was decided; "blood in my poop": Diarrhea's, and Hematuria was), on top of the probabilities.
 #: ``plain_adjectives``: an English piece with an adjective in -y that no wording of the vocabulary holds is also
 #: searched with it written as the vocabulary's word it comes from ("wheezy chest": "wheezing chest"; it decided Shield
 #: chest), as a reading of the same words (:func:`medrank.text.plain_adjectives`); it changes the pieces, as
-#: ``part_swelling`` does.
+#: ``part_swelling`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
+#: serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
@@ -498,19 +499,9 @@ def _besides_blood(text: str) -> str:
 
 @functools.lru_cache(maxsize=65536)
 def _content_stems(text: str) -> tuple[str, ...]:
-    """A wording's words as Snowball stems, bm25s' English stop words aside and an irregular inflection taken as the
-    word it is of (:func:`~medrank.text.base_form`): "threw up" and "Throwing up" are both (throw, up)."""
-    from bm25s.stopwords import STOPWORDS_EN
-
-    stemmer = _snowball()
-    return tuple(stemmer.stemWords([base_form(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS_EN]))
-
-
-@functools.lru_cache(maxsize=1)
-def _snowball() -> Any:
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
+    """A wording's words as :func:`medrank.text.content_stems` stems them: "threw up" and "Throwing up" are both
+    (throw, up)."""
+    return tuple(content_stems(_WORD.findall(text.lower())))
 
 
 def _begin_alike(words: Sequence[str], others: Sequence[str]) -> bool:

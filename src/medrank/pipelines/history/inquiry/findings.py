@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +33,15 @@ from medrank.blood_pressure import reading_as
 from medrank.pipelines.history.inquiry.kb import Evidence
 from medrank.pipelines.history.inquiry.posterior import ABSENT, PRESENT, UNSURE
 from medrank.temperature import searched_as
-from medrank.text import BLOOD_WORD, BREATH_WORD, EN_PERSON, base_form, plain_adjectives, singular
+from medrank.text import (
+    BLOOD_WORD,
+    BREATH_WORD,
+    EN_PERSON,
+    base_form,
+    content_stems,
+    plain_adjectives,
+    singular,
+)
 
 # a contraction of not whose stem is no word ("can't", "won't") goes whole; of any other, the "n't" ("were(n't)")
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
@@ -758,11 +765,8 @@ def _circumstance_head(description: str) -> str | None:
     return words[0] if words else None
 
 
-def _word_stems(words: Sequence[str]) -> list[str]:
-    """Snowball stems of ``words`` (lower case), those that name nothing aside; an irregular inflection is stemmed as
-    the word it is of (:func:`~medrank.text.base_form`: "threw", "thrown": throw)."""
-    stemmer, stopwords = _stemming()
-    return stemmer.stemWords([b for w in words if w not in stopwords and (b := base_form(w)) not in stopwords])
+#: Snowball stems of words, those that name nothing aside, an irregular inflection as its word's
+_word_stems = content_stems
 
 
 def _circumstance_stems(description: str) -> frozenset[str]:
@@ -1077,16 +1081,6 @@ _FEELING = re.compile(r"^(?:feeling|feel|feels|felt)\s+", re.IGNORECASE)
 #: clause, not of a name
 _TIMES = re.compile(r"\s+(?:(?:several|many|multiple|a\s+few)\s+times|lately|recently)$", re.IGNORECASE)
 _CLAUSE_OPENER = re.compile(r"^(?:that|if|whether)\b", re.IGNORECASE)
-@functools.lru_cache(maxsize=1)
-def _stemming() -> tuple[Any, frozenset[str]]:
-    """The Snowball stemmer and the words that name nothing in a wording ("in", "of", "a": bm25s' English stop words,
-    "you" and "your" too), made once."""
-    import Stemmer
-    from bm25s.stopwords import STOPWORDS_EN
-
-    return Stemmer.Stemmer("english"), frozenset(STOPWORDS_EN) | {"you", "your"}
-
-
 def _stems(text: str) -> tuple[str, ...]:
     """A wording's words as Snowball stems, those that name nothing aside ("Decreased appetite": decreas, appetit)."""
     return tuple(_word_stems(re.findall(r"[a-z]+", text.lower())))
