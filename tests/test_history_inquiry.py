@@ -923,7 +923,9 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert any("palpitations" in en.finding_description(f.name) for f in en.detect_findings("my heart is pounding"))
     # the question's own everyday words, in its asides: a racing heart is the palpitations' finding (it was read as
     # the disorganised beat of atrial fibrillation, and "heart racing" as heart failure), and double vision is read
-    for text in ("my heart is racing", "my heart keeps skipping a beat", "heart racing and chest pain"):
+    # ... and its last alternative, asked again ("or do you feel palpitations"), brings HPO's Palpitations words
+    for text in ("my heart is racing", "my heart keeps skipping a beat", "heart racing and chest pain",
+                 "my heart flutters", "it feels like my heart skips a beat"):
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert any("palpitations" in f for f in found) and not any("failure" in f or "disorganized" in f for f in found), text
     assert any("double vision" in en.finding_description(f.name) or "two images" in en.finding_description(f.name)
@@ -1095,6 +1097,10 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
     assert first_alternatives("swollen or painful lymph nodes") == ["swollen lymph nodes"]  # one word shares the rest
     assert first_alternatives("weakness or paralysis on one side of the face") == ["weakness on one side of the face"]
     assert first_alternatives("a fever") == []
+    # a second alternative is read where it asks the patient again, of a finding it names; an urge is no finding
+    assert first_alternatives("your heart is beating fast, irregularly or do you feel palpitations") == [
+        "your heart is beating fast, irregularly", "palpitations"]
+    assert first_alternatives("feeling nauseous or do you feel like vomiting") == ["feeling nauseous"]
     terms = [SimpleNamespace(name="Lymphadenopathy", synonyms=("Swollen lymph nodes", "Enlarged lymph nodes")),
              SimpleNamespace(name="Migraine", synonyms=("Migraine headache",)),
              SimpleNamespace(name="Fever", synonyms=("Pyrexia",))]

@@ -1096,15 +1096,24 @@ def first_alternatives(description: str) -> list[str]:
     words ("shortness of breath or difficulty breathing …": shortness of breath), Y one word ("chills or shivers") or Y
     opens on its own (an article or a verb); a one-word X shares Y's words after Y's first ("swollen or painful lymph
     nodes": swollen lymph nodes; "weakness or paralysis on one side of the face": weakness on one side of the face,
-    not weakness alone). The second alternative is not read: "any close family members who suffer from allergies,
-    hay fever or eczema" is no eczema of the patient's."""
+    not weakness alone). The second alternative is read only where it asks the patient again, of a finding it names
+    ("your heart is beating fast … or do you feel palpitations": palpitations too; not "… or do you feel like
+    vomiting", an urge); else not: "any close family members who suffer from allergies, hay fever or eczema" is no
+    eczema of the patient's."""
     m = re.match(r"^(?P<x>.+?),? or (?P<y>.+)$", description.strip(), re.IGNORECASE)
     if m is None:
         return []
     x, y = m.group("x").strip(), m.group("y").split()
+    asked = _ASKED_AGAIN.match(m.group("y"))
+    again = [asked.group(1)] if asked else []
     if " " in x or len(y) == 1 or y[0].lower() in _OWN_ALTERNATIVE:
-        return [x]
-    return [" ".join([x, *y[1:]])]
+        return [x, *again]
+    return [" ".join([x, *y[1:]]), *again]
+
+
+#: a second alternative that asks the patient again, of one finding it names ("do you feel palpitations")
+_ASKED_AGAIN = re.compile(r"^do\s+you\s+(?:feel|have)\s+(?!like\b|that\b|as\b)(?:an?\s+)?([a-z]+(?:\s+[a-z]+)?)$",
+                          re.IGNORECASE)
 
 
 def learn_surface_forms(symptoms: Sequence[str], pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
