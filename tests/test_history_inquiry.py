@@ -769,6 +769,18 @@ def test_shares_a_word_compares_the_first_letters_of_words_that_say_something():
 
 
 
+def test_a_parts_state_in_the_simple_present_is_also_read_as_going_on():
+    from medrank.pipelines.history.inquiry.findings import as_going_on
+
+    assert as_going_on("heart pounds") == "heart is pounding"
+    assert as_going_on("ear rings all day") == "ear is ringing all day"
+    # not a clause already going on, a plural or a pronoun subject, a verb of feeling or keeping, or a verb whose
+    # -ing form the lexicon lacks
+    for clause in ("heart is pounding", "eyes water", "it hurts", "stomach feels bloated", "cough keeps coming back",
+                   "throat stings"):
+        assert as_going_on(clause) is None, clause
+
+
 def test_names_every_word_leaves_out_the_words_of_a_history():
     question = ["diagnosed", "with", "obstructive", "sleep", "apnea"]
     assert names_every_word(["obstructive", "sleep", "apnea"], question)
@@ -925,7 +937,7 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     # the disorganised beat of atrial fibrillation, and "heart racing" as heart failure), and double vision is read
     # ... and its last alternative, asked again ("or do you feel palpitations"), brings HPO's Palpitations words
     for text in ("my heart is racing", "my heart keeps skipping a beat", "heart racing and chest pain",
-                 "my heart flutters", "it feels like my heart skips a beat"):
+                 "my heart flutters", "it feels like my heart skips a beat", "my heart pounds"):
         found = {en.finding_description(f.name) for f in en.detect_findings(text)}
         assert any("palpitations" in f for f in found) and not any("failure" in f or "disorganized" in f for f in found), text
     assert any("double vision" in en.finding_description(f.name) or "two images" in en.finding_description(f.name)

@@ -582,10 +582,15 @@ class EnglishDetector:
         # a symptom stated with its circumstance is also matched without it ("out of breath when I climb stairs" is
         # further from every wording of breathlessness than "out of breath"); the circumstance stays the clause's
         heads = [self.circumstance_head(p) for p in parts]
-        texts = [self.concept(p) for p in parts] + [self.concept(h) for h in heads if h]
+        # ... and a part's state said in the simple present also as it is going on ("heart pounds": "heart is
+        # pounding", which MiniLM puts near the racing heart; "heart pounds" near heart failure)
+        going = [as_going_on(self.concept(p)) for p in parts]
+        texts = ([self.concept(p) for p in parts] + [self.concept(h) for h in heads if h]
+                 + [g for g in going if g])
         vectors = self.encoder.encode(texts, show_progress=False) @ self.vectors.T
         sims, extra = vectors[:len(parts)], iter(vectors[len(parts):])
         sims = np.stack([np.maximum(row, next(extra)) if h else row for row, h in zip(sims, heads, strict=True)])
+        sims = np.stack([np.maximum(row, next(extra)) if g else row for row, g in zip(sims, going, strict=True)])
         feelings = {m.group(1).lower() for m in EN_FELT.finditer(text)}
         found: dict[str, str] = {}
         located: list[tuple[str, str]] = []
@@ -722,6 +727,30 @@ class EnglishDetector:
 _FUNCTION = frozenset({"your", "you're", "they", "them", "that", "this", "with", "from", "have", "into", "when", "while",
                        "the", "and", "you", "any", "are", "for", "one", "has", "had", "not", "all", "its", "her", "his",
                        "was", "but", "out", "off", "there"})
+
+
+_PRONOUNS = frozenset({"it", "he", "she", "one", "everything", "something", "nothing", "this", "that"})
+
+
+def as_going_on(clause: str) -> str | None:
+    """A clause that opens on a noun and a verb in the simple present written as going on ("heart pounds": heart is
+    pounding; "ear rings all day": ear is ringing all day), as lemminflect's lexicon inflects the verb; ``None`` for
+    any other clause ("heart is pounding", "eyes water": a plural, "it hurts": no noun)."""
+    from lemminflect import getAllLemmas, getInflection, getLemma
+
+    m = re.match(r"^([a-z]+)\s+([a-z]+s)\b(.*)$", clause.strip(), re.IGNORECASE)
+    if m is None:
+        return None
+    subject, verb, rest = m.group(1).lower(), m.group(2).lower(), m.group(3)
+    if subject in _FUNCTION or subject in _PRONOUNS or "NOUN" not in getAllLemmas(subject) or subject.endswith("s"):
+        return None
+    for lemma in getLemma(verb, upos="VERB", lemmatize_oov=False):
+        if verb in getInflection(lemma, tag="VBZ") and lemma not in ("be", "have", "do", "feel", "get", "keep", "seem",
+                                                                        "look"):
+            going = next((g for g in getInflection(lemma, tag="VBG") if g.endswith("ing") and g != lemma), None)
+            if going is not None:
+                return f"{subject} is {going}{rest}"
+    return None
 
 
 def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
