@@ -512,6 +512,7 @@ def test_a_clause_about_pain_matches_findings_that_speak_of_pain_only():
     # the body part brings the hernia nearest, as MiniLM has it ("stomach hurts" ~ "Stomach hernia")
     encoder = _TableEncoder({"a hiatal hernia": [1.0, 0.0], "pain when swallowing": [0.0, 1.0],
                              "chest pain even at rest": [0.6, 0.8], "stomach hurts": [0.99, 0.14],
+                             "stomach is hurting": [0.99, 0.14],  # its reading as going on (as_going_on)
                              "hiatal hernia": [1.0, 0.0], "it hurts to swallow": [0.7, 0.71],
                              "chest pain when I climb stairs": [0.6, 0.8], "chest pain at rest": [0.6, 0.8],
                              "chest pain": [0.6, 0.8]})  # the words before "when", also matched
