@@ -305,6 +305,13 @@ def content_stems(words: Sequence[str]) -> list[str]:
     return stemmer.stemWords([b for w in words if w not in stopwords and (b := base_form(w)) not in stopwords])
 
 
+def beginnings(words: Sequence[str]) -> set[str]:
+    """The first four letters of each word of three letters or more (the whole of a shorter one), an irregular
+    inflection taken as the word it is of (:func:`base_form`: "threw" as throw): two words that begin alike are read
+    as one word's forms ("cough", "coughing"; "threw", "thrown")."""
+    return {base_form(w)[:4] for w in words if len(w) >= 3}
+
+
 def plain_adjectives(text: str, vocabulary: Sequence[str]) -> str:
     """``text`` with each English adjective in -y (five letters or more) that ``vocabulary`` (lower-case words,
     sorted) lacks written as the vocabulary's word it comes from, its -ing form where there is one ("wheezy": wheezing,
@@ -317,13 +324,13 @@ def plain_adjectives(text: str, vocabulary: Sequence[str]) -> str:
         at = bisect.bisect_left(vocabulary, lower)
         if at < len(vocabulary) and vocabulary[at] == lower:
             return word
+        # the words the adjective comes from follow its stem in the sorted vocabulary (the adjective itself is not there)
         stem = lower[:-1]
         found = []
-        for w in vocabulary[bisect.bisect_left(vocabulary, stem):]:
-            if not w.startswith(stem):
+        for i in range(bisect.bisect_left(vocabulary, stem), len(vocabulary)):
+            if not vocabulary[i].startswith(stem):
                 break
-            if w != lower:
-                found.append(w)
+            found.append(vocabulary[i])
         # the state the adjective says, its -ing form where the vocabulary has it ("wheezing", not "wheeze")
         return min(found, key=lambda w: (not w.endswith("ing"), len(w), w)) if found else word
 

@@ -53,7 +53,7 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD, BREATH_WORD, base_form, content_stems, plain_adjectives
+from medrank.text import BLOOD_WORD, BREATH_WORD, beginnings, content_stems, plain_adjectives
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -502,13 +502,6 @@ def _content_stems(text: str) -> tuple[str, ...]:
     """A wording's words as :func:`medrank.text.content_stems` stems them: "threw up" and "Throwing up" are both
     (throw, up)."""
     return tuple(content_stems(_WORD.findall(text.lower())))
-
-
-def _begin_alike(words: Sequence[str], others: Sequence[str]) -> bool:
-    """Whether a word of ``words`` and one of ``others`` (three letters or more) begin alike over four letters, an
-    irregular inflection taken as the word it is of (:func:`~medrank.text.base_form`)."""
-    mine = {base_form(w)[:4] for w in words if len(w) >= 3}
-    return bool(mine & {base_form(w)[:4] for w in others if len(w) >= 3})
 
 
 def _longest_common(a: str, b: str) -> int:
@@ -1568,7 +1561,7 @@ class SetDetector:
                       if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
             mine = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())
                     if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
-            if not _begin_alike(theirs, mine):
+            if not beginnings(theirs) & beginnings(mine):
                 out.add(j)
         return out
 

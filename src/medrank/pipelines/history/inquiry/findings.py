@@ -37,7 +37,7 @@ from medrank.text import (
     BLOOD_WORD,
     BREATH_WORD,
     EN_PERSON,
-    base_form,
+    beginnings,
     content_stems,
     plain_adjectives,
     singular,
@@ -443,8 +443,8 @@ class EnglishDetector:
         #: how near by meaning a word beside blood must be to a word of a finding of blood to say what the blood comes
         #: with (:meth:`blood_source`; MiniLM: "poop" and "stool" 0.72, "poop" and "vomit" 0.59)
         self.source_threshold = 0.65
-        self._blood_words: dict[str, list[str]] | None = None  # finding of blood -> its words, blood's own aside
-        self._word_vectors: dict[str, np.ndarray] = {}  # word -> its MiniLM vector (:meth:`blood_source`)
+        #: finding of blood -> the MiniLM vectors of its words, blood's own aside (:meth:`blood_source`)
+        self._blood_words: dict[str, np.ndarray] | None = None
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
@@ -480,20 +480,15 @@ class EnglishDetector:
         the stool's ("light red blood or blood clots in your stool"), "threw" and "up" the vomit's; ``None`` when no
         word is near enough ("pee": DDXPlus asks of no blood in the urine)."""
         if self._blood_words is None:
-            self._blood_words = {
-                n: sorted({w for w in self.words_of(n) if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY
-                           and not BLOOD_WORD.search(w)})
-                for n in dict.fromkeys(n for n, blood in zip(self.names, self.of_blood, strict=True) if blood)}
-        words = sorted({w for ws in self._blood_words.values() for w in ws} | set(said))
-        missing = [w for w in words if w not in self._word_vectors]
-        if missing:
-            self._word_vectors.update(zip(missing, self.encoder.encode(missing, show_progress=False), strict=True))
-        mine = np.stack([self._word_vectors[w] for w in said])
+            # each finding of blood's words, blood's own aside, as MiniLM vectors (one matrix per finding), made once
+            words = {n: sorted({w for w in self.words_of(n) if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY
+                                and not BLOOD_WORD.search(w)})
+                     for n in dict.fromkeys(n for n, blood in zip(self.names, self.of_blood, strict=True) if blood)}
+            self._blood_words = {n: self.encoder.encode(ws, show_progress=False) for n, ws in words.items() if ws}
+        mine = self.encoder.encode(list(said), show_progress=False)
         best, nearest = self.source_threshold, None
         for name, theirs in self._blood_words.items():
-            if not theirs:
-                continue
-            near = float((mine @ np.stack([self._word_vectors[w] for w in theirs]).T).max())
+            near = float((mine @ np.asarray(theirs).T).max())
             if near >= best:
                 best, nearest = near, name
         return nearest
@@ -549,6 +544,12 @@ class EnglishDetector:
             return None
         return clause[:m.start()].strip()
 
+    def _other_readings(self, clause: str, concept: str) -> list[str]:
+        """What a clause is also matched as (:meth:`detect`): what it states before its circumstance, and its part's
+        state as going on (:func:`as_going_on`)."""
+        head = self.circumstance_head(clause)
+        return [t for t in (self.concept(head) if head else None, as_going_on(concept)) if t]
+
     @staticmethod
     def concept(clause: str) -> str:
         """The clause without negation cues, leading verbs, casual intensifiers, what says it goes on ("can't stop
@@ -581,16 +582,15 @@ class EnglishDetector:
         pain = self.pain.detect(parts) if self.pain is not None else []
         # a symptom stated with its circumstance is also matched without it ("out of breath when I climb stairs" is
         # further from every wording of breathlessness than "out of breath"); the circumstance stays the clause's
-        heads = [self.circumstance_head(p) for p in parts]
         # ... and a part's state said in the simple present also as it is going on ("heart pounds": "heart is
-        # pounding", which MiniLM puts near the racing heart; "heart pounds" near heart failure)
-        going = [as_going_on(self.concept(p)) for p in parts]
-        texts = ([self.concept(p) for p in parts] + [self.concept(h) for h in heads if h]
-                 + [g for g in going if g])
+        # pounding", which MiniLM puts near the racing heart; "heart pounds" near heart failure); the nearest counts
+        concepts = [self.concept(p) for p in parts]
+        others = [self._other_readings(p, c) for p, c in zip(parts, concepts, strict=True)]
+        texts = [*concepts, *(t for ts in others for t in ts)]
         vectors = self.encoder.encode(texts, show_progress=False) @ self.vectors.T
-        sims, extra = vectors[:len(parts)], iter(vectors[len(parts):])
-        sims = np.stack([np.maximum(row, next(extra)) if h else row for row, h in zip(sims, heads, strict=True)])
-        sims = np.stack([np.maximum(row, next(extra)) if g else row for row, g in zip(sims, going, strict=True)])
+        extra = iter(vectors[len(parts):])
+        sims = np.stack([np.max([row, *(next(extra) for _ in ts)], axis=0)
+                         for row, ts in zip(vectors[:len(parts)], others, strict=True)])
         feelings = {m.group(1).lower() for m in EN_FELT.finditer(text)}
         found: dict[str, str] = {}
         located: list[tuple[str, str]] = []
@@ -625,6 +625,8 @@ class EnglishDetector:
                     ] if blood else []
             # what the clause says beside blood, the words of a history aside ("I've been peeing blood": peeing)
             said = [w for w in what if len(w) >= 3 and w not in _FUNCTION and w not in _HISTORY]
+            # ... and the finding of blood those words are nearest by meaning
+            source = self.blood_source(said) if said else None
             chosen = circumstantial = None
             eased = EN_BETTER.search(clause) is not None
             # the clause's words the patient says they feel ("I feel faint": faint; the subject and its verb are cut)
@@ -657,7 +659,7 @@ class EnglishDetector:
                     # a blocked nose)
                     continue
                 if blood and self.of_blood[j] and said and not shares_a_word(said, self.words_of(self.names[j])) and (
-                        self.blood_source(said) != self.names[j]):
+                        source != self.names[j]):
                     # nor as another finding of blood when what the blood comes with is not that one's: blood in the
                     # urine is not blood coughed up, though the two wordings are near (an everyday word for what
                     # it comes with is that one's by meaning: :meth:`blood_source`)
@@ -729,7 +731,8 @@ _FUNCTION = frozenset({"your", "you're", "they", "them", "that", "this", "with",
                        "was", "but", "out", "off", "there"})
 
 
-_PRONOUNS = frozenset({"it", "he", "she", "one", "everything", "something", "nothing", "this", "that"})
+#: subjects that name no part (with :data:`_FUNCTION`'s "this", "that" …): :func:`as_going_on` leaves them
+_PRONOUNS = frozenset({"it", "he", "she", "one", "everything", "something", "nothing"})
 
 
 def as_going_on(clause: str) -> str | None:
@@ -757,10 +760,8 @@ def shares_a_word(words: Sequence[str], others: Sequence[str]) -> bool:
     """Whether a word of ``words`` and one of ``others`` (lower case, no function words) begin alike: over their first
     four letters, or the whole of the shorter one of three letters or more ("red" in "redness", "eye" in "eyes"); an
     irregular inflection as the word it is of (:func:`~medrank.text.base_form`: "threw" as throw, like "thrown")."""
-    def stems(ws: Sequence[str]) -> set[str]:
-        return {base_form(w)[:4] for w in ws if len(w) >= 3 and w not in _FUNCTION}
-
-    mine, theirs = stems(words), stems(others)
+    mine = beginnings([w for w in words if w not in _FUNCTION])
+    theirs = beginnings([w for w in others if w not in _FUNCTION])
     return bool(mine & theirs) or any(len(a) == 3 and b.startswith(a) or len(b) == 3 and a.startswith(b)
                                       for a in mine for b in theirs)
 
@@ -1110,6 +1111,8 @@ _FEELING = re.compile(r"^(?:feeling|feel|feels|felt)\s+", re.IGNORECASE)
 #: clause, not of a name
 _TIMES = re.compile(r"\s+(?:(?:several|many|multiple|a\s+few)\s+times|lately|recently)$", re.IGNORECASE)
 _CLAUSE_OPENER = re.compile(r"^(?:that|if|whether)\b", re.IGNORECASE)
+
+
 def _stems(text: str) -> tuple[str, ...]:
     """A wording's words as Snowball stems, those that name nothing aside ("Decreased appetite": decreas, appetit)."""
     return tuple(_word_stems(re.findall(r"[a-z]+", text.lower())))
