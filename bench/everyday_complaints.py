@@ -36,7 +36,8 @@ from typing import Any
 
 import common
 
-from medrank.config import set_threads
+from medrank.config import cache_dir, set_threads
+from medrank.pipelines.symptom.inference import word_encoder
 from medrank.pipelines.symptom.set_eval import slot_prf
 from medrank.pipelines.symptom.sets import CALIBRATIONS, HpoHierarchy, SetCalibration, SetDetector
 
@@ -188,6 +189,8 @@ def main() -> None:
     zero.calibration = SetCalibration.load(CALIBRATIONS / "hpo-hybrid.json")
     # small talk read as no finding over the hybrid's dense part, as the service's HPO store is gated
     gate = " + small-talk gate" if zero.use_small_talk(hybrid.index, concepts) else ""
+    # everyday words read as the vocabulary's nearest word (rule lay_words), over the same dense encoder
+    zero.use_lay_words(word_encoder(hybrid.index), cache_dir() / "embeddings")
     systems[f"zero-shot MiniLM hybrid, shipped calibration (hpo-hybrid.json){gate}"] = score(zero.detect, texts, slots, names, zero.search)
     out = {"complaints": len(texts), "slots": sum(len(s) for s in slots), "data": str(args.data.name),
            "systems": systems, **({"kept_from_an_earlier_run": kept} if kept else {}),

@@ -44,6 +44,7 @@ import numpy as np
 
 from medrank.config import cache_dir, set_threads
 from medrank.encoders import CachedEncoder, load_encoder
+from medrank.pipelines.symptom.inference import word_encoder
 from medrank.pipelines.symptom.lexicon import mine_surface_lexicon, read_dxy_folder
 from medrank.pipelines.symptom.reranker import TermReranker
 from medrank.pipelines.symptom.self_report import (
@@ -358,6 +359,9 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     systems = {}
     for k in (1, 2, 3):
         systems[f"whole-text top-{k}"] = pct(set_prf(top1(det.search, test_texts, k), test_gold))
+    # everyday words read as each index's nearest word (rule lay_words), as served
+    det.use_lay_words(word_encoder(det_index := r.index), cache_dir() / "embeddings")
+    det_cal.use_lay_words(word_encoder(det_index), cache_dir() / "embeddings")
     cal = det_cal.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS, rules=EN_RULES)
     cal.save(CALIBRATIONS / "hpo-hybrid.json")  # the zero-shot service knowledge base's calibration
     det.calibration = cal
@@ -378,6 +382,7 @@ def part_en(out: dict[str, Any], en_runs: list[Path] | None = None) -> None:
     # a calibration fitted on unseen phrases only (the earlier design) never saw an exact match
     served = SetDetector.from_retriever(retriever("hpo-full-hybrid-minilm", concepts, "hybrid", "minilm", "en"),
                                         language="en", hierarchy=hier, name="hpo")
+    served.use_lay_words(word_encoder(det_index), cache_dir() / "embeddings")
     for label, calibration in (("unseen phrases only", det.fit(cal_texts, cal_gold, span_rule=True, join_margins=JOIN_MARGINS,
                                                                rules=EN_RULES)), ("mixed", cal)):
         served.calibration = calibration
@@ -628,11 +633,14 @@ def part_speed(run: Path | None, out: dict[str, Any], en_runs: list[Path] | None
     hpo = retriever("hpo-full-hybrid-minilm", hpo_concepts, "hybrid", "minilm", "en")
     _plain_query_encoder(hpo)
     dets["en (MiniLM hybrid, HPO; torch, exact search)"] = SetDetector.from_retriever(hpo, language="en", hierarchy=HpoHierarchy())
+    dets["en (MiniLM hybrid, HPO; torch, exact search)"].use_lay_words(word_encoder(hpo.index), cache_dir() / "embeddings")
     served = retriever("hpo-full-hybrid-minilm", hpo_concepts, "hybrid", "minilm", "en")
     _plain_query_encoder(served)
     prepare_for_serving(served, backend="auto", search="hnsw")
     dets["en (MiniLM hybrid, HPO; backend auto, HNSW)"] = SetDetector.from_retriever(served, language="en",
                                                                                      hierarchy=HpoHierarchy())
+    # everyday words read as the vocabulary's (rule lay_words) over each form's own query encoder, as served
+    dets["en (MiniLM hybrid, HPO; backend auto, HNSW)"].use_lay_words(word_encoder(served.index), cache_dir() / "embeddings")
     # the service's dxy knowledge base: the self-report model decides the 41 DXY symptoms itself
     dets["dxy (self-report model, 41 DXY symptoms, fitted on the 423 visible reports)"] = dxy_self_report_model()
     res = {}

@@ -1368,6 +1368,43 @@ def test_an_adjective_no_wording_holds_is_also_read_as_the_wordings_word() -> No
     assert [t.id for t in got.terms] == ["WH"] and "SC" in [t.id for t in got.alternatives]
 
 
+class _WordVectors:
+    """Unit vectors written out for the lay-word rule: "pee" is near urine, "shattered" near fractured."""
+
+    vectors = {"urine": (1.0, 0.0, 0.0), "fractured": (0.0, 1.0, 0.0), "pee": (0.9, 0.0, float(np.sqrt(0.19))),
+               "shattered": (0.0, 0.9, float(np.sqrt(0.19)))}
+
+    def encode(self, texts, kind=None, batch_size=64, show_progress=False):
+        return np.array([self.vectors.get(t, (0.0, 0.0, 1.0)) for t in texts], dtype=np.float32)
+
+
+def test_an_everyday_word_no_wording_holds_is_also_read_as_the_nearest_wording_word() -> None:
+    # "burns when I pee" found Dysuria second only; read as "burns when I urine" it finds it first
+    names = {"DY": "Dysuria", "RU": "Red urine", "UO": "Urine odor", "PF": "Pathologic fracture", "FR": "Fractured rib",
+             "EP": "Epiphora"}
+    hits = {"burns when I pee": [("GL", 0.7), ("DY", 0.65)], "burns when I urine": [("DY", 0.9), ("RU", 0.5)],
+            "shattered": [("EP", 0.5), ("FR", 0.45), ("GL", 0.4), ("UO", 0.3)], "fractured": [("PF", 0.9)]}
+    wordings = {"DY": ("Dysuria", "Painful urination"), "RU": ("Red urine",), "UO": ("Urine odor",),
+                "PF": ("Pathologic fracture", "Fractured bone"), "FR": ("Fractured rib",), "EP": ("Epiphora",)}
+    names["GL"] = "Glossitis"
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    det.calibration.rules = ("lay_words",)
+    assert [s.text for s in det._spans("burns when I pee")] == ["burns when I pee"]  # no encoder: the rule is off
+    assert det.use_lay_words(_WordVectors())
+    assert [(s.text, s.reading, s.lay_of) for s in det._spans("burns when I pee")] == [
+        ("burns when I pee", False, None), ("burns when I urine", True, "burns when I pee")]
+    got = det.detect("burns when I pee")
+    assert [t.id for t in got.terms] == ["DY"]
+    # a term only the reading finds is offered, not decided: the encoder's nearest word may be another sense of the
+    # patient's ("I'm shattered": tired), and the search of their own words finds no fracture first
+    got = det.detect("shattered")
+    assert "PF" not in [t.id for t in got.terms] and "PF" in [t.id for t in got.alternatives]
+    det.calibration.rules = ()
+    assert [s.text for s in det._spans("burns when I pee")] == ["burns when I pee"]
+    # a Chinese detector never reads English words so
+    assert not SetDetector(lambda texts, k: [], {}, language="zh", wordings=wordings).use_lay_words(_WordVectors())
+
+
 def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:
     # HPO's "Abnormality of temperature regulation" holds Fever: found for "running a temperature", it said nothing a
     # clinician could tick, and was decided

@@ -363,5 +363,9 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Hematuria" in {t.name for t in hpo.detect("there was blood in my pee").terms}
     # an adjective no wording holds is read as the wordings' word too (rule plain_adjectives): a wheezy chest wheezes
     assert {t.name for t in hpo.detect("I have a wheezy chest").terms} == {"Wheezing"}
+    # an everyday word no wording uses is read as the vocabulary's nearest word too (rule lay_words): "pee" as urinate
+    assert "Dysuria" in {t.name for t in hpo.detect("it burns when I pee").terms}
+    # ... and a term only that reading finds is offered, not decided: "shattered" (tired) is nearest "fractured"
+    assert not any("fracture" in t.name.lower() for t in hpo.detect("I'm shattered all day").terms)
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

@@ -297,6 +297,11 @@ def _stemming() -> tuple[Any, frozenset[str]]:
     return Stemmer.Stemmer("english"), frozenset(STOPWORDS_EN) | {"you", "your"}
 
 
+def stop_words() -> frozenset[str]:
+    """The English words that name nothing in a wording (bm25s' English stop words, "you", "your")."""
+    return _stemming()[1]
+
+
 def content_stems(words: Sequence[str]) -> list[str]:
     """Snowball stems of English ``words`` (lower case), those that name nothing aside (bm25s' English stop words,
     "you", "your"); an irregular inflection is stemmed as the word it is of (:func:`base_form`: "threw", "thrown",

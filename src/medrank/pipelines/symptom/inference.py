@@ -216,12 +216,32 @@ def zero_shot_set_detector(vocabulary: str, data_root: str | os.PathLike[str] | 
                                           lexicon=lexicon)
     if language == "en":
         detector.use_small_talk(retriever.index, retriever.concepts.values(), data_root)
+        detector.use_lay_words(word_encoder(retriever.index), cache_dir() / "embeddings")
     return detector
+
+
+def word_encoder(index: Any = None, encoder: Any = None) -> Any:
+    """The encoder the ``lay_words`` rule compares words by: ``encoder``, else the one dense encoder of ``index``
+    (:func:`~medrank.pipelines.symptom.small_talk.dense_view`; ``None`` for an index without one, or an ensemble of
+    several), outside any query memo or disk cache around it (a complaint's words are kept nowhere)."""
+    from medrank.encoders import CachedEncoder
+    from medrank.encoders.memo import QueryMemo
+    from medrank.index.dense import DenseIndex
+    from medrank.pipelines.symptom.small_talk import dense_view
+
+    if encoder is None and index is not None:
+        dense = dense_view(index)
+        encoder = dense.encoder if isinstance(dense, DenseIndex) else None
+    while isinstance(encoder, (QueryMemo, CachedEncoder)):
+        encoder = encoder.encoder
+    return encoder
 
 
 def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] | None = None) -> SetDetector | None:
     """A :class:`SetDetector` over a service knowledge base with the calibration shipped for it
     (``shipped_calibration``); ``None`` when none was fitted for that knowledge base and method."""
+    from medrank.config import cache_dir
+
     calibration = shipped_calibration(kb.info.name, kb.info.method, trained=bool(kb.info.trained))
     if calibration is None:
         return None
@@ -231,8 +251,10 @@ def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] |
     backend = kb.backend
     if getattr(backend, "retriever", None) is not None:
         sets.use_small_talk(backend.retriever.index, kb.concepts.values(), data_root)
+        sets.use_lay_words(word_encoder(backend.retriever.index), cache_dir() / "embeddings")
     elif callable(getattr(backend, "dense_scores", None)) and getattr(backend, "encoder", None) is not None:
         # the store's search, its dense scores and the small-talk index share one query memo: a piece is encoded once
         backend.encoder = remembering_queries(backend.encoder)
         sets.use_small_talk(backend.dense_scores, kb.concepts.values(), data_root, encoder=backend.encoder)
+        sets.use_lay_words(word_encoder(encoder=backend.encoder), cache_dir() / "embeddings")
     return sets

@@ -112,12 +112,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``part_swelling`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
 #: serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words", "blood_source", "plain_adjectives")
+            "breath_words", "blood_source", "plain_adjectives", "lay_words")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source")
+#: under ``lay_words``, a term found for a reading of everyday words is decided only when the search of the patient's own
+#: words finds it among its first this many hits (:meth:`SetDetector._lay_only`)
+LAY_CONFIRM_RANK = 3
 #: how HPO names its grouping classes: "Abnormality of the X", "Abnormal X morphology / physiology"
 GROUPING_NAME = re.compile(r"^abnormal(?:ity)?\b", re.I)
 #: a trained run's training memory, beside its ``sets-<candidates>.json``
@@ -603,6 +606,8 @@ class _Candidate:
     votes: int = 0
     #: the reading spans whose best hit it is (a circumstance's own terms passed over)
     reading_best: set[int] = field(default_factory=set)
+    #: span → its rank among that span's hits
+    found_at: dict[int, int] = field(default_factory=dict)
     exact: bool = False
     in_negated_span: bool = False
     in_span: bool = False
@@ -668,6 +673,9 @@ class SetDetector:
         #: :meth:`use_small_talk`
         self.small_talk = small_talk
         self._small_talk_reads_search = False
+        #: a :class:`~medrank.pipelines.symptom.lay_words.LayWords` that reads the rule ``lay_words`` (None: off); see
+        #: :meth:`use_lay_words`
+        self.lay_words: Any = None
         #: the rules :meth:`fit` prepares complaints with (None: the calibration's own)
         self._fitting_rules: tuple[str, ...] | None = None
         #: what is derived from ``names`` or the lexicon, with the objects it was derived from (:meth:`_derived`)
@@ -815,6 +823,8 @@ class SetDetector:
             spans = self._swelling_readings(text, spans)
         if not zh and self._rule("plain_adjectives"):
             spans = self._plain_readings(spans)
+        if not zh and self.lay_words is not None and self._rule("lay_words"):
+            spans = self._lay_readings(spans)
         if zh and self._rule("zh_variants"):
             # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
             spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
@@ -862,6 +872,32 @@ class SetDetector:
             if plain != s.text:
                 out.append(Span(s.start, s.end, plain, None, s.negated, reading=True))
         return out
+
+    def _lay_readings(self, spans: Sequence[Span]) -> list[Span]:
+        """``spans`` under ``lay_words``: each piece (or reading) with an everyday word the vocabulary does not use
+        read with it written as the vocabulary's word nearest in meaning too ("burns when I pee": "burns when I
+        urinate"; :class:`~medrank.pipelines.symptom.lay_words.LayWords`), as a reading of the same words."""
+        out: list[Span] = []
+        for s in spans:
+            out.append(s)
+            lay = self.lay_words.rewrite(s.text) if not s.reading else None
+            if lay is not None and lay != s.text:
+                out.append(Span(s.start, s.end, lay, None, s.negated, reading=True, lay_of=s.text))
+        return out
+
+    def use_lay_words(self, encoder: Any, cache: PathLike | None = None) -> bool:
+        """Read the rule ``lay_words`` with ``encoder`` (the vocabulary's dense encoder: words are compared as it
+        reads them); ``cache``: a folder of the on-disk embedding cache (:class:`~medrank.encoders.CachedEncoder`)
+        that keeps the vocabulary's word vectors, never a complaint's. Returns whether it is on (English vocabularies
+        with wordings only)."""
+        from medrank.encoders import CachedEncoder
+        from medrank.pipelines.symptom.lay_words import lay_words_for
+
+        if self.language != "en" or not self.wordings or encoder is None:
+            return False
+        self.lay_words = lay_words_for(encoder, self.wordings,
+                                       target_encoder=CachedEncoder(encoder, cache) if cache is not None else None)
+        return True
 
     def _derived(self, what: str, sources: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """``build()``, kept under ``what`` until one of ``sources`` (the objects it is derived from, compared by
@@ -1019,6 +1055,8 @@ class SetDetector:
         self._wording_table()
         self._every_wording_stem()
         self._parts()
+        if self.lay_words is not None and self._rule("lay_words"):
+            self.lay_words.warm()
         if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
             return
         forms = sorted(set(self.lexicon.forms) | set(self.lexicon.forms.values())) if self.lexicon is not None else []
@@ -1091,6 +1129,8 @@ class SetDetector:
                 if cid in about_circumstance:
                     continue
                 c = cands.setdefault(cid, _Candidate(cid))
+                if kind == "span":
+                    c.found_at.setdefault(i, rank)
                 if kind == "span" and i in readings and first_kept:
                     c.reading_best.add(i)
                 first_kept = False
@@ -1215,7 +1255,7 @@ class SetDetector:
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
         contradicted = (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
                         | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
-                        | self._blood_elsewhere(text, spans, cands))
+                        | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands))
         # ... a descendant a rule keeps from being decided does not (Pharyngeal edema, a throat's, for "my knee is
         # swollen", kept Edema offered too)
         vaguer = self._vaguer([j for j in order if j not in contradicted], cands, spans, p, threshold, text)
@@ -1565,6 +1605,22 @@ class SetDetector:
                 out.add(j)
         return out
 
+    def _lay_only(self, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``lay_words``, the candidates placed on a reading of everyday words written as the vocabulary's
+        (:meth:`_lay_readings`) that the search of the words it was read from does not find: offered, not decided. An
+        encoder's nearest word may be another sense of it (British "shattered", tired, is nearest "fractured"); the
+        patient's own words are searched too, and a term they find as well is the one meant ("burns when I pee" finds
+        Dysuria second, "burns when I urinate" first)."""
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0 or spans[c.span_idx].lay_of is None:
+                continue
+            s = spans[c.span_idx]
+            own = [i for i, o in enumerate(spans) if (o.start, o.end, o.text) == (s.start, s.end, s.lay_of)]
+            if not any(c.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own):
+                out.add(j)
+        return out
+
     def _unsaid_blood(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """With the ``unsaid_blood`` rule, the English candidates of blood or bleeding (:meth:`_blood_terms`) whose span
         (or, placed on none, the whole text) names neither: offered, not decided."""
@@ -1642,10 +1698,12 @@ class SetDetector:
         return out
 
     def forget_queries(self) -> None:
-        """Forget the query vectors the small-talk gate remembers (:class:`~medrank.encoders.QueryMemo`): a benchmark
-        timing each complaint as a new one calls it before each."""
+        """Forget the query vectors the small-talk gate remembers (:class:`~medrank.encoders.QueryMemo`) and the words
+        the lay-word rule read: a benchmark timing each complaint as a new one calls it before each."""
         if self.small_talk is not None:
             self.small_talk.forget()
+        if self.lay_words is not None:
+            self.lay_words.forget()
 
     def use_small_talk(self, index: Any, concepts: Iterable[Any], root: PathLike | None = None,
                        encoder: Any = None) -> bool:

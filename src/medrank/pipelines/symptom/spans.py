@@ -89,7 +89,8 @@ class Span:
     span reads words that other spans hold once more, in a longer context (a bare predicate with the clause before it,
     a subordinate clause with the clause it qualifies); it is searched, but it is not one more piece of the complaint.
     ``circumstance``: for a subordinate clause read with its clause, the subordinate clause alone ("when I climb
-    stairs"), which says when, not what."""
+    stairs"), which says when, not what. ``lay_of``: for a reading with everyday words written as the vocabulary's
+    (the set detector's ``lay_words`` rule), the text it was read from."""
 
     start: int
     end: int
@@ -98,6 +99,7 @@ class Span:
     negated: bool = False
     reading: bool = False
     circumstance: str | None = None
+    lay_of: str | None = None
 
 
 def is_chinese(text: str) -> bool:
