@@ -987,6 +987,10 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert said("my eyes are itchy and watery") == {"severe itching in one or both eyes",
                                                    "that your eyes produce excessive tears"}
     assert said("I can't smell or taste anything") == {"lost your sense of smell"}
+    # a child who won't eat, or someone not hungry, has lost their appetite (both were read as no loss of it)
+    appetite = "a loss of appetite or get full more quickly then usually"
+    assert appetite in said("my child has a fever and won't eat") and appetite in said("I'm not hungry")
+    assert appetite not in said("I haven't lost my appetite") and appetite not in said("my appetite is fine")
     # nausea is no vomiting: "feeling nauseous" takes HPO's Nausea words
     assert said("I feel sick to my stomach") == {"feeling nauseous or feel like vomiting"}
     assert [en.finding_description(f.name) for f in en.detect_findings("Nausea", term=True)] == [
@@ -1173,6 +1177,27 @@ def test_denying_what_a_finding_says_is_lost_states_the_finding():
     assert says_the_loss("I have no appetite", loss) and says_the_loss("not much appetite lately", loss)
     assert not says_the_loss("I haven't lost my appetite", loss) and not says_the_loss("there's no loss of appetite", loss)
     assert not says_the_loss("I have no appetite", "a fever")
+
+
+def test_denying_what_a_finding_says_is_lost_by_meaning_states_the_finding():
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    # "eat" is near the appetite a loss of appetite has lost, far nearer it than the loss (as MiniLM places them);
+    # "pass out" is nearer the loss of consciousness than consciousness
+    encoder = _TableEncoder({"a loss of appetite": [1.0, 0.0, 0.0], "loss of appetite": [1.0, 0.0, 0.0],
+                             "appetite": [0.6, 0.8, 0.0], "eat": [0.65, 0.76, 0.0], "lost my appetite": [1.0, 0.0, 0.0],
+                             "appetite is fine": [0.61, 0.79, 0.0], "a loss of consciousness": [0.0, 0.0, 1.0],
+                             "loss of consciousness": [0.0, 0.0, 1.0], "consciousness": [0.0, 0.6, 0.8],
+                             "pass out": [0.0, 0.2, 0.98]})
+    evidences = {"E_161": Evidence("E_161", "Have you recently had a loss of appetite?", "B", "E_161", "", ()),
+                 "E_88": Evidence("E_88", "Have you had a loss of consciousness?", "B", "E_88", "", ())}
+    det = EnglishDetector(evidences, threshold=0.6, encoder=encoder, hpo=False)
+    assert det.detect("I won't eat") == [("E_161", "present")]
+    assert det.detect("I haven't lost my appetite") == [("E_161", "absent")]  # a loss denied
+    assert det.detect("my appetite is fine") == [("E_161", "absent")]  # all is well: no denial to read
+    assert det.detect("I didn't pass out") == [("E_88", "absent")]  # the words name the loss itself
+    assert not det.denies_what_is_lost("I will eat", ["a loss of appetite"])  # nothing denied
+    assert not det.denies_what_is_lost("I won't eat", ["a fever"])  # no loss described
 
 
 def test_what_a_patient_cannot_do_is_a_difficulty_doing_it():

@@ -134,6 +134,13 @@ def says_the_loss(clause: str, description: str) -> bool:
                      rf"|\b(?:can't|cannot|can\s+not|couldn't|unable\s+to)\s+{lost}\b", clause, re.IGNORECASE) is not None
 
 
+#: how much nearer a denied clause's words must be to what a finding says is lost than to its loss for the denial to
+#: state the loss ("won't eat": appetite, not "loss of appetite"); MiniLM: "eat" 0.64 / 0.49, "hungry" 0.78 / 0.57,
+#: "feel my feet" 0.54 / 0.37 (loss of sensation), but "numb" 0.52 / 0.47 and "pass out" 0.28 / 0.41
+LOST_MARGIN = 0.1
+#: a clause that itself speaks of a loss ("I haven't lost my appetite") denies the loss, not what is lost
+_EN_SAYS_LOSS = re.compile(r"\b(?:los[est]\w*|lack\w*|absen\w*)\b", re.IGNORECASE)
+
 EN_LEADING = re.compile(r"^(?:(?:have|has|had|feel|feels|felt|am|is|was|get|got|any|a|an|some)\s+)+", re.IGNORECASE)
 # the circumstance an evidence is about ("vomit after coughing", "a wheezing sound when you exhale", "chest pain even
 # at rest", "out of breath with minimal physical effort": "I get out of breath" is breathlessness, not that)
@@ -474,6 +481,22 @@ class EnglishDetector:
             if places:
                 self.alternative_codings[name] = (self.pain.location, frozenset(places))
 
+    def denies_what_is_lost(self, clause: str, descriptions: Sequence[str]) -> bool:
+        """Whether a denied ``clause`` denies what one of ``descriptions`` says is lost, and so states the loss: "my child
+        won't eat", "I'm not hungry" (a loss of appetite), "I can't feel my feet" (loss of sensation). The clause's
+        words, negation aside (:meth:`concept`), must be nearer by meaning to the thing lost than to its loss by
+        :data:`LOST_MARGIN` ("I'm not numb" and "I didn't pass out" name the loss itself), and the clause must not speak
+        of a loss ("I haven't lost my appetite")."""
+        if _EN_SAYS_LOSS.search(clause) or _EN_FINE.search(clause) or not EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)):
+            return False  # a loss denied, a statement that all is well, or no denial at all
+        parts = [(m.group(1), m.group(0)) for d in descriptions if (m := _EN_LOSS_OF.search(d))]
+        if not parts:
+            return False
+        concept = self.concept(clause)
+        vectors = self.encoder.encode([concept, *(t for pair in parts for t in pair)], show_progress=False)
+        sims = vectors[1:] @ vectors[0]
+        return any(float(sims[2 * i] - sims[2 * i + 1]) >= LOST_MARGIN for i in range(len(parts)))
+
     def blood_source(self, said: Sequence[str]) -> str | None:
         """The finding of blood whose words, blood's own aside, one of ``said`` (what a clause says beside blood) is
         nearest by meaning, where it is near enough (cosine of the two words >= :attr:`source_threshold`): "poop" is
@@ -691,8 +714,9 @@ class EnglishDetector:
                     and row[circumstantial] >= self.threshold + self.circumstance_margin):
                 chosen = circumstantial
             if chosen is not None:
-                negated = is_negated(clause) and not any(
-                    says_the_loss(clause, self.descriptions[j]) for j in self.rows_of[self.names[chosen]])
+                rows = self.rows_of[self.names[chosen]]
+                negated = is_negated(clause) and not any(says_the_loss(clause, self.descriptions[j]) for j in rows) \
+                    and not self.denies_what_is_lost(clause, [self.descriptions[j] for j in rows])
                 value = ABSENT if negated else PRESENT
                 found.setdefault(self.names[chosen], value)
                 if value == PRESENT and self.names[chosen] in self.located:
