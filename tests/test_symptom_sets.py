@@ -1308,6 +1308,25 @@ def test_a_term_of_blood_is_decided_only_on_words_of_blood() -> None:
     assert det._unsaid_blood("咳血", [], []) == set()  # Chinese text is left alone
 
 
+def test_a_first_hit_an_unsaid_rule_keeps_back_gives_way_to_the_next() -> None:
+    # "coughing up yellow phlegm" found Hemoptysis first and decided nothing once the blood rule kept it back: the next
+    # hit, Increased sputum production, is that piece's first under the rule give_way
+    names = {"HP": "Hemoptysis", "IS": "Increased sputum production", "CO": "Cough"}
+    hits = {"coughing up yellow phlegm": [("HP", 0.9), ("IS", 0.8), ("CO", 0.7)]}
+    wordings = {"HP": ("Hemoptysis", "Coughing up blood"), "IS": ("Increased sputum production", "More phlegm"),
+                "CO": ("Cough",)}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    det.calibration.rules = ("unsaid_blood",)
+    got = det.detect("coughing up yellow phlegm")
+    assert got.terms == [] and "HP" in [t.id for t in got.alternatives]  # the rule alone: nothing decided
+    det.calibration.rules = ("unsaid_blood", "give_way")
+    got = det.detect("coughing up yellow phlegm")
+    assert [t.id for t in got.terms] == ["IS"] and "HP" in [t.id for t in got.alternatives]  # still offered
+    # words that say the blood keep the term first
+    hits["coughing up blood"] = [("HP", 0.9), ("CO", 0.8)]
+    assert [t.id for t in det.detect("coughing up blood").terms] == ["HP"]
+
+
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:
     # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out")
     names = {"LOC": "Loss of consciousness", "DY": "Dyspnea", "HA": "Halitosis", "AS": "Ankle swelling"}

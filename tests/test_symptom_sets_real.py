@@ -120,12 +120,9 @@ def test_swollen_knee_that_hurts_offers_knee_pain() -> None:
     assert not any("dislocation" in n for n in decided)
 
 
-_EN_GAP = ("zero-shot MiniLM does not put Dyspnea first for the complaint's own words: it offers it as an "
-           "alternative and decides Maintenance insomnia for the night waking")
-
-
-@pytest.mark.xfail(strict=True, reason=_EN_GAP)
 def test_waking_at_night_short_of_breath_decides_dyspnea() -> None:
+    # a gap until the calibration was fitted again with the lay_words rule (2026-11-30): Maintenance insomnia was
+    # decided for the night waking and Dyspnea only offered; Rest dyspnea is decided now
     decided, _ = _offered("I keep waking up at night short of breath")
     assert any("dyspnea" in n or "gasping" in n for n in decided)
 
@@ -367,5 +364,8 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Dysuria" in {t.name for t in hpo.detect("it burns when I pee").terms}
     # ... and a term only that reading finds is offered, not decided: "shattered" (tired) is nearest "fractured"
     assert not any("fracture" in t.name.lower() for t in hpo.detect("I'm shattered all day").terms)
+    # a first hit kept back for blood the words do not say gives way to the next (rule give_way)
+    assert {t.name for t in hpo.detect("I've been coughing up yellow phlegm for a week").terms} & {
+        "Increased sputum production", "Productive cough"}
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

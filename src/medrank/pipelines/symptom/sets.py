@@ -112,7 +112,7 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``part_swelling`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
 #: serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words", "blood_source", "plain_adjectives", "lay_words")
+            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
@@ -1096,7 +1096,10 @@ class SetDetector:
             hits = results[pos:pos + len(queries)]
             pos += len(queries)
             ranking = tuple(hits[kinds.index(("text", -1))])
-            out.append((*self._merge(text, spans, queries, kinds, hits), ranking))
+            merged = self._merge(text, spans, queries, kinds, hits)
+            if self._rule("give_way"):
+                merged = self._after_ruled_out(text, spans, queries, kinds, hits, merged)
+            out.append((*merged, ranking))
         return out
 
     def _merge(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
@@ -1253,9 +1256,7 @@ class SetDetector:
         # a term whose own descendant on the same words also passes says less than it ("itchy" → Pruritus, "my eyes
         # are red and itchy" → Ocular pruritus): the descendant is decided, the term offered, unless the words are the
         # term's own and nothing in them names the descendant ("high fever": Fever, not Recurrent fever)
-        contradicted = (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
-                        | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
-                        | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands))
+        contradicted = self._ruled_out(text, spans, cands)
         # ... a descendant a rule keeps from being decided does not (Pharyngeal edema, a throat's, for "my knee is
         # swollen", kept Edema offered too)
         vaguer = self._vaguer([j for j in order if j not in contradicted], cands, spans, p, threshold, text)
@@ -1604,6 +1605,30 @@ class SetDetector:
             if not beginnings(theirs) & beginnings(mine):
                 out.add(j)
         return out
+
+    def _ruled_out(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """The candidates the decision rules keep from being decided (offered only)."""
+        return (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
+                | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
+                | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands))
+
+    def _after_ruled_out(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
+                         hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
+                         ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
+        """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that a decision
+        rule keeps from being decided (:meth:`_ruled_out`): the next hit is then that piece's first ("coughing up
+        yellow phlegm" finds Hemoptysis first, which names no blood the words say; Increased sputum production is
+        next). The ruled-out terms stay as first read, to be offered."""
+        _, cands, x = merged
+        unsaid = self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
+        first = {cands[j].id for j in unsaid
+                 if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
+        if not first:
+            return merged
+        kept_hits = [[(cid, score) for cid, score in row if cid not in first] for row in hits]
+        spans_again, again, x_again = self._merge(text, spans, queries, kinds, kept_hits)
+        ruled = [j for j, c in enumerate(cands) if c.id in first]
+        return spans_again, again + [cands[j] for j in ruled], np.vstack([x_again, x[ruled]])
 
     def _lay_only(self, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``lay_words``, the candidates placed on a reading of everyday words written as the vocabulary's
