@@ -4,11 +4,14 @@ People write "pee", "poop", "tummy"; HPO writes urine, stool, abdomen. A dense e
 far from Dysuria ("Painful or difficult urination"), and BM25 finds no shared word, while "it burns when I urinate"
 finds it. :class:`LayWords` rewrites a piece's rare words (used by fewer than ``min_uses`` wordings of the
 vocabulary: "pee" is in one, HPO's "Pee issues") as the vocabulary's common word whose vector under the same encoder
-is nearest, when it is near enough (cosine ``min_similarity``): "pee" → urine, "poop" → stool, "tummy" → abdomen.
+is nearest, when it is near enough (cosine ``min_similarity``): under MiniLM "pee" → urinate, "poop" → faeces,
+"tummy" → stomach.
 The rewritten piece is searched beside the patient's own words (:class:`~medrank.pipelines.symptom.sets.SetDetector`
 rule ``lay_words``), so a word the encoder already reads well loses nothing.
 
-The encoder compares words with words, both encoded alike (``kind="query"``). A word shares its stems with its target
+The encoder compares a patient's word (encoded as a query) with the vocabulary's words (as passages, as the
+vocabulary's wordings are; a symmetric encoder such as MiniLM reads both alike): an on-disk cache of the vocabulary's
+vectors then never holds a query's, as the embedding cache never does. A word shares its stems with its target
 ("diarrhoea" and diarrhea, "coughs" and cough) or is one of the vocabulary's common words already: it stays as written.
 """
 
@@ -73,7 +76,7 @@ class LayWords:
     def warm(self) -> None:
         """Encode the common words now (else on the first text with a rare word)."""
         if self._vectors is None:
-            vectors = (self.target_encoder.encode(self.targets, kind="query", batch_size=256, show_progress=False)
+            vectors = (self.target_encoder.encode(self.targets, kind="passage", batch_size=256, show_progress=False)
                        if self.targets else np.zeros((0, 1), dtype=np.float32))
             self._vectors = vectors
 
