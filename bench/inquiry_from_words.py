@@ -52,6 +52,7 @@ from typing import Any
 import common
 
 from medrank.config import data_root, seed_everything, set_threads
+from medrank.pipelines.history.question_bank import asks_for_the_complaint
 from medrank.service.build import build_services, symptom_reader
 from medrank.service.settings import ServiceSettings
 
@@ -175,7 +176,7 @@ def main() -> None:
     rows: dict[str, Any] = {}
     examples: list[dict[str, Any]] = []
     for form in (*FORMS, *ABLATIONS):
-        established, engine_used, repeats, seconds, read = [], [], [], [], []
+        established, engine_used, repeats, seconds, read, why_here = [], [], [], [], [], []
         svc.drop_repeats = form in ("words + symptoms read", "after a greeting: words + symptoms read",
                                     "labelled terms (reference)", *ABLATIONS)
         ablate(engine, svc.inquiry, form)
@@ -190,6 +191,7 @@ def main() -> None:
             engine_used.append(out["engine"] == "ddxplus-kb")
             established.append({key(f["name"], f["value"]) for f in out["findings"] if f["value"] != "absent"})
             repeats.append(sum(asks_again(r, g, slots) for r in out["results"]))
+            why_here.append(any(asks_for_the_complaint(r["text"]) for r in out["results"]))
             read.append(out.get("symptoms_read"))
         opening_symptoms = None if "read" in form else []
         no_symptom = [svc.rank([{"speaker": "patient", "text": t}], opening_symptoms, k=5) for t in NO_SYMPTOM]
@@ -199,6 +201,7 @@ def main() -> None:
                       "findings": prf(established, gold),
                       "repeated_questions_per_list": round(sum(repeats) / len(complaints), 3),
                       "lists_with_a_repeat_pct": round(100 * sum(r > 0 for r in repeats) / len(complaints), 2),
+                      "lists_asking_why_here_pct": round(100 * sum(why_here) / len(complaints), 2),
                       **common.percentiles(seconds)}
         if form == "words + symptoms read":  # (the bank's questions it tags are read once per process)
             examples = [{"complaint": c[0], "symptoms_read": r} for c, r in zip(complaints[:6], read[:6], strict=True)]
@@ -210,12 +213,14 @@ def main() -> None:
                "models": str(args.models), "backend": args.backend, "build_seconds": round(build_s, 1), "forms": rows,
                "examples": examples, "chinese": chinese}
     md = ["| request | engine answers % | findings P | R | **F1** | repeated questions per top-5 | lists with a repeat % "
-          f"| p50 ms | of {len(NO_SYMPTOM)} openings naming no symptom: a term read | a finding |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+          f"| lists asking why the patient came % | p50 ms | of {len(NO_SYMPTOM)} openings naming no symptom: a term read "
+          "| a finding |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for form, r in rows.items():
         f = r["findings"]
         md.append(f"| {form} | {r['engine_answers_pct']} | {f['p']} | {f['r']} | **{f['f1']}** | "
-                  f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | {r['p50_ms']} | "
+                  f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | "
+                  f"{r.get('lists_asking_why_here_pct', '')} | {r['p50_ms']} | "
                   f"{r['no_symptom_openings_with_a_term_read']} | {r['no_symptom_openings_with_a_finding']} |")
     env = payload["environment"]
     md += ["", f"Chinese: the {chinese['reports']} DXY self-reports of the inquiry engine's validation carve-out, "

@@ -507,6 +507,28 @@ def test_a_question_about_a_third_person_waits_for_one():
 
 
 
+def test_why_the_patient_came_is_not_asked_once_a_symptom_is_named():
+    from medrank.index import BM25Index
+    from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, asks_for_the_complaint
+
+    for q in ("What brings you here today?", "what brought you in?", "What seems to be the problem?",
+              "What is the reason for your visit?", "How can I help you today?", "Tell me what is going on with you?"):
+        assert asks_for_the_complaint(q), q
+    for q in ("What happened?", "What happened when you fell?", "Any fever or chills?", "What helps the pain?"):
+        assert not asks_for_the_complaint(q), q
+
+    texts = ["What brings you here today eyes?", "Any dry eyes or itching?"]
+    bank = QuestionBank("en", ["q0", "q1"], texts, BM25Index(language="en").build(["q0", "q1"], texts), "bm25", "test")
+    ranker = NextQuestionRanker({"en": bank}, {})
+
+    def asked(dialogue, symptoms):
+        return [r["text"] for r in ranker.rank(dialogue, symptoms, None, "en", k=5)["results"]]
+
+    said = [{"speaker": "patient", "text": "my eyes are dry"}]
+    assert set(asked(said, [])) == set(texts)  # nothing named yet: the patient may only have greeted
+    assert asked(said, ["Dry eye syndrome"]) == ["Any dry eyes or itching?"]
+
+
 def test_a_question_whether_something_is_still_so_waits_for_the_doctor():
     from medrank.index import BM25Index
     from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, asks_after_the_known

@@ -141,6 +141,20 @@ def asks_of_another(question: str, texts: Sequence[str]) -> bool:
     return _THIRD_PERSON.search(question) is not None and not any(_ANOTHER.search(t) for t in texts)
 
 
+#: a question that asks why the patient came: "What brings you here today?", "What seems to be the problem?", "How can I
+#: help you?" (MTS-Dialog's doctors open with them; "What happened?" asks after an event and stays)
+_WHY_HERE = re.compile(r"\bwhat\s+(?:brings|brought)\s+you\b|\bwhat\s+seems\s+to\s+be\s+the\s+(?:problem|trouble|issue)\b"
+                       r"|\breason\s+for\s+(?:your|the|today's)\s+visit\b|\bhow\s+can\s+i\s+help\b"
+                       r"|\bwhat\s+can\s+i\s+do\s+for\s+you\b|\bwhat\s+(?:is|'s)\s+going\s+on\s+with\s+you\b"
+                       r"|\bwhat\s+are\s+you\s+here\s+for\b", re.I)
+
+
+def asks_for_the_complaint(question: str) -> bool:
+    """Whether an English question asks why the patient came: once the patient has named a symptom, it asks again
+    what they just said."""
+    return _WHY_HERE.search(question) is not None
+
+
 #: cosine at which two MiniLM question vectors count as one question (the history question bank's clustering threshold)
 DISTINCT_COSINE = 0.80
 
@@ -345,12 +359,14 @@ class NextQuestionRanker:
         # pain?" after "my voice is hoarse")
         texts = [t["text"] for t in dialogue] + list(symptoms)
         # nor one about a third person of whom nobody spoke ("What is his living status?" after "I keep forgetting"),
-        # nor one whether something is still so before the doctor asked anything ("Are you still taking that?")
+        # nor one whether something is still so before the doctor asked anything ("Are you still taking that?"), nor,
+        # once the patient has named a symptom, why they came ("What brings you here today?" after "my eyes are dry")
         rows = [{"id": i, "text": bank.texts[i], "score": round(float(s), 6)}
                 for i, s in ranked if _norm(bank.texts[i]) not in asked
                 and not (lang == "en" and (not all(said(f, texts) for f in presupposed_findings(bank.texts[i]))
                                            or asks_of_another(bank.texts[i], texts)
-                                           or asks_after_the_known(bank.texts[i], asked)))][:depth]
+                                           or asks_after_the_known(bank.texts[i], asked)
+                                           or (bool(symptoms) and asks_for_the_complaint(bank.texts[i]))))][:depth]
         retrieval = f"{bank.retrieval} over {len(bank.ids):,} questions ({bank.source})"
         if encoder is None:
             return {"model": self.model, "trained": self.trained, "language": lang, "retrieval": retrieval,
