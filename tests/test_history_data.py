@@ -509,7 +509,11 @@ def test_a_question_about_a_third_person_waits_for_one():
 
 def test_why_the_patient_came_is_not_asked_once_a_symptom_is_named():
     from medrank.index import BM25Index
-    from medrank.pipelines.history.question_bank import NextQuestionRanker, QuestionBank, asks_for_the_complaint
+    from medrank.pipelines.history.question_bank import (
+        NextQuestionRanker,
+        QuestionBank,
+        asks_for_the_complaint,
+    )
 
     for q in ("What brings you here today?", "what brought you in?", "What seems to be the problem?",
               "What is the reason for your visit?", "How can I help you today?", "Tell me what is going on with you?"):
