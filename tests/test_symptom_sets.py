@@ -1424,6 +1424,25 @@ def test_an_everyday_word_no_wording_holds_is_also_read_as_the_nearest_wording_w
     assert not SetDetector(lambda texts, k: [], {}, language="zh", wordings=wordings).use_lay_words(_WordVectors())
 
 
+def test_a_term_on_words_the_vocabulary_does_not_use_and_shares_none_of_is_offered() -> None:
+    # "I feel lightheaded" decided Paresthesia: no wording says lightheaded, and the encoder guessed from word pieces
+    names = {"PA": "Paresthesia", "VE": "Vertigo", "UO": "Urine odor"}
+    hits = {"feel lightheaded": [("PA", 0.9)], "feel dizzy": [("VE", 0.9)], "feel pee": [("UO", 0.9)]}
+    wordings = {"PA": ("Paresthesia", "Pins and needles feeling"), "VE": ("Vertigo", "Dizzy spell"),
+                "UO": ("Urine odor", "Red urine")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    det.calibration.rules = ("unread_words",)
+    assert [t.id for t in det.detect("I feel lightheaded").terms] == ["PA"]  # no lay-word reader: the rule is off
+    assert det.use_lay_words(_WordVectors())
+    got = det.detect("I feel lightheaded")
+    assert got.terms == [] and [t.id for t in got.alternatives] == ["PA"]
+    # a word the term's wordings begin like ("dizzy": "Dizzy spell") is one the vocabulary reads
+    assert [t.id for t in det.detect("I feel dizzy").terms] == ["VE"]
+    # a word the lay-word reading reads ("pee": urine) is searched as the vocabulary's word: its reading decides
+    assert [t.id for t in det.detect("I feel pee").terms] == ["UO"]
+    assert det._unread("头晕", [], []) == set()  # Chinese text is left alone
+
+
 def test_the_grouping_rule_offers_an_upper_class_its_words_do_not_name() -> None:
     # HPO's "Abnormality of temperature regulation" holds Fever: found for "running a temperature", it said nothing a
     # clinician could tick, and was decided

@@ -53,7 +53,7 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD, BREATH_WORD, beginnings, content_stems, plain_adjectives
+from medrank.text import BLOOD_WORD, BREATH_WORD, beginnings, content_stems, plain_adjectives, stop_words
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -112,12 +112,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``part_swelling`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
 #: serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way")
+            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
-                  "blood_source")
+                  "blood_source", "unread_words")
+#: verbs that link a subject to what it says ("I feel lightheaded", "it gets worse"): no word of the finding
+_LINKING_WORDS = frozenset({"feel", "feels", "felt", "feeling", "get", "gets", "got", "getting", "keep", "keeps", "kept",
+                            "am", "is", "are", "was", "were", "been", "being", "seem", "seems", "look", "looks"})
 #: under ``lay_words``, a term found for a reading of everyday words is decided only when the search of the patient's own
 #: words finds it among its first this many hits (:meth:`SetDetector._lay_only`)
 LAY_CONFIRM_RANK = 3
@@ -1610,7 +1613,32 @@ class SetDetector:
         """The candidates the decision rules keep from being decided (offered only)."""
         return (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
                 | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
-                | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands))
+                | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands)
+                | self._unread(text, spans, cands))
+
+    def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``unread_words``, the English candidates placed on a piece whose words (linking verbs and stop words
+        aside) are all ones the vocabulary does not use and the lay-word reading reads as none of its own
+        (:class:`~medrank.pipelines.symptom.lay_words.LayWords`), none of whose wordings begins like one of them:
+        offered, not decided. The encoder then guesses from word pieces ("I feel lightheaded" decided Paresthesia,
+        whose "Pins and needles feeling" shares only the verb); a word it knows is shared ("dizzy": Vertigo's "Dizzy
+        spell", "heartburn": Gastroesophageal reflux's "Heartburn")."""
+        if not self._rule("unread_words") or self.lay_words is None or self._zh(text):
+            return set()
+        ignored = stop_words() | _LINKING_WORDS
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0 or spans[c.span_idx].negated or spans[c.span_idx].lay_of is not None:
+                continue
+            words = [w for w in _WORD.findall(spans[c.span_idx].text.lower()) if w not in ignored and w.isalpha()]
+            if not words or not all(self.lay_words.rare(w) for w in words):
+                continue
+            if any(self.lay_words.nearest(words).values()):
+                continue  # a word read as the vocabulary's: its reading is searched too
+            theirs = beginnings([w for t in (self.wordings or {}).get(c.id, ()) for w in _WORD.findall(t.lower())])
+            if not beginnings(words) & theirs:
+                out.add(j)
+        return out
 
     def _after_ruled_out(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
