@@ -109,8 +109,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``plain_adjectives``: an English piece with an adjective in -y that no wording of the vocabulary holds is also
 #: searched with it written as the vocabulary's word it comes from ("wheezy chest": "wheezing chest"; it decided Shield
 #: chest), as a reading of the same words (:func:`medrank.text.plain_adjectives`); it changes the pieces, as
-#: ``part_swelling`` does. A trained run's calibration written before a rule existed does not turn it on, so what it
-#: serves stays what was measured.
+#: ``part_swelling`` does. ``lay_words``: an English piece with a word the vocabulary hardly uses is also searched with
+#: it written as the vocabulary's word nearest under the same encoder ("burns when I pee": "burns when I urinate";
+#: :mod:`.lay_words`), as a reading of the same words; a term only that reading finds is offered unless the patient's
+#: own words find it among their first :data:`LAY_CONFIRM_RANK` hits. ``give_way``: a piece's first hit that
+#: ``unsaid_blood`` or ``breath_words`` keeps back gives way, the piece's hits read again without it ("coughing up
+#: yellow phlegm": Increased sputum production, not Hemoptysis's neighbours). ``unread_words``: a term on a piece whose
+#: words the vocabulary does not use (and ``lay_words`` does not read), none of whose wordings begins like one of
+#: them, is offered, not decided ("I feel lightheaded": Paresthesia), on top of the probabilities. A trained run's
+#: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
