@@ -56,3 +56,11 @@ def test_the_threshold_and_the_memory_of_words_read() -> None:
         LayWords(enc, WORDINGS, min_similarity=0.0)
     with pytest.raises(ValueError, match="min_uses"):
         LayWords(enc, WORDINGS, min_uses=0)
+
+
+def test_an_empty_vocabulary_reads_no_word_and_an_inflection_of_a_common_word_is_not_rare() -> None:
+    words = LayWords(_Encoder(), [])
+    assert words.targets == [] and words.rewrite("it burns when I pee") is None
+    # "coughs" is a regular inflection of cough, a common word ("Cough", "Dry cough"): rare, but read as it is
+    words = LayWords(_Encoder(), WORDINGS, min_similarity=0.7)
+    assert words.rare("coughs") and words.rewrite("my coughs") is None
