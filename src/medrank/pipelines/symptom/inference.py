@@ -216,7 +216,8 @@ def zero_shot_set_detector(vocabulary: str, data_root: str | os.PathLike[str] | 
                                           lexicon=lexicon)
     if language == "en":
         detector.use_small_talk(retriever.index, retriever.concepts.values(), data_root)
-        detector.use_lay_words(word_encoder(retriever.index), cache_dir() / "embeddings")
+        if "lay_words" in calibration.rules:  # the vocabulary's words are encoded only where the rule reads them
+            detector.use_lay_words(word_encoder(retriever.index), cache_dir() / "embeddings")
     return detector
 
 
@@ -249,12 +250,15 @@ def set_detector_for_knowledge_base(kb: Any, data_root: str | os.PathLike[str] |
     # small talk names no finding: gated on the knowledge base's dense search, an index's dense part or a store's
     # dense scores (``dense_scores`` and ``encoder``); a BM25-only knowledge base has none
     backend = kb.backend
+    lay = "lay_words" in calibration.rules  # the vocabulary's words are encoded only where the rule reads them
     if getattr(backend, "retriever", None) is not None:
         sets.use_small_talk(backend.retriever.index, kb.concepts.values(), data_root)
-        sets.use_lay_words(word_encoder(backend.retriever.index), cache_dir() / "embeddings")
+        if lay:
+            sets.use_lay_words(word_encoder(backend.retriever.index), cache_dir() / "embeddings")
     elif callable(getattr(backend, "dense_scores", None)) and getattr(backend, "encoder", None) is not None:
         # the store's search, its dense scores and the small-talk index share one query memo: a piece is encoded once
         backend.encoder = remembering_queries(backend.encoder)
         sets.use_small_talk(backend.dense_scores, kb.concepts.values(), data_root, encoder=backend.encoder)
-        sets.use_lay_words(word_encoder(encoder=backend.encoder), cache_dir() / "embeddings")
+        if lay:
+            sets.use_lay_words(word_encoder(encoder=backend.encoder), cache_dir() / "embeddings")
     return sets

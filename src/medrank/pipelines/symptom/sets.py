@@ -45,6 +45,7 @@ from medrank.pipelines.symptom.body_parts import BodyParts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
 from medrank.pipelines.symptom.spans import (
+    EN_LINKING,
     Span,
     as_swelling,
     denied_name_zh,
@@ -125,9 +126,9 @@ RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source", "unread_words")
-#: verbs that link a subject to what it says ("I feel lightheaded", "it gets worse"): no word of the finding
-_LINKING_WORDS = frozenset({"feel", "feels", "felt", "feeling", "get", "gets", "got", "getting", "keep", "keeps", "kept",
-                            "am", "is", "are", "was", "were", "been", "being", "seem", "seems", "look", "looks"})
+#: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
+#: no word of the finding
+_LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
 #: under ``lay_words``, a term found for a reading of everyday words is decided only when the search of the patient's own
 #: words finds it among its first this many hits (:meth:`SetDetector._lay_only`)
 LAY_CONFIRM_RANK = 3
@@ -884,14 +885,14 @@ class SetDetector:
         return out
 
     def _lay_readings(self, spans: Sequence[Span]) -> list[Span]:
-        """``spans`` under ``lay_words``: each piece (or reading) with an everyday word the vocabulary does not use
+        """``spans`` under ``lay_words``: each piece (not a reading) with an everyday word the vocabulary does not use
         read with it written as the vocabulary's word nearest in meaning too ("burns when I pee": "burns when I
         urinate"; :class:`~medrank.pipelines.symptom.lay_words.LayWords`), as a reading of the same words."""
         out: list[Span] = []
         for s in spans:
             out.append(s)
             lay = self.lay_words.rewrite(s.text) if not s.reading else None
-            if lay is not None and lay != s.text:
+            if lay is not None:
                 out.append(Span(s.start, s.end, lay, None, s.negated, reading=True, lay_of=s.text))
         return out
 
@@ -1650,8 +1651,8 @@ class SetDetector:
     def _after_ruled_out(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
-        """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that a decision
-        rule keeps from being decided (:meth:`_ruled_out`): the next hit is then that piece's first ("coughing up
+        """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``
+        or ``breath_words`` keeps from being decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`): the next hit is then that piece's first ("coughing up
         yellow phlegm" finds Hemoptysis first, which names no blood the words say; Increased sputum production is
         next). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged

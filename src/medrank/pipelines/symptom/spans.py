@@ -161,11 +161,12 @@ _EN_WOKE = re.compile(r"^(?:woke|woken|wake|wakes|waking)\s+up$", re.I)
 _EN_WITH = re.compile(r"\s*with\b", re.I)
 _EN_CONJ_WORD = re.compile(rf"\b(?:{_EN_CONJ})\b", re.I)
 _EN_SUBJECT = re.compile(rf"\b(?:i|we|he|she|they|{EN_PERSON})\b", re.I)
-_EN_LINKING = {"is", "are", "was", "were", "feels", "feel", "looks", "look", "gets", "get", "seems", "seem"}
+#: verbs that link a subject to how it is ("my eyes are", "the skin feels", "it gets"): no word of a finding
+EN_LINKING = frozenset({"is", "are", "was", "were", "feels", "feel", "looks", "look", "gets", "get", "seems", "seem"})
 # a clause that opens with a body part and its verb: "my eyes are", "his left knee hurts", "the skin feels"
 _EN_PART_SUBJECT = re.compile(
     rf"^((?:my|your|his|her|our|their|the)\s+(?:[\w-]+\s+){{0,2}}?[\w-]+)\s+"
-    rf"({'|'.join(sorted(_EN_LINKING | _EN_PREDICATES))})\b", re.I)
+    rf"({'|'.join(sorted(EN_LINKING | _EN_PREDICATES))})\b", re.I)
 
 
 _EN_WORD_BEFORE = re.compile(r"([A-Za-z']+)\s*$")
@@ -355,11 +356,11 @@ def _with_shared_subject(clause: str, bare: str, part_pain: bool = False) -> str
         return None
     subject, verb = m.group(1), m.group(2)
     first = bare.split(maxsplit=1)[0].lower()
-    if first in _EN_LINKING or (part_pain and _EN_PART_HURTS.match(f"{subject} {bare}") is not None):
+    if first in EN_LINKING or (part_pain and _EN_PART_HURTS.match(f"{subject} {bare}") is not None):
         return f"{subject} {bare}"
     # a verb of pain ("hurts") stays alone: read with the whole clause it is already ("my knee is swollen and
     # hurts"), and "my knee hurts" alone reads as Knee dislocation to the zero-shot MiniLM
-    if first not in _EN_PREDICATES and verb.lower() in _EN_LINKING:
+    if first not in _EN_PREDICATES and verb.lower() in EN_LINKING:
         return f"{subject} {verb} {bare}"
     return None
 
