@@ -991,6 +991,9 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     appetite = "a loss of appetite or get full more quickly then usually"
     assert appetite in said("my child has a fever and won't eat") and appetite in said("I'm not hungry")
     assert appetite not in said("I haven't lost my appetite") and appetite not in said("my appetite is fine")
+    # hunger is no loss of it: a finding whose HPO wordings all say a lessening is read only from words that say one
+    assert appetite not in said("I'm hungry all the time") and appetite not in said("I'm always hungry and thirsty")
+    assert appetite in said("my appetite is poor") and appetite in said("I have no appetite")
     # nausea is no vomiting: "feeling nauseous" takes HPO's Nausea words
     assert said("I feel sick to my stomach") == {"feeling nauseous or feel like vomiting"}
     assert [en.finding_description(f.name) for f in en.detect_findings("Nausea", term=True)] == [

@@ -204,6 +204,9 @@ def test_negation_marks_the_span() -> None:
     assert spans["发烧"] is True and spans["咳嗽"] is False
     en = {s.text: s.negated for s in find_spans("I have no fever but a headache")}
     assert en == {"no fever": True, "headache": False}
+    # a clause that says all is well with what it names denies it ("my appetite is fine" decided Poor appetite)
+    en = {s.text: s.negated for s in find_spans("my appetite is fine but I have a headache")}
+    assert en == {"my appetite is fine": True, "headache": False}
 
 
 def test_english_clauses_and_bare_predicates() -> None:
@@ -1325,6 +1328,31 @@ def test_a_first_hit_an_unsaid_rule_keeps_back_gives_way_to_the_next() -> None:
     # words that say the blood keep the term first
     hits["coughing up blood"] = [("HP", 0.9), ("CO", 0.8)]
     assert [t.id for t in det.detect("coughing up blood").terms] == ["HP"]
+
+
+def test_a_term_of_a_lessening_is_decided_only_on_words_that_say_one() -> None:
+    # "I'm always hungry" decided Poor appetite: "hungry" is as near a poor appetite as an increased one by meaning
+    names = {"PA": "Poor appetite", "PP": "Polyphagia", "WL": "Weight loss", "CO": "Cough"}
+    hits = {"hungry": [("PA", 0.9), ("PP", 0.8)], "my appetite has changed": [("PA", 0.9), ("PP", 0.8)],
+            "gone off my food": [("PA", 0.9)], "losing weight": [("WL", 0.9)],
+            "getting thinner": [("WL", 0.9)], "thinner": [("WL", 0.9)], "cough": [("CO", 0.9)]}
+    wordings = {"PA": ("Poor appetite", "Loss of appetite", "No appetite"), "PP": ("Polyphagia", "Increased appetite"),
+                "WL": ("Weight loss",), "CO": ("Cough",)}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert [t.id for t in det.detect("I'm always hungry").terms] == ["PA"]  # the rule is off
+    det.calibration.rules = ("unsaid_less",)
+    got = det.detect("I'm always hungry")
+    assert got.terms == [] and "PA" in [t.id for t in got.alternatives]
+    det.calibration.rules = ("unsaid_less", "give_way")
+    got = det.detect("I'm always hungry")  # the next hit is the piece's first
+    assert [t.id for t in got.terms] == ["PP"] and "PA" in [t.id for t in got.alternatives]
+    # words that name what the term says is less, and no more, say neither way: nothing takes its place
+    got = det.detect("my appetite has changed")
+    assert got.terms == [] and {"PA", "PP"} <= {t.id for t in got.alternatives}
+    # everyday words of a lessening keep the term, as does a term with a wording that names none
+    for words, term in (("gone off my food", "PA"), ("losing weight", "WL"), ("getting thinner", "WL"), ("cough", "CO")):
+        assert [t.id for t in det.detect(words).terms] == [term], words
+    assert det._unsaid_less("食欲不振", [], []) == set()  # Chinese text is left alone
 
 
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:

@@ -369,5 +369,10 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     # a first hit kept back for blood the words do not say gives way to the next (rule give_way)
     assert {t.name for t in hpo.detect("I've been coughing up yellow phlegm for a week").terms} & {
         "Increased sputum production", "Productive cough"}
+    # a term that says a lessening is decided only on words that say one (rule unsaid_less): hunger is no poor appetite
+    hungry = {t.name for t in hpo.detect("I'm hungry all the time").terms}
+    assert "Poor appetite" not in hungry and "Polyphagia" in hungry, hungry
+    assert "Weight loss" in {t.name for t in hpo.detect("I'm losing weight").terms}
+    assert not hpo.detect("my appetite is fine").terms  # all is well: denied, as a negation is
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

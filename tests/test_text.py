@@ -6,7 +6,17 @@ import math
 
 import pytest
 
-from medrank.text import HAN, HAN_RUN, base_form, has_han, identify, plain_adjectives
+from medrank.text import (
+    EN_ALL_WELL,
+    HAN,
+    HAN_RUN,
+    LESS_SAID,
+    LESS_WORD,
+    base_form,
+    has_han,
+    identify,
+    plain_adjectives,
+)
 
 
 @pytest.mark.parametrize("text", ["I have a bad headache and feel sick", "fever and cough for three days",
@@ -103,3 +113,25 @@ def test_plain_adjectives_writes_an_unknown_adjective_as_the_vocabularys_word_it
     assert plain_adjectives("itchy eyes", vocabulary) == "itchy eyes"
     assert plain_adjectives("achy and gassy", vocabulary) == "achy and gassy"
     assert plain_adjectives("crampy", vocabulary) == "cramps"
+
+
+def test_words_of_a_lessening_in_wordings_and_in_a_patients_words() -> None:
+    for wording in ("Poor appetite", "Loss of appetite", "No appetite", "Decreased visual acuity", "Hypotension",
+                    "Painless fractures", "Reduced sweating"):
+        assert LESS_WORD.search(wording), wording
+    for wording in ("Polyphagia", "Increased appetite", "Fever", "Lower back pain",
+                    "Allowance"):
+        assert not LESS_WORD.search(wording), wording
+    for said in ("I'm losing weight", "getting thinner", "I've gone off my food", "my eyesight is getting worse",
+                 "I can't see well", "I cannot smell", "my appetite is poor"):
+        assert LESS_SAID.search(said), said
+    for said in ("I'm hungry all the time", "I'm always thirsty", "my knee hurts"):
+        assert not LESS_SAID.search(said), said
+
+
+def test_a_clause_that_says_all_is_well() -> None:
+    for clause in ("my appetite is fine", "I can breathe fine", "breathing normally", "my bowels are normal",
+                   "it's completely okay"):
+        assert EN_ALL_WELL.search(clause), clause
+    for clause in ("my knee is swollen", "a fine rash", "abnormal bleeding"):
+        assert not EN_ALL_WELL.search(clause), clause

@@ -240,7 +240,6 @@ def has_han(text: str) -> bool:
     return HAN.search(text) is not None
 
 
-#: the irregular plurals of body parts
 #: a word of blood or bleeding, everyday or learned, a bruise too ("nosebleed", "bloody", "Haemoptysis",
 #: "Gingivorrhagia", "bruising"): a patient who bleeds says so, and a nearest wording that names blood is no reason to
 #: read that they do
@@ -248,6 +247,23 @@ BLOOD_WORD = re.compile(r"blood|bleed|bled|bruis|\bha?em(?:o|at|or)|rrhag|\bpurp
 #: English words of breath or breathing ("out of breath", "can't breathe", "breathless"): a finding read from such words
 #: is one whose wordings name breath too ("out of breath" is near "Passing out", a loss of consciousness, by its "out")
 BREATH_WORD = re.compile(r"\bbreath", re.I)
+#: an English clause that says what it names is as it should be: "my appetite is fine", "I can breathe fine",
+#: "breathing normally" (it denies the finding, as a negation does)
+EN_ALL_WELL = re.compile(r"\b(?:is|are|was|were|feels?|seems?|looks?|been|'s|'re|can\s+\w+)\s+(?:(?:totally|completely|"
+                         r"perfectly|pretty|quite|absolutely|just)\s+)?(?:fine|normal|ok|okay|alright|all\s+right)\b"
+                         r"|\b\w+ing\s+(?:fine|normally)\b", re.IGNORECASE)
+#: a word of a vocabulary's wording that says a thing is less than it should be, or missing ("Poor appetite", "Loss of
+#: appetite", "Decreased visual acuity", "Hypotension", "Painless"): a term each of whose wordings has one names a
+#: lessening that the patient's words must say too (:data:`LESS_SAID`)
+LESS_WORD = re.compile(r"\b(?:no|not|non|none|without|lack\w*|loss|lost|poor|poorly|decreas\w*|reduc\w*|diminish\w*"
+                       r"|absen\w*|low|fewer|less|hypo\w+|deficien\w*|insufficien\w*|impair\w*)\b|\w+less\b", re.I)
+#: a patient's words that say a thing is less, lost or not as it was: :data:`LESS_WORD` and the everyday forms ("I'm
+#: losing weight", "getting thinner", "gone off my food", "my eyesight is getting worse", "I can't see well", a size
+#: that is less: "small", "underdeveloped"); "I'm hungry all the time" says none, and is no poor appetite
+LESS_SAID = re.compile(LESS_WORD.pattern + r"|\b(?:los[ei]\w*|thin\w*|off|gone|wors\w*|drop\w*|fall\w*|fell|down|little"
+                       r"|hardly|barely|cannot|unable|never|shed\w*|slim\w*|skinn\w*|small\w*|tiny|underdevelop\w*|weak\w*"
+                       r"|slow\w*|lower)\b"
+                       r"|n't\b|\bcan\s+not\b", re.I)
 
 _IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
 

@@ -54,7 +54,16 @@ from medrank.pipelines.symptom.spans import (
     is_chinese,
 )
 from medrank.temperature import temperature_reading
-from medrank.text import BLOOD_WORD, BREATH_WORD, beginnings, content_stems, plain_adjectives, stop_words
+from medrank.text import (
+    BLOOD_WORD,
+    BREATH_WORD,
+    LESS_SAID,
+    LESS_WORD,
+    beginnings,
+    content_stems,
+    plain_adjectives,
+    stop_words,
+)
 from medrank.utils.io import atomic_write_json
 
 PathLike = str | os.PathLike[str]
@@ -117,15 +126,19 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``unsaid_blood`` or ``breath_words`` keeps back gives way, the piece's hits read again without it ("coughing up
 #: yellow phlegm": Increased sputum production, not Hemoptysis's neighbours). ``unread_words``: a term on a piece whose
 #: words the vocabulary does not use (and ``lay_words`` does not read), none of whose wordings begins like one of
-#: them, is offered, not decided ("I feel lightheaded": Paresthesia), on top of the probabilities. A trained run's
+#: them, is offered, not decided ("I feel lightheaded": Paresthesia), on top of the probabilities. ``unsaid_less``: an
+#: English term each of whose wordings says a thing is less or missing (:data:`~medrank.text.LESS_WORD`: Poor appetite)
+#: is offered, not decided, on words that say no such thing (:data:`~medrank.text.LESS_SAID`: "I'm hungry all the
+#: time"), on top of the probabilities; under ``give_way`` it gives way as ``unsaid_blood`` does where the words hold
+#: none of its wordings' words (not for "How is your appetite?"). A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words")
+            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
-                  "blood_source", "unread_words")
+                  "blood_source", "unread_words", "unsaid_less")
 #: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
 #: no word of the finding
 _LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
@@ -711,6 +724,7 @@ class SetDetector:
         self._groups: frozenset[str] | None = None
         self._bleeding: frozenset[str] | None = None  # :meth:`_blood_terms`
         self._breathing: frozenset[str] | None = None  # :meth:`_breath_terms`
+        self._lessening: frozenset[str] | None = None  # :meth:`_less_terms`
         self._by_stems: dict[tuple[str, ...], str] | None = None  # :meth:`_term_worded`
 
     @property
@@ -1562,6 +1576,41 @@ class SetDetector:
             self._breathing = frozenset(cid for cid, texts in wordings.items() if any(BREATH_WORD.search(t) for t in texts))
         return self._breathing
 
+    def _less_terms(self) -> frozenset[str]:
+        """The terms each of whose wordings says a thing is less or missing (:data:`~medrank.text.LESS_WORD`), read once."""
+        if self._lessening is None:
+            wordings = self.wordings or {}
+            self._lessening = frozenset(cid for cid, texts in wordings.items()
+                                        if texts and all(LESS_WORD.search(t) for t in texts))
+        return self._lessening
+
+    def _unsaid_less(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """With the ``unsaid_less`` rule, the English candidates that say a thing is less or missing (:meth:`_less_terms`)
+        whose span (or, placed on none, the whole text) says no lessening (:data:`~medrank.text.LESS_SAID`): offered,
+        not decided. A plain word of a sensation says it is there, not that it is lacking: "hungry" is as near "Poor
+        appetite" as "Increased appetite" by meaning, and no patient who is always hungry has a poor appetite."""
+        if not self._rule("unsaid_less") or self._zh(text):
+            return set()
+        lessening = self._less_terms()
+        return {j for j, c in enumerate(cands) if c.id in lessening and not LESS_SAID.search(_words_of(c, spans, text))}
+
+    def _naming_less(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Of the candidates ``unsaid_less`` keeps back (:meth:`_unsaid_less`), those whose words hold no word of their
+        wordings: the search brought them there by meaning, and the next hit may be what the words say ("I'm always
+        hungry": Polyphagia). Words that name what the term says is less, and no more ("How is your appetite?", "my
+        appetite has changed"), say neither way: no other term takes its place."""
+        wordings = self.wordings or {}
+        out = set()
+        for j in self._unsaid_less(text, spans, cands):
+            # a reading of everyday words (lay_words) is judged by the patient's words it was read from
+            c = cands[j]
+            own = spans[c.span_idx].lay_of if c.span_idx >= 0 and spans[c.span_idx].lay_of else _words_of(c, spans, text)
+            said = [w for w in _WORD.findall(own.lower()) if w not in stop_words()]
+            theirs = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())]
+            if not beginnings(said) & beginnings(theirs):
+                out.add(j)
+        return out
+
     def _unsaid_breath(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """With the ``breath_words`` rule, the English candidates none of whose wordings names breath (:meth:`_breath_terms`)
         found for a span that does: offered, not decided (a term of the whole text is not judged by one of its pieces:
@@ -1622,7 +1671,7 @@ class SetDetector:
         return (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
                 | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
                 | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands)
-                | self._unread(text, spans, cands))
+                | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands))
 
     def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``unread_words``, the English candidates placed on a piece whose words (linking verbs and stop words
@@ -1651,12 +1700,14 @@ class SetDetector:
     def _after_ruled_out(self, text: str, spans: list[Span], queries: list[str], kinds: list[tuple[str, int]],
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
-        """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``
-        or ``breath_words`` keeps from being decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`): the next hit is then that piece's first ("coughing up
-        yellow phlegm" finds Hemoptysis first, which names no blood the words say; Increased sputum production is
-        next). The ruled-out terms stay as first read, to be offered."""
+        """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``,
+        ``breath_words`` or ``unsaid_less`` keeps from being decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`,
+        :meth:`_unsaid_less`): the next hit is then that piece's first ("coughing up yellow phlegm" finds Hemoptysis
+        first, which names no blood the words say; Increased sputum production is next; "I'm always hungry" finds Poor
+        appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged
-        unsaid = self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
+        unsaid = (self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
+                  | self._naming_less(text, spans, cands))
         first = {cands[j].id for j in unsaid
                  if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
         if not first:

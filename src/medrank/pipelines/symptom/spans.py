@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from medrank.blood_pressure import blood_pressure_reading, reading_as
-from medrank.text import EN_PERSON, HANGUL, KANA, mostly_han, singular
+from medrank.text import EN_ALL_WELL, EN_PERSON, HANGUL, KANA, mostly_han, singular
 
 # punctuation (ASCII and full-width) that ends a clause
 _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
@@ -554,7 +554,9 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             first = inner.split(maxsplit=1)[0].lower() if inner.split() else ""
             if first in _EN_NEG:
                 neg = True
-            span = Span(c, d, inner, None, neg or _negated_en(text[a:b], c - a))
+            # a clause that says all is well with what it names denies it as a negation does ("my appetite is fine")
+            neg = neg or _negated_en(text[a:b], c - a) or EN_ALL_WELL.search(text[a:b]) is not None
+            span = Span(c, d, inner, None, neg)
             prev = spans[-1] if spans else None
             if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
                 # the circumstance of the clause before it: read with that clause, which keeps its own span too

@@ -36,7 +36,10 @@ from medrank.temperature import searched_as
 from medrank.text import (
     BLOOD_WORD,
     BREATH_WORD,
+    EN_ALL_WELL,
     EN_PERSON,
+    LESS_SAID,
+    LESS_WORD,
     beginnings,
     content_stems,
     plain_adjectives,
@@ -106,17 +109,11 @@ def as_difficulty(clause: str) -> str | None:
     return f"difficulty {doing}{m.group('rest')}"
 
 
-#: a clause that says what it names is as it should be: "my appetite is fine", "I can breathe fine", "breathing normally"
-_EN_FINE = re.compile(r"\b(?:is|are|was|were|feels?|seems?|looks?|been|'s|'re|can\s+\w+)\s+(?:(?:totally|completely|"
-                      r"perfectly|pretty|quite|absolutely|just)\s+)?(?:fine|normal|ok|okay|alright|all\s+right)\b"
-                      r"|\b\w+ing\s+(?:fine|normally)\b", re.IGNORECASE)
-
-
 def is_negated(clause: str) -> bool:
     """Whether an English clause denies what it names: a negation cue (:data:`EN_NEGATION`) that is not one of a
     finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough), or a statement that it is fine
-    ("my appetite is fine", "I can breathe fine")."""
-    return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None or _EN_FINE.search(clause) is not None
+    (:data:`~medrank.text.EN_ALL_WELL`: "my appetite is fine", "I can breathe fine")."""
+    return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None or EN_ALL_WELL.search(clause) is not None
 
 
 #: what a finding says is lost or lacking ("a loss of appetite"): a clause that denies that thing states the finding
@@ -446,6 +443,16 @@ class EnglishDetector:
             for label in (concept.name, *concept.synonyms):
                 self.hpo_wordings.setdefault(_norm(label), concept.id)
         self.hpo_term = [self.hpo_wordings.get(_norm(d)) for d in self.descriptions]
+        #: the evidences whose HPO wordings all say a thing is less or missing (:data:`~medrank.text.LESS_WORD`: a loss of
+        #: appetite is "Poor appetite", "No appetite" …): read from a clause only where it says a lessening too
+        #: (:data:`~medrank.text.LESS_SAID`), or denies the thing ("I'm not hungry"). "I'm hungry all the time" is as near
+        #: "appetite" as a poor appetite is; DDXPlus' own compound descriptions ("numbness, loss of sensation or
+        #: tingling") do not decide it
+        hpo_rows: dict[str, list[str]] = defaultdict(list)
+        for n, d, hpo in zip(self.names, self.descriptions, self.hpo_term, strict=True):
+            if hpo is not None:
+                hpo_rows[n].append(d)
+        self.lessening = frozenset(n for n, ds in hpo_rows.items() if all(LESS_WORD.search(d) for d in ds))
         self._hpo_parents: Mapping[str, Sequence[str]] | None = None
         #: how near by meaning a word beside blood must be to a word of a finding of blood to say what the blood comes
         #: with (:meth:`blood_source`; MiniLM: "poop" and "stool" 0.72, "poop" and "vomit" 0.59)
@@ -487,7 +494,7 @@ class EnglishDetector:
         words, negation aside (:meth:`concept`), must be nearer by meaning to the thing lost than to its loss by
         :data:`LOST_MARGIN` ("I'm not numb" and "I didn't pass out" name the loss itself), and the clause must not speak
         of a loss ("I haven't lost my appetite")."""
-        if _EN_SAYS_LOSS.search(clause) or _EN_FINE.search(clause) or not EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)):
+        if _EN_SAYS_LOSS.search(clause) or EN_ALL_WELL.search(clause) or not EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)):
             return False  # a loss denied, a statement that all is well, or no denial at all
         parts = [(m.group(1), m.group(0)) for d in descriptions if (m := _EN_LOSS_OF.search(d))]
         if not parts:
@@ -643,6 +650,7 @@ class EnglishDetector:
             one_side = EN_ONE_SIDE.search(clause) is not None
             colours = _colours(words)
             formerly = EN_FORMERLY.search(clause) is not None
+            says_less, denied = LESS_SAID.search(clause) is not None, is_negated(clause)
             # the words of a clause about blood but blood's own and the places it names: what the clause says is there
             what = [w for w in words if not BLOOD_WORD.search(w) and not (self.pain is not None and self.pain.places([w]))
                     ] if blood else []
@@ -671,6 +679,8 @@ class EnglishDetector:
                     continue  # yellow skin is not pale skin
                 if self.former[j] and not formerly:
                     continue  # a smoker is no former smoker
+                if self.names[j] in self.lessening and not says_less and not denied:
+                    continue  # always hungry is no poor appetite
                 if placed and self.names[j] not in placed and not at & self.place_at.get(self.names[j], frozenset()) and any(
                         near >= self.threshold and near >= row[j] - self.located_margin for near in placed.values()):
                     # the finding that can be at the place the clause names is about as near (one that names the
