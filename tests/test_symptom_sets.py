@@ -1452,6 +1452,26 @@ def test_an_everyday_word_no_wording_holds_is_also_read_as_the_nearest_wording_w
     assert not SetDetector(lambda texts, k: [], {}, language="zh", wordings=wordings).use_lay_words(_WordVectors())
 
 
+def test_a_part_named_by_a_reading_of_everyday_words_is_named() -> None:
+    # "I have tummy cramps" decided Muscle spasm: every wording of Abdominal cramps names a part, "tummy" is no part the
+    # vocabulary names, and unnamed_parts kept it back, though the lay-word reading reads "tummy" as "stomach"
+    class TummyVectors(_WordVectors):
+        vectors = {"stomach": (1.0, 0.0, 0.0), "tummy": (0.9, 0.0, float(np.sqrt(0.19)))}
+
+    names = {"AC": "Abdominal cramps", "ST": "Abnormality of the stomach", "SP": "Stomach pain"}
+    hits = {"tummy cramps": [("AC", 0.9)], "stomach cramps": [("AC", 0.9)]}
+    wordings = {"AC": ("Stomach cramps", "Cramps in the stomach"), "ST": ("Abnormality of the stomach",),
+                "SP": ("Stomach pain", "Stomach ache")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    det.calibration.rules = ("unnamed_parts",)
+    got = det.detect("I have tummy cramps")
+    assert got.terms == [] and [t.id for t in got.alternatives] == ["AC"]  # no reading: the complaint names no part
+    det.calibration.rules = ("unnamed_parts", "lay_words")
+    assert det.use_lay_words(TummyVectors())
+    assert [(s.text, s.lay_of) for s in det._spans("I have tummy cramps")][1:] == [("stomach cramps", "tummy cramps")]
+    assert [t.id for t in det.detect("I have tummy cramps").terms] == ["AC"]
+
+
 def test_a_term_on_words_the_vocabulary_does_not_use_and_shares_none_of_is_offered() -> None:
     # "I feel lightheaded" decided Paresthesia: no wording says lightheaded, and the encoder guessed from word pieces
     names = {"PA": "Paresthesia", "VE": "Vertigo", "UO": "Urine odor"}

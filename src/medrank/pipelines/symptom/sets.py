@@ -1531,16 +1531,20 @@ class SetDetector:
     def _contradicted(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """The English candidates whose wordings name only body parts that their span's parts never go with
         (``body_parts``: :meth:`.BodyParts.contradicts`), or only parts that the complaint never names
-        (``unnamed_parts``: :meth:`.BodyParts.unnamed`), or that a piece of nothing but a body part finds (``bare_parts``:
+        (``unnamed_parts``: :meth:`.BodyParts.unnamed`; the complaint read with its lay-word readings), or that a piece of
+        nothing but a body part finds (``bare_parts``:
         :meth:`.BodyParts.only_a_part`); empty without wordings."""
         parts = self._parts()
         if parts is None or self._zh(text):
             return set()
         assert self.wordings is not None
         contradicts, unnamed, bare = self._rule("body_parts"), self._rule("unnamed_parts"), self._rule("bare_parts")
+        # the complaint as its readings of everyday words read it too (lay_words): "tummy cramps" is read as "stomach
+        # cramps", and names the belly that Abdominal cramps is of
+        said = " ".join([text, *(s.text for s in spans if s.lay_of is not None)])
         return {j for j, c in enumerate(cands)
                 if (contradicts and parts.contradicts(_words_of(c, spans, text), self.wordings.get(c.id, ())))
-                or (unnamed and parts.unnamed(text, self.wordings.get(c.id, ())))
+                or (unnamed and parts.unnamed(said, self.wordings.get(c.id, ())))
                 or (bare and c.span_idx >= 0 and parts.only_a_part(spans[c.span_idx].text))}
 
     def _grouping_terms(self) -> frozenset[str]:
