@@ -1452,6 +1452,25 @@ def test_an_everyday_word_no_wording_holds_is_also_read_as_the_nearest_wording_w
     assert not SetDetector(lambda texts, k: [], {}, language="zh", wordings=wordings).use_lay_words(_WordVectors())
 
 
+def test_a_term_that_shares_only_the_part_with_the_words_is_offered() -> None:
+    # "my heart is pounding" decided Myocardial infarction ("Heart attack"): the encoder put it near for the heart
+    names = {"MI": "Myocardial infarction", "TA": "Tachycardia", "MA": "Mastalgia", "HE": "Abnormality of the heart",
+             "BR": "Abnormality of the breast"}
+    hits = {"my heart is pounding": [("MI", 0.9)], "my heart races": [("TA", 0.9)], "painful breast": [("MA", 0.9)]}
+    wordings = {"MI": ("Myocardial infarction", "Heart attack"), "TA": ("Tachycardia", "Fast heart rate", "Racing heart"),
+                "MA": ("Mastalgia", "Mastodynia"), "HE": ("Abnormality of the heart",), "BR": ("Abnormality of the breast",)}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert [t.id for t in det.detect("my heart is pounding").terms] == ["MI"]  # the rule is off
+    det.calibration.rules = ("part_only",)
+    got = det.detect("my heart is pounding")
+    assert got.terms == [] and [t.id for t in got.alternatives] == ["MI"]
+    # a word of the term's besides the part, by stem ("races", "Racing heart"), keeps it
+    assert [t.id for t in det.detect("my heart races").terms] == ["TA"]
+    # a term with learned names only ("Mastalgia") is left to the probabilities: the encoder's reading is all there is
+    assert [t.id for t in det.detect("painful breast").terms] == ["MA"]
+    assert det._part_only("心慌", [], []) == set()  # Chinese text is left alone
+
+
 def test_a_part_named_by_a_reading_of_everyday_words_is_named() -> None:
     # "I have tummy cramps" decided Muscle spasm: every wording of Abdominal cramps names a part, "tummy" is no part the
     # vocabulary names, and unnamed_parts kept it back, though the lay-word reading reads "tummy" as "stomach"

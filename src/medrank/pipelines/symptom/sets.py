@@ -130,15 +130,19 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: English term each of whose wordings says a thing is less or missing (:data:`~medrank.text.LESS_WORD`: Poor appetite)
 #: is offered, not decided, on words that say no such thing (:data:`~medrank.text.LESS_SAID`: "I'm hungry all the
 #: time"), on top of the probabilities; under ``give_way`` it gives way as ``unsaid_blood`` does where the words hold
-#: none of its wordings' words (not for "How is your appetite?"). A trained run's
+#: none of its wordings' words (not for "How is your appetite?"). ``part_only``: an English term whose wordings share
+#: nothing with a piece that names a body part but the part (a heart attack for "my heart is pounding", a nosebleed
+#: for "my nose runs") is offered, not decided, on top of the probabilities (:meth:`SetDetector._part_only`). A trained
+#: run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
-            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less")
+            "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
+            "part_only")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
-                  "blood_source", "unread_words", "unsaid_less")
+                  "blood_source", "unread_words", "unsaid_less", "part_only")
 #: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
 #: no word of the finding
 _LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
@@ -635,6 +639,19 @@ class _Candidate:
     exact: bool = False
     in_negated_span: bool = False
     in_span: bool = False
+
+
+#: how common an English word must be (wordfreq's Zipf scale: 3 is once per million words) to be an everyday word
+EVERYDAY_ZIPF = 3.0
+
+
+def _everyday(wording: str) -> bool:
+    """Whether each word of an English ``wording`` (stop words aside) is an everyday word (:data:`EVERYDAY_ZIPF`):
+    "Heart attack", "Nose bleeding"; not "Mastalgia", "Polycystic kidney dysplasia"."""
+    from wordfreq import zipf_frequency
+
+    words = [w for w in _WORD.findall(wording.lower()) if w not in stop_words()]
+    return bool(words) and all(zipf_frequency(w, "en") >= EVERYDAY_ZIPF for w in words)
 
 
 def _words_of(c: _Candidate, spans: Sequence[Span], text: str) -> str:
@@ -1522,8 +1539,8 @@ class SetDetector:
 
     def _parts(self) -> BodyParts | None:
         """The body parts of the vocabulary's wordings, built once, when a rule that reads them applies (``body_parts``,
-        ``unnamed_parts``, ``bare_parts``)."""
-        on = self._rule("body_parts") or self._rule("unnamed_parts") or self._rule("bare_parts")
+        ``unnamed_parts``, ``bare_parts``, ``part_only``)."""
+        on = any(self._rule(r) for r in ("body_parts", "unnamed_parts", "bare_parts", "part_only"))
         if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
         return self._body_parts if on else None
@@ -1597,6 +1614,40 @@ class SetDetector:
             return set()
         lessening = self._less_terms()
         return {j for j, c in enumerate(cands) if c.id in lessening and not LESS_SAID.search(_words_of(c, spans, text))}
+
+    def _part_only(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``part_only``, the English candidates with a wording in everyday words (:func:`_everyday`) on a piece
+        that names a body part whose other words (stop words and linking verbs aside; with the words a lay-word reading
+        read them from) meet none of the term's wordings' words but its parts, by beginning or by stem, nor say a
+        lessening where they do
+        (:data:`~medrank.text.LESS_SAID`, :data:`~medrank.text.LESS_WORD`: "falling out" for "Hair loss"): offered,
+        not decided. The encoder put the term near for the part the two share: "my heart is pounding" decided
+        Myocardial infarction ("Heart attack"), "my heart pounds" Hypoplastic heart, "my nose runs all the time"
+        Epistaxis."""
+        parts = self._parts()
+        if not self._rule("part_only") or parts is None or self._zh(text):
+            return set()
+        ignored = stop_words() | _LINKING_WORDS
+        wordings = self.wordings or {}
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0:
+                continue
+            s = spans[c.span_idx]
+            said = [w for w in _WORD.findall(f"{s.lay_of or ''} {s.text}".lower()) if w not in ignored]
+            named = [w for w in said if parts.in_complaint(w)]
+            rest = [w for w in said if w not in named]
+            if not named or not rest:
+                continue
+            texts = wordings.get(c.id, ())
+            if not any(_everyday(t) for t in texts):
+                continue  # only learned names (Mastalgia for "painful breast"): the encoder's reading is all there is
+            theirs = [w for t in texts for w in _WORD.findall(t.lower()) if not parts.in_complaint(w)]
+            shared = beginnings(rest) & beginnings(theirs) or set(content_stems(rest)) & set(content_stems(theirs))
+            less = LESS_SAID.search(" ".join(rest)) is not None and any(LESS_WORD.search(t) for t in texts)
+            if not shared and not less:
+                out.add(j)
+        return out
 
     def _naming_less(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Of the candidates ``unsaid_less`` keeps back (:meth:`_unsaid_less`), those whose words hold no word of their
@@ -1675,7 +1726,8 @@ class SetDetector:
         return (self._contradicted(text, spans, cands) | self._grouping(text, spans, cands)
                 | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
                 | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands)
-                | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands))
+                | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands)
+                | self._part_only(text, spans, cands))
 
     def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``unread_words``, the English candidates placed on a piece whose words (linking verbs and stop words
