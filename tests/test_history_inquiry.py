@@ -994,6 +994,14 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     # hunger is no loss of it: a finding whose HPO wordings all say a lessening is read only from words that say one
     assert appetite not in said("I'm hungry all the time") and appetite not in said("I'm always hungry and thirsty")
     assert appetite in said("my appetite is poor") and appetite in said("I have no appetite")
+    # a part that does something is read with the descriptions' adjective of the verb: a running nose is a runny nose
+    assert "nasal congestion or a clear runny nose" in said("his nose is running")
+    assert "that your eyes produce excessive tears" in said("my eyes water")
+    # a term's name that reads nothing is read as its layperson synonyms, in the direction they say
+    assert [en.finding_description(f.name) for f in en.detect_findings("Rhinorrhea", term=True)] == [
+        "nasal congestion or a clear runny nose"]
+    assert en.detect_findings("Xerostomia", term=True) == []  # "Reduced salivation" is no "more saliva than usual"
+    assert en.detect_findings("Polyphagia", term=True) == []  # "Increased appetite" is no lost appetite
     # nausea is no vomiting: "feeling nauseous" takes HPO's Nausea words
     assert said("I feel sick to my stomach") == {"feeling nauseous or feel like vomiting"}
     assert [en.finding_description(f.name) for f in en.detect_findings("Nausea", term=True)] == [

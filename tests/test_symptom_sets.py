@@ -1452,6 +1452,33 @@ def test_an_everyday_word_no_wording_holds_is_also_read_as_the_nearest_wording_w
     assert not SetDetector(lambda texts, k: [], {}, language="zh", wordings=wordings).use_lay_words(_WordVectors())
 
 
+def test_a_part_that_does_something_is_said_with_the_verbs_adjective() -> None:
+    from medrank.text import as_part_adjective
+
+    adjectives = {"runny", "watery", "itchy", "flaky"}
+    assert as_part_adjective("my nose is running", adjectives) == "runny nose"
+    assert as_part_adjective("my nose runs", adjectives) == "runny nose"
+    assert as_part_adjective("my eyes keep watering", adjectives) == "watery eyes"
+    assert as_part_adjective("my skin itches", adjectives) == "itchy skin"
+    assert as_part_adjective("my skin flakes", adjectives) == "flaky skin"
+    assert as_part_adjective("my heart pounds", adjectives) is None  # no adjective of the verb in the vocabulary
+    assert as_part_adjective("it runs", adjectives) is None and as_part_adjective("a runny nose", adjectives) is None
+    # "my nose is running" was nearest nose bleeding; the vocabulary says "Runny nose" (rule part_adjective)
+    names = {"RH": "Rhinorrhea", "EP": "Epistaxis", "NO": "Abnormality of the nose"}
+    hits = {"my nose is running": [("EP", 0.6)], "runny nose": [("RH", 0.9)]}
+    wordings = {"RH": ("Rhinorrhea", "Runny nose"), "EP": ("Epistaxis", "Nose bleeding"),
+                "NO": ("Abnormality of the nose",)}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert [t.id for t in det.detect("my nose is running").terms] == ["EP"]  # the rule is off
+    det.calibration.rules = ("part_adjective",)
+    assert [(s.text, s.reading) for s in det._spans("my nose is running")] == [("my nose is running", False),
+                                                                              ("runny nose", True)]
+    got = det.detect("my nose is running")
+    assert [t.id for t in got.terms] == ["RH"] and "EP" in [t.id for t in got.alternatives]
+    # a subject that is no body part of the vocabulary is not read so (no "runny tap")
+    assert [s.text for s in det._spans("the tap runs")] == ["the tap runs"]
+
+
 def test_a_term_that_shares_only_the_part_with_the_words_is_offered() -> None:
     # "my heart is pounding" decided Myocardial infarction ("Heart attack"): the encoder put it near for the heart
     names = {"MI": "Myocardial infarction", "TA": "Tachycardia", "MA": "Mastalgia", "HE": "Abnormality of the heart",

@@ -376,5 +376,10 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert not hpo.detect("my appetite is fine").terms  # all is well: denied, as a negation is
     # a part the lay-word reading names is named: "tummy cramps" read as "stomach cramps" (not Muscle spasm)
     assert [t.name for t in hpo.detect("I have tummy cramps").terms] == ["Abdominal cramps"]
+    # a term that shares nothing but the part with the words is offered (rule part_only): no heart attack for a
+    # pounding heart; a part that does something is read with the verb's adjective (rule part_adjective)
+    assert "Myocardial infarction" not in {t.name for t in hpo.detect("my heart is pounding").terms}
+    assert [t.name for t in hpo.detect("my nose is running").terms] == ["Rhinorrhea"]
+    assert [t.name for t in hpo.detect("my eyes water").terms] == ["Epiphora"]
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

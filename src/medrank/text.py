@@ -37,7 +37,7 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,6 +264,35 @@ LESS_SAID = re.compile(LESS_WORD.pattern + r"|\b(?:los[ei]\w*|thin\w*|off|gone|w
                        r"|hardly|barely|cannot|unable|never|shed\w*|slim\w*|skinn\w*|small\w*|tiny|underdevelop\w*|weak\w*"
                        r"|slow\w*|lower)\b"
                        r"|n't\b|\bcan\s+not\b", re.I)
+
+# a body part and a verb of what it does ("my nose runs", "my eyes are watering", "the baby's nose is running"): a
+# vocabulary says the part with the verb's adjective ("Runny nose", "Watery eyes", "Itchy skin"), which the verb does not
+# reach ("my nose is running" was nearest nose bleeding, "my eyes water" Hydrocephalus)
+_EN_PART_DOES = re.compile(
+    r"^(?:(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+)?(?:[a-z]+'s\s+)?"
+    r"(?P<part>(?!(?:it|this|that|everything|something|anything|all|what|which|there|here|he|she|they|i|we)\b)[a-z]+)"
+    r"\s+(?:(?:is|are|was|were|has\s+been|have\s+been|been|keeps?|kept|won't\s+stop|will\s+not\s+stop)\s+)?"
+    r"(?P<verb>[a-z]+)$", re.I)
+
+
+def as_part_adjective(text: str, adjectives: Collection[str]) -> str | None:
+    """``text`` as a vocabulary says a part that does what it says: "<adjective> <part>", the adjective one of
+    ``adjectives`` (lower case) made from the verb with -y ("my nose runs" / "my nose is running" → "runny nose", "my
+    eyes water" → "watery eyes", "my skin itches" → "itchy skin"); None when the text is no subject and verb, or the
+    verb has no such adjective among them ("my heart pounds"). Whether the subject is a body part is the caller's to
+    check ("the tap runs")."""
+    from lemminflect import getLemma
+
+    m = _EN_PART_DOES.match(" ".join(text.split()))
+    if m is None:
+        return None
+    verb = m.group("verb").lower()
+    for lemma in dict.fromkeys((*getLemma(verb, upos="VERB"), verb)):
+        for adjective in (f"{lemma}y", f"{lemma}{lemma[-1]}y", f"{lemma[:-1]}y" if lemma.endswith("e") else ""):
+            if adjective and adjective != verb and adjective in adjectives:
+                return f"{adjective} {m.group('part')}"
+    return None
+
 
 _IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
 

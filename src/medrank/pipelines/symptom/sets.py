@@ -59,6 +59,7 @@ from medrank.text import (
     BREATH_WORD,
     LESS_SAID,
     LESS_WORD,
+    as_part_adjective,
     beginnings,
     content_stems,
     plain_adjectives,
@@ -132,12 +133,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: time"), on top of the probabilities; under ``give_way`` it gives way as ``unsaid_blood`` does where the words hold
 #: none of its wordings' words (not for "How is your appetite?"). ``part_only``: an English term whose wordings share
 #: nothing with a piece that names a body part but the part (a heart attack for "my heart is pounding", a nosebleed
-#: for "my nose runs") is offered, not decided, on top of the probabilities (:meth:`SetDetector._part_only`). A trained
-#: run's
+#: for "my nose runs") is offered, not decided, on top of the probabilities (:meth:`SetDetector._part_only`).
+#: ``part_adjective``: an English piece of a body part and a verb of what it does ("my nose is running", "my eyes
+#: water") is also searched as the vocabulary's adjective of the verb before the part ("runny nose", "watery eyes";
+#: :func:`medrank.text.as_part_adjective`), as a reading of the same words; it changes the pieces, as ``part_swelling`` does.
+#: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
-            "part_only")
+            "part_only", "part_adjective")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
@@ -865,6 +869,8 @@ class SetDetector:
             spans = self._swelling_readings(text, spans)
         if not zh and self._rule("plain_adjectives"):
             spans = self._plain_readings(spans)
+        if not zh and self._rule("part_adjective"):
+            spans = self._adjective_readings(spans)
         if not zh and self.lay_words is not None and self._rule("lay_words"):
             spans = self._lay_readings(spans)
         if zh and self._rule("zh_variants"):
@@ -913,6 +919,23 @@ class SetDetector:
             plain = plain_adjectives(s.text, vocabulary) if not s.reading else s.text
             if plain != s.text:
                 out.append(Span(s.start, s.end, plain, None, s.negated, reading=True))
+        return out
+
+    def _adjective_readings(self, spans: Sequence[Span]) -> list[Span]:
+        """``spans`` under ``part_adjective``: each piece of a body part and a verb of what it does read as the
+        vocabulary's adjective of the verb before the part too ("my nose is running": "runny nose";
+        :func:`medrank.text.as_part_adjective`), as a reading of the same words; the patient's words stay searched."""
+        parts = self._parts()
+        if parts is None:
+            return list(spans)
+        words = self._derived("vocabulary words", (self.wordings,), lambda: frozenset(
+            w for texts in (self.wordings or {}).values() for t in texts for w in _WORD.findall(t.lower())))
+        out: list[Span] = []
+        for s in spans:
+            out.append(s)
+            said = as_part_adjective(s.text, words) if not s.reading else None
+            if said is not None and parts.in_complaint(said.split()[-1]):
+                out.append(Span(s.start, s.end, said, None, s.negated, reading=True))
         return out
 
     def _lay_readings(self, spans: Sequence[Span]) -> list[Span]:
@@ -1539,8 +1562,8 @@ class SetDetector:
 
     def _parts(self) -> BodyParts | None:
         """The body parts of the vocabulary's wordings, built once, when a rule that reads them applies (``body_parts``,
-        ``unnamed_parts``, ``bare_parts``, ``part_only``)."""
-        on = any(self._rule(r) for r in ("body_parts", "unnamed_parts", "bare_parts", "part_only"))
+        ``unnamed_parts``, ``bare_parts``, ``part_only``, ``part_adjective``)."""
+        on = any(self._rule(r) for r in ("body_parts", "unnamed_parts", "bare_parts", "part_only", "part_adjective"))
         if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
         return self._body_parts if on else None

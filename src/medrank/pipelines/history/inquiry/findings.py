@@ -40,6 +40,7 @@ from medrank.text import (
     EN_PERSON,
     LESS_SAID,
     LESS_WORD,
+    as_part_adjective,
     beginnings,
     content_stems,
     plain_adjectives,
@@ -114,6 +115,10 @@ def is_negated(clause: str) -> bool:
     finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough), or a statement that it is fine
     (:data:`~medrank.text.EN_ALL_WELL`: "my appetite is fine", "I can breathe fine")."""
     return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None or EN_ALL_WELL.search(clause) is not None
+
+
+#: a word that says there is more of something ("more saliva than usual", "excessive tears", "increased sweating")
+_EN_MORE = re.compile(r"\b(?:more|increas\w*|excess\w*|hyper\w+|extra)\b", re.IGNORECASE)
 
 
 #: what a finding says is lost or lacking ("a loss of appetite"): a clause that denies that thing states the finding
@@ -439,7 +444,11 @@ class EnglishDetector:
         #: wording of (``None``: none): a term's name is not read as a finding another HPO term's wording describes,
         #: unless that term is one the name's is a kind of (:meth:`reads_as`)
         self.hpo_wordings: dict[str, str] = {}
+        #: an HPO term's id -> its layperson synonyms: a term's name that reads nothing is read as them (:meth:`detect`:
+        #: "Rhinorrhea" as "Runny nose")
+        self.wordings_of: dict[str, tuple[str, ...]] = {}
         for concept in terms:
+            self.wordings_of[concept.id] = tuple(concept.meta.get("layperson", ()))
             for label in (concept.name, *concept.synonyms):
                 self.hpo_wordings.setdefault(_norm(label), concept.id)
         self.hpo_term = [self.hpo_wordings.get(_norm(d)) for d in self.descriptions]
@@ -575,10 +584,16 @@ class EnglishDetector:
         return clause[:m.start()].strip()
 
     def _other_readings(self, clause: str, concept: str) -> list[str]:
-        """What a clause is also matched as (:meth:`detect`): what it states before its circumstance, and its part's
-        state as going on (:func:`as_going_on`)."""
+        """What a clause is also matched as (:meth:`detect`): what it states before its circumstance, its part's
+        state as going on (:func:`as_going_on`), and a part that does something with the descriptions' adjective of
+        the verb ("my nose is running": runny nose; :func:`medrank.text.as_part_adjective`)."""
         head = self.circumstance_head(clause)
-        return [t for t in (self.concept(head) if head else None, as_going_on(concept)) if t]
+        if self._vocabulary is None:
+            self._vocabulary = sorted({w for words in self.words for w in words})
+        adjective = as_part_adjective(concept, frozenset(self._vocabulary))
+        if adjective is not None and not (self.pain is not None and self.pain.places([adjective.split()[-1]])):
+            adjective = None  # no body part ("the tap runs")
+        return [t for t in (self.concept(head) if head else None, as_going_on(concept), adjective) if t]
 
     @staticmethod
     def concept(clause: str) -> str:
@@ -591,7 +606,28 @@ class EnglishDetector:
 
     def detect(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
         """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class), or,
-        with ``question``, a doctor's question read as one (whose caller checks its words against the findings')."""
+        with ``question``, a doctor's question read as one (whose caller checks its words against the findings'). A
+        term's name that reads nothing is read as the term's HPO layperson synonyms, the first that reads something
+        ("Rhinorrhea" shares no word with "a clear runny nose"; its synonym "Runny nose" does), and only a finding that
+        says a lessening where the wording says one (:data:`~medrank.text.LESS_SAID`: Polyphagia's "Increased appetite"
+        is no "lost your appetite"), and no more of what the wording says is less (Xerostomia's "Reduced salivation" is
+        no "more saliva than usual")."""
+        found = self._read(text, term, question)
+        if found or not term or question:
+            return found
+        own = _norm(text)
+        for wording in self.wordings_of.get(self.hpo_wordings.get(own, ""), ()):
+            if _norm(wording) == own:
+                continue
+            less = LESS_SAID.search(wording) is not None
+            found = [(n, v) for n, v in self._read(wording, True, False)
+                     if less == any(LESS_SAID.search(self.descriptions[j]) for j in self.rows_of.get(n, ()))
+                     and not (less and any(_EN_MORE.search(self.descriptions[j]) for j in self.rows_of.get(n, ())))]
+            if found:
+                return found
+        return found
+
+    def _read(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
         # a thermometer's or a cuff's reading is read as what it says ("my temp was 102": a fever; "my blood pressure
         # was 160/100": high blood pressure); a normal one says nothing
         parts = [part if said is None else said for part, said in
