@@ -743,9 +743,7 @@ class SetDetector:
         self._aches: frozenset[str] | None = None
         self._body_parts: BodyParts | None = None
         self._groups: frozenset[str] | None = None
-        self._bleeding: frozenset[str] | None = None  # :meth:`_blood_terms`
         self._breathing: frozenset[str] | None = None  # :meth:`_breath_terms`
-        self._lessening: frozenset[str] | None = None  # :meth:`_less_terms`
         self._by_stems: dict[tuple[str, ...], str] | None = None  # :meth:`_term_worded`
 
     @property
@@ -1605,13 +1603,14 @@ class SetDetector:
         return {j for j, c in enumerate(cands)
                 if c.id in groups and c.id not in self._named_by(_words_of(c, spans, text), text)}
 
+    def _worded_each(self, pattern: re.Pattern[str]) -> frozenset[str]:
+        """The terms each of whose wordings ``pattern`` finds something in, read once per pattern and wordings."""
+        return self._derived(f"worded each {pattern.pattern}", (self.wordings,), lambda: frozenset(
+            cid for cid, texts in (self.wordings or {}).items() if texts and all(pattern.search(t) for t in texts)))
+
     def _blood_terms(self) -> frozenset[str]:
-        """The terms each of whose wordings names blood or bleeding (:data:`BLOOD_WORD`), read once."""
-        if self._bleeding is None:
-            wordings = self.wordings or {}
-            self._bleeding = frozenset(cid for cid, texts in wordings.items()
-                                       if texts and all(BLOOD_WORD.search(t) for t in texts))
-        return self._bleeding
+        """The terms each of whose wordings names blood or bleeding (:data:`BLOOD_WORD`)."""
+        return self._worded_each(BLOOD_WORD)
 
     def _breath_terms(self) -> frozenset[str]:
         """The terms one of whose wordings names breath or breathing (:data:`~medrank.text.BREATH_WORD`), read once."""
@@ -1621,12 +1620,8 @@ class SetDetector:
         return self._breathing
 
     def _less_terms(self) -> frozenset[str]:
-        """The terms each of whose wordings says a thing is less or missing (:data:`~medrank.text.LESS_WORD`), read once."""
-        if self._lessening is None:
-            wordings = self.wordings or {}
-            self._lessening = frozenset(cid for cid, texts in wordings.items()
-                                        if texts and all(LESS_WORD.search(t) for t in texts))
-        return self._lessening
+        """The terms each of whose wordings says a thing is less or missing (:data:`~medrank.text.LESS_WORD`)."""
+        return self._worded_each(LESS_WORD)
 
     def _unsaid_less(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """With the ``unsaid_less`` rule, the English candidates that say a thing is less or missing (:meth:`_less_terms`)
