@@ -25,6 +25,7 @@ from medrank.pipelines.symptom.sets import (
     SetDetector,
     SymptomTextError,
     _besides_blood,
+    _only_blood,
     fit_logistic,
     has_overlapping_spans,
     set_prf,
@@ -1398,6 +1399,16 @@ def test_a_term_of_blood_is_not_decided_where_the_words_beside_the_blood_are_ano
     assert _besides_blood("I threw up some blood this morning") == "threw up"
     assert _besides_blood("there was a lot of bleeding in it") == ""
     assert det._blood_elsewhere("吐血", [], []) == set()  # Chinese text is left alone
+    # words of nothing but blood say no source: "there's blood" decided Hematemesis; a nosebleed names its own
+    hits.update({"blood": [("HE", 0.9)], "nosebleed": [("EP", 0.9)]})
+    names["EP"], wordings["EP"] = "Epistaxis", ("Epistaxis", "Nosebleed")
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    det.calibration.rules = ("blood_source",)
+    got = det.detect("there's blood")
+    assert got.terms == [] and "HE" in [t.id for t in got.alternatives]
+    assert [t.id for t in det.detect("nosebleed").terms] == ["EP"]
+    assert _only_blood("there's some blood this morning") and _only_blood("bleeding")
+    assert not _only_blood("nosebleed") and not _only_blood("blood in my pee")
 
 
 def test_an_adjective_no_wording_holds_is_also_read_as_the_wordings_word() -> None:

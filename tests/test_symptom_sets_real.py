@@ -381,5 +381,7 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Myocardial infarction" not in {t.name for t in hpo.detect("my heart is pounding").terms}
     assert [t.name for t in hpo.detect("my nose is running").terms] == ["Rhinorrhea"]
     assert [t.name for t in hpo.detect("my eyes water").terms] == ["Epiphora"]
+    # words of nothing but blood say no source (rule blood_source): no vomiting of blood for "there's blood when I wipe"
+    assert "Hematemesis" not in {t.name for t in hpo.detect("there's blood when I wipe").terms}
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

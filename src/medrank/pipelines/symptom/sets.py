@@ -116,7 +116,8 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: probabilities. ``blood_source``: an English term of blood or bleeding is offered, not decided, where the words
 #: beside the blood are the wording of another term, or one word the search finds another term for first, that shares
 #: no word with it ("I threw up blood": "throw up" is Vomiting's "Throwing up", and Hemoptysis, "Coughing up blood",
-#: was decided; "blood in my poop": Diarrhea's, and Hematuria was), on top of the probabilities.
+#: was decided; "blood in my poop": Diarrhea's, and Hematuria was), or where the words are nothing but blood ("there's
+#: blood" decided Hematemesis), on top of the probabilities.
 #: ``plain_adjectives``: an English piece with an adjective in -y that no wording of the vocabulary holds is also
 #: searched with it written as the vocabulary's word it comes from ("wheezy chest": "wheezing chest"; it decided Shield
 #: chest), as a reading of the same words (:func:`medrank.text.plain_adjectives`); it changes the pieces, as
@@ -530,6 +531,17 @@ def _besides_blood(text: str) -> str:
     statement's own words aside: what the blood comes with ("I threw up blood this morning": threw up)."""
     return " ".join(w for w in _WORD.findall(text.lower())
                     if w not in _NOT_A_SOURCE and not w.isdigit() and not BLOOD_WORD.search(w) and w[:5] not in _DEGREE)
+
+
+#: the English words that name blood and nothing else (not "nosebleed", "haematuria"): words of these alone say no source
+_BLOOD_ONLY = frozenset({"blood", "bloody", "bleed", "bleeds", "bleeding", "bled"})
+
+
+def _only_blood(text: str) -> bool:
+    """Whether the English words of ``text`` name blood (:data:`_BLOOD_ONLY`) and nothing else, amounts, times and the
+    statement's own words aside ("there's blood", "some bleeding this morning")."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in _NOT_A_SOURCE and not w.isdigit()]
+    return bool(words) and all(w in _BLOOD_ONLY for w in words)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -1713,7 +1725,8 @@ class SetDetector:
         one word that the vocabulary's search finds another term for first ("poop": Diarrhea), none of whose wordings
         begins like one of the candidate's words: offered, not decided. Blood thrown up is not blood coughed up, though
         MiniLM and BM25 put "threw up blood" nearest "Coughing up blood", and blood in the poop is no Hematuria; "pee"
-        finds a term of urine, which Hematuria's words meet."""
+        finds a term of urine, which Hematuria's words meet. Words of nothing but blood (:func:`_only_blood`: "there's
+        blood") say no source: no term of blood is decided on them (Hematemesis was)."""
         if not self._rule("blood_source") or self._zh(text):
             return set()
         bleeding = self._blood_terms()
@@ -1722,7 +1735,11 @@ class SetDetector:
         for j, c in enumerate(cands):
             if c.id not in bleeding:
                 continue
-            besides = _besides_blood(_words_of(c, spans, text))
+            words = _words_of(c, spans, text)
+            besides = _besides_blood(words)
+            if not besides and _only_blood(words):
+                out.add(j)  # nothing but blood: where it comes from is not said ("there's blood": no Hematemesis)
+                continue
             source = self._term_worded(besides)
             if source is None and besides and " " not in besides:
                 # one everyday word no wording holds ("poop"): the term the vocabulary's search finds first for it
