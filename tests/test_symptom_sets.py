@@ -1354,6 +1354,16 @@ def test_a_term_of_a_lessening_is_decided_only_on_words_that_say_one() -> None:
     for words, term in (("gone off my food", "PA"), ("losing weight", "WL"), ("getting thinner", "WL"), ("cough", "CO")):
         assert [t.id for t in det.detect(words).terms] == [term], words
     assert det._unsaid_less("食欲不振", [], []) == set()  # Chinese text is left alone
+    # words that share with the term only the word of the lessening say nothing of what is less: "I feel low" is no
+    # low body weight
+    hits["feel low"] = [("DW", 0.9)]
+    names["DW"], wordings["DW"] = "Decreased body weight", ("Decreased body weight", "Low weight")
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    det.calibration.rules = ("unsaid_less",)
+    got = det.detect("I feel low")
+    assert got.terms == [] and "DW" in [t.id for t in got.alternatives]
+    hits["my weight is low"] = [("DW", 0.9)]
+    assert [t.id for t in det.detect("my weight is low").terms] == ["DW"]
 
 
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:

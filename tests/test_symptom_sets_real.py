@@ -374,6 +374,7 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Poor appetite" not in hungry and "Polyphagia" in hungry, hungry
     assert "Weight loss" in {t.name for t in hpo.detect("I'm losing weight").terms}
     assert not hpo.detect("my appetite is fine").terms  # all is well: denied, as a negation is
+    assert "Decreased body weight" not in {t.name for t in hpo.detect("I feel low all the time").terms}
     # a part the lay-word reading names is named: "tummy cramps" read as "stomach cramps" (not Muscle spasm)
     assert [t.name for t in hpo.detect("I have tummy cramps").terms] == ["Abdominal cramps"]
     # a term that shares nothing but the part with the words is offered (rule part_only): no heart attack for a

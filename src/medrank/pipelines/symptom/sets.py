@@ -1639,11 +1639,27 @@ class SetDetector:
         """With the ``unsaid_less`` rule, the English candidates that say a thing is less or missing (:meth:`_less_terms`)
         whose span (or, placed on none, the whole text) says no lessening (:data:`~medrank.text.LESS_SAID`): offered,
         not decided. A plain word of a sensation says it is there, not that it is lacking: "hungry" is as near "Poor
-        appetite" as "Increased appetite" by meaning, and no patient who is always hungry has a poor appetite."""
+        appetite" as "Increased appetite" by meaning, and no patient who is always hungry has a poor appetite. So are
+        those whose words share with the term's wordings only the word of the lessening, by beginning: "I feel low all
+        the time" says nothing of the body weight that Decreased body weight's "Low weight" is about."""
         if not self._rule("unsaid_less") or self._zh(text):
             return set()
         lessening = self._less_terms()
-        return {j for j, c in enumerate(cands) if c.id in lessening and not LESS_SAID.search(_words_of(c, spans, text))}
+        wordings = self.wordings or {}
+        out = set()
+        for j, c in enumerate(cands):
+            if c.id not in lessening:
+                continue
+            words = _words_of(c, spans, text)
+            if not LESS_SAID.search(words):
+                out.add(j)
+                continue
+            said = [w for w in _WORD.findall(words.lower()) if w not in stop_words()]
+            theirs = beginnings([w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())])
+            shared = [w for w in said if beginnings([w]) & theirs]
+            if shared and all(LESS_WORD.fullmatch(w) and not w.endswith("less") for w in shared):
+                out.add(j)
+        return out
 
     def _part_only(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``part_only``, the English candidates with a wording in everyday words (:func:`_everyday`) on a piece
