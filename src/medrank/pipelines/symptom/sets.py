@@ -661,6 +661,7 @@ class _Candidate:
 EVERYDAY_ZIPF = 3.0
 
 
+@functools.lru_cache(maxsize=65536)
 def _everyday(wording: str) -> bool:
     """Whether each word of an English ``wording`` (stop words aside) is an everyday word (:data:`EVERYDAY_ZIPF`):
     "Heart attack", "Nose bleeding"; not "Mastalgia", "Polycystic kidney dysplasia"."""
@@ -917,12 +918,22 @@ class SetDetector:
             where = named or where
         return out
 
+    def _wording_words(self, cid: str) -> tuple[str, ...]:
+        """The words (lower case) of every wording of term ``cid``, read once per wordings."""
+        table = self._derived("wording words", (self.wordings,), lambda: {
+            c: tuple(w for t in texts for w in _WORD.findall(t.lower())) for c, texts in (self.wordings or {}).items()})
+        return table.get(cid, ())
+
+    def _vocabulary_words(self) -> frozenset[str]:
+        """Every word of the vocabulary's wordings (lower case), read once per wordings."""
+        return self._derived("vocabulary words", (self.wordings,), lambda: frozenset(
+            w for c in (self.wordings or {}) for w in self._wording_words(c)))
+
     def _plain_readings(self, spans: Sequence[Span]) -> list[Span]:
         """``spans`` under ``plain_adjectives``: each piece with an adjective in -y that no wording holds read with it
         written as the wordings' word it comes from too ("wheezy chest": "wheezing chest"), as a reading of the same
         words; the patient's words stay searched."""
-        vocabulary = self._derived("vocabulary", (self.wordings,), lambda: sorted(
-            {w for texts in (self.wordings or {}).values() for t in texts for w in _WORD.findall(t.lower())}))
+        vocabulary = self._derived("vocabulary", (self.wordings,), lambda: sorted(self._vocabulary_words()))
         out: list[Span] = []
         for s in spans:
             out.append(s)
@@ -938,8 +949,7 @@ class SetDetector:
         parts = self._parts()
         if parts is None:
             return list(spans)
-        words = self._derived("vocabulary words", (self.wordings,), lambda: frozenset(
-            w for texts in (self.wordings or {}).values() for t in texts for w in _WORD.findall(t.lower())))
+        words = self._vocabulary_words()
         out: list[Span] = []
         for s in spans:
             out.append(s)
@@ -1645,7 +1655,6 @@ class SetDetector:
         if not self._rule("unsaid_less") or self._zh(text):
             return set()
         lessening = self._less_terms()
-        wordings = self.wordings or {}
         out = set()
         for j, c in enumerate(cands):
             if c.id not in lessening:
@@ -1655,7 +1664,7 @@ class SetDetector:
                 out.add(j)
                 continue
             said = [w for w in _WORD.findall(words.lower()) if w not in stop_words()]
-            theirs = beginnings([w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())])
+            theirs = beginnings(self._wording_words(c.id))
             shared = [w for w in said if beginnings([w]) & theirs]
             if shared and all(LESS_WORD.fullmatch(w) and not w.endswith("less") for w in shared):
                 out.add(j)
@@ -1688,7 +1697,7 @@ class SetDetector:
             texts = wordings.get(c.id, ())
             if not any(_everyday(t) for t in texts):
                 continue  # only learned names (Mastalgia for "painful breast"): the encoder's reading is all there is
-            theirs = [w for t in texts for w in _WORD.findall(t.lower()) if not parts.in_complaint(w)]
+            theirs = [w for w in self._wording_words(c.id) if not parts.in_complaint(w)]
             shared = beginnings(rest) & beginnings(theirs) or set(content_stems(rest)) & set(content_stems(theirs))
             less = LESS_SAID.search(" ".join(rest)) is not None and any(LESS_WORD.search(t) for t in texts)
             if not shared and not less:
@@ -1700,15 +1709,13 @@ class SetDetector:
         wordings: the search brought them there by meaning, and the next hit may be what the words say ("I'm always
         hungry": Polyphagia). Words that name what the term says is less, and no more ("How is your appetite?", "my
         appetite has changed"), say neither way: no other term takes its place."""
-        wordings = self.wordings or {}
         out = set()
         for j in self._unsaid_less(text, spans, cands):
             # a reading of everyday words (lay_words) is judged by the patient's words it was read from
             c = cands[j]
             own = spans[c.span_idx].lay_of if c.span_idx >= 0 and spans[c.span_idx].lay_of else _words_of(c, spans, text)
             said = [w for w in _WORD.findall(own.lower()) if w not in stop_words()]
-            theirs = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())]
-            if not beginnings(said) & beginnings(theirs):
+            if not beginnings(said) & beginnings(self._wording_words(c.id)):
                 out.add(j)
         return out
 
@@ -1746,7 +1753,6 @@ class SetDetector:
         if not self._rule("blood_source") or self._zh(text):
             return set()
         bleeding = self._blood_terms()
-        wordings = self.wordings or {}
         out = set()
         for j, c in enumerate(cands):
             if c.id not in bleeding:
@@ -1764,10 +1770,8 @@ class SetDetector:
                 source = hits[0][0] if hits else None
             if source is None or source == c.id:
                 continue
-            theirs = [w for t in wordings.get(source, ()) for w in _WORD.findall(t.lower())
-                      if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
-            mine = [w for t in wordings.get(c.id, ()) for w in _WORD.findall(t.lower())
-                    if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
+            theirs = [w for w in self._wording_words(source) if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
+            mine = [w for w in self._wording_words(c.id) if not BLOOD_WORD.search(w) and w not in _NOT_A_SOURCE]
             if not beginnings(theirs) & beginnings(mine):
                 out.add(j)
         return out
@@ -1799,7 +1803,7 @@ class SetDetector:
                 continue
             if any(self.lay_words.nearest(words).values()):
                 continue  # a word read as the vocabulary's: its reading is searched too
-            theirs = beginnings([w for t in (self.wordings or {}).get(c.id, ()) for w in _WORD.findall(t.lower())])
+            theirs = beginnings(self._wording_words(c.id))
             if not beginnings(words) & theirs:
                 out.add(j)
         return out
