@@ -472,7 +472,7 @@ class EnglishDetector:
         self.antecedent = [evidences[n].antecedent for n in self.names]
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
         self._vocabulary: list[str] | None = None  # every word of the descriptions, sorted (:meth:`plain_adjectives`)
-        self._vocabulary_set: frozenset[str] | None = None  # the same words as a set (:meth:`_other_readings`)
+        self._vocabulary_set: frozenset[str] | None = None  # the same words as a set (:meth:`vocabulary_words`)
         #: evidence -> the indices of its descriptions (rows of :attr:`vectors`)
         rows: dict[str, list[int]] = defaultdict(list)
         for j, n in enumerate(self.names):
@@ -559,8 +559,14 @@ class EnglishDetector:
         from (:func:`medrank.text.plain_adjectives`: "wheezy": wheezing; MiniLM reads "wheezy" as nothing near a
         wheeze)."""
         if self._vocabulary is None:
-            self._vocabulary = sorted({w for words in self.words for w in words})
+            self._vocabulary = sorted(self.vocabulary_words())
         return plain_adjectives(clause, self._vocabulary)
+
+    def vocabulary_words(self) -> frozenset[str]:
+        """Every word of the descriptions, read once."""
+        if self._vocabulary_set is None:
+            self._vocabulary_set = frozenset(w for words in self.words for w in words)
+        return self._vocabulary_set
 
     def words_of(self, name: str) -> list[str]:
         """The words of every description of evidence ``name`` (its question's, its HPO wordings, its members')."""
@@ -589,9 +595,7 @@ class EnglishDetector:
         state as going on (:func:`as_going_on`), and a part that does something with the descriptions' adjective of
         the verb ("my nose is running": runny nose; :func:`medrank.text.as_part_adjective`)."""
         head = self.circumstance_head(clause)
-        if self._vocabulary_set is None:
-            self._vocabulary_set = frozenset(w for words in self.words for w in words)
-        adjective = as_part_adjective(concept, self._vocabulary_set)
+        adjective = as_part_adjective(concept, self.vocabulary_words())
         if adjective is not None and not (self.pain is not None and self.pain.places([adjective.split()[-1]])):
             adjective = None  # no body part ("the tap runs")
         return [t for t in (self.concept(head) if head else None, as_going_on(concept), adjective) if t]
