@@ -1519,6 +1519,42 @@ def test_a_term_that_shares_only_the_part_with_the_words_is_offered() -> None:
     assert det._part_only("心慌", [], []) == set()  # Chinese text is left alone
 
 
+def test_a_learned_name_whose_telling_word_is_unsaid_is_offered() -> None:
+    # "my heart flutters" decided Ventricular flutter: "flutter" brought it, "ventricular" only an ECG tells
+    names = {"VF": "Ventricular flutter", "PA": "Palpitations", "MA": "Mastalgia", "HA": "Abnormality of the heart"}
+    hits = {"my heart flutters": [("VF", 0.9)], "ventricular flutter": [("VF", 0.9)], "painful breast": [("MA", 0.9)],
+            "heart pounding": [("PA", 0.9)]}
+    wordings = {"VF": ("Ventricular flutter",), "PA": ("Palpitations", "Pounding heart"), "MA": ("Mastalgia",),
+                "HA": ("Abnormality of the heart",)}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert [t.id for t in det.detect("my heart flutters").terms] == ["VF"]  # the rule is off
+    det.calibration.rules = ("learned_unsaid",)
+    got = det.detect("my heart flutters")
+    assert got.terms == [] and [t.id for t in got.alternatives] == ["VF"]
+    # said in full, it is decided; a learned name sharing nothing with the words is the encoder's reading; a term with
+    # an everyday wording is left alone
+    assert [t.id for t in det.detect("ventricular flutter").terms] == ["VF"]
+    assert [t.id for t in det.detect("painful breast").terms] == ["MA"]
+    assert [t.id for t in det.detect("heart pounding").terms] == ["PA"]
+    assert det._learned_unsaid("心慌", [], []) == set()  # Chinese text is left alone
+
+
+def test_a_term_whose_wording_denies_the_words_is_offered() -> None:
+    # "I'm pregnant" decided Infertility: its wording "Unable to get pregnant" shares the word and denies it
+    names = {"IN": "Infertility", "AN": "Anosmia"}
+    hits = {"pregnant": [("IN", 0.9)], "can't get pregnant": [("IN", 0.9)], "lost my sense of smell": [("AN", 0.9)]}
+    wordings = {"IN": ("Infertility", "Unable to get pregnant"), "AN": ("Anosmia", "Loss of smell")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert [t.id for t in det.detect("pregnant").terms] == ["IN"]  # the rule is off
+    det.calibration.rules = ("denied_wording",)
+    got = det.detect("pregnant")
+    assert got.terms == [] and [t.id for t in got.alternatives] == ["IN"]
+    # words that say the lack themselves keep the term
+    assert [t.id for t in det.detect("can't get pregnant").terms] == ["IN"]
+    assert [t.id for t in det.detect("lost my sense of smell").terms] == ["AN"]
+    assert det._denied_wording("怀孕", [], []) == set()
+
+
 def test_a_part_named_by_a_reading_of_everyday_words_is_named() -> None:
     # "I have tummy cramps" decided Muscle spasm: every wording of Abdominal cramps names a part, "tummy" is no part the
     # vocabulary names, and unnamed_parts kept it back, though the lay-word reading reads "tummy" as "stomach"

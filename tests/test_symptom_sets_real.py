@@ -382,6 +382,10 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Myocardial infarction" not in {t.name for t in hpo.detect("my heart is pounding").terms}
     assert [t.name for t in hpo.detect("my nose is running").terms] == ["Rhinorrhea"]
     assert [t.name for t in hpo.detect("my eyes water").terms] == ["Epiphora"]
+    # a learned name whose telling word nobody said is offered (rule learned_unsaid), as is a wording that denies the
+    # words (rule denied_wording)
+    assert "Ventricular flutter" not in {t.name for t in hpo.detect("my heart flutters").terms}
+    assert not {"Infertility", "Postterm pregnancy"} & {t.name for t in hpo.detect("I'm pregnant and I feel sick").terms}
     # words of nothing but blood say no source (rule blood_source): no vomiting of blood for "there's blood when I wipe"
     assert "Hematemesis" not in {t.name for t in hpo.detect("there's blood when I wipe").terms}
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)

@@ -138,16 +138,27 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``part_adjective``: an English piece of a body part and a verb of what it does ("my nose is running", "my eyes
 #: water") is also searched as the vocabulary's adjective of the verb before the part ("runny nose", "watery eyes";
 #: :func:`medrank.text.as_part_adjective`), as a reading of the same words; it changes the pieces, as ``part_swelling`` does.
+#: ``learned_unsaid``: an English term with learned names only that shares a word with a piece holding nothing else
+#: but body parts, each of whose wordings holds a learned word the complaint does not say, is offered, not decided
+#: (Ventricular flutter for "my heart flutters": the patient tells the flutter, an ECG the ventricle;
+#: :meth:`SetDetector._learned_unsaid`). ``denied_wording``: an English term one of whose wordings denies a word the
+#: piece says, where the piece says no lessening, is offered, not decided (Infertility, "Unable to get pregnant", for
+#: "I'm pregnant"; :meth:`SetDetector._denied_wording`). Both on top of the probabilities.
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
-            "part_only", "part_adjective")
+            "part_only", "part_adjective", "learned_unsaid", "denied_wording")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
-                  "blood_source", "unread_words", "unsaid_less", "part_only")
+                  "blood_source", "unread_words", "unsaid_less", "part_only", "learned_unsaid",
+                  "denied_wording")
+#: a wording that denies what follows: "Unable to get pregnant", "Inability to walk", "No speech", "Loss of smell"
+#: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
+WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
+                            r"\s+((?:[a-z'-]+\s*){1,3})")
 #: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
 #: no word of the finding
 _LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
@@ -669,6 +680,16 @@ def _everyday(wording: str) -> bool:
 
     words = [w for w in _WORD.findall(wording.lower()) if w not in stop_words()]
     return bool(words) and all(zipf_frequency(w, "en") >= EVERYDAY_ZIPF for w in words)
+
+
+#: words at least this frequent (wordfreq Zipf) are words of grammar: pronouns, determiners, auxiliaries ("my", "get")
+GRAMMAR_ZIPF = 6.0
+
+
+def _says(word: str, words: Sequence[str]) -> bool:
+    """Whether ``words`` hold ``word``, by beginning or by stem (:func:`medrank.text.beginnings`,
+    :func:`medrank.text.content_stems`): "flutters" holds flutter."""
+    return bool(beginnings([word]) & beginnings(words) or set(content_stems([word])) & set(content_stems(list(words))))
 
 
 def _words_of(c: _Candidate, spans: Sequence[Span], text: str) -> str:
@@ -1583,7 +1604,8 @@ class SetDetector:
     def _parts(self) -> BodyParts | None:
         """The body parts of the vocabulary's wordings, built once, when a rule that reads them applies (``body_parts``,
         ``unnamed_parts``, ``bare_parts``, ``part_only``, ``part_adjective``)."""
-        on = any(self._rule(r) for r in ("body_parts", "unnamed_parts", "bare_parts", "part_only", "part_adjective"))
+        on = any(self._rule(r) for r in ("body_parts", "unnamed_parts", "bare_parts", "part_only", "part_adjective",
+                                         "learned_unsaid"))
         if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
         return self._body_parts if on else None
@@ -1704,6 +1726,70 @@ class SetDetector:
                 out.add(j)
         return out
 
+    def _learned_unsaid(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``learned_unsaid``, the English candidates with no wording in everyday words (:func:`_everyday`) that
+        share a word with their piece (by beginning or by stem; with the words a lay-word reading read them from) while
+        every one of their wordings holds a learned word (below :data:`EVERYDAY_ZIPF`) that the piece does not say:
+        offered, not decided. The shared word brought them, and the word that tells them from their neighbours is one
+        only an examination or a test gives ("my heart flutters" decided Ventricular flutter, an ECG's finding, where a
+        patient tells of palpitations); a learned name that shares nothing with the words (Mastalgia for "painful
+        breast") is the encoder's reading and stays to the probabilities."""
+        if not self._rule("learned_unsaid") or self._zh(text):
+            return set()
+        from wordfreq import zipf_frequency
+
+        ignored = stop_words() | _LINKING_WORDS
+        wordings = self.wordings or {}
+        parts = self._parts()
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0:
+                continue
+            texts = wordings.get(c.id, ())
+            if not texts or any(_everyday(t) for t in texts):
+                continue
+            s = spans[c.span_idx]
+            said = [w for w in _WORD.findall(f"{s.lay_of or ''} {s.text}".lower())
+                    if w not in ignored and zipf_frequency(w, "en") < GRAMMAR_ZIPF]
+            if not said:
+                continue
+            theirs = self._wording_words(c.id)
+            if not any(_says(w, said) for w in theirs):
+                continue  # nothing shared: the encoder's reading of the words
+            if any(not _says(w, theirs) and not (parts is not None and parts.in_complaint(w)) for w in said):
+                continue  # a word of the piece's own that the term does not hold may be its learned word, said plainly
+            # the learned word is one the complaint says nowhere (a list split into pieces says it in another)
+            whole = [w for w in _WORD.findall(text.lower()) if w not in ignored]
+            if all(any(zipf_frequency(w, "en") < EVERYDAY_ZIPF and not _says(w, whole)
+                       for w in _WORD.findall(t.lower()) if w not in stop_words()) for t in texts):
+                out.add(j)
+        return out
+
+    def _denied_wording(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``denied_wording``, the English candidates one of whose wordings denies a word that their piece says
+        (:data:`WORDING_DENIES`: the word within three words after "unable to", "inability to", "no", "without",
+        "loss of" …) where the piece says no lessening (:data:`~medrank.text.LESS_SAID`): offered, not decided. The
+        shared word brought the term, the denial says the opposite: "I'm pregnant" decided Infertility ("Unable to get
+        pregnant")."""
+        if not self._rule("denied_wording") or self._zh(text):
+            return set()
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0:
+                continue
+            s = spans[c.span_idx]
+            words = f"{s.lay_of or ''} {s.text}"
+            if s.negated or LESS_SAID.search(words):
+                continue
+            heard = beginnings([w for w in _WORD.findall(words.lower()) if w not in stop_words()])
+            for wording in (self.wordings or {}).get(c.id, ()):
+                denied = [w for m in WORDING_DENIES.finditer(wording.lower()) for w in _WORD.findall(m.group(1))
+                          if w not in stop_words()]
+                if beginnings(denied) & heard:
+                    out.add(j)
+                    break
+        return out
+
     def _naming_less(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Of the candidates ``unsaid_less`` keeps back (:meth:`_unsaid_less`), those whose words hold no word of their
         wordings: the search brought them there by meaning, and the next hit may be what the words say ("I'm always
@@ -1782,7 +1868,8 @@ class SetDetector:
                 | self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
                 | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands)
                 | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands)
-                | self._part_only(text, spans, cands))
+                | self._part_only(text, spans, cands) | self._learned_unsaid(text, spans, cands)
+                | self._denied_wording(text, spans, cands))
 
     def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``unread_words``, the English candidates placed on a piece whose words (linking verbs and stop words
