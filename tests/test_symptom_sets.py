@@ -1417,6 +1417,14 @@ def test_a_term_of_blood_is_not_decided_where_the_words_beside_the_blood_are_ano
     got = det.detect("there's blood")
     assert got.terms == [] and "HE" in [t.id for t in got.alternatives]
     assert [t.id for t in det.detect("nosebleed").terms] == ["EP"]
+    # nor a term that is no term of blood but says more than blood ("I noticed blood": Purpura, "Blood spots")
+    hits["noticed blood"] = [("PU", 0.9)]
+    names["PU"], wordings["PU"] = "Purpura", ("Purpura", "Blood spots", "Red or purple spots on the skin")
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert [t.id for t in det.detect("noticed blood").terms] == ["PU"]  # the rule is off
+    det.calibration.rules = ("blood_source",)
+    got = det.detect("noticed blood")
+    assert got.terms == [] and "PU" in [t.id for t in got.alternatives]
     assert _only_blood("there's some blood this morning") and _only_blood("bleeding")
     assert not _only_blood("nosebleed") and not _only_blood("blood in my pee")
 

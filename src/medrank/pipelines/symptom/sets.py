@@ -1835,13 +1835,20 @@ class SetDetector:
         begins like one of the candidate's words: offered, not decided. Blood thrown up is not blood coughed up, though
         MiniLM and BM25 put "threw up blood" nearest "Coughing up blood", and blood in the poop is no Hematuria; "pee"
         finds a term of urine, which Hematuria's words meet. Words of nothing but blood (:func:`_only_blood`: "there's
-        blood") say no source: no term of blood is decided on them (Hematemesis was)."""
+        blood") say no source: no term of blood is decided on them (Hematemesis was), nor another term with a wording that
+        says more than blood (Purpura, "Red or purple spots on the skin", for "I noticed blood this morning")."""
         if not self._rule("blood_source") or self._zh(text):
             return set()
         bleeding = self._blood_terms()
+        wordings = self.wordings or {}
         out = set()
         for j, c in enumerate(cands):
             if c.id not in bleeding:
+                # nor any other term with a wording that says more than blood ("I noticed blood": Purpura, "Blood
+                # spots", was decided)
+                texts = wordings.get(c.id, ())
+                if _only_blood(_words_of(c, spans, text)) and any(_besides_blood(t) for t in texts):
+                    out.add(j)
                 continue
             words = _words_of(c, spans, text)
             besides = _besides_blood(words)
