@@ -1,8 +1,9 @@
 """The English differential's outside class: how likely the patient's condition is none of DDXPlus's 49.
 
 The naive Bayes normalises over the collection's conditions, so every patient gets a confident top condition, right
-or not. The served engine adds an outside class (``medrank.pipelines.history.inquiry.outside``) whose prior and leak
-were fitted on the engine's inner tuning split. Measured here by leaving conditions out on the **validation
+or not. The served engine adds an outside class (``medrank.pipelines.history.inquiry.outside``) whose prior, leak and
+shrink were fitted on the engine's inner tuning split; beside it, the outside class as first served, the product of
+the collection's mean likelihoods (shrink 1) with the prior and leak the same fit gives it. Measured here by leaving conditions out on the **validation
 carve-out** (patients the engine's tables and tuning never saw): the 49 conditions are dealt into five folds (seed
 15, not the tuning's folds); for each fold, tables fitted on the training carve-out without its conditions read every
 validation patient at the states the engine's own inquiries reach after the opening and after 5 and 30 questions.
@@ -52,14 +53,18 @@ def main() -> None:
     served = build_engine("en")  # the calibration as served (outside prior and leak fitted on the inner split)
     cal = served.calibration
     cases = leave_conditions_out(list(corpus.support), corpus.train, corpus.valid, fold_engine(corpus), seed=FOLD_SEED)
+    before = cal.tuned_on.get("outside", {}).get("best_per_shrink", {}).get("1.0")
+    variants = {f"shrink {cal.outside_shrink} (served)": (cal.outside_prior, cal.outside_leak, cal.outside_shrink)}
+    if before is not None and cal.outside_shrink != 1.0:
+        variants["product of the means (shrink 1, as first served)"] = (before["outside_prior"], before["outside_leak"], 1.0)
     rows = {}
-    for budget in STATE_BUDGETS:
+    for (variant, (outside_prior, leak, shrink)), budget in ((v, b) for v in variants.items() for b in STATE_BUDGETS):
         at = [c for c in cases if c.budget == budget]
         p_out, msp, kept, left = [], [], [], []
         for c in at:
             joint = c.model.log_joint(c.observed)
             closed = served.probabilities(joint)  # tempered as served (shift-invariant)
-            p = outside_probability(c.log_inside, c.log_outside(cal.outside_leak), cal.outside_prior)
+            p = outside_probability(c.log_inside, c.log_outside(leak, shrink), outside_prior)
             opened = closed * (1.0 - p)
             p_out.append(p)
             # 1 - the top probability, ranked in log space: near certainty, 1 - p rounds to 0 for many patients alike
@@ -72,7 +77,11 @@ def main() -> None:
                 kept.append((int(closed.argmax()) == i, int(opened.argmax()) == i and opened[i] >= p,
                              float(closed[i]), float(opened[i])))
         y = [c.outside for c in at]
-        rows[f"after {budget} questions" if budget else "after the opening"] = {
+        p_arr, y_arr = np.clip(np.array(p_out), 1e-12, 1 - 1e-12), np.array(y)
+        state = f"after {budget} questions" if budget else "after the opening"
+        rows[f"{variant}, {state}"] = {
+            "variant": variant, "state": state, "outside_prior": outside_prior, "leak": leak, "shrink": shrink,
+            "log_loss_outside": round(float(-np.where(y_arr, np.log(p_arr), np.log1p(-p_arr)).mean()), 4),
             "patients_kept": len(kept), "patients_left_out": len(left),
             "auroc_outside": round(100 * roc_auc_score(y, p_out), 2),
             "auroc_max_softmax": round(100 * roc_auc_score(y, msp), 2),
@@ -89,21 +98,26 @@ def main() -> None:
     out = {"protocol": "leave conditions out on the DDXPlus validation carve-out (5 folds of conditions, seed 15)",
            "validation_patients": len(corpus.valid), "conditions": len(corpus.support),
            "calibration": {"outside_prior": cal.outside_prior, "outside_leak": cal.outside_leak,
-                           "temperature": cal.temperature, "fitted_on": cal.tuned_on.get("outside", {})},
+                           "outside_shrink": cal.outside_shrink, "temperature": cal.temperature,
+                           "fitted_on": cal.tuned_on.get("outside", {})},
            "states": rows, "seconds": round(time.perf_counter() - t0, 1),
            "environment": common.environment(threads=args.threads, seed=FOLD_SEED, data="../shared/data")}
     lines = ["### The English differential's outside class (DDXPlus, conditions left out, validation carve-out)", "",
              f"{len(corpus.valid)} validation patients, each read by tables without one fold of the "
              f"{len(corpus.support)} conditions (five folds): a patient of a left-out condition stands for one whose "
-             f"condition the collection lacks. Outside prior {cal.outside_prior}, leak {cal.outside_leak} (fitted on "
-             "the inner tuning split). Probabilities in %.", "",
-             "| state | AUROC P(outside) | AUROC 1 - top probability | kept: top-1 closed / open | kept: P(own condition) "
-             "closed / open | left out: P(top condition) closed / open | left out: outside first |",
-             "|---|---|---|---|---|---|---|"]
-    for state, r in rows.items():
-        lines.append(f"| {state} | **{r['auroc_outside']}** | {r['auroc_max_softmax']} | {r['kept_top1_closed']} / "
+             "condition the collection lacks. Each outside class with the prior, leak and shrink fitted on the inner "
+             "tuning split (" + "; ".join(f"{v}: prior {p}, leak {lk}" for v, (p, lk, _) in variants.items())
+             + "). Log loss of P(outside) (lower is better); probabilities in %.", "",
+             "| outside class | state | log loss P(outside) | AUROC P(outside) | AUROC 1 - top probability | kept: top-1 "
+             "closed / open | kept: P(own condition) closed / open | left out: P(top condition) closed / open | left "
+             "out: outside first | mean P(outside) kept / left out |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows.values():
+        lines.append(f"| {r['variant']} | {r['state']} | **{r['log_loss_outside']}** | **{r['auroc_outside']}** | "
+                     f"{r['auroc_max_softmax']} | {r['kept_top1_closed']} / "
                      f"{r['kept_top1_open']} | {r['kept_p_true_closed']} / {r['kept_p_true_open']} | "
-                     f"{r['left_out_p_top_closed']} / **{r['left_out_p_top_open']}** | {r['left_out_outside_first']} |")
+                     f"{r['left_out_p_top_closed']} / **{r['left_out_p_top_open']}** | {r['left_out_outside_first']} | "
+                     f"{r['mean_p_outside_kept']} / {r['mean_p_outside_left_out']} |")
     common.write("differential_outside", out, "\n".join(lines))
     print("\n".join(lines), flush=True)
 

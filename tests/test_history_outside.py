@@ -12,6 +12,7 @@ import pytest
 from medrank.pipelines.history.inquiry import Calibration, Finding, InquiryEngine
 from medrank.pipelines.history.inquiry.outside import (
     LEAKS,
+    SHRINKS,
     OutsideCase,
     condition_folds,
     fit_outside,
@@ -43,6 +44,26 @@ def test_the_outside_likelihood_is_the_mean_and_a_leak_for_what_no_condition_sho
     assert m.log_joint({"A": "present"}) == pytest.approx(np.log([0.45, 0.05]))
 
 
+def test_with_a_shrink_the_outside_likelihood_lets_findings_go_together() -> None:
+    # A and B: c0 shows both (0.9), c1 neither (0.1). The product of the means takes them as independent outside
+    # (0.5 * 0.5); drawn halfway to the mean, each condition's likelihoods are (0.7, 0.3) and the mixture keeps that
+    # they go together: 0.5 * 0.7^2 + 0.5 * 0.3^2; with no shrink at all it is the collection's own evidence
+    yes, no, seen = np.array([0.9, 0.1]), np.array([0.1, 0.9]), np.array([True, True])
+    m = NaiveBayes(["c0", "c1"], np.log([0.5, 0.5]), {n: Variable(n, "B", n, yes=yes, no=no, seen=seen) for n in "AB"})
+    both = {"A": "present", "B": "present"}
+    assert m.log_outside(both, 0.1) == pytest.approx(math.log(0.25))
+    assert m.log_outside(both, 0.1, 1.0) == pytest.approx(math.log(0.25))
+    assert m.log_outside(both, 0.1, 0.5) == pytest.approx(math.log(0.5 * 0.49 + 0.5 * 0.09))
+    assert m.log_outside(both, 0.1, 0.0) == pytest.approx(float(np.logaddexp.reduce(m.log_joint(both))))
+    assert m.log_outside({"A": "present"}, 0.1, 0.5) == pytest.approx(math.log(0.5))  # one finding: the mean
+    # the leak is still the least likelihood of what no condition shows, here mixed as the mean is
+    z = _model()
+    assert z.log_outside({"A": "present", "Z": "present"}, 0.1, 0.5) == pytest.approx(
+        math.log(0.5 * 0.7 * 0.0505 + 0.5 * 0.3 * 0.0505))
+    with pytest.raises(ValueError, match="shrink"):
+        m.log_outside(both, 0.1, 1.5)
+
+
 def test_the_outside_probability_by_hand() -> None:
     # Z stated: inside evidence 0.001, outside 0.1; prior 0.2 -> 0.02 / (0.02 + 0.8 * 0.001)
     assert outside_probability(math.log(0.001), math.log(0.1), 0.2) == pytest.approx(0.02 / 0.0208)
@@ -72,7 +93,7 @@ class _Fixed:
     def __init__(self, follows_leak: bool) -> None:
         self.follows_leak = follows_leak
 
-    def log_outside(self, observed, leak):
+    def log_outside(self, observed, leak, shrink=1.0):
         return math.log(leak) if self.follows_leak else math.log(0.001)
 
 
@@ -80,12 +101,28 @@ def test_the_fit_keeps_the_leak_and_prior_with_the_lowest_log_loss() -> None:
     # outside cases: a finding no kept condition shows (the leak explains them); kept cases: explained inside
     cases = [OutsideCase(_Fixed(True), {}, True, 5, "x", math.log(0.001)) for _ in range(10)]
     cases += [OutsideCase(_Fixed(False), {}, False, 5, "y", math.log(0.5)) for _ in range(40)]
-    prior, leak, info = fit_outside(cases)
-    assert leak == max(LEAKS)
+    prior, leak, shrink, info = fit_outside(cases)
+    # the stand-in ignores the shrink: every shrink ties, and the one-standard-error rule keeps the product of the means
+    assert leak == max(LEAKS) and shrink == max(SHRINKS) == 1.0
+    assert info["best_per_shrink"]["1.0"]["outside_leak"] == max(LEAKS)
     constant = -(0.2 * math.log(0.2) + 0.8 * math.log(0.8))  # the outside share, said to every case
     assert info["log_loss"] < constant and info["outside_cases"] == 10 and info["cases"] == 50
     with pytest.raises(ValueError, match="left-out"):
         fit_outside(cases[10:])
+
+
+def test_the_fit_draws_the_likelihoods_in_where_the_left_out_findings_go_together() -> None:
+    # left-out patients state A and B together (their condition is none of the two: little inside evidence); kept
+    # ones state A without B. Findings that go together are likelier outside under a shrink than as independent
+    # means, and A without B less likely: the fit keeps a shrink below 1
+    yes, no, seen = np.array([0.9, 0.1]), np.array([0.1, 0.9]), np.array([True, True])
+    m = NaiveBayes(["c0", "c1"], np.log([0.5, 0.5]), {n: Variable(n, "B", n, yes=yes, no=no, seen=seen) for n in "AB"})
+    kept = {"A": "present", "B": "absent"}
+    cases = [OutsideCase(m, {"A": "present", "B": "present"}, True, 5, "x", math.log(0.01)) for _ in range(10)]
+    cases += [OutsideCase(m, kept, False, 5, "y", float(np.logaddexp.reduce(m.log_joint(kept)))) for _ in range(40)]
+    prior, leak, shrink, info = fit_outside(cases)
+    assert shrink < 1.0 and info["log_loss"] < info["best_per_shrink"]["1.0"]["log_loss"]
+    assert cases[0].log_outside(leak, shrink) == pytest.approx(m.log_outside(cases[0].observed, leak, shrink))
 
 
 def test_condition_folds_deal_every_condition_once() -> None:
@@ -102,6 +139,7 @@ def test_the_real_english_engine_weighs_a_condition_outside_its_49_and_the_chine
 
     en = load_engine("en")
     assert en.open_world and en.calibration.outside_prior in OUTSIDE_PRIORS and en.calibration.outside_leak in LEAKS
+    assert en.calibration.outside_shrink in SHRINKS
     found = en.detect_findings("I have a fever and a sore throat")
     p_out = en.outside_probability(found)
     assert p_out is not None and 0.0 < p_out < 0.5

@@ -186,7 +186,7 @@ def calibrate(corpus: Corpus, budget: int | None = None) -> tuple[Calibration, d
 
         cases = leave_conditions_out(list(corpus.support), [corpus.train[i] for i in inner], tuning,
                                      fold_engine(corpus), seed=SEED)
-        cal.outside_prior, cal.outside_leak, info["outside"] = fit_outside(cases)
+        cal.outside_prior, cal.outside_leak, cal.outside_shrink, info["outside"] = fit_outside(cases)
         cal.tuned_on = {**cal.tuned_on, "outside": info["outside"]}
     return cal, info
 
@@ -260,7 +260,7 @@ def attach_reranker(engine: InquiryEngine, run: Path, backend: str = "torch") ->
 
 _CACHE: dict[tuple[str, str], tuple[Corpus, Calibration, dict[str, Any]]] = {}
 #: bump when the fitting or tuning changes, so saved calibrations and models are not reused
-CALIBRATION_VERSION = 6
+CALIBRATION_VERSION = 7
 
 
 def _cache_file(corpus: Corpus, kind: str, suffix: str) -> Path:

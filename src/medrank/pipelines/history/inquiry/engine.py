@@ -76,9 +76,11 @@ class Calibration:
     cutoff: float = 0.01  # conditions at or above this probability form the differential set
     budget: int = 30  # turn budget
     text_weight: float = 0.0  # weight of the self-report prior (engines with a text prior)
-    #: the open-world class (:mod:`.outside`): its prior (0: closed world) and the least likelihood of a stated finding
+    #: the open-world class (:mod:`.outside`): its prior (0: closed world), the least likelihood of a stated finding
+    #: and how far its likelihoods are drawn from a listed condition's towards the mean (1: the product of the means)
     outside_prior: float = 0.0
     outside_leak: float = 0.0
+    outside_shrink: float = 1.0
     tuned_on: dict[str, Any] = field(default_factory=dict)
 
 
@@ -535,7 +537,8 @@ class InquiryEngine:
         if not self.open_world:
             return None
         inside = float(np.logaddexp.reduce(self.model.log_joint(observed)))
-        return open_world_share(inside, self.model.log_outside(observed, self.calibration.outside_leak),
+        return open_world_share(inside, self.model.log_outside(observed, self.calibration.outside_leak,
+                                                               self.calibration.outside_shrink),
                                 self.calibration.outside_prior)
 
     def membership(self, observed: dict[str, Any]) -> np.ndarray | None:

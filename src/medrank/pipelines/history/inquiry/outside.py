@@ -3,17 +3,19 @@
 The naive Bayes normalises over the collection's conditions, so a complaint that none of them explains still gets a
 confident top condition (DDXPlus has no knee or stomach condition, yet a swollen knee or vomiting get one). An
 *outside* class with prior ``outside_prior`` and likelihood
-:meth:`~medrank.pipelines.history.inquiry.posterior.NaiveBayes.log_outside` (the collection's mean likelihood per
-finding, a stated finding at least ``leak``) takes its share:
+:meth:`~medrank.pipelines.history.inquiry.posterior.NaiveBayes.log_outside` (a listed condition's likelihoods drawn
+by ``shrink`` towards the collection's mean likelihood per finding, a stated finding at least ``leak``, mixed over the
+conditions) takes its share:
 
     P(outside | x) = π P(x | outside) / (π P(x | outside) + (1 - π) Σ_c P(c) P(x | c))
 
 and each condition's probability is its (tempered) posterior times 1 - P(outside | x).
 
-π and the leak are fitted by leaving conditions out (:func:`leave_conditions_out`): the conditions are dealt into
+π, the leak and the shrink are fitted by leaving conditions out (:func:`leave_conditions_out`): the conditions are dealt into
 folds; for each fold the tables are fitted without its conditions, and patients of every condition are read at the
-inquiry states the engine reaches. A patient of a left-out condition is the outside class. The pair with the lowest
-log loss of P(outside) over those cases is kept (:func:`fit_outside`). One fold in ``folds`` is left out each time,
+inquiry states the engine reaches. A patient of a left-out condition is the outside class. The setting with the lowest
+log loss of P(outside) over those cases is kept, or, within one standard error of it, the one nearest the product of
+the means (:func:`fit_outside`). One fold in ``folds`` is left out each time,
 so the outside share of the cases, and with it π, follows from the number of folds.
 """
 
@@ -26,14 +28,15 @@ from typing import Any
 import numpy as np
 
 from medrank.pipelines.history.inquiry.kb import Patient
-from medrank.pipelines.history.inquiry.posterior import outside_probability
+from medrank.pipelines.history.inquiry.posterior import outside_log_likelihood, outside_probability
 
-__all__ = ["FOLDS", "LEAKS", "OUTSIDE_PRIORS", "STATE_BUDGETS", "OutsideCase", "condition_folds", "fit_outside",
-           "leave_conditions_out", "outside_probability"]
+__all__ = ["FOLDS", "LEAKS", "OUTSIDE_PRIORS", "SHRINKS", "STATE_BUDGETS", "OutsideCase", "condition_folds",
+           "fit_outside", "leave_conditions_out", "outside_probability"]
 
-#: the priors and leaks :func:`fit_outside` tries
+#: the priors, leaks and shrinks :func:`fit_outside` tries (shrink 1: the product of the means, as first served)
 OUTSIDE_PRIORS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 LEAKS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)
+SHRINKS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: inquiry states read per patient: after the opening, and after this many questions
 STATE_BUDGETS = (0, 5, 30)
 FOLDS = 5
@@ -50,8 +53,24 @@ class OutsideCase:
     condition: str
     log_inside: float  # log Σ_c P(c) P(x | c) under the fold's tables
 
-    def log_outside(self, leak: float) -> float:
-        return float(self.model.log_outside(self.observed, leak))
+    def log_outside(self, leak: float, shrink: float = 1.0) -> float:
+        return float(self.model.log_outside(self.observed, leak, shrink))
+
+
+def _outside_parts(case: OutsideCase) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """A case's observed likelihoods ``(F, C)``, means ``(F,)``, which findings the leak may raise ``(F,)`` and the
+    fold's prior, read once for the whole grid of :func:`fit_outside`; None for a model without tables (a stand-in)."""
+    model = case.model
+    if not hasattr(model, "factors"):
+        return None
+    prior = np.exp(model.log_prior - np.logaddexp.reduce(model.log_prior))
+    rows, leakable = [], []
+    for names, row in model.factors(case.observed):
+        rows.append(np.exp(row))
+        leakable.append(all(model.states_present(n, case.observed[n]) for n in names)
+                        and not np.any([model.shown(n, case.observed[n]) for n in names]))
+    likelihoods = np.array(rows).reshape(len(rows), len(prior))
+    return likelihoods, likelihoods @ prior, np.array(leakable, dtype=bool), prior
 
 
 def condition_folds(conditions: Sequence[str], folds: int = FOLDS, seed: int = 0) -> list[list[str]]:
@@ -81,22 +100,46 @@ def leave_conditions_out(conditions: Sequence[str], train: Sequence[Patient], re
 
 
 def fit_outside(cases: Sequence[OutsideCase], priors: Sequence[float] = OUTSIDE_PRIORS,
-                leaks: Sequence[float] = LEAKS) -> tuple[float, float, dict[str, Any]]:
-    """(outside prior, leak) with the lowest log loss over ``cases``, and what was tried."""
+                leaks: Sequence[float] = LEAKS,
+                shrinks: Sequence[float] = SHRINKS) -> tuple[float, float, float, dict[str, Any]]:
+    """(outside prior, leak, shrink) by log loss over ``cases`` under the one-standard-error rule (see below), and
+    what was tried."""
     if not cases or not any(c.outside for c in cases) or all(c.outside for c in cases):
         raise ValueError("fitting the outside class needs cases of left-out and of kept conditions")
-    # log P(x | outside) per leak, once per case
-    by_leak = {leak: np.array([c.log_outside(leak) for c in cases]) for leak in leaks}
+    parts = [_outside_parts(c) for c in cases]
+
+    def log_outside(i: int, leak: float, shrink: float) -> float:
+        if parts[i] is None:
+            return cases[i].log_outside(leak, shrink)
+        likelihoods, means, leakable, prior = parts[i]  # type: ignore[misc]
+        return outside_log_likelihood(likelihoods, np.where(leakable, np.maximum(means, leak), means), prior, shrink)
+
+    # log P(x | outside) per (leak, shrink), once per case
+    by_setting = {(leak, shrink): np.array([log_outside(i, leak, shrink) for i in range(len(cases))])
+                  for leak in leaks for shrink in shrinks}
     inside = np.array([c.log_inside for c in cases])
     target = np.array([c.outside for c in cases])
-    grid = {}
-    for leak, outside in by_leak.items():
+    grid, per_case = {}, {}
+    for (leak, shrink), outside in by_setting.items():
         for prior in priors:
             a = np.log1p(-prior) + inside
             b = np.log(prior) + outside
-            log_p_out = b - np.logaddexp(a, b)
-            log_p_in = a - np.logaddexp(a, b)
-            grid[(prior, leak)] = float(-np.where(target, log_p_out, log_p_in).mean())
-    (prior, leak), loss = min(grid.items(), key=lambda kv: (kv[1], kv[0]))
-    return prior, leak, {"log_loss": round(loss, 4), "cases": len(cases), "outside_cases": int(target.sum()),
-                         "priors": list(priors), "leaks": list(leaks)}
+            losses = -np.where(target, b - np.logaddexp(a, b), a - np.logaddexp(a, b))
+            grid[(prior, leak, shrink)] = float(losses.mean())
+            per_case[(prior, leak, shrink)] = losses
+    best = min(grid, key=lambda k: (grid[k], k))
+    # the one-standard-error rule (Breiman et al., 1984): of the settings whose loss is within one standard error of
+    # the least, the one nearest the product of the means (the largest shrink, then the largest leak); a setting
+    # further from it must be better by more than the fit's noise
+    bound = grid[best] + float(per_case[best].std(ddof=1) / np.sqrt(len(cases)))
+    prior, leak, shrink = max((k for k in grid if grid[k] <= bound), key=lambda k: (k[2], k[1], -grid[k]))
+    loss = grid[(prior, leak, shrink)]
+    # per shrink, its best prior and leak: what a fixed shrink (1, the product of the means) would have served
+    per_shrink = {}
+    for s in shrinks:
+        (p, lk, _), lo = min(((k, v) for k, v in grid.items() if k[2] == s), key=lambda kv: (kv[1], kv[0]))
+        per_shrink[str(s)] = {"outside_prior": p, "outside_leak": lk, "log_loss": round(lo, 4)}
+    return prior, leak, shrink, {"log_loss": round(loss, 4), "least_log_loss": round(grid[best], 4),
+                                 "one_standard_error": round(bound - grid[best], 4), "cases": len(cases),
+                                 "outside_cases": int(target.sum()), "priors": list(priors), "leaks": list(leaks),
+                                 "shrinks": list(shrinks), "best_per_shrink": per_shrink}

@@ -222,23 +222,36 @@ class NaiveBayes:
         logp = self.log_joint(observed, base)
         return logp - np.logaddexp.reduce(logp)
 
-    def log_outside(self, observed: Mapping[str, Any], leak: float) -> float:
+    def log_outside(self, observed: Mapping[str, Any], leak: float, shrink: float = 1.0) -> float:
         """log P(observed | a condition outside the collection), the likelihood of an open-world class.
 
         A patient whose condition the collection lacks answers like the collection's patients on average (per
-        finding, the prior-weighted mean of the conditions' likelihoods), except for a finding stated present that
+        finding, the prior-weighted mean m_f of the conditions' likelihoods), except for a finding stated present that
         no condition's training cases show: an unlisted condition shows it with probability ``leak``, where every
-        listed condition only keeps its floor or its smoothing. The "leak" of noisy-OR diagnostic networks (Henrion, UAI 1988) plays the same part: findings
-        caused by something outside the model. Absent and not-sure answers, age and sex keep the mean alone."""
+        listed condition only keeps its floor or its smoothing. The "leak" of noisy-OR diagnostic networks (Henrion,
+        UAI 1988) plays the same part: findings caused by something outside the model. Absent and not-sure answers,
+        age and sex keep the mean alone.
+
+        With ``shrink`` λ < 1 the unlisted condition resembles a listed one in part: it is one of the conditions c
+        (with its prior) whose every likelihood is drawn towards the mean,
+
+            P(x | outside) = Σ_c P(c) Π_f ((1 - λ) P(x_f | c) + λ m_f),
+
+        the mean of a Beta prior centred between the two for a new member of the collection. Findings then go together
+        outside as they go together inside (a cough and sputum), where the product of the means (λ = 1) takes every
+        finding as independent of the others and makes a long inquiry's answers, which always go together somewhat,
+        look ever less like an unlisted condition's."""
         prior = np.exp(self.log_prior - np.logaddexp.reduce(self.log_prior))
-        total = 0.0
+        rows, means = [], []
         for names, row in self.factors(observed):  # a group of alternative codings: shown where one member is
-            mean = float(np.exp(row) @ prior)
+            likelihood = np.exp(row)
+            mean = float(likelihood @ prior)
             if (all(self.states_present(n, observed[n]) for n in names)
                     and not np.any([self.shown(n, observed[n]) for n in names])):
                 mean = max(mean, leak)
-            total += float(np.log(max(mean, 1e-300)))
-        return total
+            rows.append(likelihood)
+            means.append(mean)
+        return outside_log_likelihood(np.array(rows).reshape(len(rows), len(prior)), np.array(means), prior, shrink)
 
     def states_present(self, name: str, value: Any) -> bool:
         """Whether an observation says the finding is there (yes, or a value other than the default)."""
@@ -255,6 +268,18 @@ class NaiveBayes:
 
     def to_json(self) -> dict[str, Any]:
         return {"conditions": self.conditions, "variables": len(self.variables)}
+
+
+def outside_log_likelihood(likelihoods: np.ndarray, means: np.ndarray, prior: np.ndarray, shrink: float) -> float:
+    """log Σ_c P(c) Π_f ((1 - λ) P(x_f | c) + λ m_f) (:meth:`NaiveBayes.log_outside`) from the observed findings'
+    likelihoods ``(F, C)``, their means ``(F,)`` (the leak applied) and the prior ``(C,)``; λ = 1 is Σ_f log m_f."""
+    if not 0.0 <= shrink <= 1.0:
+        raise ValueError(f"shrink must be within [0, 1], got {shrink}")
+    floor = 1e-300
+    if shrink >= 1.0 or not len(means):
+        return float(np.log(np.maximum(means, floor)).sum())
+    mixed = (1.0 - shrink) * likelihoods + shrink * means[:, None]
+    return float(np.logaddexp.reduce(np.log(np.maximum(prior, floor)) + np.log(np.maximum(mixed, floor)).sum(axis=0)))
 
 
 def outside_probability(log_inside: float, log_outside: float, outside_prior: float) -> float:
