@@ -1471,6 +1471,13 @@ def test_an_everyday_word_no_wording_holds_is_also_read_as_the_nearest_wording_w
         ("burns when I pee", False, None), ("burns when I urine", True, "burns when I pee")]
     got = det.detect("burns when I pee")
     assert [t.id for t in got.terms] == ["DY"]
+    # a clause read with its circumstance is read so too, the circumstance with it: in "a burning feeling when I pee"
+    # the piece holds no everyday word, its circumstance does (Dysuria was not decided)
+    spans = det._spans("a burning feeling when I pee")
+    assert [(s.text, s.reading) for s in spans if not s.lay_of] == [("burning feeling", False),
+                                                                    ("burning feeling when I pee", True)]
+    assert [(s.text, s.circumstance, s.lay_of) for s in spans if s.lay_of] == [
+        ("burning feeling when I urine", "when I urine", "burning feeling when I pee")]
     # a term only the reading finds is offered, not decided: the encoder's nearest word may be another sense of the
     # patient's ("I'm shattered": tired), and the search of their own words finds no fracture first
     got = det.detect("shattered")

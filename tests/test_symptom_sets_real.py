@@ -382,6 +382,8 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Myocardial infarction" not in {t.name for t in hpo.detect("my heart is pounding").terms}
     assert [t.name for t in hpo.detect("my nose is running").terms] == ["Rhinorrhea"]
     assert [t.name for t in hpo.detect("my eyes water").terms] == ["Epiphora"]
+    # a clause read with its circumstance is read with the vocabulary's words too (rule lay_words)
+    assert "Dysuria" in {t.name for t in hpo.detect("I have a burning feeling when I pee").terms}
     # a learned name whose telling word nobody said is offered (rule learned_unsaid), as is a wording that denies the
     # words (rule denied_wording)
     assert "Ventricular flutter" not in {t.name for t in hpo.detect("my heart flutters").terms}

@@ -980,15 +980,20 @@ class SetDetector:
         return out
 
     def _lay_readings(self, spans: Sequence[Span]) -> list[Span]:
-        """``spans`` under ``lay_words``: each piece (not a reading) with an everyday word the vocabulary does not use
-        read with it written as the vocabulary's word nearest in meaning too ("burns when I pee": "burns when I
-        urinate"; :class:`~medrank.pipelines.symptom.lay_words.LayWords`), as a reading of the same words."""
+        """``spans`` under ``lay_words``: each piece with an everyday word the vocabulary does not use read with it
+        written as the vocabulary's word nearest in meaning too ("burns when I pee": "burns when I urinate";
+        :class:`~medrank.pipelines.symptom.lay_words.LayWords`), as a reading of the same words. Of the readings, a
+        clause read with its circumstance is read so too, with the circumstance read so ("a burning feeling when I
+        pee": the piece "burning feeling" holds no lay word, its circumstance does); the other readings are already
+        the vocabulary's words."""
         out: list[Span] = []
         for s in spans:
             out.append(s)
-            lay = self.lay_words.rewrite(s.text) if not s.reading else None
+            lay = self.lay_words.rewrite(s.text) if not s.reading or s.circumstance else None
             if lay is not None:
-                out.append(Span(s.start, s.end, lay, None, s.negated, reading=True, lay_of=s.text))
+                circumstance = s.circumstance and (self.lay_words.rewrite(s.circumstance) or s.circumstance)
+                out.append(Span(s.start, s.end, lay, None, s.negated, reading=True, circumstance=circumstance,
+                                lay_of=s.text))
         return out
 
     def use_lay_words(self, encoder: Any, cache: PathLike | None = None) -> bool:
