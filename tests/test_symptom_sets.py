@@ -1366,6 +1366,26 @@ def test_a_term_of_a_lessening_is_decided_only_on_words_that_say_one() -> None:
     assert [t.id for t in det.detect("my weight is low").terms] == ["DW"]
 
 
+def test_a_term_of_an_increase_is_not_decided_on_words_that_say_less() -> None:
+    # "I have less urine output" decided Polyuria ("Increased urine output"): the encoder puts both directions near
+    names = {"PU": "Polyuria", "OL": "Oliguria", "CO": "Cough"}
+    hits = {"less urine output": [("PU", 0.9), ("OL", 0.85)], "more urine": [("PU", 0.9)], "cough": [("CO", 0.9)]}
+    wordings = {"PU": ("Polyuria", "Increased urine output"), "OL": ("Oliguria", "Decreased urine output"),
+                "CO": ("Cough",)}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert [t.id for t in det.detect("less urine output").terms] == ["PU"]  # the rule is off
+    det.calibration.rules = ("less_of_more",)
+    got = det.detect("less urine output")
+    assert got.terms == [] and "PU" in [t.id for t in got.alternatives]
+    det.calibration.rules = ("less_of_more", "give_way")
+    got = det.detect("less urine output")  # the next hit is the piece's first
+    assert [t.id for t in got.terms] == ["OL"] and "PU" in [t.id for t in got.alternatives]
+    # words of an increase keep it; a term of no increase is left alone
+    assert [t.id for t in det.detect("more urine").terms] == ["PU"]
+    assert [t.id for t in det.detect("cough").terms] == ["CO"]
+    assert det._less_of_more("尿少", [], []) == set()  # Chinese text is left alone
+
+
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:
     # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out")
     names = {"LOC": "Loss of consciousness", "DY": "Dyspnea", "HA": "Halitosis", "AS": "Ankle swelling"}

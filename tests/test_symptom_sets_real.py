@@ -373,6 +373,8 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     hungry = {t.name for t in hpo.detect("I'm hungry all the time").terms}
     assert "Poor appetite" not in hungry and "Polyphagia" in hungry, hungry
     assert "Weight loss" in {t.name for t in hpo.detect("I'm losing weight").terms}
+    # and a term of an increase only on words that say none smaller (rule less_of_more)
+    assert [t.name for t in hpo.detect("I have less urine output").terms] == ["Decreased urine output"]
     assert not hpo.detect("my appetite is fine").terms  # all is well: denied, as a negation is
     assert "Decreased body weight" not in {t.name for t in hpo.detect("I feel low all the time").terms}
     # a part the lay-word reading names is named: "tummy cramps" read as "stomach cramps" (not Muscle spasm)

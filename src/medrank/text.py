@@ -257,6 +257,12 @@ EN_ALL_WELL = re.compile(r"\b(?:is|are|was|were|feels?|seems?|looks?|been|'s|'re
 #: lessening that the patient's words must say too (:data:`LESS_SAID`)
 LESS_WORD = re.compile(r"\b(?:no|not|non|none|without|lack\w*|loss|lost|poor|poorly|decreas\w*|reduc\w*|diminish\w*"
                        r"|absen\w*|low|fewer|less|hypo\w+|deficien\w*|insufficien\w*|impair\w*)\b|\w+less\b", re.I)
+#: a word of a vocabulary's wording that says a thing is more than it should be ("Increased urine output",
+#: "Excessive sweating", "Polyuria", "High blood pressure"): a term with one, and no :data:`LESS_WORD`, names an increase
+MORE_WORD = re.compile(r"\b(?:more|increas\w*|excess\w*|extra|hyper\w+|poly\w+|elevat\w*|high(?:er)?|frequent\w*)\b", re.I)
+#: a patient's words that say an amount is smaller than it was ("less urine", "I pee less", "fewer bowel movements",
+#: "my blood pressure is lower"): the opposite of a term of an increase
+FEWER_SAID = re.compile(r"\b(?:less|fewer|lower|decreas\w*|reduc\w*|diminish\w*|hardly|barely|smaller)\b", re.I)
 #: a patient's words that say a thing is less, lost or not as it was: :data:`LESS_WORD` and the everyday forms ("I'm
 #: losing weight", "getting thinner", "gone off my food", "my eyesight is getting worse", "I can't see well", a size
 #: that is less: "small", "underdeveloped"); "I'm hungry all the time" says none, and is no poor appetite

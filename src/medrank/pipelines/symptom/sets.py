@@ -57,8 +57,10 @@ from medrank.temperature import temperature_reading
 from medrank.text import (
     BLOOD_WORD,
     BREATH_WORD,
+    FEWER_SAID,
     LESS_SAID,
     LESS_WORD,
+    MORE_WORD,
     as_part_adjective,
     beginnings,
     content_stems,
@@ -143,18 +145,20 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: (Ventricular flutter for "my heart flutters": the patient tells the flutter, an ECG the ventricle;
 #: :meth:`SetDetector._learned_unsaid`). ``denied_wording``: an English term one of whose wordings denies a word the
 #: piece says, where the piece says no lessening, is offered, not decided (Infertility, "Unable to get pregnant", for
-#: "I'm pregnant"; :meth:`SetDetector._denied_wording`). Both on top of the probabilities.
+#: "I'm pregnant"; :meth:`SetDetector._denied_wording`). Both on top of the probabilities. ``less_of_more``: an
+#: English term of an increase (Polyuria, "Increased urine output") on a piece that says an amount is smaller ("less
+#: urine output") is offered, not decided, and under ``give_way`` gives way (:meth:`SetDetector._less_of_more`).
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
-            "part_only", "part_adjective", "learned_unsaid", "denied_wording")
+            "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source", "unread_words", "unsaid_less", "part_only", "learned_unsaid",
-                  "denied_wording")
+                  "denied_wording", "less_of_more")
 #: a wording that denies what follows: "Unable to get pregnant", "Inability to walk", "No speech", "Loss of smell"
 #: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
 WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
@@ -1770,6 +1774,32 @@ class SetDetector:
                 out.add(j)
         return out
 
+    def _more_terms(self) -> frozenset[str]:
+        """The terms with a wording that says a thing is more (:data:`~medrank.text.MORE_WORD`) and none that says it
+        is less (:data:`~medrank.text.LESS_WORD`), read once."""
+        return self._derived("more terms", (self.wordings,), lambda: frozenset(
+            cid for cid, texts in (self.wordings or {}).items()
+            if any(MORE_WORD.search(t) for t in texts) and not any(LESS_WORD.search(t) for t in texts)))
+
+    def _less_of_more(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``less_of_more``, the English candidates of an increase (:meth:`_more_terms`: Polyuria, "Increased urine
+        output") on a piece that says an amount is smaller (:data:`~medrank.text.FEWER_SAID`: "less urine output") and
+        says no increase: offered, not decided; under ``give_way`` the piece's next hit takes its place. The encoder
+        reads "less urine output" as near "Increased urine output" as "Decreased urine output", and the first of the
+        two was decided. The mirror of ``unsaid_less``."""
+        if not self._rule("less_of_more") or self._zh(text):
+            return set()
+        more = self._more_terms()
+        out = set()
+        for j, c in enumerate(cands):
+            if c.id not in more or c.span_idx < 0:
+                continue
+            s = spans[c.span_idx]
+            words = f"{s.lay_of or ''} {s.text}"
+            if not s.negated and FEWER_SAID.search(words) and not MORE_WORD.search(words):
+                out.add(j)
+        return out
+
     def _denied_wording(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``denied_wording``, the English candidates one of whose wordings denies a word that their piece says
         (:data:`WORDING_DENIES`: the word within three words after "unable to", "inability to", "no", "without",
@@ -1881,7 +1911,7 @@ class SetDetector:
                 | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands)
                 | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands)
                 | self._part_only(text, spans, cands) | self._learned_unsaid(text, spans, cands)
-                | self._denied_wording(text, spans, cands))
+                | self._denied_wording(text, spans, cands) | self._less_of_more(text, spans, cands))
 
     def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``unread_words``, the English candidates placed on a piece whose words (linking verbs and stop words
@@ -1917,7 +1947,7 @@ class SetDetector:
         appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged
         unsaid = (self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
-                  | self._naming_less(text, spans, cands))
+                  | self._naming_less(text, spans, cands) | self._less_of_more(text, spans, cands))
         first = {cands[j].id for j in unsaid
                  if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
         if not first:
