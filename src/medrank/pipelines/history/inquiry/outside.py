@@ -57,22 +57,6 @@ class OutsideCase:
         return float(self.model.log_outside(self.observed, leak, shrink))
 
 
-def _outside_parts(case: OutsideCase) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """A case's observed likelihoods ``(F, C)``, means ``(F,)``, which findings the leak may raise ``(F,)`` and the
-    fold's prior, read once for the whole grid of :func:`fit_outside`; None for a model without tables (a stand-in)."""
-    model = case.model
-    if not hasattr(model, "factors"):
-        return None
-    prior = np.exp(model.log_prior - np.logaddexp.reduce(model.log_prior))
-    rows, leakable = [], []
-    for names, row in model.factors(case.observed):
-        rows.append(np.exp(row))
-        leakable.append(all(model.states_present(n, case.observed[n]) for n in names)
-                        and not np.any([model.shown(n, case.observed[n]) for n in names]))
-    likelihoods = np.array(rows).reshape(len(rows), len(prior))
-    return likelihoods, likelihoods @ prior, np.array(leakable, dtype=bool), prior
-
-
 def condition_folds(conditions: Sequence[str], folds: int = FOLDS, seed: int = 0) -> list[list[str]]:
     """The conditions dealt into ``folds`` folds in a seeded order."""
     order = np.random.default_rng(seed).permutation(len(conditions))
@@ -106,7 +90,8 @@ def fit_outside(cases: Sequence[OutsideCase], priors: Sequence[float] = OUTSIDE_
     what was tried."""
     if not cases or not any(c.outside for c in cases) or all(c.outside for c in cases):
         raise ValueError("fitting the outside class needs cases of left-out and of kept conditions")
-    parts = [_outside_parts(c) for c in cases]
+    # what the outside likelihood weighs, read once per case for the whole grid (None: a stand-in model without tables)
+    parts = [c.model.outside_terms(c.observed) if hasattr(c.model, "outside_terms") else None for c in cases]
 
     def log_outside(i: int, leak: float, shrink: float) -> float:
         if parts[i] is None:
@@ -119,19 +104,18 @@ def fit_outside(cases: Sequence[OutsideCase], priors: Sequence[float] = OUTSIDE_
                   for leak in leaks for shrink in shrinks}
     inside = np.array([c.log_inside for c in cases])
     target = np.array([c.outside for c in cases])
-    grid, per_case = {}, {}
-    for (leak, shrink), outside in by_setting.items():
-        for prior in priors:
-            a = np.log1p(-prior) + inside
-            b = np.log(prior) + outside
-            losses = -np.where(target, b - np.logaddexp(a, b), a - np.logaddexp(a, b))
-            grid[(prior, leak, shrink)] = float(losses.mean())
-            per_case[(prior, leak, shrink)] = losses
+    def losses(prior: float, leak: float, shrink: float) -> np.ndarray:
+        a = np.log1p(-prior) + inside
+        b = np.log(prior) + by_setting[(leak, shrink)]
+        return -np.where(target, b - np.logaddexp(a, b), a - np.logaddexp(a, b))
+
+    grid = {(prior, leak, shrink): float(losses(prior, leak, shrink).mean())
+            for (leak, shrink) in by_setting for prior in priors}
     best = min(grid, key=lambda k: (grid[k], k))
     # the one-standard-error rule (Breiman et al., 1984): of the settings whose loss is within one standard error of
     # the least, the one nearest the product of the means (the largest shrink, then the largest leak); a setting
     # further from it must be better by more than the fit's noise
-    bound = grid[best] + float(per_case[best].std(ddof=1) / np.sqrt(len(cases)))
+    bound = grid[best] + float(losses(*best).std(ddof=1) / np.sqrt(len(cases)))
     prior, leak, shrink = max((k for k in grid if grid[k] <= bound), key=lambda k: (k[2], k[1], -grid[k]))
     loss = grid[(prior, leak, shrink)]
     # per shrink, its best prior and leak: what a fixed shrink (1, the product of the means) would have served

@@ -241,17 +241,21 @@ class NaiveBayes:
         outside as they go together inside (a cough and sputum), where the product of the means (λ = 1) takes every
         finding as independent of the others and makes a long inquiry's answers, which always go together somewhat,
         look ever less like an unlisted condition's."""
+        likelihoods, means, leakable, prior = self.outside_terms(observed)
+        return outside_log_likelihood(likelihoods, np.where(leakable, np.maximum(means, leak), means), prior, shrink)
+
+    def outside_terms(self, observed: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What :meth:`log_outside` weighs, before the leak: the observed factors' likelihoods ``(F, C)``, their
+        prior-weighted means ``(F,)``, which of them the leak may raise ``(F,)`` (stated present, shown by no
+        condition's training cases) and the prior ``(C,)``."""
         prior = np.exp(self.log_prior - np.logaddexp.reduce(self.log_prior))
-        rows, means = [], []
+        rows, leakable = [], []
         for names, row in self.factors(observed):  # a group of alternative codings: shown where one member is
-            likelihood = np.exp(row)
-            mean = float(likelihood @ prior)
-            if (all(self.states_present(n, observed[n]) for n in names)
-                    and not np.any([self.shown(n, observed[n]) for n in names])):
-                mean = max(mean, leak)
-            rows.append(likelihood)
-            means.append(mean)
-        return outside_log_likelihood(np.array(rows).reshape(len(rows), len(prior)), np.array(means), prior, shrink)
+            rows.append(np.exp(row))
+            leakable.append(all(self.states_present(n, observed[n]) for n in names)
+                            and not np.any([self.shown(n, observed[n]) for n in names]))
+        likelihoods = np.array(rows).reshape(len(rows), len(prior))
+        return likelihoods, likelihoods @ prior, np.array(leakable, dtype=bool), prior
 
     def states_present(self, name: str, value: Any) -> bool:
         """Whether an observation says the finding is there (yes, or a value other than the default)."""
