@@ -484,6 +484,32 @@ def test_an_evidence_about_a_circumstance_the_clause_does_not_state_is_passed_ov
     assert det.detect("vomiting after coughing") == [("E_166", "present")]
 
 
+def test_a_finding_that_says_the_read_one_and_more_is_read_where_the_words_say_the_more():
+    import numpy as np
+
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    class Encoder(_TableEncoder):
+        def encode(self, texts, show_progress=False):
+            return np.asarray([self.table.get(t, [0.0, 0.0, 1.0]) for t in texts])  # any other text: far from all
+
+    # "coughing up green phlegm" is nearest "a cough", and near the cough that produces colored sputum too; its words
+    # beyond the cough's ("green phlegm") are near what that one says more, a dry cough's ("dry") are not
+    sputum = "that produces colored or more abundant sputum than usual"
+    encoder = Encoder({"a cough": [1.0, 0.0, 0.0], f"a cough {sputum}": [0.8, 0.6, 0.0], sputum: [0.0, 1.0, 0.0],
+                       "coughing up green phlegm": [0.95, 0.312, 0.0], "green phlegm": [0.3, 0.954, 0.0],
+                       "dry cough": [0.95, 0.312, 0.0], "dry": [0.9, 0.1, 0.42], "cough": [1.0, 0.0, 0.0]})
+    evidences = {"E_201": Evidence("E_201", "Do you have a cough?", "B", "E_201", "", ()),
+                 "E_77": Evidence("E_77", f"Do you have a cough {sputum}?", "B", "E_77", "", ())}
+    det = EnglishDetector(evidences, threshold=0.6, encoder=encoder, hpo=False)
+    assert det.refinements["E_201"] == [(1, sputum)]
+    assert det.detect("coughing up green phlegm") == [("E_201", "present"), ("E_77", "present")]
+    assert det.detect("a dry cough") == [("E_201", "present")]
+    assert det.detect("no cough") == [("E_201", "absent")]  # a denied cough says nothing more
+    det.said_more = 1.1  # nothing is near enough: the nearest finding alone, as before
+    assert det.detect("coughing up green phlegm") == [("E_201", "present")]
+
+
 def test_the_only_near_evidence_about_a_circumstance_is_read_when_much_nearer_than_the_threshold():
     from medrank.pipelines.history.inquiry.kb import Evidence
 
@@ -892,8 +918,9 @@ def test_real_english_detector_reads_blood_only_from_words_of_blood():
     def found(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text) if f.value == "present"}
 
-    # "coughing up green phlegm" was nearest "coughing up blood"
-    assert found("I'm coughing up green phlegm") == {"a cough"}
+    # "coughing up green phlegm" was nearest "coughing up blood"; it is a cough that produces colored sputum
+    assert found("I'm coughing up green phlegm") == {"a cough", "a cough that produces colored or more abundant sputum "
+                                                                "than usual"}
     assert "coughing up blood" in found("I'm coughing up blood")
     assert "light red blood or blood clots in your stool" in found("there is blood in my stool")
     # and a bleeding reads a finding of no blood only by what it is, not where: a nosebleed is no blocked nose

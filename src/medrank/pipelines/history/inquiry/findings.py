@@ -347,7 +347,7 @@ class EnglishDetector:
 
     def __init__(self, evidences: Mapping[str, Evidence], threshold: float = 0.6, encoder: Any = None,
                  hpo: bool = True, members: bool = True, circumstance_margin: float = 0.1,
-                 term_margin: float = 0.1, located_margin: float = 0.05, asides: bool = True) -> None:
+                 term_margin: float = 0.1, located_margin: float = 0.05, said_more: float = 0.3, asides: bool = True) -> None:
         from medrank.data.consumer import hpo_with_consumer_wordings
         from medrank.data.hpo import load_hpo
         from medrank.encoders import load_encoder
@@ -403,6 +403,9 @@ class EnglishDetector:
         #: how much nearer than a finding that can be where the clause says (a swelling, at the lips) another one must
         #: be to be read instead ("my lips are swollen" is nearest "Swollen glands")
         self.located_margin = located_margin
+        #: how near a clause's words beyond those of the finding it reads must be to what a finding that says that one
+        #: and more says beyond it, for the clause to read that one too (:attr:`refinements`)
+        self.said_more = said_more
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
         #: per description, whether the circumstance it names eases the finding ("pain that improves when you lean
@@ -470,6 +473,15 @@ class EnglishDetector:
         self._blood_words: dict[str, np.ndarray] | None = None
         #: per description, whether its evidence is an antecedent (a term's name must name each of its words)
         self.antecedent = [evidences[n].antecedent for n in self.names]
+        #: finding -> (description index, the words it says beyond) of other symptoms that say it and more: "a cough
+        #: that produces colored or more abundant sputum than usual" of "a cough" (:meth:`detect` reads one beside it
+        #: where the clause is near it and says what more)
+        self.refinements: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for i, short in enumerate(self.descriptions):
+            for k, long in enumerate(self.descriptions):
+                if (self.names[k] != self.names[i] and not self.antecedent[k]
+                        and long.lower().startswith(short.lower() + " ")):
+                    self.refinements[self.names[i]].append((k, long[len(short) + 1:]))
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
         self._vocabulary: list[str] | None = None  # every word of the descriptions, sorted (:meth:`plain_adjectives`)
         self._vocabulary_set: frozenset[str] | None = None  # the same words as a set (:meth:`vocabulary_words`)
@@ -770,6 +782,20 @@ class EnglishDetector:
                     and not self.denies_what_is_lost(clause, [self.descriptions[j] for j in rows])
                 value = ABSENT if negated else PRESENT
                 found.setdefault(self.names[chosen], value)
+                # a symptom that says the chosen one and more is said as well where the clause is near it and its
+                # words beyond the chosen one's are near what more it says: "coughing up green phlegm" is nearest "a
+                # cough", and is a cough that produces colored sputum; "I have a dry cough", as near that, says no more
+                # of sputum; one of blood only where the clause names blood
+                if not negated and (more := [(k, rest) for k, rest in self.refinements.get(self.names[chosen], ())
+                                             if row[k] >= self.threshold and (blood or not self.of_blood[k])]):
+                    own = {w[:4] for w in self.words[chosen]}
+                    beyond = [w for w in words if len(w) >= 3 and w not in _FUNCTION and w[:4] not in own]
+                    if beyond:
+                        near = self.encoder.encode([" ".join(beyond), *(rest for _, rest in more)], show_progress=False)
+                        near = near / np.linalg.norm(near, axis=1, keepdims=True)
+                        for (k, _), cosine in zip(more, near[1:] @ near[0], strict=True):
+                            if cosine >= self.said_more:
+                                found.setdefault(self.names[k], PRESENT)
                 if value == PRESENT and self.names[chosen] in self.located:
                     member, body = self.located[self.names[chosen]]
                     located += [(member, c) for c in body.places(words) or body.places(before)]
