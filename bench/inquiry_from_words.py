@@ -31,7 +31,8 @@ alone vs with the symptoms read by the ``dxy`` knowledge base (its self-report m
 reports), findings against each report's explicit symptoms.
 
 Reported: the share of complaints the engine answers (not the question bank), micro P / R / F1 of the established
-findings against the gold ones (a multi-choice finding counts by value), the mean number of the five questions that
+findings against the gold ones (a multi-choice finding counts by value; the patient's age and sex, read from the words
+since 2026-11-30, are no symptom's and are left out), the mean number of the five questions that
 ask again what the complaint said, the share of complaints with at least one such question, and one call's latency; and, over 12 openings that name no symptom ("Hello doctor", "Thank you", "I need a
 sick note for work"), how many have a term read and how many a finding established
 (the ``rank`` call in process, no HTTP). An engine question asks again when its finding is a gold finding; a question
@@ -189,7 +190,9 @@ def main() -> None:
             out = svc.rank([*opening, {"speaker": "patient", "text": text}], symptoms, k=5)
             seconds.append(time.perf_counter() - t1)
             engine_used.append(out["engine"] == "ddxplus-kb")
-            established.append({key(f["name"], f["value"]) for f in out["findings"] if f["value"] != "absent"})
+            # the age and sex read from the words are no symptom's findings: the labelled terms give none
+            established.append({key(f["name"], f["value"]) for f in out["findings"]
+                                if f["value"] != "absent" and f["name"] not in ("age", "sex")})
             repeats.append(sum(asks_again(r, g, slots) for r in out["results"]))
             why_here.append(any(asks_for_the_complaint(r["text"]) for r in out["results"]))
             read.append(out.get("symptoms_read"))

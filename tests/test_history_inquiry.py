@@ -32,7 +32,14 @@ from medrank.pipelines.history.inquiry.findings import (
 )
 from medrank.pipelines.history.inquiry.first_stage import InformationGain
 from medrank.pipelines.history.inquiry.kb import Patient, carve
-from medrank.pipelines.history.inquiry.posterior import AnyOf, NaiveBayes, Observation, Variable, entropy
+from medrank.pipelines.history.inquiry.posterior import (
+    PRESENT,
+    AnyOf,
+    NaiveBayes,
+    Observation,
+    Variable,
+    entropy,
+)
 from medrank.pipelines.history.inquiry.simulate import Episode, episode_metrics, positive_evidences
 
 LN2 = math.log(2)
@@ -508,6 +515,41 @@ def test_a_finding_that_says_the_read_one_and_more_is_read_where_the_words_say_t
     assert det.detect("no cough") == [("E_201", "absent")]  # a denied cough says nothing more
     det.said_more = 1.1  # nothing is near enough: the nearest finding alone, as before
     assert det.detect("coughing up green phlegm") == [("E_201", "present")]
+
+
+def test_the_age_and_sex_a_patient_states_are_read():
+    from medrank.pipelines.history.inquiry.findings import read_age_sex
+
+    assert read_age_sex("I am a 45-year-old woman with chest pain") == (45, "F")
+    assert read_age_sex("45 year old man, chest pain") == (45, "M")
+    assert read_age_sex("my 2 year old daughter has a cough") == (2, "F")
+    assert read_age_sex("my 3 year old has a high temperature") == (3, None)
+    assert read_age_sex("I'm 45 and I have a cough") == (45, None)
+    assert read_age_sex("I am 72 years old") == (72, None) and read_age_sex("aged 60, short of breath") == (60, None)
+    assert read_age_sex("my 8-month-old is coughing") == (0, None)  # under a year
+    assert read_age_sex("my son has a fever") == (None, "M") and read_age_sex("my little girl has a rash") == (None, "F")
+    # a duration, another number after "I'm", another person, an age no one has: none
+    for text in ("I've had this for 3 years", "it started 3 years ago", "I'm 6 weeks pregnant", "I'm 100% sure",
+                 "I'm 5 foot 2", "my wife says I snore", "my dad is 80 and he's confused", "I'm 200 years old"):
+        assert read_age_sex(text) == (None, None), text
+
+
+def test_the_english_engine_weighs_the_age_and_sex_read_from_the_words():
+    model = NaiveBayes(["child", "adult"], np.log([0.5, 0.5]), {
+        "F": Variable("F", "B", "F", yes=np.array([0.9, 0.9]), no=np.array([0.1, 0.1]), seen=np.array([True, True]))})
+
+    class Reader:
+        def detect(self, text, term=False, question=False):
+            return [("F", PRESENT)] if "fever" in text else []
+
+    engine = InquiryEngine("en", model, {"F": "Do you have a fever?"}, {"child": "Child", "adult": "Adult"},
+                           Calibration(budget=3), demographics=True, detector=Reader())
+    found = engine.detect_findings("my 3 year old son has a fever")
+    assert [(f.name, f.value) for f in found] == [("F", PRESENT), ("age", "3"), ("sex", "M")]
+    assert [(f.name, f.value) for f in engine.detect_findings("a fever", term=True)] == [("F", PRESENT)]  # a term
+    chinese = InquiryEngine("zh", model, {"F": "发烧"}, {"child": "Child", "adult": "Adult"}, Calibration(budget=3),
+                            demographics=True, detector=Reader())
+    assert [f.name for f in chinese.detect_findings("my 3 year old has a fever")] == ["F"]  # English words only
 
 
 def test_the_only_near_evidence_about_a_circumstance_is_read_when_much_nearer_than_the_threshold():

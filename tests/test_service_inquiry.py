@@ -129,6 +129,10 @@ def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry
     # ... and says why, since no list of possible conditions follows
     assert "Nothing in these words is one of the findings the ddxplus-kb engine asks about" in body["note"]
     assert "no list of possible conditions is made yet (it weighs the 2 conditions" in body["note"]
+    # an age read from the words alone names nothing the engine asks about: still the bank, and no differential
+    body = c.post("/next-questions", json={"dialogue": [_patient("my 3 year old has a headache")], "k": 3}).json()
+    assert body["engine"] == "question-bank" and body["findings"] == []
+    assert c.post("/differential", json={"dialogue": [_patient("my 3 year old has a headache")]}).status_code == 422
     # given candidates are ranked by the bank too (the engine asks about findings, not given texts): nothing to explain
     body = c.post("/next-questions", json={"dialogue": [_patient("宝宝发烧")], "candidates": ["咳嗽吗？", "拉肚子吗？"]}).json()
     assert body["engine"] == "question-bank" and body["note"] is None

@@ -995,7 +995,8 @@ class NextQuestionService:
         if engine is not None:
             symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
             established = inquiry.established(engine, dialogue, findings, symptoms, readings)
-            if established or lang in self.ENGINE_FROM_NOTHING:
+            # an age or a sex alone names nothing the engine asks about: the bank asks what brings the patient
+            if states_a_finding(established) or lang in self.ENGINE_FROM_NOTHING:
                 return {**self._engine_answer(inquiry, engine, dialogue, established, lang, k), "symptoms_read": read}
         elif findings and candidates is None:
             raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"
@@ -1065,6 +1066,12 @@ class NextQuestionService:
         return PipelineInfo(model, "re-ranked" if r.reranker is not None else "first-stage", r.trained, details)
 
 
+def states_a_finding(established: Sequence[Any]) -> bool:
+    """Whether ``established`` holds a finding besides the patient's age and sex (which the English reader reads from
+    "my 3 year old …", but which alone say nothing of a complaint)."""
+    return any(f.name not in ("age", "sex") for f in established)
+
+
 class DifferentialService:
     """``/differential``: findings (answered, and detected in the patient's words) → ranked conditions with their
     probabilities, the findings that raise each, and whether the inquiry may stop."""
@@ -1083,7 +1090,7 @@ class DifferentialService:
         # the same findings /next-questions chose its questions by: answers, the patient's words, confirmed symptoms
         symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
         established = inquiry.established(engine, dialogue, findings, symptoms, readings)
-        if not established:
+        if not states_a_finding(established):
             raise InquiryInputError("no finding to rank conditions by: send at least one finding, a confirmed symptom, "
                                     "or a dialogue in which the patient describes a symptom")
         turns = inquiry.turns(dialogue) or None

@@ -595,4 +595,12 @@ class InquiryEngine:
         if not text.strip():
             return []
         found = self.detector.detect(text, term=True, question=question) if term else self.detector.detect(text)
-        return [Finding(name, value, "self-report", read=True) for name, value in found]
+        out = [Finding(name, value, "self-report", read=True) for name, value in found]
+        if self.demographics and self.language == "en" and not term and not question:
+            # the age and sex a patient states ("my 3 year old", "I'm a 45-year-old woman"): the tables weigh them
+            from medrank.pipelines.history.inquiry.findings import read_age_sex
+
+            age, sex = read_age_sex(text)
+            out += [Finding(name, value, "self-report", read=True)
+                    for name, value in (("age", None if age is None else str(age)), ("sex", sex)) if value is not None]
+        return out

@@ -91,6 +91,39 @@ EN_OPENING = re.compile(
 EN_SUBJECT = re.compile(rf"^(?:i|he|she|we|they|(?:my|our|his|her|their|the)\s+(?:[\w-]+\s+){{0,2}}?(?:{EN_PERSON}))"
                         r"\s+(?:have|has|had|feel|feels|felt|am|is|was|'ve got|got|get|gets|'m|notice|"
                         r"noticed)\s+|^(?:i'm|i've|i|my)\s+", re.IGNORECASE)
+#: the patient's age as the words give it: "a 45-year-old woman", "my 3 year old", "I'm 45", "I am 72 years old", "aged
+#: 60", "my 8-month-old" (under a year: 0); not a duration ("for 3 years", "3 years ago") nor another number after
+#: "I'm" ("I'm 6 weeks pregnant", "I'm 100% sure", "I'm 5 foot 2")
+_EN_AGE_OLD = re.compile(r"\b(\d{1,3})[\s-]*(years?|yrs?|months?|weeks?)[\s-]*old\b", re.IGNORECASE)
+_EN_AGE_SAID = re.compile(r"\b(?:i'?m|i\s+am|aged?)\s+(\d{1,3})\b(?!\s*(?:%|percent|weeks?|days?|months?|hours?|mins?|"
+                          r"minutes?|times|kgs?|kilos?|lbs?|pounds?|stones?|st\b|cm|foot|feet|ft|inch\w*|degrees?|°|"
+                          r"[.,]\d|/|:|am\b|pm\b|o'clock))", re.IGNORECASE)
+#: the patient's sex where a word names the patient: "I'm a woman", "a 45-year-old man", "my 3 year old son", "my little
+#: girl"; a person the patient only speaks of ("my wife says I snore") is not read
+_EN_SEX = re.compile(r"\b(?:i'?m\s+an?|i\s+am\s+an?|(?:\d{1,3}[\s-]*(?:years?|yrs?|months?|weeks?)[\s-]*old)|(?:^|[.!?]\s*)my"
+                     r"(?:\s+(?:little|baby|young|teenage|eldest|youngest|\d{1,3}[\s-]*(?:years?|yrs?|months?|weeks?)"
+                     r"[\s-]*old))*)\s+(?:(?:\d{1,3}[\s-]*(?:years?|yrs?)[\s-]*old\s+)?)(?P<who>woman|lady|female|girl|"
+                     r"daughter|man|guy|male|boy|son)\b", re.IGNORECASE)
+_EN_FEMALE = frozenset({"woman", "lady", "female", "girl", "daughter"})
+
+
+def read_age_sex(text: str) -> tuple[int | None, str | None]:
+    """The patient's age in years and sex ("M" / "F") as an English text states them (:data:`_EN_AGE_OLD`,
+    :data:`_EN_AGE_SAID`, :data:`_EN_SEX`), each None where it says none; the first statement counts. An age over
+    120 is no age."""
+    age = None
+    old = _EN_AGE_OLD.search(text)
+    said = _EN_AGE_SAID.search(text)
+    first = min((m for m in (old, said) if m is not None), key=lambda m: m.start(), default=None)
+    if first is not None:
+        years = int(first.group(1))
+        unit = first.group(2).lower() if first is old else "years"
+        age = years if unit.startswith(("year", "yr")) else 0
+        age = age if age <= 120 else None
+    sex = _EN_SEX.search(text)
+    return age, (None if sex is None else "F" if sex.group("who").lower() in _EN_FEMALE else "M")
+
+
 #: an inability to do something ("I can't breathe", "unable to swallow", "I struggle to breathe"); not "can't stop"
 #: (:data:`EN_PERSISTS`) nor "can't remember … any fever"
 _EN_CANNOT = re.compile(r"\b(?:can't|cant|cannot|can\s+not|couldn't|could\s+not|unable\s+to|not\s+able\s+to|"
