@@ -439,6 +439,9 @@ def test_english_helpers():
     assert not says_the_loss("my sense of smell is fine", "lost your sense of smell")
     # how long it has lasted is no part of the finding
     assert EnglishDetector.concept("a cough for three weeks") == "cough"
+    # ... and a duration said roughly, or as lasting until now ("intense coughing fits" was read for it)
+    assert EnglishDetector.concept("coughing for about 3 weeks now") == "coughing"
+    assert EnglishDetector.concept("headaches for more than 2 months") == "headaches"
     assert EnglishDetector.concept("fever since yesterday") == "fever"
     assert EnglishDetector.concept("diarrhea for the past 3 days") == "diarrhea"
     assert EnglishDetector.concept("a cold in the last 2 weeks") == "cold in the last 2 weeks"

@@ -62,11 +62,12 @@ EN_PERSISTS = re.compile(
     r"|\bno\s+better\b", re.IGNORECASE)
 # a point between two digits is part of a number ("38.5"), not the end of a sentence
 EN_CLAUSE = re.compile(r"(?:(?!(?<=\d)\.(?=\d))[.;!?\n])+|,|\b(?:and|but|with|also|plus|or)\b", re.IGNORECASE)
-#: how long a finding has lasted ("for three weeks", "since yesterday", "for the past 2 days") or how often: no finding of
-#: its own
+#: how long a finding has lasted ("for three weeks", "since yesterday", "for the past 2 days", "for about 3 weeks now")
+#: or how often: no finding of its own
 EN_DURATION = re.compile(
-    r"\b(?:for|over)\s+(?:the\s+(?:last|past)\s+)?(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|"
-    r"several|many|couple\s+of|a\s+couple\s+of|\d+)\s+(?:hours?|days?|nights?|weeks?|months?|years?)\b"
+    r"\b(?:for|over)\s+(?:the\s+(?:last|past)\s+)?(?:(?:about|around|roughly|nearly|almost|over|more\s+than|at\s+least)\s+)?"
+    r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|"
+    r"several|many|couple\s+of|a\s+couple\s+of|\d+)\s+(?:hours?|days?|nights?|weeks?|months?|years?)(?:\s+now)?\b"
     r"|\bsince\s+(?:yesterday|last\s+(?:night|week|month|year)|this\s+morning|monday|tuesday|wednesday|thursday|friday|"
     r"saturday|sunday)\b"
     # and how often ("20 a day", "three times a week"): "I smoke 20 a day" was near "secondhand smoke on a daily basis"
