@@ -257,9 +257,13 @@ EN_ALL_WELL = re.compile(r"\b(?:is|are|was|were|feels?|seems?|looks?|been|'s|'re
 #: lessening that the patient's words must say too (:data:`LESS_SAID`)
 LESS_WORD = re.compile(r"\b(?:no|not|non|none|without|lack\w*|loss|lost|poor|poorly|decreas\w*|reduc\w*|diminish\w*"
                        r"|absen\w*|low|fewer|less|hypo\w+|deficien\w*|insufficien\w*|impair\w*)\b|\w+less\b", re.I)
-#: a word of a vocabulary's wording that says a thing is more than it should be ("Increased urine output",
-#: "Excessive sweating", "Polyuria", "High blood pressure"): a term with one, and no :data:`LESS_WORD`, names an increase
-MORE_WORD = re.compile(r"\b(?:more|increas\w*|excess\w*|extra|hyper\w+|poly\w+|elevat\w*|high(?:er)?|frequent\w*)\b", re.I)
+_MORE = r"more|increas\w*|excess\w*|hyper\w+|extra"
+#: a word that says there is more of something ("more saliva than usual", "excessive tears", "increased sweating")
+MORE_SAID = re.compile(rf"\b(?:{_MORE})\b", re.I)
+#: a word of a vocabulary's wording that says a thing is more than it should be: :data:`MORE_SAID` and the learned and
+#: graded forms ("Polyuria", "High blood pressure", "Elevated …", "Frequent urination"): a term with one, and no
+#: :data:`LESS_WORD`, names an increase
+MORE_WORD = re.compile(rf"\b(?:{_MORE}|poly\w+|elevat\w*|high(?:er)?|frequent\w*)\b", re.I)
 #: a patient's words that say an amount is smaller than it was ("less urine", "I pee less", "fewer bowel movements",
 #: "my blood pressure is lower"): the opposite of a term of an increase
 FEWER_SAID = re.compile(r"\b(?:less|fewer|lower|decreas\w*|reduc\w*|diminish\w*|hardly|barely|smaller)\b", re.I)

@@ -690,10 +690,22 @@ def _everyday(wording: str) -> bool:
 GRAMMAR_ZIPF = 6.0
 
 
-def _says(word: str, words: Sequence[str]) -> bool:
-    """Whether ``words`` hold ``word``, by beginning or by stem (:func:`medrank.text.beginnings`,
-    :func:`medrank.text.content_stems`): "flutters" holds flutter."""
-    return bool(beginnings([word]) & beginnings(words) or set(content_stems([word])) & set(content_stems(list(words))))
+def _heard(words: Sequence[str]) -> tuple[set[str], set[str]]:
+    """The beginnings and stems of ``words`` (:func:`medrank.text.beginnings`, :func:`medrank.text.content_stems`), for
+    :func:`_says` to look a word up in."""
+    return beginnings(words), set(content_stems(list(words)))
+
+
+def _says(word: str, heard: tuple[set[str], set[str]]) -> bool:
+    """Whether words whose beginnings and stems are ``heard`` (:func:`_heard`) hold ``word``, by beginning or by stem:
+    "flutters" holds flutter."""
+    begins, stems = heard
+    return bool(beginnings([word]) & begins or set(content_stems([word])) & stems)
+
+
+def _piece_text(span: Span) -> str:
+    """A piece's words, with those its lay-word reading was read from (``lay_of``): what the patient said there."""
+    return f"{span.lay_of or ''} {span.text}"
 
 
 def _words_of(c: _Candidate, spans: Sequence[Span], text: str) -> str:
@@ -1719,8 +1731,7 @@ class SetDetector:
         for j, c in enumerate(cands):
             if c.span_idx < 0:
                 continue
-            s = spans[c.span_idx]
-            said = [w for w in _WORD.findall(f"{s.lay_of or ''} {s.text}".lower()) if w not in ignored]
+            said = [w for w in _WORD.findall(_piece_text(spans[c.span_idx]).lower()) if w not in ignored]
             named = [w for w in said if parts.in_complaint(w)]
             rest = [w for w in said if w not in named]
             if not named or not rest:
@@ -1750,6 +1761,8 @@ class SetDetector:
         ignored = stop_words() | _LINKING_WORDS
         wordings = self.wordings or {}
         parts = self._parts()
+        # the learned word is one the complaint says nowhere (a list split into pieces says it in another)
+        whole = _heard([w for w in _WORD.findall(text.lower()) if w not in ignored])
         out = set()
         for j, c in enumerate(cands):
             if c.span_idx < 0:
@@ -1757,18 +1770,16 @@ class SetDetector:
             texts = wordings.get(c.id, ())
             if not texts or any(_everyday(t) for t in texts):
                 continue
-            s = spans[c.span_idx]
-            said = [w for w in _WORD.findall(f"{s.lay_of or ''} {s.text}".lower())
+            said = [w for w in _WORD.findall(_piece_text(spans[c.span_idx]).lower())
                     if w not in ignored and zipf_frequency(w, "en") < GRAMMAR_ZIPF]
             if not said:
                 continue
             theirs = self._wording_words(c.id)
-            if not any(_says(w, said) for w in theirs):
+            heard, held = _heard(said), _heard(theirs)
+            if not any(_says(w, heard) for w in theirs):
                 continue  # nothing shared: the encoder's reading of the words
-            if any(not _says(w, theirs) and not (parts is not None and parts.in_complaint(w)) for w in said):
+            if any(not _says(w, held) and not (parts is not None and parts.in_complaint(w)) for w in said):
                 continue  # a word of the piece's own that the term does not hold may be its learned word, said plainly
-            # the learned word is one the complaint says nowhere (a list split into pieces says it in another)
-            whole = [w for w in _WORD.findall(text.lower()) if w not in ignored]
             if all(any(zipf_frequency(w, "en") < EVERYDAY_ZIPF and not _says(w, whole)
                        for w in _WORD.findall(t.lower()) if w not in stop_words()) for t in texts):
                 out.add(j)
@@ -1795,7 +1806,7 @@ class SetDetector:
             if c.id not in more or c.span_idx < 0:
                 continue
             s = spans[c.span_idx]
-            words = f"{s.lay_of or ''} {s.text}"
+            words = _piece_text(s)
             if not s.negated and FEWER_SAID.search(words) and not MORE_WORD.search(words):
                 out.add(j)
         return out
@@ -1808,21 +1819,21 @@ class SetDetector:
         pregnant")."""
         if not self._rule("denied_wording") or self._zh(text):
             return set()
+        # term -> the beginnings of the words its wordings deny, read once per wordings
+        denied = self._derived("denied words", (self.wordings,), lambda: {
+            cid: frozenset(beginnings([w for t in texts for m in WORDING_DENIES.finditer(t.lower())
+                                       for w in _WORD.findall(m.group(1)) if w not in stop_words()]))
+            for cid, texts in (self.wordings or {}).items()})
         out = set()
         for j, c in enumerate(cands):
-            if c.span_idx < 0:
+            if c.span_idx < 0 or not denied.get(c.id):
                 continue
             s = spans[c.span_idx]
-            words = f"{s.lay_of or ''} {s.text}"
+            words = _piece_text(s)
             if s.negated or LESS_SAID.search(words):
                 continue
-            heard = beginnings([w for w in _WORD.findall(words.lower()) if w not in stop_words()])
-            for wording in (self.wordings or {}).get(c.id, ()):
-                denied = [w for m in WORDING_DENIES.finditer(wording.lower()) for w in _WORD.findall(m.group(1))
-                          if w not in stop_words()]
-                if beginnings(denied) & heard:
-                    out.add(j)
-                    break
+            if beginnings([w for w in _WORD.findall(words.lower()) if w not in stop_words()]) & denied[c.id]:
+                out.add(j)
         return out
 
     def _naming_less(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
@@ -1941,8 +1952,8 @@ class SetDetector:
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
         """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``,
-        ``breath_words`` or ``unsaid_less`` keeps from being decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`,
-        :meth:`_unsaid_less`): the next hit is then that piece's first ("coughing up yellow phlegm" finds Hemoptysis
+        ``breath_words``, ``unsaid_less`` or ``less_of_more`` keeps from being decided (:meth:`_unsaid_blood`,
+        :meth:`_unsaid_breath`, :meth:`_unsaid_less`, :meth:`_less_of_more`): the next hit is then that piece's first ("coughing up yellow phlegm" finds Hemoptysis
         first, which names no blood the words say; Increased sputum production is next; "I'm always hungry" finds Poor
         appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged

@@ -40,12 +40,14 @@ from medrank.text import (
     EN_PERSON,
     LESS_SAID,
     LESS_WORD,
+    MORE_SAID,
     as_part_adjective,
     beginnings,
     content_stems,
     plain_adjectives,
     singular,
 )
+from medrank.utils.vectors import unit_rows
 
 # a contraction of not whose stem is no word ("can't", "won't") goes whole; of any other, the "n't" ("were(n't)")
 EN_NEGATION = re.compile(r"\b(no|not|never|without|denies|deny|denied|don't|doesn't|didn't|haven't|hasn't|"
@@ -149,10 +151,6 @@ def is_negated(clause: str) -> bool:
     finding going on (:data:`EN_PERSISTS`: "a cough that won't go away" states a cough), or a statement that it is fine
     (:data:`~medrank.text.EN_ALL_WELL`: "my appetite is fine", "I can breathe fine")."""
     return EN_NEGATION.search(EN_PERSISTS.sub(" ", clause)) is not None or EN_ALL_WELL.search(clause) is not None
-
-
-#: a word that says there is more of something ("more saliva than usual", "excessive tears", "increased sweating")
-_EN_MORE = re.compile(r"\b(?:more|increas\w*|excess\w*|hyper\w+|extra)\b", re.IGNORECASE)
 
 
 #: what a finding says is lost or lacking ("a loss of appetite"): a clause that denies that thing states the finding
@@ -516,6 +514,7 @@ class EnglishDetector:
                 if (self.names[k] != self.names[i] and not self.antecedent[k]
                         and long.lower().startswith(short.lower() + " ")):
                     self.refinements[self.names[i]].append((k, long[len(short) + 1:]))
+        self._more_vectors: dict[str, np.ndarray] = {}  # what a refinement says more -> its unit vector
         self._words_of: dict[str, list[str]] | None = None  # evidence -> the words of all its descriptions
         self._vocabulary: list[str] | None = None  # every word of the descriptions, sorted (:meth:`plain_adjectives`)
         self._vocabulary_set: frozenset[str] | None = None  # the same words as a set (:meth:`vocabulary_words`)
@@ -608,6 +607,12 @@ class EnglishDetector:
             self._vocabulary = sorted(self.vocabulary_words())
         return plain_adjectives(clause, self._vocabulary)
 
+    def _more_vector(self, rest: str) -> np.ndarray:
+        """The unit vector of what a refinement says beyond the finding it refines (:attr:`refinements`), encoded once."""
+        if rest not in self._more_vectors:
+            self._more_vectors[rest] = unit_rows(self.encoder.encode([rest], show_progress=False))[0]
+        return self._more_vectors[rest]
+
     def vocabulary_words(self) -> frozenset[str]:
         """Every word of the descriptions, read once."""
         if self._vocabulary_set is None:
@@ -673,7 +678,7 @@ class EnglishDetector:
             less = LESS_SAID.search(wording) is not None
             found = [(n, v) for n, v in self._read(wording, True, False)
                      if less == any(LESS_SAID.search(self.descriptions[j]) for j in self.rows_of.get(n, ()))
-                     and not (less and any(_EN_MORE.search(self.descriptions[j]) for j in self.rows_of.get(n, ())))]
+                     and not (less and any(MORE_SAID.search(self.descriptions[j]) for j in self.rows_of.get(n, ())))]
             if found:
                 return found
         return found
@@ -825,10 +830,9 @@ class EnglishDetector:
                     own = {w[:4] for w in self.words[chosen]}
                     beyond = [w for w in words if len(w) >= 3 and w not in _FUNCTION and w[:4] not in own]
                     if beyond:
-                        near = self.encoder.encode([" ".join(beyond), *(rest for _, rest in more)], show_progress=False)
-                        near = near / np.linalg.norm(near, axis=1, keepdims=True)
-                        for (k, _), cosine in zip(more, near[1:] @ near[0], strict=True):
-                            if cosine >= self.said_more:
+                        said = unit_rows(self.encoder.encode([" ".join(beyond)], show_progress=False))[0]
+                        for (k, rest) in more:
+                            if float(self._more_vector(rest) @ said) >= self.said_more:
                                 found.setdefault(self.names[k], PRESENT)
                 if value == PRESENT and self.names[chosen] in self.located:
                     member, body = self.located[self.names[chosen]]
