@@ -231,6 +231,26 @@ def test_english_clauses_and_bare_predicates() -> None:
     assert [s.text for s in find_spans("my son has a rash and itchy")] == ["rash", "rash and itchy", "itchy"]
 
 
+def test_adjectives_after_a_part_say_how_that_part_is_one_after_another() -> None:
+    def spans(text: str) -> list[tuple[str, bool]]:
+        return [(s.text, s.reading) for s in find_spans(text, language="en", part_pain=True)]
+
+    # "hot" alone found Hot flashes, "painful" alone Pain: each is said of the toe, the next one too
+    assert spans("my toe is red, hot and really painful") == [
+        ("my toe is red", False), ("my toe is red, hot", True), ("my toe is hot", False),
+        ("my toe is hot and painful", True), ("toe pain", False)]
+    # with a time of day after it, the adjective is still the part's ("sticky in the morning" found Generalized
+    # morning stiffness); the time stays with it
+    assert spans("my eyes are red and sticky in the morning") == [
+        ("my eyes are red", False), ("my eyes are red and sticky in the morning", True),
+        ("my eyes are sticky in the morning", False)]
+    assert spans("my nose is blocked and runny")[-1] == ("my nose is runny", False)
+    # those words alone, with no part before them, stay as they were: no piece of their own joins a circumstance
+    assert spans("I feel hot and sweaty") == [("feel hot", False), ("sweaty", False)]
+    assert spans("cold when I go outside") == [("cold", False), ("cold when I go outside", True)]
+    assert spans("burning when I pee") == [("burning when I pee", False)]
+
+
 def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone() -> None:
     def spans(text: str) -> list[tuple[str, bool, bool]]:
         return [(s.text, s.negated, s.reading) for s in find_spans(text, language="en")]
@@ -1608,6 +1628,32 @@ def test_a_part_named_by_a_reading_of_everyday_words_is_named() -> None:
     assert det.use_lay_words(TummyVectors())
     assert [(s.text, s.lay_of) for s in det._spans("I have tummy cramps")][1:] == [("stomach cramps", "tummy cramps")]
     assert [t.id for t in det.detect("I have tummy cramps").terms] == ["AC"]
+
+
+def test_the_first_hit_of_words_read_without_an_everyday_words_meaning_gives_way_to_the_readings() -> None:
+    # "pain in my lower right tummy" decided Low back pain: the search of the patient's words knows no "tummy", its
+    # reading "... stomach" finds Abdominal pain first, and the patient's words find it second
+    class TummyVectors(_WordVectors):
+        vectors = {"stomach": (1.0, 0.0, 0.0), "tummy": (0.9, 0.0, float(np.sqrt(0.19)))}
+
+    names = {"LB": "Low back pain", "AP": "Abdominal pain", "TA": "Tummy ache", "FR": "Fracture"}
+    hits = {"pain in my tummy": [("LB", 0.95), ("AP", 0.85)], "pain in my stomach": [("AP", 0.9), ("LB", 0.8)],
+            "tummy ache": [("TA", 0.95), ("AP", 0.85)], "stomach ache": [("AP", 0.9), ("TA", 0.5)],
+            "tummy twinge": [("FR", 0.95), ("LB", 0.1)], "stomach twinge": [("AP", 0.9)]}
+    wordings = {"LB": ("Low back pain", "Lower back pain"), "AP": ("Abdominal pain", "Stomach pain", "Stomach ache"),
+                "TA": ("Tummy ache",), "FR": ("Fracture",)}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert det.use_lay_words(TummyVectors())
+    det.calibration.rules = ("lay_words",)
+    assert [t.id for t in det.detect("pain in my tummy").terms] == ["LB"]  # without the rule, as before
+    det.calibration.rules = ("lay_words", "lay_first")
+    got = det.detect("pain in my tummy")
+    assert [t.id for t in got.terms] == ["AP"] and "LB" in [t.id for t in got.alternatives]
+    # a term with a wording holding the everyday word was found with its meaning: it stays ("earache": Earache)
+    assert [t.id for t in det.detect("tummy ache").terms] == ["TA"]
+    # the patient's words do not find the reading's first hit among their first three: the reading may be another
+    # sense of the word, and nothing gives way (FR stays decided; lay_words keeps AP offered)
+    assert [t.id for t in det.detect("tummy twinge").terms] == ["FR"]
 
 
 def test_a_term_on_words_the_vocabulary_does_not_use_and_shares_none_of_is_offered() -> None:

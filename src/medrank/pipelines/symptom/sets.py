@@ -148,17 +148,21 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: "I'm pregnant"; :meth:`SetDetector._denied_wording`). Both on top of the probabilities. ``less_of_more``: an
 #: English term of an increase (Polyuria, "Increased urine output") on a piece that says an amount is smaller ("less
 #: urine output") is offered, not decided, and under ``give_way`` gives way (:meth:`SetDetector._less_of_more`).
+#: ``lay_first``: where a piece's reading of everyday words (``lay_words``) finds first a term the patient's own words
+#: find among their first :data:`LAY_CONFIRM_RANK` hits, the own words' first hit that the reading does not put first
+#: is offered, not decided: it was found without the everyday word's meaning (Low back pain for "pain in my lower
+#: right tummy", read "… lower right stomach": Abdominal pain); :meth:`SetDetector._lay_first`.
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
-            "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more")
+            "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source", "unread_words", "unsaid_less", "part_only", "learned_unsaid",
-                  "denied_wording", "less_of_more")
+                  "denied_wording", "less_of_more", "lay_first")
 #: a wording that denies what follows: "Unable to get pregnant", "Inability to walk", "No speech", "Loss of smell"
 #: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
 WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
@@ -1922,7 +1926,34 @@ class SetDetector:
                 | self._blood_elsewhere(text, spans, cands) | self._lay_only(spans, cands)
                 | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands)
                 | self._part_only(text, spans, cands) | self._learned_unsaid(text, spans, cands)
-                | self._denied_wording(text, spans, cands) | self._less_of_more(text, spans, cands))
+                | self._denied_wording(text, spans, cands) | self._less_of_more(text, spans, cands)
+                | self._lay_first(spans, cands))
+
+    def _lay_first(self, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``lay_first``, the candidates a piece's own words find first where the piece's reading of everyday
+        words (:meth:`_lay_readings`) finds first another term, one the own words also find among their first
+        :data:`LAY_CONFIRM_RANK` hits: offered, not decided. The own words hold a word the vocabulary hardly uses, so
+        their first hit was found without its meaning; the reading has it, and the own words agreeing on the reading's
+        first hit keeps a wrong sense of the everyday word (:meth:`_lay_only`) from deciding anything."""
+        if not self._rule("lay_first"):
+            return set()
+        out = set()
+        for k, s in enumerate(spans):
+            if s.lay_of is None:
+                continue
+            own = [i for i, o in enumerate(spans) if (o.start, o.end, o.text) == (s.start, s.end, s.lay_of)]
+            first = next((c.id for c in cands if c.found_at.get(k) == 0), None)
+            agreed = first is not None and any(
+                c.id == first and any(c.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own) for c in cands)
+            if not agreed:
+                continue
+            # a term one of whose wordings holds the everyday word was found with its meaning ("earache": Ear pain's
+            # "Earache"; "heartburn")
+            rewritten = set(content_stems(_WORD.findall(s.lay_of.lower()))) - set(content_stems(_WORD.findall(s.text.lower())))
+            out |= {j for j, c in enumerate(cands)
+                    if c.id != first and any(c.found_at.get(i) == 0 for i in own) and c.found_at.get(k) != 0
+                    and not rewritten & set(content_stems(self._wording_words(c.id)))}
+        return out
 
     def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``unread_words``, the English candidates placed on a piece whose words (linking verbs and stop words

@@ -60,6 +60,12 @@ _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "
 # names its own part ("a rash and itchy eyes")
 _EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tender", "puffy", "watery", "tingly",
                   "burning", "throbbing", "achy"}
+# ... and words that say how a part looks or feels to the touch, read so only after a clause ("my toe is red, hot and
+# painful": "my toe is hot", "my toe is painful"; "hot" alone found Hot flashes); alone, or before the words of a
+# circumstance, they name no sensation as those above do ("cold when I go out" is no piece of its own)
+_EN_PART_ADJECTIVES = _EN_ADJECTIVES | {"red", "hot", "warm", "cold", "sticky", "dry", "blocked", "stuffy", "runny",
+                                        "bruised", "crusty", "weak", "heavy", "tight", "inflamed", "blistered",
+                                        "bloodshot", "flaky", "scaly", "bumpy", "lumpy"}
 # an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
 # a body part stays ("my head hurts"): only a person, with up to two words before it ("my little girl", "our
 # 3-year-old son"), is a subject. Whoever reports it says so too: "my daughter says her ear hurts", "he keeps
@@ -571,8 +577,11 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 continue
             # a bare predicate ("... swollen and hurts") says what, the clause before it says where
             words = inner.lower().split()
+            # an adjective with a time of day after it says how the part is then ("red and sticky in the morning")
+            timed = _EN_TIME_OF_DAY.search(inner)
+            adjective = words[:1] if timed is not None and len(inner[:timed.start()].split()) == 1 else words
             bare = bool(words) and ((words[0] in _EN_PREDICATES and len(words) <= 3)
-                                    or (len(words) == 1 and words[0] in _EN_ADJECTIVES))
+                                    or (len(adjective) == 1 and adjective[0] in _EN_PART_ADJECTIVES))
             # ... unless the clause names its own subject ("... and I feel sick")
             bare = bare and _EN_SUBJECT.search(text[a:c]) is None
             if bare and prev is not None and not prev.negated:
