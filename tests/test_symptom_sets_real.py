@@ -392,5 +392,11 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert not {"Infertility", "Postterm pregnancy"} & {t.name for t in hpo.detect("I'm pregnant and I feel sick").terms}
     # words of nothing but blood say no source (rule blood_source): no vomiting of blood for "there's blood when I wipe"
     assert "Hematemesis" not in {t.name for t in hpo.detect("there's blood when I wipe").terms}
+    # adjectives after a part say how that part is, one after another: no Hot flashes for a hot toe
+    assert [t.name for t in hpo.detect("my toe is red, hot and really painful").terms] == ["Toe pain"]
+    # the own words' first hit gives way to their lay-word reading's, which they find too (rule lay_first)
+    tummy = {t.name for t in hpo.detect("I have pain in my lower right tummy and I threw up").terms}
+    assert tummy == {"Abdominal pain", "Vomiting"}, tummy
+    assert [t.name for t in hpo.detect("I have a terrible earache").terms] == ["Ear pain"]
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}
