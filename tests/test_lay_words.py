@@ -12,7 +12,7 @@ from medrank.pipelines.symptom.lay_words import LayWords, word_uses
 _VECTORS = {
     "urine": (1.0, 0.0, 0.0, 0.0), "abdomen": (0.0, 1.0, 0.0, 0.0), "cough": (0.0, 0.0, 1.0, 0.0),
     "pain": (0.6, 0.0, 0.8, 0.0), "pee": (0.8, 0.6, 0.0, 0.0), "tummy": (0.0, 0.8, 0.6, 0.0),
-    "coughs": (0.0, 0.0, 1.0, 0.0), "weird": (0.3, 0.3, 0.3, float(np.sqrt(0.73))),
+    "coughs": (0.0, 0.0, 1.0, 0.0), "weird": (0.3, 0.3, 0.3, float(np.sqrt(0.73))), "strong": (1.0, 0.0, 0.0, 0.0),
 }
 
 
@@ -44,6 +44,14 @@ def test_a_rare_word_is_read_as_the_nearest_common_word_when_it_is_near_enough()
     # a word that is its target's own inflection stays as written ("coughs" is cough)
     assert words.nearest(["coughs"]) == {"coughs": None}
     assert words.rewrite("nothing rare here: urine and cough") is None
+
+
+def test_a_word_of_general_english_is_never_rewritten() -> None:
+    # "strong" is rare in the vocabulary and its vector here is urine's, but a word that common (wordfreq Zipf >= 5)
+    # is no everyday name of a finding: MiniLM put "strong" nearest weak, and "every" nearest everted
+    words = LayWords(_Encoder(), WORDINGS, min_similarity=0.7)
+    assert words.rare("strong") and words.nearest(["strong"]) == {"strong": "urine"}
+    assert words.rewrite("my pee smells strong") == "my urine smells strong"
 
 
 def test_the_threshold_and_the_memory_of_words_read() -> None:

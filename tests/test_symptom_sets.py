@@ -318,6 +318,9 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("slow breathing") == [("slow breathing", False)]
     assert spans("she has been running a temperature") == [("temperature", False)]
     assert spans("my head hurts all the time") == [("my head hurts", False)]
+    # every morning, like every day, says when; every night stays, as "at night" does ("I wake up every night")
+    assert spans("I feel sick every morning") == [("feel sick", False)]
+    assert spans("I wake up every night") == [("wake up every night", False)]
     assert spans("I wake up at night") == [("wake up at night", False)]
     assert spans("I don't have a fever") == [("fever", True)]
     assert spans("I do not have a cough but my head hurts") == [("cough", True), ("my head hurts", False)]

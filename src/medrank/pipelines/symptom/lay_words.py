@@ -17,6 +17,7 @@ vectors then never holds a query's, as the embedding cache never does. A word sh
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections import Counter, OrderedDict
@@ -32,6 +33,11 @@ from medrank.text import base_form, content_stems, stop_words
 MIN_SIMILARITY = 0.65
 #: a word used by at least this many wordings is one of the vocabulary's own (a target, and never rewritten)
 MIN_USES = 2
+#: a word at least this frequent in English (wordfreq's Zipf scale: 5 is once per hundred thousand words) is never
+#: rewritten: a word that common is general English ("every", "a lot", "strong", "bad"), no everyday name of a finding
+#: the vocabulary words otherwise ("pee", "tummy", "poop" are near 3.5), and its nearest vocabulary word is one spelt
+#: like it or its opposite ("every": everted, "strong": weak)
+MAX_ZIPF = 5.0
 #: how many words read are remembered (the least recently read is forgotten first)
 REMEMBERED = 4096
 _WORD = re.compile(r"[a-z]+")
@@ -122,8 +128,9 @@ class LayWords:
         return {w: known[w] for w in words}
 
     def rewrite(self, text: str) -> str | None:
-        """``text`` with each rare word read as its nearest common word (:meth:`nearest`); ``None`` when none is."""
-        found = [m for m in _LETTERS.finditer(text) if self.rare(m.group(0))]
+        """``text`` with each rare word read as its nearest common word (:meth:`nearest`); ``None`` when none is. A word
+        of general English (:data:`MAX_ZIPF`) stays as written."""
+        found = [m for m in _LETTERS.finditer(text) if self.rare(m.group(0)) and not _general(m.group(0))]
         if not found:
             return None
         read = self.nearest([m.group(0).lower() for m in found])
@@ -135,6 +142,14 @@ class LayWords:
             out += [text[at:m.start()], target]
             at, changed = m.end(), True
         return "".join([*out, text[at:]]) if changed else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _general(word: str) -> bool:
+    """Whether ``word`` is a word of general English (:data:`MAX_ZIPF`)."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word.lower(), "en") >= MAX_ZIPF
 
 
 def lay_words_for(encoder: Any, wordings: Mapping[str, Sequence[str]], target_encoder: Any = None) -> LayWords:

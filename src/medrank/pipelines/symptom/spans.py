@@ -314,7 +314,7 @@ _EN_TIME = re.compile(
     rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
     rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
     rf"|now|lately|recently|(?:every\s+)?now\s+and\s+then|on\s+and\s+off|off\s+and\s+on|from\s+time\s+to\s+time|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
-    rf"|occasionally|every\s+day|so\s+much|very\s+much|badly"
+    rf"|occasionally|(?:every|each)\s+(?:day|morning|evening|afternoon|week)|so\s+much|very\s+much|badly"
     # how many times ("thrown up twice": alone, "twice" finds Bifid antitragus and duplications)
     rf"|(?:once|twice|{_EN_NUMBER}\s+times)(?:\s+(?:a|an|per|every|each)\s+(?:day|night|week|hour|month))?)"
     # a time of day behind a qualifier ("especially at night", "mostly in the morning") says when the finding before
