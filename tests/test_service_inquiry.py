@@ -119,6 +119,10 @@ def test_a_chinese_greeting_gets_the_engines_questions_an_english_one_the_bank(i
     # there is no condition to rank yet: /differential says so, as before
     bare = c.post("/differential", json={"dialogue": [_patient("你好医生")]})
     assert bare.status_code == 422 and "no finding" in bare.json()["detail"]
+    # words were sent, and none is a finding of the engine: the answer says so, not "send a symptom"
+    assert "none of the symptoms or words sent" in bare.json()["detail"] and "dxy-kb" in bare.json()["detail"]
+    nothing = c.post("/differential", json={"findings": [], "language": "en"})
+    assert nothing.status_code == 422 and "send at least one finding" in nothing.json()["detail"]
 
 
 def test_the_question_bank_serves_a_complaint_outside_the_knowledge_base(inquiry_services):

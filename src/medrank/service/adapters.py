@@ -1091,6 +1091,12 @@ class DifferentialService:
         symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
         established = inquiry.established(engine, dialogue, findings, symptoms, readings)
         if not states_a_finding(established):
+            if symptoms or any(t.get("text", "").strip() for t in dialogue if isinstance(t, dict)):
+                # something was said: none of it is a finding this engine's conditions are weighed by
+                raise InquiryInputError(
+                    f"no finding to rank conditions by: none of the symptoms or words sent is one of the findings the "
+                    f"{engine.name} engine weighs its {len(engine.model.conditions)} conditions by, so it ranks none of "
+                    "them; send a finding it asks about or describe another symptom")
             raise InquiryInputError("no finding to rank conditions by: send at least one finding, a confirmed symptom, "
                                     "or a dialogue in which the patient describes a symptom")
         turns = inquiry.turns(dialogue) or None
