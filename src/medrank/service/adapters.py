@@ -1096,7 +1096,7 @@ class DifferentialService:
                 raise InquiryInputError(
                     f"no finding to rank conditions by: none of the symptoms or words sent is one of the findings the "
                     f"{engine.name} engine weighs its {len(engine.model.conditions)} conditions by, so it ranks none of "
-                    "them; send a finding it asks about or describe another symptom")
+                    "them; send a finding it asks about, a confirmed symptom, or words that describe another symptom")
             raise InquiryInputError("no finding to rank conditions by: send at least one finding, a confirmed symptom, "
                                     "or a dialogue in which the patient describes a symptom")
         turns = inquiry.turns(dialogue) or None
