@@ -1659,6 +1659,22 @@ def test_the_first_hit_of_words_read_without_an_everyday_words_meaning_gives_way
     assert [t.id for t in det.detect("tummy twinge").terms] == ["FR"]
 
 
+def test_how_often_is_left_out_of_a_piece_and_read_as_frequent_under_often_words() -> None:
+    # "a lot" says how often, left out as a time ("I cough a lot": cough), but for peeing it is the finding itself
+    assert [(s.text, s.often) for s in find_spans("I'm peeing a lot", language="en")] == [("peeing", True)]
+    assert [(s.text, s.often) for s in find_spans("I cough a lot, especially at night", language="en")] == [("cough", True)]
+    assert [(s.text, s.often) for s in find_spans("I have a headache for two days", language="en")] == [("headache", False)]
+    names = {"AU": "Abnormality of urine homeostasis", "PO": "Pollakisuria"}
+    hits = {"peeing": [("AU", 0.9), ("PO", 0.1)], "frequent peeing": [("PO", 0.95), ("AU", 0.1)]}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0))
+    det.calibration.rules = ()
+    assert [t.id for t in det.detect("I'm peeing a lot").terms] == ["AU"]  # without the rule, as before
+    det.calibration.rules = ("often_words",)
+    assert [(s.text, s.reading) for s in det._spans("I'm peeing a lot")] == [("peeing", False), ("frequent peeing", True)]
+    assert [t.id for t in det.detect("I'm peeing a lot").terms] == ["PO"]
+    assert [s.text for s in det._spans("I have a headache")] == ["headache"]  # nothing said of how often
+
+
 def test_a_term_on_words_the_vocabulary_does_not_use_and_shares_none_of_is_offered() -> None:
     # "I feel lightheaded" decided Paresthesia: no wording says lightheaded, and the encoder guessed from word pieces
     names = {"PA": "Paresthesia", "VE": "Vertigo", "UO": "Urine odor"}

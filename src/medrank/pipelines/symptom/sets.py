@@ -151,12 +151,17 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``lay_first``: where a piece's reading of everyday words (``lay_words``) finds first a term the patient's own words
 #: find among their first :data:`LAY_CONFIRM_RANK` hits, the own words' first hit that the reading does not put first
 #: is offered, not decided: it was found without the everyday word's meaning (Low back pain for "pain in my lower
-#: right tummy", read "… lower right stomach": Abdominal pain); :meth:`SetDetector._lay_first`.
+#: right tummy", read "… lower right stomach": Abdominal pain); :meth:`SetDetector._lay_first`. ``often_words``: an
+#: English piece whose clause said how often ("a lot", "all the time", left out of the piece as a time is) is also
+#: searched as "frequent <piece>", its reading of everyday words too ("peeing a lot": "frequent urinate", Pollakisuria's
+#: "Frequent urination"; "peeing" alone found Abnormality of urine homeostasis), as a reading of the same words; it
+#: changes the pieces, as ``lay_words`` does.
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
-            "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first")
+            "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first",
+            "often_words")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
@@ -925,6 +930,8 @@ class SetDetector:
             spans = self._adjective_readings(spans)
         if not zh and self.lay_words is not None and self._rule("lay_words"):
             spans = self._lay_readings(spans)
+        if not zh and self._rule("often_words"):
+            spans = self._often_readings(spans)
         if zh and self._rule("zh_variants"):
             # a lexicon word is searched with its name's forms already (肚子疼: 腹痛); the pieces between are varied
             spans = [replace(s, text=self._searched(s.text)) if s.normalised is None else s for s in spans]
@@ -1013,7 +1020,19 @@ class SetDetector:
             if lay is not None:
                 circumstance = s.circumstance and (self.lay_words.rewrite(s.circumstance) or s.circumstance)
                 out.append(Span(s.start, s.end, lay, None, s.negated, reading=True, circumstance=circumstance,
-                                lay_of=s.text))
+                                lay_of=s.text, often=s.often))
+        return out
+
+    @staticmethod
+    def _often_readings(spans: Sequence[Span]) -> list[Span]:
+        """``spans`` under ``often_words``: each piece whose clause said how often (:attr:`.spans.Span.often`), and
+        its reading of everyday words, also read as "frequent <words>", a reading of the same words: "a lot" turns
+        peeing, sweating or eating into a finding, where a cough is one already ("I cough a lot" still reads Cough)."""
+        out: list[Span] = []
+        for s in spans:
+            out.append(s)
+            if s.often and (not s.reading or s.lay_of is not None) and not s.circumstance:
+                out.append(Span(s.start, s.end, f"frequent {s.text}", None, s.negated, reading=True, lay_of=s.lay_of))
         return out
 
     def use_lay_words(self, encoder: Any, cache: PathLike | None = None) -> bool:

@@ -96,7 +96,9 @@ class Span:
     a subordinate clause with the clause it qualifies); it is searched, but it is not one more piece of the complaint.
     ``circumstance``: for a subordinate clause read with its clause, the subordinate clause alone ("when I climb
     stairs"), which says when, not what. ``lay_of``: for a reading with everyday words written as the vocabulary's
-    (the set detector's ``lay_words`` rule), the text it was read from."""
+    (the set detector's ``lay_words`` rule), the text it was read from. ``often``: the clause said how often ("a lot",
+    "all the time"), which is left out of ``text`` as a time is ("I cough a lot": cough) but may be the finding itself
+    ("I'm peeing a lot": the set detector's ``often_words`` rule)."""
 
     start: int
     end: int
@@ -106,6 +108,7 @@ class Span:
     reading: bool = False
     circumstance: str | None = None
     lay_of: str | None = None
+    often: bool = False
 
 
 def is_chinese(text: str) -> bool:
@@ -336,6 +339,8 @@ def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
     return a, a + max(0, m.start() - 1)
 
 
+#: how often, among a clause's trailing time (:data:`_EN_TIME`)
+_EN_OFTEN = re.compile(r"\b(?:a\s+lot|all\s+the\s+time|constantly|frequently|often|so\s+much|very\s+much)\b", re.I)
 #: a time of day at the end of a clause ("in the mornings"): no word of what is felt
 _EN_TIME_OF_DAY = re.compile(r"\s+(?:in|at|during)\s+(?:the\s+)?(?:morning|evening|afternoon|night)s?\s*$", re.I)
 
@@ -562,7 +567,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 neg = True
             # a clause that says all is well with what it names denies it as a negation does ("my appetite is fine")
             neg = neg or _negated_en(text[a:b], c - a) or EN_ALL_WELL.search(text[a:b]) is not None
-            span = Span(c, d, inner, None, neg)
+            span = Span(c, d, inner, None, neg, often=d < b and _EN_OFTEN.search(text[d:b]) is not None)
             prev = spans[-1] if spans else None
             if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
                 # the circumstance of the clause before it: read with that clause, which keeps its own span too
