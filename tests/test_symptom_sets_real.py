@@ -398,5 +398,8 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     tummy = {t.name for t in hpo.detect("I have pain in my lower right tummy and I threw up").terms}
     assert tummy == {"Abdominal pain", "Vomiting"}, tummy
     assert [t.name for t in hpo.detect("I have a terrible earache").terms] == ["Ear pain"]
+    # how often, said, is read as "frequent …" too (rule often_words): peeing a lot is frequent urination
+    assert {t.name for t in hpo.detect("I'm always thirsty and peeing a lot").terms} == {"Polydipsia", "Pollakisuria"}
+    assert [t.name for t in hpo.detect("I cough a lot, especially at night").terms] == ["Cough"]
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}
