@@ -318,6 +318,10 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("slow breathing") == [("slow breathing", False)]
     assert spans("she has been running a temperature") == [("temperature", False)]
     assert spans("my head hurts all the time") == [("my head hurts", False)]
+    # what the patient has not been able to do is what they cannot do, no denial: as "I can't sleep" reads
+    assert spans("I haven't been able to sleep for days") == [("can't sleep", False)]
+    assert spans("I'm not able to breathe properly") == [("can't breathe properly", False)]
+    assert spans("I haven't had a fever") == [("fever", True)]
     # every morning, like every day, says when; every night stays, as "at night" does ("I wake up every night")
     assert spans("I feel sick every morning") == [("feel sick", False)]
     assert spans("I wake up every night") == [("wake up every night", False)]

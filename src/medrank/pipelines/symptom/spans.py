@@ -339,6 +339,8 @@ def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
     return a, a + max(0, m.start() - 1)
 
 
+#: what is left of "I haven't been able to …" once its lead-in is stripped
+_EN_ABLE_TO = re.compile(r"^able\s+to\s+(?=\w)", re.I)
 #: how often, among a clause's trailing time (:data:`_EN_TIME`)
 _EN_OFTEN = re.compile(r"\b(?:a\s+lot|all\s+the\s+time|constantly|frequently|often|so\s+much|very\s+much)\b", re.I)
 #: a time of day at the end of a clause ("in the mornings"): no word of what is felt
@@ -567,6 +569,10 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 neg = True
             # a clause that says all is well with what it names denies it as a negation does ("my appetite is fine")
             neg = neg or _negated_en(text[a:b], c - a) or EN_ALL_WELL.search(text[a:b]) is not None
+            # "I haven't been able to poop" says what the patient cannot do, as "I can't poop" does: no denial
+            able = _EN_ABLE_TO.match(inner)
+            if able is not None and neg and not EN_ALL_WELL.search(text[a:b]):
+                inner, neg = f"can't {inner[able.end():]}", False
             span = Span(c, d, inner, None, neg, often=d < b and _EN_OFTEN.search(text[d:b]) is not None)
             prev = spans[-1] if spans else None
             if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
