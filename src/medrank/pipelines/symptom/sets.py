@@ -1027,7 +1027,7 @@ class SetDetector:
     def _often_readings(spans: Sequence[Span]) -> list[Span]:
         """``spans`` under ``often_words``: each piece whose clause said how often (:attr:`.spans.Span.often`), and
         its reading of everyday words, also read as "frequent <words>", a reading of the same words: "a lot" turns
-        peeing, sweating or eating into a finding, where a cough is one already ("I cough a lot" still reads Cough)."""
+        peeing or sweating into a finding, where a cough is one already ("I cough a lot" still reads Cough)."""
         out: list[Span] = []
         for s in spans:
             out.append(s)
@@ -1961,16 +1961,14 @@ class SetDetector:
             if s.lay_of is None:
                 continue
             own = [i for i, o in enumerate(spans) if (o.start, o.end, o.text) == (s.start, s.end, s.lay_of)]
-            first = next((c.id for c in cands if c.found_at.get(k) == 0), None)
-            agreed = first is not None and any(
-                c.id == first and any(c.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own) for c in cands)
-            if not agreed:
+            first = next((c for c in cands if c.found_at.get(k) == 0), None)
+            if first is None or not any(first.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own):
                 continue
             # a term one of whose wordings holds the everyday word was found with its meaning ("earache": Ear pain's
             # "Earache"; "heartburn")
             rewritten = set(content_stems(_WORD.findall(s.lay_of.lower()))) - set(content_stems(_WORD.findall(s.text.lower())))
             out |= {j for j, c in enumerate(cands)
-                    if c.id != first and any(c.found_at.get(i) == 0 for i in own) and c.found_at.get(k) != 0
+                    if c.id != first.id and any(c.found_at.get(i) == 0 for i in own) and c.found_at.get(k) != 0
                     and not rewritten & set(content_stems(self._wording_words(c.id)))}
         return out
 

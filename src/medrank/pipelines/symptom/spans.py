@@ -61,8 +61,8 @@ _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "
 _EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tender", "puffy", "watery", "tingly",
                   "burning", "throbbing", "achy"}
 # ... and words that say how a part looks or feels to the touch, read so only after a clause ("my toe is red, hot and
-# painful": "my toe is hot", "my toe is painful"; "hot" alone found Hot flashes); alone, or before the words of a
-# circumstance, they name no sensation as those above do ("cold when I go out" is no piece of its own)
+# painful": "my toe is hot", "my toe is painful"; "hot" alone found Hot flashes); before a circumstance such a word
+# stays a piece of its own ("cold when I go out"), where a word of sensation and its circumstance are one piece
 _EN_PART_ADJECTIVES = _EN_ADJECTIVES | {"red", "hot", "warm", "cold", "sticky", "dry", "blocked", "stuffy", "runny",
                                         "bruised", "crusty", "weak", "heavy", "tight", "inflamed", "blistered",
                                         "bloodshot", "flaky", "scaly", "bumpy", "lumpy"}
