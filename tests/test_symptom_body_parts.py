@@ -17,6 +17,7 @@ WORDINGS = {
     "lymph": ("Abnormal lymph node morphology",),  # two words: no part
     "node-skin": ("Abnormality of the skin of the hand",),  # more than a part: no part
     "mass": ("Breast mass", "Breast lump"),
+    "neck-lump": ("Neck lump",),  # a lump is of the breast and of the neck: the word alone names no part
     "edema": ("Pharyngeal edema", "Swollen throat"),
     "pruritus": ("Pruritus", "Itchy skin"),
     "hand-skin": ("Thickened skin of the hands",),
@@ -90,6 +91,21 @@ def test_unnamed():
     assert not p.unnamed("my hands itch", WORDINGS["hand-skin"])  # the hand is named
     assert p.unnamed("my neck hurts", WORDINGS["hand-skin"])  # a part, but not one that goes with the hand's
     assert not p.unnamed("a lump", ())
+
+
+def test_a_word_that_names_its_part_by_itself_names_the_part():
+    # "everything's gone blurry" names no part, but the vocabulary blurs vision only; bleeding is of many parts
+    vocabulary = {"eye": ("Abnormality of the eye", "Abnormal vision physiology"), "nose": ("Abnormality of the nose",),
+                  "gum": ("Abnormality of the gum",), "blurred": ("Blurred vision",),
+                  "transient": ("Transient blurring of vision", "Hemianopic blurring"),
+                  "gingival": ("Bleeding gums", "Gum bleeding"), "nosebleed": ("Nose bleeding",),
+                  "tendency": ("Bleeding tendency",)}
+    p = BodyParts.from_wordings(vocabulary)
+    assert p.parts_of_word["blur"] == {stem("vision")}  # "Hemianopic blurring" names no part: no other part either
+    assert not p.unnamed("everything's gone blurry", vocabulary["blurred"])
+    assert p.implied("things look blurry", vocabulary["transient"])
+    assert p.unnamed("I am bleeding", vocabulary["gingival"])  # bleeding is of the gums and the nose
+    assert p.unnamed("everything's gone", vocabulary["blurred"])  # no word of the term's said
 
 
 def test_a_term_of_a_part_the_complaint_does_not_name_is_offered_under_unnamed_parts():

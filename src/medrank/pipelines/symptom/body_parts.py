@@ -16,7 +16,10 @@ on my hands"). A term whose wordings name no part (Pruritus for "an itchy rash o
 part of the list) contradicts nothing: the check only speaks when both sides name a part it knows.
 
 A term is *unnamed* in a complaint when every one of its wordings names a part and the complaint names none that goes
-with them: "I am bleeding" says where nothing bleeds, and Gingival bleeding ("Bleeding gums") says the gums.
+with them: "I am bleeding" says where nothing bleeds, and Gingival bleeding ("Bleeding gums") says the gums. Unless
+a word the complaint says names the part by itself: every wording of the vocabulary that holds the word, and names a
+part, names one that goes with the term's ("everything's gone blurry": each wording of blurring that names a part
+names vision; bleeding is of the gums, the nose, the rectum …).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from medrank.text import singular
+from medrank.text import beginnings, singular, stop_words
 
 #: vocabulary names that name a part: "Abnormality of the knee", "Abnormal breast morphology",
 #: "Abnormal pharynx physiology" (a part of one or two words), and the region whose muscles a name names
@@ -61,6 +64,9 @@ class BodyParts:
         self.together = {p: frozenset(q) for p, q in together.items()}
         #: wording → the parts it names: the vocabulary's wordings are read again for every complaint
         self._in_wording: dict[str, frozenset[str]] = {}
+        #: a word's beginning → the parts named by the vocabulary wordings that hold it (:meth:`from_wordings`; empty:
+        #: no word names a part by itself)
+        self.parts_of_word: dict[str, frozenset[str]] = {}
 
     @classmethod
     def from_wordings(cls, wordings: Mapping[str, Sequence[str]]) -> BodyParts:
@@ -87,7 +93,29 @@ class BodyParts:
             for p in named:
                 together[p] |= named
         parts.together = {p: frozenset(q) for p, q in together.items()}
+        # each word of a wording that is no part (by its beginning, as :func:`medrank.text.beginnings` reads words) →
+        # the parts the wordings that hold it name
+        found: dict[str, set[str]] = {}
+        for texts in wordings.values():
+            for text in texts:
+                for b in parts.finding_words(text):
+                    found.setdefault(b, set()).update(parts.in_wording(text))
+        parts.parts_of_word = {b: frozenset(q) for b, q in found.items()}
         return parts
+
+    def finding_words(self, text: str) -> set[str]:
+        """The beginnings of the words of ``text`` that are neither a part nor a stop word."""
+        stop = stop_words()
+        return beginnings([w for w in _WORD.findall(text.lower()) if w not in stop and stem(w) not in self.stems])
+
+    def implied(self, text: str, wordings: Sequence[str]) -> bool:
+        """Whether a word ``text`` says and a term's ``wordings`` hold besides their parts names the term's part by
+        itself: every vocabulary wording that holds it and names a part names one that goes with the term's (see the
+        module docstring)."""
+        theirs = frozenset().union(*(self.in_wording(w) for w in wordings))
+        near = frozenset().union(*(self.together.get(p, frozenset({p})) for p in theirs))
+        own = set().union(*(self.finding_words(w) for w in wordings))
+        return any((named := self.parts_of_word.get(b)) and named <= near for b in self.finding_words(text) & own)
 
     def only_a_part(self, piece: str) -> bool:
         """Whether ``piece`` is nothing but one part's own word, with a determiner at most ("my skin", "legs"): it says
@@ -130,4 +158,5 @@ class BodyParts:
         if not named or not all(named):
             return False
         theirs = frozenset().union(*named)
-        return not any(theirs & self.together.get(p, frozenset()) for p in self.in_complaint(text))
+        return (not any(theirs & self.together.get(p, frozenset()) for p in self.in_complaint(text))
+                and not self.implied(text, wordings))
