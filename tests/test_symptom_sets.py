@@ -1623,10 +1623,12 @@ def test_a_part_named_by_a_reading_of_everyday_words_is_named() -> None:
     class TummyVectors(_WordVectors):
         vectors = {"stomach": (1.0, 0.0, 0.0), "tummy": (0.9, 0.0, float(np.sqrt(0.19)))}
 
-    names = {"AC": "Abdominal cramps", "ST": "Abnormality of the stomach", "SP": "Stomach pain"}
+    names = {"AC": "Abdominal cramps", "ST": "Abnormality of the stomach", "SP": "Stomach pain",
+             "LG": "Abnormality of the leg", "LC": "Leg cramps"}
     hits = {"tummy cramps": [("AC", 0.9)], "stomach cramps": [("AC", 0.9)]}
+    # cramps are of the stomach and of the leg: the word alone names no part
     wordings = {"AC": ("Stomach cramps", "Cramps in the stomach"), "ST": ("Abnormality of the stomach",),
-                "SP": ("Stomach pain", "Stomach ache")}
+                "SP": ("Stomach pain", "Stomach ache"), "LG": ("Abnormality of the leg",), "LC": ("Leg cramps",)}
     det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
     det.calibration.rules = ("unnamed_parts",)
     got = det.detect("I have tummy cramps")
