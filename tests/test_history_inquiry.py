@@ -453,6 +453,14 @@ def test_english_helpers():
     assert EnglishDetector.clauses("her throat hurts") == ["her throat hurts"]  # a body part is what, not who
     # the point of a number is no sentence end
     assert EnglishDetector.clauses("my temperature is 37.8. I cough") == ["temperature is 37.8", "cough"]
+    # a denial holds over what "or" adds to it, and over a list before that "or" ("… but no fever or vomiting" read a
+    # vomiting); a clause with its own subject, or "or" after what is stated, denies nothing
+    assert EnglishDetector.clauses("I have a headache but no fever or vomiting") == ["a headache", "no fever", "no vomiting"]
+    assert EnglishDetector.clauses("no fever, cough or vomiting") == ["no fever", "no cough", "no vomiting"]
+    assert EnglishDetector.clauses("no fever or I would have called") == ["no fever", "would have called"]
+    assert EnglishDetector.clauses("I have a cough or a cold") == ["a cough", "a cold"]
+    assert EnglishDetector.clauses("a cough, no fever or chills, and a runny nose") == [
+        "a cough", "no fever", "no chills", "a runny nose"]
 
 
 class _TableEncoder:

@@ -318,6 +318,15 @@ def test_english_spans_leave_out_who_and_when() -> None:
     assert spans("slow breathing") == [("slow breathing", False)]
     assert spans("she has been running a temperature") == [("temperature", False)]
     assert spans("my head hurts all the time") == [("my head hurts", False)]
+    # a denial holds over what "or" adds to it, and over the items a comma lists before that "or" ("no fever or cough"
+    # decided Cough); not over a clause with its own subject, nor where nothing before was denied
+    assert spans("I have no fever or cough") == [("no fever", True), ("cough", True)]
+    assert spans("I don't have a fever or a cough") == [("fever", True), ("cough", True)]
+    assert spans("no fever, cough or vomiting") == [("no fever", True), ("cough", True), ("vomiting", True)]
+    assert spans("I have a headache but no fever or vomiting") == [("headache", False), ("no fever", True),
+                                                                   ("vomiting", True)]
+    assert spans("no fever or I would have called")[1] == ("would have called", False)
+    assert spans("no fever, a cough and a runny nose") == [("no fever", True), ("cough", False), ("runny nose", False)]
     # what the patient has not been able to do is what they cannot do, no denial: as "I can't sleep" reads
     assert spans("I haven't been able to sleep for days") == [("can't sleep", False)]
     assert spans("I'm not able to breathe properly") == [("can't breathe properly", False)]

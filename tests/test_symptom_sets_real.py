@@ -401,5 +401,8 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     # how often, said, is read as "frequent …" too (rule often_words): peeing a lot is frequent urination
     assert {t.name for t in hpo.detect("I'm always thirsty and peeing a lot").terms} == {"Polydipsia", "Pollakisuria"}
     assert [t.name for t in hpo.detect("I cough a lot, especially at night").terms] == ["Cough"]
+    # a denial holds over what "or" adds to it: no Cough for "no fever or cough"
+    assert not hpo.detect("I have no fever or cough").terms
+    assert [t.name for t in hpo.detect("I have a headache but no fever or vomiting").terms] == ["Headache"]
     cdn = zero_shot_set_detector("chip-cdn", show_progress=False)
     assert "头痛" in {t.name for t in cdn.detect("头痛发烧两天").terms}

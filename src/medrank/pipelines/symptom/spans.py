@@ -526,6 +526,28 @@ def _zh_piece(clause: str, a: int, pos: int, end: int) -> Span:
     return Span(a + start, a + end, clause[start:end], None, _negated_zh(clause, pos) or _negated_zh(clause, start))
 
 
+# what parts two items of a list: "or" / "nor" (with the article of the item after it), or a comma
+_EN_OR_GAP = re.compile(r"^\s*,?\s*(?:or|nor)\s+(?:(?:a|an|any|the|some)\s+)?$", re.I)
+_EN_COMMA_GAP = re.compile(r"^\s*,\s*(?:(?:a|an|any|the|some)\s+)?$", re.I)
+
+
+def _deny_listed(text: str, spans: list[Span], start: int) -> bool:
+    """Whether the English piece at ``start``, after "or", continues a list whose first item is denied ("no fever or
+    cough", "no fever, cough or vomiting"); the list's items between are then denied too (``spans`` is changed)."""
+    pieces = [i for i, s in enumerate(spans) if not s.reading]
+    if not pieces or not _EN_OR_GAP.match(text[spans[pieces[-1]].end:start]):
+        return False
+    k = len(pieces) - 1
+    while not spans[pieces[k]].negated and k > 0 and _EN_COMMA_GAP.match(
+            text[spans[pieces[k - 1]].end:spans[pieces[k]].start]):
+        k -= 1
+    if not spans[pieces[k]].negated:
+        return False
+    for i in pieces[k + 1:]:
+        spans[i] = replace(spans[i], negated=True)
+    return True
+
+
 def find_spans(text: str, lexicon: object | None = None, language: str | None = None,
                min_chars: int = 2, part_pain: bool = False, ache_words: Collection[str] = ()) -> list[Span]:
     """Mention spans of ``text``: lexicon words and the rest of each clause (Chinese), clauses (English).
@@ -569,6 +591,11 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 neg = True
             # a clause that says all is well with what it names denies it as a negation does ("my appetite is fine")
             neg = neg or _negated_en(text[a:b], c - a) or EN_ALL_WELL.search(text[a:b]) is not None
+            # "no fever or cough", "I don't have a fever or a cough": a denial holds over what "or" adds to it, and
+            # over the items a comma lists before that "or" ("no fever, cough or vomiting"); a clause with its own
+            # subject says its own ("no fever or I'd have called")
+            if not neg and _EN_SUBJECT.search(text[a:c]) is None:
+                neg = _deny_listed(text, spans, c)
             # "I haven't been able to poop" says what the patient cannot do, as "I can't poop" does: no denial
             able = _EN_ABLE_TO.match(inner)
             if able is not None and neg and not EN_ALL_WELL.search(text[a:b]):

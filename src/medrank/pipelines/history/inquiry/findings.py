@@ -629,7 +629,28 @@ class EnglishDetector:
 
     @staticmethod
     def clauses(text: str) -> list[str]:
-        parts = [c.strip() for c in EN_CLAUSE.split(text) if c and c.strip()]
+        # each clause with what parted it from the one before ("or", a comma, "and" …)
+        parted, at, sep = [], 0, ""
+        for m in EN_CLAUSE.finditer(text):
+            parted.append((sep, text[at:m.start()]))
+            sep, at = m.group(0).lower(), m.end()
+        parted.append((sep, text[at:]))
+        parts: list[str] = []
+        seps: list[str] = []
+        for sep, c in parted:
+            if not c.strip():
+                continue
+            # "no fever or cough": a denial holds over what "or" adds to it, and over the items a comma lists before
+            # that "or" ("no fever, cough or vomiting"); a clause with its own subject says its own
+            if sep == "or" and parts and EN_SUBJECT.match(c.strip()) is None and not is_negated(c):
+                k = len(parts) - 1
+                while not is_negated(parts[k]) and k > 0 and seps[k] == ",":
+                    k -= 1
+                if is_negated(parts[k]):
+                    parts[k + 1:] = [p if is_negated(p) else f"no {p.strip()}" for p in parts[k + 1:]]
+                    c = f"no {c.strip()}"
+            parts.append(c.strip())
+            seps.append(sep)
         return [p for p in (EN_SUBJECT.sub("", c).strip() for c in parts) if len(p) > 2]
 
     @staticmethod
