@@ -208,6 +208,19 @@ def test_negation_marks_the_span() -> None:
     # a clause that says all is well with what it names denies it ("my appetite is fine" decided Poor appetite)
     en = {s.text: s.negated for s in find_spans("my appetite is fine but I have a headache")}
     assert en == {"my appetite is fine": True, "headache": False}
+    # a Chinese denial holds over the items 、 or a conjunction of a list adds to it ("没有发烧、咳嗽"), not over a comma
+    # nor over a clause that affirms ("有点咳嗽")
+    lex = SurfaceLexicon({"发烧": "发烧", "咳嗽": "咳嗽", "咳痰": "咳痰", "头疼": "头痛"})
+
+    def zh(text: str) -> list[tuple[str, bool]]:
+        return [(s.text, s.negated) for s in find_spans(text, lex)]
+
+    assert zh("孩子头疼，没有发烧、咳嗽") == [("头疼", False), ("发烧", True), ("咳嗽", True)]
+    assert zh("无发烧、咳嗽、咳痰") == [("发烧", True), ("咳嗽", True), ("咳痰", True)]
+    assert zh("没有发烧或者咳嗽") == [("发烧", True), ("咳嗽", True)]
+    assert zh("没有发烧，咳嗽") == [("发烧", True), ("咳嗽", False)]
+    assert zh("没有发烧、有点咳嗽") == [("发烧", True), ("咳嗽", False)]
+    assert zh("发烧和咳嗽") == [("发烧", False), ("咳嗽", False)]
 
 
 def test_english_clauses_and_bare_predicates() -> None:

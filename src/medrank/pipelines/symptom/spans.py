@@ -257,6 +257,12 @@ def _strip_lead_zh(clause: str, pos: int, end: int) -> int:
     return m.end() if m and m.end() < end else pos
 
 
+# what parts two items of a Chinese list (an enumeration comma, "and", "or"), and what opens a clause that affirms what
+# follows: "有", "但", or how often or how much ("不发烧、偶尔咳嗽": a cough, now and then)
+_ZH_LIST_GAP = re.compile(r"\s*(?:、|和|或者|或|及|以及|与|跟)\s*")
+_ZH_AFFIRMS = re.compile(r"(?:有|但|却|还|就|只|倒|可|而|又|偶|经常|常|时|总|一直|老|稍|略|轻|很|比较|特别|非常|挺|仍|依然|持续|反复)")
+
+
 def _negated_zh(clause: str, offset: int) -> bool:
     before = clause[max(0, offset - 3):offset]
     return any(cue in before for cue in _ZH_NEG)
@@ -560,9 +566,11 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
     """
     zh = is_chinese(text) if language is None else language == "zh"
     spans: list[Span] = []
+    before = 0  # where the clause before ended
     for a, b in clauses(text, "zh" if zh else "en"):
         clause = text[a:b]
         if zh:
+            first = len(spans)
             hits = lexicon.find(clause) if lexicon is not None else []  # type: ignore[attr-defined]
             pos = 0
             for s, e, name in hits:
@@ -574,6 +582,12 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             if (pos < len(clause) and not (pos > 0 and is_measure_zh(clause[pos:]))
                     and not (hits and _only_lead_zh(clause[pos:]))):
                 spans.append(_zh_piece(clause, a, pos, len(clause)))
+            # "没有发烧、咳嗽", "无发热、咳嗽、咳痰", "没有发烧或者咳嗽": a denial holds over the items 、 or a conjunction of
+            # a list adds to it (not over a comma, which opens a new statement, nor over a clause that affirms)
+            if (first and spans[first - 1].negated and _ZH_LIST_GAP.fullmatch(text[before:a])
+                    and not _ZH_AFFIRMS.match(clause) and not any(sp.negated for sp in spans[first:])):
+                spans[first:] = [replace(sp, negated=True) for sp in spans[first:]]
+            before = b
         else:
             # the time first: what is left decides the lead-in ("I feel sick all day": "feel sick", as "I feel sick")
             c, d = _strip_lead(text, *_strip_time(text, a, b))
