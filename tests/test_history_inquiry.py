@@ -396,6 +396,12 @@ def test_chinese_detector_learns_surface_forms_and_negation():
     det = ChineseDetector(["流涕", "咳嗽", "稀便", "发烧"], pairs, min_reports_unlike=1)
     assert dict(det.detect("孩子烧到39度了，咳嗽")) == {"发烧": "present", "咳嗽": "present"}
     assert dict(det.detect("体温37度，咳嗽")) == {"咳嗽": "present"}
+    # a denial holds over the items 、 or a conjunction of a list adds to it; not over a comma, nor over an item that
+    # says how often
+    assert dict(det.detect("没有发热、咳嗽")) == {"发烧": "absent", "咳嗽": "absent"}
+    assert dict(det.detect("没有发热或者鼻涕")) == {"发烧": "absent", "流涕": "absent"}
+    assert dict(det.detect("没有发热，咳嗽")) == {"发烧": "absent", "咳嗽": "present"}
+    assert dict(det.detect("不发热、偶尔咳嗽")) == {"发烧": "absent", "咳嗽": "present"}
 
 
 def test_gloss_asides_puts_a_questions_own_everyday_word_in_place_of_the_word_it_glosses():

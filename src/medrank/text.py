@@ -249,6 +249,12 @@ BLOOD_WORD = re.compile(r"blood|bleed|bled|bruis|\bha?em(?:o|at|or)|rrhag|\bpurp
 BREATH_WORD = re.compile(r"\bbreath", re.I)
 #: an English clause that says what it names is as it should be: "my appetite is fine", "I can breathe fine",
 #: "breathing normally" (it denies the finding, as a negation does)
+#: what parts two items of a Chinese list (an enumeration comma, "and", "or"): a denial before the first item holds
+#: over the others ("没有发烧、咳嗽", "没有发烧或者咳嗽"), where a comma opens a new statement ("没有发烧，咳嗽")
+ZH_LIST_GAP = re.compile(r"\s*(?:、|和|或者|或|及|以及|与|跟)\s*")
+#: what opens a Chinese clause or item that affirms what follows: "有", "但", or how often or how much ("不发烧、偶尔咳嗽":
+#: a cough, now and then)
+ZH_AFFIRMS = re.compile(r"(?:有|但|却|还|就|只|倒|可|而|又|偶|经常|常|时|总|一直|老|稍|略|轻|很|比较|特别|非常|挺|仍|依然|持续|反复)")
 EN_ALL_WELL = re.compile(r"\b(?:is|are|was|were|feels?|seems?|looks?|been|'s|'re|can\s+\w+)\s+(?:(?:totally|completely|"
                          r"perfectly|pretty|quite|absolutely|just)\s+)?(?:fine|normal|ok|okay|alright|all\s+right)\b"
                          r"|\b\w+ing\s+(?:fine|normally)\b", re.IGNORECASE)

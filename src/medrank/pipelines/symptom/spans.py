@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from medrank.blood_pressure import blood_pressure_reading, reading_as
-from medrank.text import EN_ALL_WELL, EN_PERSON, HANGUL, KANA, mostly_han, singular
+from medrank.text import EN_ALL_WELL, EN_PERSON, HANGUL, KANA, ZH_AFFIRMS, ZH_LIST_GAP, mostly_han, singular
 
 # punctuation (ASCII and full-width) that ends a clause
 _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
@@ -255,12 +255,6 @@ def _strip_lead_zh(clause: str, pos: int, end: int) -> int:
     """Where the piece ``clause[pos:end]`` starts without its lead-in (``pos`` when nothing is left after it)."""
     m = _ZH_LEAD.match(clause, pos, end)
     return m.end() if m and m.end() < end else pos
-
-
-# what parts two items of a Chinese list (an enumeration comma, "and", "or"), and what opens a clause that affirms what
-# follows: "有", "但", or how often or how much ("不发烧、偶尔咳嗽": a cough, now and then)
-_ZH_LIST_GAP = re.compile(r"\s*(?:、|和|或者|或|及|以及|与|跟)\s*")
-_ZH_AFFIRMS = re.compile(r"(?:有|但|却|还|就|只|倒|可|而|又|偶|经常|常|时|总|一直|老|稍|略|轻|很|比较|特别|非常|挺|仍|依然|持续|反复)")
 
 
 def _negated_zh(clause: str, offset: int) -> bool:
@@ -584,8 +578,8 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 spans.append(_zh_piece(clause, a, pos, len(clause)))
             # "没有发烧、咳嗽", "无发热、咳嗽、咳痰", "没有发烧或者咳嗽": a denial holds over the items 、 or a conjunction of
             # a list adds to it (not over a comma, which opens a new statement, nor over a clause that affirms)
-            if (first and spans[first - 1].negated and _ZH_LIST_GAP.fullmatch(text[before:a])
-                    and not _ZH_AFFIRMS.match(clause) and not any(sp.negated for sp in spans[first:])):
+            if (first and spans[first - 1].negated and ZH_LIST_GAP.fullmatch(text[before:a])
+                    and not ZH_AFFIRMS.match(clause) and not any(sp.negated for sp in spans[first:])):
                 spans[first:] = [replace(sp, negated=True) for sp in spans[first:]]
             before = b
         else:

@@ -41,6 +41,7 @@ from medrank.text import (
     LESS_SAID,
     LESS_WORD,
     MORE_SAID,
+    ZH_LIST_GAP,
     as_part_adjective,
     beginnings,
     content_stems,
@@ -1353,11 +1354,16 @@ class ChineseDetector:
         """(symptom, value) pairs read in ``text``; a term's name or a question (``term``, ``question``) is read as any
         text: the forms match whole words."""
         found: dict[str, str] = {}
-        for clause in ZH_CLAUSE.split(text):
+        denied_last = False  # whether the last form read was denied, and what parted its clause from this one
+        sep = ""
+        at = 0
+        for m in [*ZH_CLAUSE.finditer(text), None]:
+            clause = text[at:m.start()] if m is not None else text[at:]
             # a thermometer's reading is read as the word of what it says ("烧到39度": 发热)
             word = searched_as(clause, "zh")
             clause = f"{clause}，{word}" if word else clause
             taken = [False] * len(clause)
+            matched: list[tuple[int, int, str]] = []
             for form in self.ordered:
                 start = clause.find(form)
                 while start >= 0:
@@ -1365,8 +1371,24 @@ class ChineseDetector:
                     if not any(taken[start:end]):
                         for i in range(start, end):
                             taken[i] = True
-                        before = clause[max(0, start - 3):start]
-                        value = ABSENT if any(neg in before for neg in ZH_NEGATION) else PRESENT
-                        found.setdefault(self.forms[form], value)
+                        matched.append((start, end, form))
                     start = clause.find(form, end)
+            # a denial holds over the items 、 or a conjunction of a list adds to it ("没有发烧、咳嗽", "没有发烧或者咳嗽"),
+            # not over a comma, nor over an item that affirms or says how often ("不发烧、偶尔咳嗽")
+            prev_end = None
+            denied_at: dict[int, bool] = {}
+            for start, end, _ in sorted(matched):
+                before = clause[max(0, start - 3):start]
+                gap = clause[prev_end:start] if prev_end is not None else (sep + clause[:start])
+                denied_at[start] = any(neg in before for neg in ZH_NEGATION) or (
+                    denied_last and ZH_LIST_GAP.fullmatch(gap) is not None)
+                denied_last, prev_end = denied_at[start], end
+            # the longest forms first, as they were matched: a symptom said twice keeps its longest form's reading
+            for start, _, form in matched:
+                found.setdefault(self.forms[form], ABSENT if denied_at[start] else PRESENT)
+            if not matched and clause.strip():
+                denied_last = False  # a clause of its own between breaks the list
+            if m is None:
+                break
+            sep, at = m.group(0), m.end()
         return list(found.items())
