@@ -340,6 +340,10 @@ def test_english_spans_leave_out_who_and_when() -> None:
                                                                    ("vomiting", True)]
     assert spans("no fever or I would have called")[1] == ("would have called", False)
     assert spans("no fever, a cough and a runny nose") == [("no fever", True), ("cough", False), ("runny nose", False)]
+    # what "or" adds to what the patient cannot do, they cannot do either ("taste anything" alone found Phantageusia)
+    assert spans("I can't smell or taste anything") == [("can't smell", False), ("can't taste anything", False)]
+    assert spans("I can't stop coughing or sneezing")[1] == ("can't stop sneezing", False)
+    assert spans("I can't sleep or I wake up early")[1] == ("wake up early", False)  # its own subject
     # what the patient has not been able to do is what they cannot do, no denial: as "I can't sleep" reads
     assert spans("I haven't been able to sleep for days") == [("can't sleep", False)]
     assert spans("I'm not able to breathe properly") == [("can't breathe properly", False)]

@@ -339,6 +339,9 @@ def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
     return a, a + max(0, m.start() - 1)
 
 
+#: a piece of what the patient cannot do, and "or" alone between two pieces
+_EN_CANT = re.compile(r"^(?:can't|can’t|cannot|can\s+not|couldn't)\s+(?:stop\s+)?(?=\w)", re.I)
+_EN_BARE_OR = re.compile(r"^\s*,?\s*(?:or|nor)\s+$", re.I)
 #: what is left of "I haven't been able to …" once its lead-in is stripped
 _EN_ABLE_TO = re.compile(r"^able\s+to\s+(?=\w)", re.I)
 #: how often, among a clause's trailing time (:data:`_EN_TIME`)
@@ -608,6 +611,13 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             able = _EN_ABLE_TO.match(inner)
             if able is not None and neg and not EN_ALL_WELL.search(text[a:b]):
                 inner, neg = f"can't {inner[able.end():]}", False
+            # "I can't smell or taste anything": what "or" adds to what the patient cannot do, they cannot do either
+            # ("taste anything" alone found Phantageusia)
+            last = next((sp for sp in reversed(spans) if not sp.reading), None)
+            cant = _EN_CANT.match(last.text) if last is not None else None
+            if (not neg and cant is not None and _EN_BARE_OR.match(text[last.end:c])
+                    and _EN_SUBJECT.search(text[a:c]) is None and not _EN_CANT.match(inner)):
+                inner = f"{cant.group(0)}{inner}"
             span = Span(c, d, inner, None, neg, often=d < b and _EN_OFTEN.search(text[d:b]) is not None)
             prev = spans[-1] if spans else None
             if _EN_SUB_START.match(inner) and prev is not None and _SUB_GAP.match(text[prev.end:c]):
