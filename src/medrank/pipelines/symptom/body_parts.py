@@ -67,6 +67,8 @@ class BodyParts:
         #: a word's beginning → the parts named by the vocabulary wordings that hold it (:meth:`from_wordings`; empty:
         #: no word names a part by itself)
         self.parts_of_word: dict[str, frozenset[str]] = {}
+        #: wording → its finding words (:meth:`finding_words`), read once when the vocabulary is (never a complaint's)
+        self._wording_words: dict[str, frozenset[str]] = {}
 
     @classmethod
     def from_wordings(cls, wordings: Mapping[str, Sequence[str]]) -> BodyParts:
@@ -98,15 +100,16 @@ class BodyParts:
         found: dict[str, set[str]] = {}
         for texts in wordings.values():
             for text in texts:
-                for b in parts.finding_words(text):
+                words = parts._wording_words[text] = parts.finding_words(text)
+                for b in words:
                     found.setdefault(b, set()).update(parts.in_wording(text))
         parts.parts_of_word = {b: frozenset(q) for b, q in found.items()}
         return parts
 
-    def finding_words(self, text: str) -> set[str]:
+    def finding_words(self, text: str) -> frozenset[str]:
         """The beginnings of the words of ``text`` that are neither a part nor a stop word."""
         stop = stop_words()
-        return beginnings([w for w in _WORD.findall(text.lower()) if w not in stop and stem(w) not in self.stems])
+        return frozenset(beginnings([w for w in _WORD.findall(text.lower()) if w not in stop and stem(w) not in self.stems]))
 
     def implied(self, text: str, wordings: Sequence[str]) -> bool:
         """Whether a word ``text`` says and a term's ``wordings`` hold besides their parts names the term's part by
@@ -114,7 +117,7 @@ class BodyParts:
         module docstring)."""
         theirs = frozenset().union(*(self.in_wording(w) for w in wordings))
         near = frozenset().union(*(self.together.get(p, frozenset({p})) for p in theirs))
-        own = set().union(*(self.finding_words(w) for w in wordings))
+        own = frozenset().union(*(self._wording_words.get(w) or self.finding_words(w) for w in wordings))
         return any((named := self.parts_of_word.get(b)) and named <= near for b in self.finding_words(text) & own)
 
     def only_a_part(self, piece: str) -> bool:
