@@ -1643,6 +1643,20 @@ def test_a_term_whose_wording_denies_the_words_is_offered() -> None:
     assert det._denied_wording("怀孕", [], []) == set()
 
 
+def test_a_wording_that_denies_a_short_word_in_a_longer_form_is_read() -> None:
+    # "I eat a lot" decided Anorexia: "Deliberately not eating" denies "eating", whose first four letters ("eati") the
+    # three-letter "eat" does not hold; their Snowball stems meet
+    names = {"AX": "Anorexia"}
+    hits = {"eat": [("AX", 0.9)], "refuses to eat": [("AX", 0.9)]}  # "a lot" says how often: the piece is "eat"
+    wordings = {"AX": ("Anorexia", "Deliberately not eating")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    det.calibration.rules = ("denied_wording",)
+    got = det.detect("eat a lot")
+    assert got.terms == [] and [t.id for t in got.alternatives] == ["AX"]
+    # a piece that refuses says the denial itself
+    assert [t.id for t in det.detect("refuses to eat").terms] == ["AX"]
+
+
 def test_a_part_named_by_a_reading_of_everyday_words_is_named() -> None:
     # "I have tummy cramps" decided Muscle spasm: every wording of Abdominal cramps names a part, "tummy" is no part the
     # vocabulary names, and unnamed_parts kept it back, though the lay-word reading reads "tummy" as "stomach"

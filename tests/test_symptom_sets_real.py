@@ -390,6 +390,7 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     # words (rule denied_wording)
     assert "Ventricular flutter" not in {t.name for t in hpo.detect("my heart flutters").terms}
     assert not {"Infertility", "Postterm pregnancy"} & {t.name for t in hpo.detect("I'm pregnant and I feel sick").terms}
+    assert "Anorexia" not in {t.name for t in hpo.detect("I eat a lot").terms}
     # words of nothing but blood say no source (rule blood_source): no vomiting of blood for "there's blood when I wipe"
     assert "Hematemesis" not in {t.name for t in hpo.detect("there's blood when I wipe").terms}
     # adjectives after a part say how that part is, one after another: no Hot flashes for a hot toe

@@ -172,6 +172,9 @@ DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_p
 #: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
 WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
                             r"\s+((?:[a-z'-]+\s*){1,3})")
+#: a piece that says a refusal denies what follows itself ("my baby refuses to eat": Anorexia's "Deliberately not eating"
+#: says the same, not the opposite; :meth:`SetDetector._denied_wording`)
+_PIECE_REFUSES = re.compile(r"\brefus\w*", re.I)
 #: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
 #: no word of the finding
 _LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
@@ -715,6 +718,13 @@ def _says(word: str, heard: tuple[set[str], set[str]]) -> bool:
 def _piece_text(span: Span) -> str:
     """A piece's words, with those its lay-word reading was read from (``lay_of``): what the patient said there."""
     return f"{span.lay_of or ''} {span.text}"
+
+
+def _word_forms(words: Sequence[str]) -> frozenset[str]:
+    """What two word lists are compared by for one word's forms: each word's first four letters (:func:`beginnings`)
+    and its Snowball stem, which also meets a word of three letters in a longer form ("eat" and "eating": beginnings
+    "eat" and "eati", stem "eat")."""
+    return frozenset(beginnings(words)) | frozenset(f"stem:{s}" for s in content_stems(words))
 
 
 def _words_of(c: _Candidate, spans: Sequence[Span], text: str) -> str:
@@ -1837,15 +1847,16 @@ class SetDetector:
     def _denied_wording(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``denied_wording``, the English candidates one of whose wordings denies a word that their piece says
         (:data:`WORDING_DENIES`: the word within three words after "unable to", "inability to", "no", "without",
-        "loss of" …) where the piece says no lessening (:data:`~medrank.text.LESS_SAID`): offered, not decided. The
-        shared word brought the term, the denial says the opposite: "I'm pregnant" decided Infertility ("Unable to get
-        pregnant")."""
+        "loss of" …; a word's forms met by :func:`_word_forms`) where the piece says no lessening
+        (:data:`~medrank.text.LESS_SAID`) and no refusal: offered, not decided. The shared word brought the term, the
+        denial says the opposite: "I'm pregnant" decided Infertility ("Unable to get pregnant"), "I eat a lot" Anorexia
+        ("Deliberately not eating")."""
         if not self._rule("denied_wording") or self._zh(text):
             return set()
         # term -> the beginnings of the words its wordings deny, read once per wordings
         denied = self._derived("denied words", (self.wordings,), lambda: {
-            cid: frozenset(beginnings([w for t in texts for m in WORDING_DENIES.finditer(t.lower())
-                                       for w in _WORD.findall(m.group(1)) if w not in stop_words()]))
+            cid: _word_forms([w for t in texts for m in WORDING_DENIES.finditer(t.lower())
+                              for w in _WORD.findall(m.group(1)) if w not in stop_words()])
             for cid, texts in (self.wordings or {}).items()})
         out = set()
         for j, c in enumerate(cands):
@@ -1853,9 +1864,9 @@ class SetDetector:
                 continue
             s = spans[c.span_idx]
             words = _piece_text(s)
-            if s.negated or LESS_SAID.search(words):
+            if s.negated or LESS_SAID.search(words) or _PIECE_REFUSES.search(words):
                 continue
-            if beginnings([w for w in _WORD.findall(words.lower()) if w not in stop_words()]) & denied[c.id]:
+            if _word_forms([w for w in _WORD.findall(words.lower()) if w not in stop_words()]) & denied[c.id]:
                 out.add(j)
         return out
 
