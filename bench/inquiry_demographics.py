@@ -6,9 +6,9 @@ age and sex (``medrank.pipelines.history.inquiry.findings.read_age_sex``: "a 45-
 "I'm 72", "my 8-month-old", "my little girl"; a duration or another number is none).
 
 Measured on the DDXPlus **validation carve-out** (418 patients the engine's tables never saw), each opening written in
-words as the simulation writes it ("45-year-old man; a cough yes", ``simulate.opening_text``) in three forms: that
-rendering, "I'm 45 and I'm a man. <findings>", and "my 45 year old <son|daughter> has <findings>" (a carer's words;
-an adult son or daughter, as a carer writes of a grown child). For each form, the share of patients whose age and sex
+words as the simulation writes it ("45-year-old man; a cough yes", ``simulate.opening_text``) in four forms: that
+rendering, "I'm 45 and I'm a man. <findings>", "my 45 year old <son|daughter> has <findings>" and "my <son|daughter>
+is 45. <findings>" (a carer's words; an adult son or daughter, as a carer writes of a grown child). For each form, the share of patients whose age and sex
 are read exactly as the record has them, and the differential's top-1 / top-3 accuracy after the opening when the
 findings read from the words are weighed with the age and sex read and without them. Also, hand-written sentences with
 a stated age and sex (and some that state none: durations, weeks of pregnancy, other people) against what they say.
@@ -46,6 +46,10 @@ SENTENCES = (
     ("my wife says I snore", (None, None)),
     ("my temperature was 39 this morning", (None, None)),
     ("I have had 2 episodes of vomiting", (None, None)),
+    ("my daughter is 3 and has had a high temperature since last night", (3, "F")),
+    ("our baby's 10 weeks and won't feed", (0, None)),
+    ("my dad is 80 and he's confused", (None, None)),
+    ("my son is 5 foot 2 and has a cough", (None, "M")),
 )
 
 
@@ -75,6 +79,8 @@ def main() -> None:
             f"I'm {p.age} and I'm a {'man' if p.sex == 'M' else 'woman'}. {findings_words(p)}"),
         "\"my <age> year old <son|daughter> has …\"": lambda p: (
             f"my {p.age} year old {'son' if p.sex == 'M' else 'daughter'} has {findings_words(p)}"),
+        "\"my <son|daughter> is <age>. …\"": lambda p: (
+            f"my {'son' if p.sex == 'M' else 'daughter'} is {p.age}. {findings_words(p)}"),
     }
     rows = {}
     for form, write in forms.items():
@@ -107,7 +113,7 @@ def main() -> None:
            "environment": common.environment(threads=args.threads, seed=13, data="../shared/data")}
     lines = ["### Age and sex read from the patient's words (English differential, DDXPlus validation carve-out)", "",
              f"{len(patients)} validation patients, each opening (the chief complaint, read by the engine's reader) "
-             "written in words three ways; top-1 / top-3: the patient's condition first / among the first three after "
+             "written in words four ways; top-1 / top-3: the patient's condition first / among the first three after "
              "the opening. Values in %.", "",
              "| written as | age and sex read exactly | top-1 with them / without | top-3 with them / without |",
              "|---|---|---|---|"]

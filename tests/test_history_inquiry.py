@@ -545,6 +545,11 @@ def test_the_age_and_sex_a_patient_states_are_read():
     assert read_age_sex("I am 72 years old") == (72, None) and read_age_sex("aged 60, short of breath") == (60, None)
     assert read_age_sex("my 8-month-old is coughing") == (0, None)  # under a year
     assert read_age_sex("my son has a fever") == (None, "M") and read_age_sex("my little girl has a rash") == (None, "F")
+    # a parent naming the child, then its age
+    assert read_age_sex("my daughter is 3 and has had a high temperature") == (3, "F")
+    assert read_age_sex("My son is 18 months old and has a cough") == (0, "M")
+    assert read_age_sex("our baby's 10 weeks and won't feed") == (0, None)
+    assert read_age_sex("my son is 5 foot 2") == (None, "M") and read_age_sex("my daughter is 3 days late") == (None, "F")
     # a duration, another number after "I'm", another person, an age no one has: none
     for text in ("I've had this for 3 years", "it started 3 years ago", "I'm 6 weeks pregnant", "I'm 100% sure",
                  "I'm 5 foot 2", "my wife says I snore", "my dad is 80 and he's confused", "I'm 200 years old"):

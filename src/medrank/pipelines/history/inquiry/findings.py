@@ -102,6 +102,15 @@ _EN_AGE_OLD = re.compile(r"\b(\d{1,3})[\s-]*(years?|yrs?|months?|weeks?)[\s-]*ol
 _EN_AGE_SAID = re.compile(r"\b(?:i'?m|i\s+am|aged?)\s+(\d{1,3})\b(?!\s*(?:%|percent|weeks?|days?|months?|hours?|mins?|"
                           r"minutes?|times|kgs?|kilos?|lbs?|pounds?|stones?|st\b|cm|foot|feet|ft|inch\w*|degrees?|°|"
                           r"[.,]\d|/|:|am\b|pm\b|o'clock))", re.IGNORECASE)
+#: a child's age where the one writing names the child as their own and says it after, as a parent writes ("my daughter is
+#: 3", "our son's 18 months", "my baby is 10 weeks old"; the child is the patient, as :data:`_EN_SEX` reads the child's
+#: sex); another person's ("my dad is 80") is not the patient's, nor a number that is no age ("my son is 5 foot 2")
+_EN_AGE_OF_CHILD = re.compile(
+    r"(?:^|[.!?]\s*)(?:my|our)\s+(?:(?:little|baby|young|teenage|eldest|oldest|youngest)\s+)*"
+    r"(?:daughter|son|girl|boy|child|kid|baby|toddler|infant)(?:\s+is|\s*['’]s)\s+(?:only\s+|just\s+|nearly\s+|almost\s+)?"
+    r"(\d{1,3})(?:[\s-]*(years?|yrs?|months?|weeks?))?(?:[\s-]*old)?\b"
+    r"(?!\s*(?:%|percent|days?|hours?|mins?|minutes?|times|kgs?|kilos?|lbs?|pounds?|stones?|st\b|cm|foot|feet|ft|inch\w*|"
+    r"degrees?|°|[.,]\d|/|:|am\b|pm\b|o'clock))", re.IGNORECASE)
 #: the patient's sex where a word names the patient: "I'm a woman", "a 45-year-old man", "my 3 year old son", "my little
 #: girl"; a person the patient only speaks of ("my wife says I snore") is not read
 _EN_SEX = re.compile(r"\b(?:i'?m\s+an?|i\s+am\s+an?|(?:\d{1,3}[\s-]*(?:years?|yrs?|months?|weeks?)[\s-]*old)|(?:^|[.!?]\s*)my"
@@ -113,15 +122,16 @@ _EN_FEMALE = frozenset({"woman", "lady", "female", "girl", "daughter"})
 
 def read_age_sex(text: str) -> tuple[int | None, str | None]:
     """The patient's age in years and sex ("M" / "F") as an English text states them (:data:`_EN_AGE_OLD`,
-    :data:`_EN_AGE_SAID`, :data:`_EN_SEX`), each None where it says none; the first statement counts. An age over
+    :data:`_EN_AGE_SAID`, :data:`_EN_AGE_OF_CHILD`, :data:`_EN_SEX`), each None where it says none; the first statement counts. An age over
     120 is no age."""
     age = None
     old = _EN_AGE_OLD.search(text)
     said = _EN_AGE_SAID.search(text)
-    first = min((m for m in (old, said) if m is not None), key=lambda m: m.start(), default=None)
+    child = _EN_AGE_OF_CHILD.search(text)
+    first = min((m for m in (old, said, child) if m is not None), key=lambda m: m.start(), default=None)
     if first is not None:
         years = int(first.group(1))
-        unit = first.group(2).lower() if first is old else "years"
+        unit = (first.group(2) or "years").lower() if first is not said else "years"
         age = years if unit.startswith(("year", "yr")) else 0
         age = age if age <= 120 else None
     sex = _EN_SEX.search(text)
