@@ -33,7 +33,9 @@ reports), findings against each report's explicit symptoms.
 Reported: the share of complaints the engine answers (not the question bank), micro P / R / F1 of the established
 findings against the gold ones (a multi-choice finding counts by value; the patient's age and sex, read from the words
 since 2026-11-30, are no symptom's and are left out), the mean number of the five questions that
-ask again what the complaint said, the share of complaints with at least one such question, and one call's latency; and, over 12 openings that name no symptom ("Hello doctor", "Thank you", "I need a
+ask again what the complaint said, the share of complaints with at least one such question, where the engine answers
+how many symptoms were confirmed or read and how many of them it reads no finding from (``symptoms_not_weighed``:
+its conditions are weighed without them), and one call's latency; and, over 12 openings that name no symptom ("Hello doctor", "Thank you", "I need a
 sick note for work"), how many have a term read and how many a finding established
 (the ``rank`` call in process, no HTTP). An engine question asks again when its finding is a gold finding; a question
 of the bank names no finding, so it asks again when ``/symptoms``' detector, reading the question, decides a term of
@@ -178,6 +180,7 @@ def main() -> None:
     examples: list[dict[str, Any]] = []
     for form in (*FORMS, *ABLATIONS):
         established, engine_used, repeats, seconds, read, why_here = [], [], [], [], [], []
+        confirmed, unweighed = [], []  # per complaint: symptoms confirmed or read, those the engine reads nothing from
         svc.drop_repeats = form in ("words + symptoms read", "after a greeting: words + symptoms read",
                                     "labelled terms (reference)", *ABLATIONS)
         ablate(engine, svc.inquiry, form)
@@ -196,6 +199,9 @@ def main() -> None:
             repeats.append(sum(asks_again(r, g, slots) for r in out["results"]))
             why_here.append(any(asks_for_the_complaint(r["text"]) for r in out["results"]))
             read.append(out.get("symptoms_read"))
+            if out["engine"] == "ddxplus-kb":
+                confirmed.append(len(symptoms if symptoms is not None else out.get("symptoms_read") or []))
+                unweighed.append(len(out.get("symptoms_not_weighed") or []))
         opening_symptoms = None if "read" in form else []
         no_symptom = [svc.rank([{"speaker": "patient", "text": t}], opening_symptoms, k=5) for t in NO_SYMPTOM]
         rows[form] = {"no_symptom_openings_with_a_term_read": sum(bool(o["symptoms_read"]) for o in no_symptom),
@@ -205,6 +211,7 @@ def main() -> None:
                       "repeated_questions_per_list": round(sum(repeats) / len(complaints), 3),
                       "lists_with_a_repeat_pct": round(100 * sum(r > 0 for r in repeats) / len(complaints), 2),
                       "lists_asking_why_here_pct": round(100 * sum(why_here) / len(complaints), 2),
+                      "symptoms_confirmed_or_read": sum(confirmed), "symptoms_not_weighed": sum(unweighed),
                       **common.percentiles(seconds)}
         if form == "words + symptoms read":  # (the bank's questions it tags are read once per process)
             examples = [{"complaint": c[0], "symptoms_read": r} for c, r in zip(complaints[:6], read[:6], strict=True)]
@@ -216,14 +223,15 @@ def main() -> None:
                "models": str(args.models), "backend": args.backend, "build_seconds": round(build_s, 1), "forms": rows,
                "examples": examples, "chinese": chinese}
     md = ["| request | engine answers % | findings P | R | **F1** | repeated questions per top-5 | lists with a repeat % "
-          f"| lists asking why the patient came % | p50 ms | of {len(NO_SYMPTOM)} openings naming no symptom: a term read "
-          "| a finding |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          f"| lists asking why the patient came % | symptoms (confirmed or read) / not weighed | p50 ms "
+          f"| of {len(NO_SYMPTOM)} openings naming no symptom: a term read | a finding |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for form, r in rows.items():
         f = r["findings"]
         md.append(f"| {form} | {r['engine_answers_pct']} | {f['p']} | {f['r']} | **{f['f1']}** | "
                   f"{r['repeated_questions_per_list']} | {r['lists_with_a_repeat_pct']} | "
-                  f"{r.get('lists_asking_why_here_pct', '')} | {r['p50_ms']} | "
+                  f"{r.get('lists_asking_why_here_pct', '')} | {r['symptoms_confirmed_or_read']} / "
+                  f"{r['symptoms_not_weighed']} | {r['p50_ms']} | "
                   f"{r['no_symptom_openings_with_a_term_read']} | {r['no_symptom_openings_with_a_finding']} |")
     env = payload["environment"]
     md += ["", f"Chinese: the {chinese['reports']} DXY self-reports of the inquiry engine's validation carve-out, "

@@ -432,6 +432,16 @@ def test_the_differential_follows_the_ticked_symptoms(page):
     assert not [e for e in page.locator(".error:not([hidden])").all_inner_texts() if e.strip()]
 
 
+def test_a_symptom_the_differential_does_not_weigh_is_said(page):
+    """DDXPlus has no finding of blurred vision: the differential is ranked on the headache alone, and the page says
+    the blurred vision was not weighed (walked on the real service)."""
+    _detected_on_the_real_service(page, "I've been getting headaches every day for two weeks and my vision goes blurry")
+    page.click("#confirm")
+    page.wait_for_selector("#differential li")
+    said = page.inner_text("#differential-not-weighed")
+    assert said.startswith("Not weighed: Blurred vision") and "Headache" not in said, said
+
+
 @pytest.mark.parametrize(("complaint", "leads"), [("my child has had diarrhea and vomiting since yesterday", True),
                                                    ("I have a sore throat and a fever", False)])
 def test_a_condition_outside_the_list_is_said_first_when_it_is_the_most_likely(page, complaint, leads):

@@ -372,6 +372,32 @@ def test_a_dialogue_sent_alone_has_its_symptoms_read_by_the_reader(inquiry_servi
     assert calls == [] and body["engine"] == "dxy-kb" and body["symptoms_read"] is None
 
 
+def test_a_symptom_the_engine_reads_nothing_from_is_said_not_weighed(inquiry_services):
+    # "my vision goes blurry": Blurred vision is no finding of DDXPlus; the differential was ranked without it and the
+    # response did not say so
+    from medrank.service.adapters import ReadTerm
+
+    def reader(texts, language):
+        return [[ReadTerm("Fever", (9, 14), 0.9), ReadTerm("Blurred vision", (19, 38), 0.8)] if "vision" in t
+                else [ReadTerm("Pyrexia", (9, 14), 0.9)] if "fever" in t else [] for t in texts]
+
+    c = _client(_reading_services(inquiry_services, reader))
+    text = "I have a fever and my vision is blurry"
+    body = c.post("/differential", json={"dialogue": [_patient(text)], "language": "en"}).json()
+    assert body["symptoms_read"] == ["Fever", "Blurred vision"] and body["symptoms_not_weighed"] == ["Blurred vision"]
+    body = c.post("/next-questions", json={"dialogue": [_patient(text)], "k": 3}).json()
+    assert body["engine"] == "ddxplus-kb" and body["symptoms_not_weighed"] == ["Blurred vision"]
+    # a term whose name reads nothing is weighed where the words it covers read a finding
+    body = c.post("/differential", json={"dialogue": [_patient("I have a fever")], "language": "en"}).json()
+    assert body["symptoms_read"] == ["Pyrexia"] and body["symptoms_not_weighed"] == []
+    # a confirmed symptom whose name reads a finding is weighed; one sent that reads none is not
+    body = c.post("/differential", json={"dialogue": [_patient(text)], "symptoms": ["a fever", "Floaters"]}).json()
+    assert body["symptoms_not_weighed"] == ["Floaters"]
+    # the question bank weighs no condition: nothing to say
+    body = c.post("/next-questions", json={"dialogue": [_patient("I need a sick note")], "symptoms": [], "k": 3}).json()
+    assert body["engine"] == "question-bank" and body["symptoms_not_weighed"] is None
+
+
 class _PhraseDetector:
     """Reads the words "hot all over" as a cough (a misreading), "head hurts" as pain, and the term name "Fever" as
     the fever: how the engine's detector and a term's name may read one symptom two ways."""

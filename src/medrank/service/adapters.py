@@ -791,12 +791,14 @@ class Inquiry:
         return engine
 
     def established(self, engine: Any, dialogue: Sequence[dict[str, str]], findings: Sequence[dict[str, str]],
-                    symptoms: Sequence[str] = (), readings: dict[str, list[str]] | None = None) -> list[Any]:
+                    symptoms: Sequence[str] = (), readings: dict[str, list[str]] | None = None,
+                    memo: dict[tuple[str, bool], list[Any]] | None = None) -> list[Any]:
         """The answered findings, then those detected in the patient's words that no answer settles.
 
         ``readings`` (from :meth:`symptoms_of`): per patient turn, the terms decided in it with the words each covers;
         where a confirmed symptom's name reads otherwise than its own words do, its words are read through its name
-        only (:meth:`double_readings`)."""
+        only (:meth:`double_readings`). ``memo``: (text, read as a term's name) → the findings read, filled here for
+        a later reading of the same request (:meth:`not_weighed`)."""
         from medrank.pipelines.history.inference import InquiryInputError
 
         known = set(engine.finding_names())
@@ -847,7 +849,7 @@ class Inquiry:
         # a confirmed symptom is read as the name of a term, not as the patient's words (``term``)
         texts = ([(t, "self-report", False) for t in opening] + [(t, "self-report", True) for t in symptoms]
                  + [(t, "patient", False) for t in patient[len(opening):]])
-        memo: dict[tuple[str, bool], list[Any]] = {}
+        memo = {} if memo is None else memo
 
         def read(text: str, term: bool = False) -> list[Any]:
             if (text, term) not in memo:
@@ -872,6 +874,34 @@ class Inquiry:
                 first_text.setdefault(f.name, text)
                 detected.append(self.finding(f.name, f.value, source, read=f.read))
         return given + [f for f in in_dialogue if f.name in chosen or f.name not in settled] + detected
+
+    @staticmethod
+    def not_weighed(engine: Any, symptoms: Sequence[str], readings: dict[str, list[str]] | None = None,
+                    memo: dict[tuple[str, bool], list[Any]] | None = None) -> list[str]:
+        """The symptoms (confirmed, or read from the patient's words) that the engine reads no finding from: neither
+        their name (``detect_findings(name, term=True)``) nor the words of the turn they cover (``readings``, from
+        :meth:`symptoms_of`: what the turn reads that it does not without those words). Its conditions are weighed
+        without them ("my vision goes blurry": Blurred vision is no finding of DDXPlus), which a reader of the
+        differential should be told rather than left to assume. ``memo`` as :meth:`established` fills it."""
+        memo = {} if memo is None else memo
+
+        def read(text: str, term: bool = False) -> set[tuple[str, str]]:
+            if (text, term) not in memo:
+                memo[text, term] = engine.detect_findings(text, term=term)
+            return {(f.name, f.value) for f in memo[text, term]}
+
+        spans = {str(term): (text, span) for text, terms in (readings or {}).items() for term in terms
+                 if (span := getattr(term, "span", None)) is not None}
+        out = []
+        for name in dict.fromkeys(symptoms):
+            if read(name, True):
+                continue
+            if name in spans:
+                text, span = spans[name]
+                if read(text) - read(without_spans(text, [span])):
+                    continue
+            out.append(str(name))
+        return out
 
     @staticmethod
     def _besides_choice(engine: Any, dialogue: Sequence[dict[str, str]], i: int) -> str:
@@ -994,10 +1024,12 @@ class NextQuestionService:
         read: list[str] | None = None
         if engine is not None:
             symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
-            established = inquiry.established(engine, dialogue, findings, symptoms, readings)
+            memo: dict[tuple[str, bool], list[Any]] = {}
+            established = inquiry.established(engine, dialogue, findings, symptoms, readings, memo)
             # an age or a sex alone names nothing the engine asks about: the bank asks what brings the patient
             if states_a_finding(established) or lang in self.ENGINE_FROM_NOTHING:
-                return {**self._engine_answer(inquiry, engine, dialogue, established, lang, k), "symptoms_read": read}
+                return {**self._engine_answer(inquiry, engine, dialogue, established, lang, k), "symptoms_read": read,
+                        "symptoms_not_weighed": inquiry.not_weighed(engine, symptoms, readings, memo)}
         elif findings and candidates is None:
             raise UnavailableError(f"findings need the inquiry engine, which serves {sorted(inquiry.engines) if inquiry else []}"
                                    f" now, not {lang!r}" + ("" if inquiry else " (it is still being built)"))
@@ -1089,7 +1121,8 @@ class DifferentialService:
         engine = inquiry.engine(language)
         # the same findings /next-questions chose its questions by: answers, the patient's words, confirmed symptoms
         symptoms, read, readings = inquiry.symptoms_of(engine, dialogue, symptoms)
-        established = inquiry.established(engine, dialogue, findings, symptoms, readings)
+        memo: dict[tuple[str, bool], list[Any]] = {}
+        established = inquiry.established(engine, dialogue, findings, symptoms, readings, memo)
         if not states_a_finding(established):
             if symptoms or any(t.get("text", "").strip() for t in dialogue if isinstance(t, dict)):
                 # something was said: none of it is a finding this engine's conditions are weighed by
@@ -1116,6 +1149,7 @@ class DifferentialService:
                             for c in ranked],
                 "outside_probability": None if outside is None else round(float(outside), 6),
                 "findings": [inquiry.describe(engine, f) for f in established], "symptoms_read": read,
+                "symptoms_not_weighed": inquiry.not_weighed(engine, symptoms, readings, memo),
                 "should_stop": bool(engine.should_stop(established, answered, dialogue=turns))}
 
     def _language(self, findings: Sequence[dict[str, str]], dialogue: Sequence[dict[str, str]],

@@ -224,6 +224,9 @@ class FindingState(BaseModel):
 
 SYMPTOMS_READ = ("The symptom terms /symptoms decided in the first patient turn, used as confirmed because the request "
                  "sent no symptoms (null when it sent them, or nothing read them).")
+NOT_WEIGHED = ("The symptoms (confirmed, or read as symptoms_read) from which the engine reads none of its findings, "
+               "neither from the name nor from the words the symptom covers: its conditions are weighed without them. "
+               "Empty when every one is weighed; null when the question bank answered.")
 
 
 class NextQuestionsResponse(_Response):
@@ -238,6 +241,7 @@ class NextQuestionsResponse(_Response):
     should_stop: bool | None = Field(None, description="True when the engine's stopping rule says enough is known "
                                                        "(null for the question bank).")
     symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
+    symptoms_not_weighed: list[str] | None = Field(None, description=NOT_WEIGHED)
     note: str | None = Field(None, description="Why the question bank answered though an engine serves the language "
                                                "(nothing in the words is a finding it asks about), and that no "
                                                "list of possible conditions follows yet; null otherwise.")
@@ -306,6 +310,7 @@ class DifferentialResponse(_Response):
     findings: list[FindingState] = []
     should_stop: bool = Field(description="True when the engine's stopping rule says the inquiry can stop.")
     symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
+    symptoms_not_weighed: list[str] = Field([], description=NOT_WEIGHED)
 
 
 # -- /health, /models ---------------------------------------------------------------------------------

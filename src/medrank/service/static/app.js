@@ -343,6 +343,12 @@ async function showDifferential(sent, findings, language) {
     : `A condition none of these: ${percent(data.outside_probability)} (the list holds only the conditions of its case collection).`;
   if (leads) $("differential").before(outside);
   else $("differential").after(outside);
+  // a symptom the engine reads no finding from is not weighed: said, so that the list is not read as weighing it
+  const notWeighed = $("differential-not-weighed");
+  const unweighed = data.symptoms_not_weighed || [];
+  notWeighed.hidden = unweighed.length === 0;
+  notWeighed.textContent = unweighed.length ? `Not weighed: ${unweighed.join(", ")} (the engine reads none of the `
+    + "findings of its case collection in it, so these conditions are ranked without it)." : "";
   $("differential-note").textContent = data.note;
   $("differential-meta").textContent = `${data.engine} · ${modelLine(data)}`;
   $("differential-block").hidden = false;
@@ -352,6 +358,7 @@ async function showDifferential(sent, findings, language) {
 function showNoDifferential(note) {
   $("differential").replaceChildren();
   $("differential-outside").hidden = true;
+  $("differential-not-weighed").hidden = true;
   $("differential-note").textContent = note;
   $("differential-meta").textContent = "";
   $("differential-block").hidden = false;
