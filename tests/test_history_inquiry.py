@@ -1146,6 +1146,14 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     assert [en.finding_description(f.name) for f in en.detect_findings("Hyperhidrosis", term=True)] == [
         "significantly increased sweating"]
     assert any("feet" in f for f in tingling("my feet are tingling"))
+    # a thing said to be as an adjective says is read with the adjective before it ("heavy periods"), and a duration with
+    # no number is passed over: heavy periods are abundant menstruation (Anemia's), not unusual bleeding (Ebola's)
+    menstruation = "very abundant or very long menstruation periods"
+    assert menstruation in tingling("my periods are really heavy and I feel tired all the time")
+    assert menstruation in tingling("I've had really heavy periods for months")
+    # a term's wording is read whole: Menorrhagia's "heavy bleeding during menstruation" is no bleeding anywhere
+    assert "any unusual bleeding or bruising related to your consultation today" not in {
+        en.finding_description(f.name) for f in en.detect_findings("Menorrhagia", term=True)}
 
 
 @pytest.mark.slow
@@ -1290,7 +1298,8 @@ def test_denying_what_a_finding_says_is_lost_by_meaning_states_the_finding():
     # "pass out" is nearer the loss of consciousness than consciousness
     encoder = _TableEncoder({"a loss of appetite": [1.0, 0.0, 0.0], "loss of appetite": [1.0, 0.0, 0.0],
                              "appetite": [0.6, 0.8, 0.0], "eat": [0.65, 0.76, 0.0], "lost my appetite": [1.0, 0.0, 0.0],
-                             "appetite is fine": [0.61, 0.79, 0.0], "a loss of consciousness": [0.0, 0.0, 1.0],
+                             "appetite is fine": [0.61, 0.79, 0.0], "fine appetite": [0.61, 0.79, 0.0],
+                             "a loss of consciousness": [0.0, 0.0, 1.0],
                              "loss of consciousness": [0.0, 0.0, 1.0], "consciousness": [0.0, 0.6, 0.8],
                              "pass out": [0.0, 0.2, 0.98]})
     evidences = {"E_161": Evidence("E_161", "Have you recently had a loss of appetite?", "B", "E_161", "", ()),

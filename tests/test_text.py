@@ -115,6 +115,18 @@ def test_plain_adjectives_writes_an_unknown_adjective_as_the_vocabularys_word_it
     assert plain_adjectives("crampy", vocabulary) == "cramps"
 
 
+def test_as_attributive_puts_the_adjective_before_the_thing() -> None:
+    from medrank.text import as_attributive
+
+    assert as_attributive("my periods are heavy") == "heavy periods"
+    assert as_attributive("my urine has gone dark") == "dark urine"
+    assert as_attributive("the stools are black") == "black stools"
+    assert as_attributive("my chest feels tight") == "tight chest"
+    # a verb going on is as_part_adjective's, a pronoun is no thing, a place after the thing is no such clause
+    for text in ("my nose is running", "it is heavy", "I am tired", "the glands in my neck are swollen", "heavy periods"):
+        assert as_attributive(text) is None, text
+
+
 def test_words_of_a_lessening_in_wordings_and_in_a_patients_words() -> None:
     for wording in ("Poor appetite", "Loss of appetite", "No appetite", "Decreased visual acuity", "Hypotension",
                     "Painless fractures", "Reduced sweating"):

@@ -310,6 +310,27 @@ def as_part_adjective(text: str, adjectives: Collection[str]) -> str | None:
     return None
 
 
+#: a thing said to be as an adjective says, with a linking verb: "my periods are heavy", "my urine is dark", "the glands
+#: in my neck are swollen" is no such (a place after the thing)
+_EN_THING_IS = re.compile(
+    r"^(?:(?:(?:both|all)\s+(?:of\s+)?)?(?:my|your|his|her|our|their|the)\s+)?(?:[a-z]+'s\s+)?"
+    r"(?P<thing>(?!(?:it|this|that|everything|something|anything|all|what|which|there|here|he|she|they|i|we|you)\b)"
+    r"[a-z]+)\s+(?:is|are|was|were|has\s+been|have\s+been|been|feels?|felt|looks?|looked|seems?|seemed|gets?|got"
+    r"|has\s+gone|have\s+gone|went|gone|turned)\s+(?P<adjective>(?![a-z]+ing\b)[a-z]+)$", re.I)
+
+
+def as_attributive(text: str) -> str | None:
+    """``text`` that says a thing is as an adjective says, with the adjective before the thing, as a vocabulary writes
+    it ("my periods are heavy" → "heavy periods", "my urine has gone dark" → "dark urine"): an encoder puts the two
+    words nearer a wording of them side by side ("very abundant or very long menstruation periods") than the clause;
+    None for any other text (a verb in -ing, "my nose is running", is :func:`as_part_adjective`'s; a pronoun is no
+    thing)."""
+    m = _EN_THING_IS.match(" ".join(text.split()))
+    if m is None:
+        return None
+    return f"{m.group('adjective').lower()} {m.group('thing').lower()}"
+
+
 _IRREGULAR_PLURALS = {"teeth": "tooth", "feet": "foot"}
 
 

@@ -42,6 +42,7 @@ from medrank.text import (
     LESS_WORD,
     MORE_SAID,
     ZH_LIST_GAP,
+    as_attributive,
     as_part_adjective,
     beginnings,
     content_stems,
@@ -71,6 +72,9 @@ EN_DURATION = re.compile(
     r"\b(?:for|over)\s+(?:the\s+(?:last|past)\s+)?(?:(?:about|around|roughly|nearly|almost|over|more\s+than|at\s+least)\s+)?"
     r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|"
     r"several|many|couple\s+of|a\s+couple\s+of|\d+)\s+(?:hours?|days?|nights?|weeks?|months?|years?)(?:\s+now)?\b"
+    # ... or with no number ("heavy periods for months", "for ages", "for a while")
+    r"|\b(?:for|over)\s+(?:the\s+(?:last|past)\s+)?(?:hours|days|weeks|months|years|ages|a\s+while|a\s+long\s+time|"
+    r"some\s+time)(?:\s+now)?\b"
     r"|\bsince\s+(?:yesterday|last\s+(?:night|week|month|year)|this\s+morning|monday|tuesday|wednesday|thursday|friday|"
     r"saturday|sunday)\b"
     # and how often ("20 a day", "three times a week"): "I smoke 20 a day" was near "secondhand smoke on a daily basis"
@@ -673,15 +677,19 @@ class EnglishDetector:
             return None
         return clause[:m.start()].strip()
 
-    def _other_readings(self, clause: str, concept: str) -> list[str]:
-        """What a clause is also matched as (:meth:`detect`): what it states before its circumstance, its part's
-        state as going on (:func:`as_going_on`), and a part that does something with the descriptions' adjective of
-        the verb ("my nose is running": runny nose; :func:`medrank.text.as_part_adjective`)."""
-        head = self.circumstance_head(clause)
+    def _other_readings(self, clause: str, concept: str, term: bool = False) -> list[str]:
+        """What a clause is also matched as (:meth:`detect`): what it states before its circumstance (not in a term's
+        wording, whose circumstance is part of what it names: Menorrhagia's "heavy bleeding during menstruation" is no
+        bleeding anywhere), its part's state as going on (:func:`as_going_on`), a part that does something with the
+        descriptions' adjective of the verb ("my nose is running": runny nose; :func:`medrank.text.as_part_adjective`),
+        and a thing said to be as an adjective says with the adjective before it ("my periods are heavy": heavy
+        periods; :func:`medrank.text.as_attributive`)."""
+        head = None if term else self.circumstance_head(clause)
         adjective = as_part_adjective(concept, self.vocabulary_words())
         if adjective is not None and not (self.pain is not None and self.pain.places([adjective.split()[-1]])):
             adjective = None  # no body part ("the tap runs")
-        return [t for t in (self.concept(head) if head else None, as_going_on(concept), adjective) if t]
+        return [t for t in (self.concept(head) if head else None, as_going_on(concept), adjective,
+                            as_attributive(concept)) if t]
 
     @staticmethod
     def concept(clause: str) -> str:
@@ -739,7 +747,7 @@ class EnglishDetector:
         # ... and a part's state said in the simple present also as it is going on ("heart pounds": "heart is
         # pounding", which MiniLM puts near the racing heart; "heart pounds" near heart failure); the nearest counts
         concepts = [self.concept(p) for p in parts]
-        others = [self._other_readings(p, c) for p, c in zip(parts, concepts, strict=True)]
+        others = [self._other_readings(p, c, term) for p, c in zip(parts, concepts, strict=True)]
         texts = [*concepts, *(t for ts in others for t in ts)]
         vectors = self.encoder.encode(texts, show_progress=False) @ self.vectors.T
         extra = iter(vectors[len(parts):])
