@@ -1643,6 +1643,22 @@ def test_a_term_whose_wording_denies_the_words_is_offered() -> None:
     assert det._denied_wording("怀孕", [], []) == set()
 
 
+def test_a_term_that_shares_only_the_linking_verb_is_offered() -> None:
+    # "I've been feeling weak" decided Nausea: its wording "feeling sick to your stomach" shares the verb, not "weak"
+    names = {"NA": "Nausea", "AS": "Asthenia"}
+    hits = {"feeling weak": [("NA", 0.9), ("AS", 0.85)], "feeling sick": [("NA", 0.9)]}
+    wordings = {"NA": ("Nausea", "feeling sick to your stomach"), "AS": ("Asthenia", "Weakness")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert "NA" in {t.id for t in det.detect("feeling weak").terms}  # the rule is off
+    det.calibration.rules = ("linking_only",)
+    got = det.detect("feeling weak")
+    assert "NA" not in {t.id for t in got.terms} and "NA" in {t.id for t in got.alternatives}
+    assert "AS" in {t.id for t in got.terms}
+    # the words that say what is felt are the term's: decided
+    assert [t.id for t in det.detect("feeling sick").terms] == ["NA"]
+    assert det._linking_only("感觉恶心", [], []) == set()  # Chinese text is left alone
+
+
 def test_a_wording_that_denies_a_short_word_in_a_longer_form_is_read() -> None:
     # "I eat a lot" decided Anorexia: "Deliberately not eating" denies "eating", whose first four letters ("eati") the
     # three-letter "eat" does not hold; their Snowball stems meet

@@ -391,6 +391,9 @@ def test_zero_shot_set_detection_over_named_vocabularies_as_a_fresh_checkout_ser
     assert "Ventricular flutter" not in {t.name for t in hpo.detect("my heart flutters").terms}
     assert not {"Infertility", "Postterm pregnancy"} & {t.name for t in hpo.detect("I'm pregnant and I feel sick").terms}
     assert "Anorexia" not in {t.name for t in hpo.detect("I eat a lot").terms}
+    # a term that shares only the linking verb with the words is offered (rule linking_only): no nausea for weakness
+    assert "Nausea" not in {t.name for t in hpo.detect("I've been feeling weak").terms}
+    assert [t.name for t in hpo.detect("I feel sick").terms] == ["Nausea"]
     # words of nothing but blood say no source (rule blood_source): no vomiting of blood for "there's blood when I wipe"
     assert "Hematemesis" not in {t.name for t in hpo.detect("there's blood when I wipe").terms}
     # adjectives after a part say how that part is, one after another: no Hot flashes for a hot toe

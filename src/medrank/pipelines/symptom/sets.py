@@ -155,19 +155,22 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: English piece whose clause said how often ("a lot", "all the time", left out of the piece as a time is) is also
 #: searched as "frequent <piece>", its reading of everyday words too ("peeing a lot": "frequent urinate", Pollakisuria's
 #: "Frequent urination"; "peeing" alone found Abnormality of urine homeostasis), as a reading of the same words; it
-#: changes the pieces, as ``lay_words`` does.
+#: changes the pieces, as ``lay_words`` does. ``linking_only``: an English term with a wording in everyday words that
+#: shares with its piece a linking verb and none of its other words is offered, not decided ("I've been feeling weak":
+#: Nausea's "feeling sick to your stomach"), on top of the probabilities, and under ``give_way`` gives way
+#: (:meth:`SetDetector._linking_only`).
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
             "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first",
-            "often_words")
+            "often_words", "linking_only")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source", "unread_words", "unsaid_less", "part_only", "learned_unsaid",
-                  "denied_wording", "less_of_more", "lay_first")
+                  "denied_wording", "less_of_more", "lay_first", "linking_only")
 #: a wording that denies what follows: "Unable to get pregnant", "Inability to walk", "No speech", "Loss of smell"
 #: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
 WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
@@ -178,6 +181,8 @@ _PIECE_REFUSES = re.compile(r"\brefus\w*", re.I)
 #: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
 #: no word of the finding
 _LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
+#: casual intensifiers ("really weak", "a bit dizzy"): no word of a finding (:meth:`SetDetector._linking_only`)
+_INTENSIFIERS = frozenset({"really", "very", "so", "quite", "bit", "little", "pretty", "extremely", "super", "totally"})
 #: under ``lay_words``, a term found for a reading of everyday words is decided only when the search of the patient's own
 #: words finds it among its first this many hits (:meth:`SetDetector._lay_only`)
 LAY_CONFIRM_RANK = 3
@@ -1957,7 +1962,33 @@ class SetDetector:
                 | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands)
                 | self._part_only(text, spans, cands) | self._learned_unsaid(text, spans, cands)
                 | self._denied_wording(text, spans, cands) | self._less_of_more(text, spans, cands)
-                | self._lay_first(spans, cands))
+                | self._lay_first(spans, cands) | self._linking_only(text, spans, cands))
+
+    def _linking_only(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``linking_only``, the English candidates with a wording in everyday words (:func:`_everyday`) that
+        share with their piece a linking verb ("feel", "feeling", "get" …) and none of its other words (stop words and
+        casual intensifiers aside; by beginning or by stem), where the piece has other words: offered, not decided.
+        The verb brought the term, the words that say what is felt are not its: "I've been feeling weak" decided Nausea
+        ("feeling sick to your stomach"). A term only learned names stand for is the encoder's reading, left alone, as
+        :meth:`_part_only` leaves it."""
+        if not self._rule("linking_only") or self._zh(text):
+            return set()
+        stop = stop_words()
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0:
+                continue
+            said = [w for w in _WORD.findall(_piece_text(spans[c.span_idx]).lower()) if w not in stop]
+            linking = [w for w in said if w in _LINKING_WORDS]
+            rest = [w for w in said if w not in _LINKING_WORDS and w not in _INTENSIFIERS]
+            if not linking or not rest or not any(_everyday(t) for t in (self.wordings or {}).get(c.id, ())):
+                continue
+            theirs = self._wording_words(c.id)
+            if not _word_forms(linking) & _word_forms(theirs):
+                continue
+            if not _word_forms(rest) & _word_forms(theirs):
+                out.add(j)
+        return out
 
     def _lay_first(self, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``lay_first``, the candidates a piece's own words find first where the piece's reading of everyday
@@ -2017,7 +2048,8 @@ class SetDetector:
         appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged
         unsaid = (self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
-                  | self._naming_less(text, spans, cands) | self._less_of_more(text, spans, cands))
+                  | self._naming_less(text, spans, cands) | self._less_of_more(text, spans, cands)
+                  | self._linking_only(text, spans, cands))
         first = {cands[j].id for j in unsaid
                  if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
         if not first:
