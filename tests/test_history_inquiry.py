@@ -1151,6 +1151,11 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     menstruation = "very abundant or very long menstruation periods"
     assert menstruation in tingling("my periods are really heavy and I feel tired all the time")
     assert menstruation in tingling("I've had really heavy periods for months")
+    # a term's wording that names no place reads no finding whose own words name one: Asthenia ("Weakness") is no
+    # weakness of the face and eyes; words that name the face are
+    facial = "weakness in your facial muscles and/or eyes"
+    assert facial not in {en.finding_description(f.name) for f in en.detect_findings("Asthenia", term=True)}
+    assert facial in tingling("my face feels weak")
     # a term's wording is read whole: Menorrhagia's "heavy bleeding during menstruation" is no bleeding anywhere
     assert "any unusual bleeding or bruising related to your consultation today" not in {
         en.finding_description(f.name) for f in en.detect_findings("Menorrhagia", term=True)}

@@ -545,6 +545,10 @@ class EnglishDetector:
         if self.pain is not None:
             for n, words in zip(self.names, self.words, strict=True):
                 self.place_at[n] = self.place_at.get(n, frozenset()) | frozenset(self.pain.places(words))
+        #: per description row, whether its evidence's own description (its first row; not an HPO synonym beside it:
+        #: Nausea's "sick to the stomach") names a body location ("weakness in your facial muscles and/or eyes")
+        self.named_place = [self.pain is not None and bool(self.pain.places(self.words[self.rows_of[n][0]]))
+                            for n in self.names]
         #: yes / no evidence -> (the pain location evidence, the locations its own words name): one complaint coded
         #: twice ("a sore throat", Pharyngalgia: pain at the pharynx), read as one of them at least
         #: (:class:`.posterior.Observation`); not an antecedent, nor a finding of a circumstance ("chest pain even at
@@ -805,6 +809,11 @@ class EnglishDetector:
                     continue
                 if at and self.place_at.get(self.names[j]) and not at & self.place_at[self.names[j]]:
                     continue  # somewhere else
+                if term and not question and not at and self.named_place[j]:
+                    # a term's wording that names no place says nothing of one where the finding's own words name it:
+                    # Asthenia's "Weakness" is no weakness of the face and eyes (its wording "Facial muscle weakness"
+                    # would name the face)
+                    continue
                 if one_side and self.both[j]:
                     continue  # one arm is not both arms
                 if colours and self.colours[j] and not colours & self.colours[j]:
