@@ -105,7 +105,7 @@ def ablate(engine: Any, inquiry: Any, form: str) -> None:
         inquiry.unsure_names = lambda read, text, terms: set()  # nor do a term's words stand for its name
     if form == ABLATIONS[0]:
         words = type(engine).detect_findings
-        engine.detect_findings = lambda text, term=False: words(engine, text)
+        engine.detect_findings = lambda text, term=False, spoken=None: words(engine, text)
 
 
 def chinese_part(services: Any) -> dict[str, Any]:

@@ -619,6 +619,21 @@ def test_a_clause_about_pain_matches_findings_that_speak_of_pain_only():
     assert dict(det.detect("chest pain at rest")).get("E_14") == "present"
 
 
+def test_a_term_decided_on_words_that_name_no_diagnosis_reads_no_diagnosis():
+    from medrank.pipelines.history.inquiry.kb import Evidence
+
+    # "heartburn" was decided as Gastroesophageal reflux, whose name reads DDXPlus' past diagnosis of it: the patient
+    # said a burning, not a diagnosis
+    encoder = _TableEncoder({"gastroesophageal reflux": [1.0, 0.0], "diagnosed with gastroesophageal reflux": [1.0, 0.0],
+                             "Gastroesophageal reflux": [1.0, 0.0]})
+    evidences = {"E_125": Evidence("E_125", "Have you ever been diagnosed with gastroesophageal reflux?", "B", "E_125",
+                                   "", (), antecedent=True)}
+    det = EnglishDetector(evidences, threshold=0.6, encoder=encoder, hpo=False)
+    assert det.detect("Gastroesophageal reflux", term=True) == [("E_125", "present")]  # the name alone names it
+    assert det.detect("Gastroesophageal reflux", term=True, spoken="heartburn after meals") == []
+    assert det.detect("Gastroesophageal reflux", term=True, spoken="my acid reflux") == [("E_125", "present")]
+
+
 # ------------------------------------------------------------------ real data
 
 

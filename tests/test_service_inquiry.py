@@ -398,6 +398,28 @@ def test_a_symptom_the_engine_reads_nothing_from_is_said_not_weighed(inquiry_ser
     assert body["engine"] == "question-bank" and body["symptoms_not_weighed"] is None
 
 
+def test_a_read_term_is_read_with_the_words_it_was_decided_on(inquiry_services):
+    # the engine's detector is told the patient's words each read term covers (``spoken``), so that a past diagnosis is
+    # read from the term only where those words name it
+    from medrank.service.adapters import ReadTerm
+
+    heard = []
+
+    class SpokenDetector(_WordDetector):
+        @staticmethod
+        def detect(text, term=False, question=False, spoken=None):
+            if term:
+                heard.append((text, spoken))
+            return _WordDetector.detect(text, term, question)
+
+    engines = dict(inquiry_services.differential.inquiry.engines)
+    engines["en"] = _en_engine(inquiry_services.next_questions.ranker.encoders["en"], detector=SpokenDetector())
+    inquiry = Inquiry(engines, reader=lambda texts, language: [[ReadTerm("Pyrexia", (9, 14), 0.9)] for _ in texts])
+    c = _client(dataclasses.replace(inquiry_services, differential=DifferentialService(inquiry)))
+    c.post("/differential", json={"dialogue": [_patient("I have a fever")], "language": "en"})
+    assert ("Pyrexia", "fever") in heard
+
+
 class _PhraseDetector:
     """Reads the words "hot all over" as a cough (a misreading), "head hurts" as pain, and the term name "Fever" as
     the fever: how the engine's detector and a term's name may read one symptom two ways."""

@@ -850,10 +850,12 @@ class Inquiry:
         texts = ([(t, "self-report", False) for t in opening] + [(t, "self-report", True) for t in symptoms]
                  + [(t, "patient", False) for t in patient[len(opening):]])
         memo = {} if memo is None else memo
+        spoken = self.spoken(readings)
 
         def read(text: str, term: bool = False) -> list[Any]:
             if (text, term) not in memo:
-                memo[text, term] = engine.detect_findings(text, term=term)
+                memo[text, term] = engine.detect_findings(text, term=term, **(
+                    {"spoken": spoken[text]} if term and text in spoken else {}))
             return memo[text, term]
 
         doubles = {text: self.double_readings(read, text, terms, symptoms, engine.refines)
@@ -876,6 +878,18 @@ class Inquiry:
         return given + [f for f in in_dialogue if f.name in chosen or f.name not in settled] + detected
 
     @staticmethod
+    def spoken(readings: dict[str, list[str]] | None) -> dict[str, str]:
+        """Per symptom decided in the patient's words (``readings``, from :meth:`symptoms_of`), the words it covers: its
+        name is read with them (``detect_findings(…, spoken=…)``: a past diagnosis only where they name it)."""
+        out: dict[str, str] = {}
+        for text, terms in (readings or {}).items():
+            for term in terms:
+                span = getattr(term, "span", None)
+                if span is not None:
+                    out.setdefault(str(term), text[span[0]:span[1]])
+        return out
+
+    @staticmethod
     def not_weighed(engine: Any, symptoms: Sequence[str], readings: dict[str, list[str]] | None = None,
                     memo: dict[tuple[str, bool], list[Any]] | None = None) -> list[str]:
         """The symptoms (confirmed, or read from the patient's words) that the engine reads no finding from: neither
@@ -884,10 +898,12 @@ class Inquiry:
         without them ("my vision goes blurry": Blurred vision is no finding of DDXPlus), which a reader of the
         differential should be told rather than left to assume. ``memo`` as :meth:`established` fills it."""
         memo = {} if memo is None else memo
+        spoken = Inquiry.spoken(readings)
 
         def read(text: str, term: bool = False) -> set[tuple[str, str]]:
             if (text, term) not in memo:
-                memo[text, term] = engine.detect_findings(text, term=term)
+                memo[text, term] = engine.detect_findings(text, term=term, **(
+                    {"spoken": spoken[text]} if term and text in spoken else {}))
             return {(f.name, f.value) for f in memo[text, term]}
 
         spans = {str(term): (text, span) for text, terms in (readings or {}).items() for term in terms

@@ -39,6 +39,16 @@ MAX_FINDINGS = 1000
 MAX_K = 100
 
 
+def _takes_spoken(detector: Any) -> bool:
+    """Whether a detector's ``detect`` reads a term with the patient's words it was decided on (``spoken``)."""
+    import inspect
+
+    try:
+        return "spoken" in inspect.signature(detector.detect).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 @dataclass(frozen=True)
 class Finding:
     name: str  # evidence / symptom id in the engine's KB (e.g. "E_91" or "发热")
@@ -583,18 +593,26 @@ class InquiryEngine:
             self._detector = self._detector_factory()
         return self._detector
 
-    def detect_findings(self, text: str, term: bool = False, question: bool = False) -> list[Finding]:
+    def detect_findings(self, text: str, term: bool = False, question: bool = False,
+                        spoken: str | None = None) -> list[Finding]:
         """The findings read in a patient's words; ``term``: ``text`` is the name of a symptom term the patient
         confirmed, read as the detector reads a term's name (English: only into a finding whose description shares
-        one of its words, an antecedent only if the name names each of its words), or with ``question`` a doctor's
-        question read so (its caller checks the question's words against the findings' instead)."""
+        one of its words, an antecedent only if the name names each of its words, and, with ``spoken``, the
+        patient's words the term was decided on, only if those name one of its words), or with ``question`` a doctor's
+        question read so (its caller checks the question's words against the findings' instead). A detector that
+        takes no ``spoken`` reads the term without it."""
         if not isinstance(text, str):
             raise InquiryInputError("text must be a string")
         if len(text) > MAX_TURN_CHARS:
             raise InquiryInputError(f"text too long ({len(text)} characters; at most {MAX_TURN_CHARS})")
         if not text.strip():
             return []
-        found = self.detector.detect(text, term=True, question=question) if term else self.detector.detect(text)
+        if term and spoken is not None and _takes_spoken(self.detector):
+            found = self.detector.detect(text, term=True, question=question, spoken=spoken)
+        elif term:
+            found = self.detector.detect(text, term=True, question=question)
+        else:
+            found = self.detector.detect(text)
         out = [Finding(name, value, "self-report", read=True) for name, value in found]
         if self.demographics and self.language == "en" and not term and not question:
             # the age and sex a patient states ("my 3 year old", "I'm a 45-year-old woman"): the tables weigh them

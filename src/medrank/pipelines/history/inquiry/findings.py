@@ -704,15 +704,19 @@ class EnglishDetector:
         text = EN_LEADING.sub("", " ".join(text.split()))
         return text or clause
 
-    def detect(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
+    def detect(self, text: str, term: bool = False, question: bool = False,
+               spoken: str | None = None) -> list[tuple[str, str]]:
         """(evidence, value) pairs read in ``text``; ``term``: ``text`` is a symptom term's name (see the class), or,
-        with ``question``, a doctor's question read as one (whose caller checks its words against the findings'). A
+        with ``question``, a doctor's question read as one (whose caller checks its words against the findings').
+        ``spoken``: the patient's words the term was decided on, where known; a past diagnosis or exposure (an
+        antecedent) is then read from the term only where those words name one of its words, as it is from a
+        patient's words ("heartburn", decided as Gastroesophageal reflux, is no diagnosis of it). A
         term's name that reads nothing is read as the term's HPO layperson synonyms, the first that reads something
         ("Rhinorrhea" shares no word with "a clear runny nose"; its synonym "Runny nose" does), and only a finding that
         says a lessening where the wording says one (:data:`~medrank.text.LESS_SAID`: Polyphagia's "Increased appetite"
         is no "lost your appetite"), and no more of what the wording says is less (Xerostomia's "Reduced salivation" is
         no "more saliva than usual")."""
-        found = self._read(text, term, question)
+        found = self._read(text, term, question, spoken)
         if found or not term or question:
             return found
         own = _norm(text)
@@ -720,14 +724,15 @@ class EnglishDetector:
             if _norm(wording) == own:
                 continue
             less = LESS_SAID.search(wording) is not None
-            found = [(n, v) for n, v in self._read(wording, True, False)
+            found = [(n, v) for n, v in self._read(wording, True, False, spoken)
                      if less == any(LESS_SAID.search(self.descriptions[j]) for j in self.rows_of.get(n, ()))
                      and not (less and any(MORE_SAID.search(self.descriptions[j]) for j in self.rows_of.get(n, ())))]
             if found:
                 return found
         return found
 
-    def _read(self, text: str, term: bool = False, question: bool = False) -> list[tuple[str, str]]:
+    def _read(self, text: str, term: bool = False, question: bool = False,
+              spoken: str | None = None) -> list[tuple[str, str]]:
         # a thermometer's or a cuff's reading is read as what it says ("my temp was 102": a fever; "my blood pressure
         # was 160/100": high blood pressure); a normal one says nothing
         parts = [part if said is None else said for part, said in
@@ -843,6 +848,10 @@ class EnglishDetector:
                     # "a hiatal hernia"), a place aside: the part a diagnosis is of ("Fluid in the chest") is no word of
                     # it ("my chest feels tight")
                     continue
+                if term and not question and spoken is not None and self.antecedent[j] and not shares_a_word(
+                        [w for w in re.findall(r"[a-z]+", spoken.lower())
+                         if not (self.pain is not None and self.pain.places([w]))], self.words[j]):
+                    continue  # nor does a term decided on words that name none of it ("heartburn": a GERD diagnosis)
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
                         # a beginning shared with another HPO term's wording is no sign: "Hematuria" and "Hematemesis"
