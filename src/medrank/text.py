@@ -63,6 +63,10 @@ LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "fr": "French", "de": "Germa
                   "pl": "Polish", "tr": "Turkish", "sv": "Swedish", "uk": "Ukrainian", "el": "Greek", "he": "Hebrew",
                   "hi": "Hindi", "vi": "Vietnamese", "id": "Indonesian", "none": "no language (no letters)"}
 SERVED = ("en", "zh")
+#: a casual intensifier ("really wheezy", "so tired", "a bit dizzy"): no part of a finding ("slightly",
+#: "significantly" stay, DDXPlus asks with them)
+EN_INTENSIFIER = re.compile(r"\b(?:really|very|so|quite|a\s+bit|a\s+little|pretty|extremely|super|totally)\s+(?=[a-z])",
+                            re.IGNORECASE)
 #: English nouns of a person a complaint may be about ("my little girl has …"): the symptom spans and the
 #: inquiry's findings both leave such a subject out of what they search
 EN_PERSON_NOUNS = ("son", "daughter", "child", "children", "baby", "kid", "kids", "toddler", "infant", "girl", "boy",

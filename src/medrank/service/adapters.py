@@ -849,15 +849,7 @@ class Inquiry:
         # a confirmed symptom is read as the name of a term, not as the patient's words (``term``)
         texts = ([(t, "self-report", False) for t in opening] + [(t, "self-report", True) for t in symptoms]
                  + [(t, "patient", False) for t in patient[len(opening):]])
-        memo = {} if memo is None else memo
-        spoken = self.spoken(readings)
-
-        def read(text: str, term: bool = False) -> list[Any]:
-            if (text, term) not in memo:
-                memo[text, term] = engine.detect_findings(text, term=term, **(
-                    {"spoken": spoken[text]} if term and text in spoken else {}))
-            return memo[text, term]
-
+        read = self.memo_reader(engine, readings, {} if memo is None else memo)
         doubles = {text: self.double_readings(read, text, terms, symptoms, engine.refines)
                    for text, terms in (readings or {}).items()}
         unsure = {name for text, terms in (readings or {}).items() for name in self.unsure_names(read, text, terms)}
@@ -876,6 +868,22 @@ class Inquiry:
                 first_text.setdefault(f.name, text)
                 detected.append(self.finding(f.name, f.value, source, read=f.read))
         return given + [f for f in in_dialogue if f.name in chosen or f.name not in settled] + detected
+
+    @staticmethod
+    def memo_reader(engine: Any, readings: dict[str, list[str]] | None,
+                    memo: dict[tuple[str, bool], list[Any]]) -> Callable[[str, bool], list[Any]]:
+        """``engine.detect_findings`` through ``memo`` ((text, read as a term's name) → findings): a request reads the
+        same texts again (:meth:`established`, :meth:`double_readings`, :meth:`not_weighed`); a term's name is read with
+        the words it covers (:meth:`spoken`)."""
+        spoken = Inquiry.spoken(readings)
+
+        def read(text: str, term: bool = False) -> list[Any]:
+            if (text, term) not in memo:
+                memo[text, term] = engine.detect_findings(text, term=term, **(
+                    {"spoken": spoken[text]} if term and text in spoken else {}))
+            return memo[text, term]
+
+        return read
 
     @staticmethod
     def spoken(readings: dict[str, list[str]] | None) -> dict[str, str]:
@@ -897,14 +905,10 @@ class Inquiry:
         :meth:`symptoms_of`: what the turn reads that it does not without those words). Its conditions are weighed
         without them ("my vision goes blurry": Blurred vision is no finding of DDXPlus), which a reader of the
         differential should be told rather than left to assume. ``memo`` as :meth:`established` fills it."""
-        memo = {} if memo is None else memo
-        spoken = Inquiry.spoken(readings)
+        memo_read = Inquiry.memo_reader(engine, readings, {} if memo is None else memo)
 
         def read(text: str, term: bool = False) -> set[tuple[str, str]]:
-            if (text, term) not in memo:
-                memo[text, term] = engine.detect_findings(text, term=term, **(
-                    {"spoken": spoken[text]} if term and text in spoken else {}))
-            return {(f.name, f.value) for f in memo[text, term]}
+            return {(f.name, f.value) for f in memo_read(text, term)}
 
         spans = {str(term): (text, span) for text, terms in (readings or {}).items() for term in terms
                  if (span := getattr(term, "span", None)) is not None}

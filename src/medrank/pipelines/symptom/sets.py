@@ -57,6 +57,7 @@ from medrank.temperature import temperature_reading
 from medrank.text import (
     BLOOD_WORD,
     BREATH_WORD,
+    EN_INTENSIFIER,
     FEWER_SAID,
     LESS_SAID,
     LESS_WORD,
@@ -181,8 +182,6 @@ _PIECE_REFUSES = re.compile(r"\brefus\w*", re.I)
 #: the linking verbs of :data:`~.spans.EN_LINKING` and their other forms ("I felt lightheaded", "I keep getting"):
 #: no word of the finding
 _LINKING_WORDS = EN_LINKING | {"felt", "feeling", "got", "getting", "keep", "keeps", "kept", "am", "been", "being"}
-#: casual intensifiers ("really weak", "a bit dizzy"): no word of a finding (:meth:`SetDetector._linking_only`)
-_INTENSIFIERS = frozenset({"really", "very", "so", "quite", "bit", "little", "pretty", "extremely", "super", "totally"})
 #: under ``lay_words``, a term found for a reading of everyday words is decided only when the search of the patient's own
 #: words finds it among its first this many hits (:meth:`SetDetector._lay_only`)
 LAY_CONFIRM_RANK = 3
@@ -1967,7 +1966,7 @@ class SetDetector:
     def _linking_only(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``linking_only``, the English candidates with a wording in everyday words (:func:`_everyday`) that
         share with their piece a linking verb ("feel", "feeling", "get" …) and none of its other words (stop words and
-        casual intensifiers aside; by beginning or by stem), where the piece has other words: offered, not decided.
+        casual intensifiers, :data:`~medrank.text.EN_INTENSIFIER`, aside; by beginning or by stem), where the piece has other words: offered, not decided.
         The verb brought the term, the words that say what is felt are not its: "I've been feeling weak" decided Nausea
         ("feeling sick to your stomach"). A term only learned names stand for is the encoder's reading, left alone, as
         :meth:`_part_only` leaves it."""
@@ -1978,9 +1977,10 @@ class SetDetector:
         for j, c in enumerate(cands):
             if c.span_idx < 0:
                 continue
-            said = [w for w in _WORD.findall(_piece_text(spans[c.span_idx]).lower()) if w not in stop]
+            piece = EN_INTENSIFIER.sub(" ", _piece_text(spans[c.span_idx]))
+            said = [w for w in _WORD.findall(piece.lower()) if w not in stop]
             linking = [w for w in said if w in _LINKING_WORDS]
-            rest = [w for w in said if w not in _LINKING_WORDS and w not in _INTENSIFIERS]
+            rest = [w for w in said if w not in _LINKING_WORDS]
             if not linking or not rest or not any(_everyday(t) for t in (self.wordings or {}).get(c.id, ())):
                 continue
             theirs = self._wording_words(c.id)

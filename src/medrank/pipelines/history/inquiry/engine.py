@@ -12,6 +12,7 @@ from the likelihood estimates (never on the validation carve-out the reports use
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,11 +42,17 @@ MAX_K = 100
 
 def _takes_spoken(detector: Any) -> bool:
     """Whether a detector's ``detect`` reads a term with the patient's words it was decided on (``spoken``)."""
+    return _detect_takes_spoken(type(detector))
+
+
+@functools.lru_cache(maxsize=64)
+def _detect_takes_spoken(kind: type) -> bool:
+    # read once per detector class: a request asks for every confirmed symptom's name
     import inspect
 
     try:
-        return "spoken" in inspect.signature(detector.detect).parameters
-    except (TypeError, ValueError):
+        return "spoken" in inspect.signature(kind.detect).parameters
+    except (TypeError, ValueError, AttributeError):
         return False
 
 

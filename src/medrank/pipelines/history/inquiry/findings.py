@@ -37,6 +37,7 @@ from medrank.text import (
     BLOOD_WORD,
     BREATH_WORD,
     EN_ALL_WELL,
+    EN_INTENSIFIER,
     EN_PERSON,
     LESS_SAID,
     LESS_WORD,
@@ -84,10 +85,6 @@ EN_DURATION = re.compile(
 #: "Do you currently, or did you ever, have …")
 EN_EITHER_TIME = re.compile(r"^(?:previously|currently|ever|recently),?\s+or\s+(?:do|did|have)\s+you\s+"
                             r"(?:currently|ever|previously|recently),?\s+(?:have\s+|had\s+)?", re.IGNORECASE)
-#: a casual intensifier ("really wheezy", "so tired", "a bit dizzy"): no part of the finding ("slightly",
-#: "significantly" stay, DDXPlus asks with them)
-EN_INTENSIFIER = re.compile(r"\b(?:really|very|so|quite|a\s+bit|a\s+little|pretty|extremely|super|totally)\s+(?=[a-z])",
-                            re.IGNORECASE)
 #: what says a finding goes on, before it ("I can't stop coughing", "it keeps itching")
 EN_KEEPS = re.compile(r"\b(?:can't|cannot|can\s+not|couldn't|won't)\s+stop\b|\bkeeps?\s+(?:on\s+)?(?=\w+ing\b)",
                       re.IGNORECASE)
