@@ -204,6 +204,13 @@ def test_a_finding_refines_another_whose_description_it_qualifies():
     eng._detector = SimpleNamespace(rows_of={"K": [0, 1], "B": [2, 3]}, descriptions=[
         "intense coughing fits", "Coughing", "vomit after coughing", "Coughing blood"])
     assert eng.refines("B", "K") and not eng.refines("K", "B")
+    # a finding of symptoms under a circumstance says when the symptom it is read beside comes on ("out of breath
+    # walking up stairs": its name, Dyspnea, cannot say the stairs)
+    eng.labels["S"] = "Are your symptoms increased with physical exertion?"
+    eng._detector.rows_of["S"] = [4]
+    eng._detector.descriptions.append("symptoms increased with physical exertion")
+    eng._detector.under_circumstance = {4: ("physic", False, False)}
+    assert eng.refines("S", "K") and eng.refines("S", "B") and not eng.refines("K", "S")
 
 
 def test_two_codings_of_one_complaint_are_one_of_them_at_least():
@@ -425,6 +432,10 @@ def test_what_a_clause_states_before_its_circumstance():
     assert EnglishDetector.circumstance_head("itchy eyes whenever I'm around the cat") == "itchy eyes"
     assert EnglishDetector.circumstance_head("it's worse at night when everything is quiet") == "it's worse at night"
     assert EnglishDetector.circumstance_head("when I walk") is None and EnglishDetector.circumstance_head("a cough") is None
+    # a participle of moving opens one as "when" does, unless it is what the patient cannot do
+    assert EnglishDetector.circumstance_head("out of breath walking up stairs") == "out of breath"
+    assert EnglishDetector.circumstance_head("my knee hurts going down the stairs") == "my knee hurts"
+    assert EnglishDetector.circumstance_head("difficulty walking up stairs") is None
 
 
 def test_english_helpers():
@@ -1070,9 +1081,9 @@ def test_real_english_detector_knows_a_sore_throat_is_coded_twice():
     def said(text: str) -> set[str]:
         return {en.finding_description(f.name) for f in en.detect_findings(text) if f.value == "present"}
 
-    assert {"out of breath with minimal physical effort",
-            "symptoms that are increased with physical exertion but alleviated with rest"} <= said(
-        "I get out of breath when I climb stairs")
+    for text in ("I get out of breath when I climb stairs", "I get out of breath walking up stairs"):
+        assert {"out of breath with minimal physical effort",
+                "symptoms that are increased with physical exertion but alleviated with rest"} <= said(text), text
     assert "symptoms that are increased with physical exertion but alleviated with rest" in said(
         "I get chest pain when I walk up hills")
     assert any(f.startswith("symptoms worse when lying down") for f in said("I cough when I lie down"))

@@ -79,6 +79,19 @@ def test_a_weight_lost_or_gained_is_searched_as_the_change() -> None:
     assert [s.text for s in find_spans("I weigh 80 kg")] == ["weigh 80 kg"]
 
 
+def test_being_out_of_breath_is_searched_as_short_of_breath() -> None:
+    # "out of breath" shares no word with Dyspnea's wordings but "breath" (Halitosis' too), and "out" is Syncope's
+    # "passing out"; "puffed out" found Syncope
+    assert [s.text for s in find_spans("I'm out of breath")] == ["short of breath"]
+    assert [s.text for s in find_spans("I get winded easily")] == ["short of breath easily"]
+    assert [s.text for s in find_spans("I'm puffed out after the stairs") if not s.reading] == ["short of breath"]
+    assert [s.text for s in find_spans("I get out of breath walking up stairs") if s.reading] == [
+        "short of breath walking up stairs"]
+    # "puffed" of a part is its swelling, not breathlessness
+    assert "short of breath" not in " ".join(s.text for s in find_spans("my eyes are puffed up"))
+    assert [s.text for s in find_spans("I passed out")] == ["passed out"]
+
+
 def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
     # "I need a sick note for work" decided Nausea: a sick note, off sick, sick of something state no nausea
     assert find_spans("I need a sick note for work") == []
@@ -296,7 +309,9 @@ def test_english_spans_leave_out_who_and_when() -> None:
 
     # with one word left, "feel" is half of what is said: "sick" alone reads as ill, "feel sick" as nauseous
     assert spans("I feel sick") == [("feel sick", False)]
-    assert spans("she felt really sick") == [("felt really sick", False)]
+    # ... and how much of it is no part of what is felt ("feel really weak" found Retrognathia's "weak chin")
+    assert spans("she felt really sick") == [("felt sick", False)]
+    assert spans("I feel really weak") == [("feel weak", False)]
     assert spans("I feel dizzy and tired") == [("feel dizzy", False), ("tired", False)]
     assert spans("I don't feel sick") == [("feel sick", True)]
     # a clause with its own subject is no bare predicate of the clause before it
@@ -700,18 +715,18 @@ def test_a_term_found_as_well_for_the_reading_as_for_its_circumstance_stays_offe
 def test_the_kin_of_a_term_about_the_circumstance_is_about_it_too() -> None:
     from medrank.pipelines.symptom.sets import HpoHierarchy
 
-    # "out of breath climbing stairs": the participle finds Difficulty climbing stairs better than the reading does,
+    # "short of breath climbing stairs": the participle finds Difficulty climbing stairs better than the reading does,
     # and its sibling Difficulty descending stairs nearly as well; which of the two the reading ranks first is a tie
-    hits = {"out of breath": [("D1", 0.7)], "climbing stairs": [("D2", 0.7), ("D6", 0.65)],
-            "out of breath climbing stairs": [("D6", 0.66), ("D2", 0.66), ("D1", 0.6)]}
+    hits = {"short of breath": [("D1", 0.7)], "climbing stairs": [("D2", 0.7), ("D6", 0.65)],
+            "short of breath climbing stairs": [("D6", 0.66), ("D2", 0.66), ("D1", 0.6)]}
     names = {"D1": "Dyspnea", "D2": "Difficulty climbing stairs", "D6": "Difficulty descending stairs"}
     parents = {"D2": ["P"], "D6": ["P"], "P": ["Q"], "Q": ["R"], "R": ["ROOT"], "D1": ["R"], "ROOT": []}
     det = SetDetector(lambda texts, k: [hits.get(t, [("D1", 0.1)])[:k] for t in texts], names, language="en",
                       calibration=_one_feature_calibration(), hierarchy=HpoHierarchy(parents))
-    _, cands, _, _ = det._candidates_many(["I get out of breath climbing stairs"])[0]
+    _, cands, _, _ = det._candidates_many(["I get short of breath climbing stairs"])[0]
     assert {c.id for c in cands} == {"D1"}
     det.hierarchy = None  # without a hierarchy, only the term the circumstance finds better
-    _, cands, _, _ = det._candidates_many(["I get out of breath climbing stairs"])[0]
+    _, cands, _, _ = det._candidates_many(["I get short of breath climbing stairs"])[0]
     assert {c.id for c in cands} == {"D1", "D6"}
 
 
@@ -1440,16 +1455,17 @@ def test_a_term_of_an_increase_is_not_decided_on_words_that_say_less() -> None:
 
 
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:
-    # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out")
+    # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out"); that idiom is now searched
+    # as "short of breath" (spans), and the rule still guards other words of breath
     names = {"LOC": "Loss of consciousness", "DY": "Dyspnea", "HA": "Halitosis", "AS": "Ankle swelling"}
-    hits = {"out of breath": [("LOC", 0.9)], "short of breath": [("DY", 0.9)], "bad breath": [("HA", 0.9)],
+    hits = {"catch my breath": [("LOC", 0.9)], "short of breath": [("DY", 0.9)], "bad breath": [("HA", 0.9)],
             "passed out": [("LOC", 0.9)], "my ankles are swollen": [("AS", 0.9)]}
     wordings = {"LOC": ("Loss of consciousness", "Passing out", "Fainting"), "DY": ("Dyspnea", "Shortness of breath"),
                 "HA": ("Halitosis", "Bad breath"), "AS": ("Ankle swelling",)}
     det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
-    assert [t.id for t in det.detect("out of breath").terms] == ["LOC"]  # the rule is off
+    assert [t.id for t in det.detect("catch my breath").terms] == ["LOC"]  # the rule is off
     det.calibration.rules = ("breath_words",)
-    got = det.detect("out of breath")
+    got = det.detect("catch my breath")
     assert got.terms == [] and [t.id for t in got.alternatives][:1] == ["LOC"]
     assert [t.id for t in det.detect("short of breath").terms] == ["DY"]
     assert [t.id for t in det.detect("bad breath").terms] == ["HA"]

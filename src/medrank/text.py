@@ -67,6 +67,21 @@ SERVED = ("en", "zh")
 #: "significantly" stay, DDXPlus asks with them)
 EN_INTENSIFIER = re.compile(r"\b(?:really|very|so|quite|a\s+bit|a\s+little|pretty|extremely|super|totally)\s+(?=[a-z])",
                             re.IGNORECASE)
+#: a participle of a movement with what it moves over or through ("breathless walking up the stairs", "my knee hurts
+#: going down the stairs") says in what circumstances, like "when": one that opens its clause, or follows a word that
+#: makes it what the patient cannot do ("difficulty walking up stairs"), or a bare gerund ("slow breathing") does not.
+#: EN_MOVING_PARTICIPLE matches the empty string before such a participle; the symptom spans cut a clause there and
+#: the inquiry's reader reads what comes before it without the circumstance
+EN_MOVING = r"walking|climbing|running|jogging|standing|sitting|lying|bending|lifting|going|coming|turning|kneeling|carrying"
+EN_MOVED_OVER = (r"up|down|upstairs|downstairs|stairs|steps|uphill|downhill|the|a|an|my|in|out|on|over|around|into|onto|"
+                 r"off|back|forward|heavy|things|something|anything")
+_EN_NOT_CIRCUMSTANCE = ("difficulty", "difficulties", "trouble", "problem", "problems", "hard", "unable", "inability",
+                        "can't", "cannot", "couldn't", "avoid", "stop", "stops", "stopped", "keep", "keeps", "kept",
+                        "start", "started", "of", "in", "on", "upon", "by", "for", "from", "to", "with", "without",
+                        "while", "when", "after", "before", "and", "or", "but", "i", "am", "is", "are", "was", "were",
+                        "been", "be", "im", "i'm")
+EN_MOVING_PARTICIPLE = (r"(?<=\w )" + "".join(rf"(?<!\b{re.escape(w)} )" for w in _EN_NOT_CIRCUMSTANCE)
+                        + rf"(?=(?:{EN_MOVING})\s+(?:{EN_MOVED_OVER})\b)")
 #: English nouns of a person a complaint may be about ("my little girl has …"): the symptom spans and the
 #: inquiry's findings both leave such a subject out of what they search
 EN_PERSON_NOUNS = ("son", "daughter", "child", "children", "baby", "kid", "kids", "toddler", "infant", "girl", "boy",

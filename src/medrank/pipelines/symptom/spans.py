@@ -31,7 +31,20 @@ from dataclasses import dataclass, replace
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from medrank.blood_pressure import blood_pressure_reading, reading_as
-from medrank.text import EN_ALL_WELL, EN_PERSON, HANGUL, KANA, ZH_AFFIRMS, ZH_LIST_GAP, mostly_han, singular
+from medrank.text import (
+    EN_ALL_WELL,
+    EN_INTENSIFIER,
+    EN_MOVED_OVER,
+    EN_MOVING,
+    EN_MOVING_PARTICIPLE,
+    EN_PERSON,
+    HANGUL,
+    KANA,
+    ZH_AFFIRMS,
+    ZH_LIST_GAP,
+    mostly_han,
+    singular,
+)
 
 # punctuation (ASCII and full-width) that ends a clause
 _PUNCT = r"[,.;:!?，。；：！？、\n\r\t/（）()\[\]【】\"“”]"
@@ -146,22 +159,9 @@ _ZH_SPLIT = re.compile(f"{_ZH_SPLIT_PUNCT}|{_ZH_CONJ}")
 # rash, and the itch), as "and it itches" does
 _EN_SENSATION_VERB = r"(?:itch(?:es)?|hurts?|aches?|burns?|stings?|throbs?|bleeds?|swells?)"
 _EN_SPLIT = re.compile(rf"{_EN_SPLIT_PUNCT}|\b(?:{_EN_CONJ})\b|\b(?:that|which)\b(?=\s+{_EN_SENSATION_VERB}\b)", re.I)
-# a participle of a movement with what it moves over or through ("breathless walking up the stairs", "my knee hurts
-# going down the stairs") says in what circumstances, like "when": one that opens its clause, or follows a word that
-# makes it what the patient cannot do ("difficulty walking up stairs"), or a bare gerund ("slow breathing") does not
-_EN_MOVING = r"walking|climbing|running|jogging|standing|sitting|lying|bending|lifting|going|coming|turning|kneeling|carrying"
-_EN_MOVED_OVER = (r"up|down|upstairs|downstairs|stairs|steps|uphill|downhill|the|a|an|my|in|out|on|over|around|into|onto|"
-                  r"off|back|forward|heavy|things|something|anything")
-_EN_NOT_CIRCUMSTANCE = ("difficulty", "difficulties", "trouble", "problem", "problems", "hard", "unable", "inability",
-                        "can't", "cannot", "couldn't", "avoid", "stop", "stops", "stopped", "keep", "keeps", "kept",
-                        "start", "started", "of", "in", "on", "upon", "by", "for", "from", "to", "with", "without",
-                        "while", "when", "after", "before", "and", "or", "but", "i", "am", "is", "are", "was", "were",
-                        "been", "be", "im", "i'm")
-_EN_PARTICIPLE = (r"(?<=\w )" + "".join(rf"(?<!\b{re.escape(w)} )" for w in _EN_NOT_CIRCUMSTANCE)
-                  + rf"(?=(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b)")
 # "especially when I lie down" is one subordinate clause, not "especially" and "when I lie down"
-_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)|{_EN_PARTICIPLE}|\b(?={_EN_LASTING})", re.I)
-_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b|(?:{_EN_MOVING})\s+(?:{_EN_MOVED_OVER})\b|{_EN_LASTING}", re.I)
+_EN_SUB_SPLIT = re.compile(rf"\b(?<!especially )(?={_EN_SUB}\b)|{EN_MOVING_PARTICIPLE}|\b(?={_EN_LASTING})", re.I)
+_EN_SUB_START = re.compile(rf"(?:{_EN_SUB})\b|(?:{EN_MOVING})\s+(?:{EN_MOVED_OVER})\b|{_EN_LASTING}", re.I)
 # what may part a subordinate clause from the clause it qualifies: a space only (after a comma it may qualify the
 # whole complaint: "a cough and a fever, especially at night")
 _SUB_GAP = re.compile(r"^\s*$")
@@ -477,6 +477,19 @@ def _as_weight(text: str) -> str:
     return _EN_WEIGHT_CHANGE.sub(said, text)
 
 
+#: everyday words for being short of breath that share no word with the vocabulary's wordings of it, or one that
+#: finds another finding ("out of breath": MiniLM's nearest is Halitosis, BM25's "out" is Syncope's "passing out";
+#: "puffed out" finds Syncope)
+_EN_WINDED = re.compile(r"\bout\s+of\s+breath\b|\bpuffed(?:\s+out)?(?=\s*$|\s+(?:after|when|walking|climbing|going|from)\b)"
+                        r"|\bwinded\b", re.I)
+
+
+def _as_breathless(text: str) -> str:
+    """``text`` with being out of breath said as the vocabulary says it ("out of breath", "puffed out", "winded" →
+    "short of breath")."""
+    return _EN_WINDED.sub("short of breath", text)
+
+
 #: "sick" in words that state no illness: a sick note, off sick, sick of something ("sick and tired" is cut at its
 #: "and" before this is read: :func:`_sick_idioms` drops the "sick" before "and tired")
 _EN_SICK_IDIOM = re.compile(
@@ -597,6 +610,10 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             neg = _negated_en(text[a:b], c - a + 1) if c > a else False
             # the lead-in can hold the negation ("I have no fever"); a negation word inside the rest counts too
             inner = text[c:d]
+            if _EN_FEEL.match(inner):
+                # "I feel really weak": the verb kept for the one word after it reads that word, not how much of it
+                # ("feel really weak" found Retrognathia's "weak chin" above Asthenia)
+                inner = EN_INTENSIFIER.sub("", inner)
             first = inner.split(maxsplit=1)[0].lower() if inner.split() else ""
             if first in _EN_NEG:
                 neg = True
@@ -660,7 +677,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
     if part_pain and not zh:
         spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
     if not zh:
-        spans = _sick_idioms(text, [replace(s, text=_as_weight(s.text)) for s in spans])
+        spans = _sick_idioms(text, [replace(s, text=_as_breathless(_as_weight(s.text))) for s in spans])
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or (len(s.text.replace(" ", "")) >= min_chars

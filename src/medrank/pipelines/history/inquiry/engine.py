@@ -180,7 +180,10 @@ class InquiryEngine:
         """Whether finding ``name`` is ``other`` said more closely: its description is ``other``'s followed by what
         qualifies it ("a cough that produces colored or more abundant sputum than usual" refines "a cough"; "intense
         coughing fits" and "vomit after coughing" do not), or one of its wordings is one of ``other``'s followed by
-        the blood it brings up or passes (HPO's "Vomiting blood", Hematemesis, refines "Vomiting")."""
+        the blood it brings up or passes (HPO's "Vomiting blood", Hematemesis, refines "Vomiting"), or it is a finding
+        of symptoms in general under a circumstance, which says when whatever symptom it is read beside comes on
+        ("symptoms that are increased with physical exertion …" of "out of breath walking up stairs" says more of the
+        shortness of breath; its name cannot say the stairs)."""
         if name == other or name not in self.labels or other not in self.labels:
             return False
         mine, theirs = self.finding_description(name).lower(), self.finding_description(other).lower()
@@ -191,6 +194,9 @@ class InquiryEngine:
         rows_of = getattr(self.detector, "rows_of", None)
         if rows_of is None or name not in rows_of or other not in rows_of:
             return False
+        under = getattr(self.detector, "under_circumstance", {})
+        if any(j in under for j in rows_of[name]) and not any(j in under for j in rows_of[other]):
+            return True
         wordings = self.detector.descriptions
         return any(re.fullmatch(rf"{re.escape(wordings[j].lower())}\s+blood", wordings[i].lower()) is not None
                    for i in rows_of[name] for j in rows_of[other])

@@ -38,6 +38,7 @@ from medrank.text import (
     BREATH_WORD,
     EN_ALL_WELL,
     EN_INTENSIFIER,
+    EN_MOVING_PARTICIPLE,
     EN_PERSON,
     LESS_SAID,
     LESS_WORD,
@@ -1010,14 +1011,16 @@ EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching
 #: a clause that says the patient exerts themself ("when I walk up hills", "after climbing stairs", "when I
 #: exercise"), and the stems that say physical exertion (:func:`_circumstance_stems` of a finding's "with physical
 #: exertion", "with minimal physical effort"); a clause of exertion states that circumstance
-EN_EXERTION = re.compile(r"\b(?:when|whenever|after|while|during|if|on)\b.*\b(?:walk\w*|climb\w*|stairs|hills?|uphill|"
-                         r"exercis\w*|running|run|ran|jog\w*|exert\w*|hurry\w*|gym|sports?|cycling)\b", re.IGNORECASE)
+EN_EXERTION = re.compile(rf"(?:\b(?:when|whenever|after|while|during|if|on)\b.*|{EN_MOVING_PARTICIPLE})"
+                         r"\b(?:walk\w*|climb\w*|stairs|hills?|uphill|exercis\w*|running|run|ran|jog\w*|exert\w*|hurry\w*|"
+                         r"gym|sports?|cycling)\b", re.IGNORECASE)
 _EXERTION_STEMS = frozenset({"phys", "exer"})
 #: a circumstance that eases a finding ("pain that improves when you lean forward", "better when I sit up")
 EN_BETTER = re.compile(r"\b(?:improves?|improved|better|alleviated|relieved|relieves|eases?|eased|helps?|goes\s+away)\b",
                        re.IGNORECASE)
-#: what opens a circumstance in a patient's clause
-_CIRCUMSTANCE_OPENER = re.compile(r"\b(?:when|whenever|after|while|during|if|every\s+time)\b", re.IGNORECASE)
+#: what opens a circumstance in a patient's clause: a conjunction, or a participle of moving ("out of breath walking up stairs", :data:`~medrank.text.EN_MOVING_PARTICIPLE`)
+_CIRCUMSTANCE_OPENER = re.compile(rf"\b(?:when|whenever|after|while|during|if|every\s+time)\b|{EN_MOVING_PARTICIPLE}",
+                                  re.IGNORECASE)
 #: a description of symptoms in general or of pain ("symptoms that are increased with …", "pain that is increased
 #: with movement")
 _OF_SYMPTOMS = re.compile(r"^(?:are\s+)?(?:the\s+)?(?:symptoms|pain)\b", re.IGNORECASE)
