@@ -72,3 +72,29 @@ def test_an_empty_vocabulary_reads_no_word_and_an_inflection_of_a_common_word_is
     # "coughs" is a regular inflection of cough, a common word ("Cough", "Dry cough"): rare, but read as it is
     words = LayWords(_Encoder(), WORDINGS, min_similarity=0.7)
     assert words.rare("coughs") and words.rewrite("my coughs") is None
+
+
+def test_a_word_written_as_two_is_found_by_its_parts_stems() -> None:
+    from medrank.pipelines.symptom.lay_words import compound_parts
+
+    table = compound_parts(["bedwetting", "nosebleed", "hayfever", "daytime", "withdrawn", "bed"])
+    assert table[("bed", "wet")] == "bedwetting" and table[("nose", "bleed")] == "nosebleed"
+    assert table[("hay", "fever")] == "hayfever"
+    # two words of general English ("this time of day"), a stop word ("with" + "drawn") and a short word are none
+    assert set(table.values()) == {"bedwetting", "nosebleed", "hayfever"}
+
+
+def test_two_words_a_vocabulary_writes_as_one_are_joined() -> None:
+    from medrank.pipelines.symptom.lay_words import join_compounds
+
+    table = {("bed", "wet"): "bedwetting", ("nose", "bleed"): "nosebleed", ("hay", "fever"): "hayfever"}
+    assert join_compounds("my son keeps wetting the bed", table) == "my son keeps bedwetting"
+    assert join_compounds("my nose keeps bleeding", table) == "my nosebleed"
+    assert join_compounds("my nose won't stop bleeding", table) == "my nosebleed"
+    assert join_compounds("blood coming from my nose, bleeding from my nose", table) == (
+        "blood coming from my nose, nosebleed")
+    assert join_compounds("hay fever and a nose bleed", table) == "hayfever and a nosebleed"
+    # other words between, or words of place in the written order, keep them apart
+    assert join_compounds("I wet myself in bed", table) is None
+    assert join_compounds("my nose from bleeding", table) is None
+    assert join_compounds("a fever", table) is None and join_compounds("", {}) is None

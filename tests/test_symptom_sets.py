@@ -1454,6 +1454,26 @@ def test_a_term_of_an_increase_is_not_decided_on_words_that_say_less() -> None:
     assert det._less_of_more("尿少", [], []) == set()  # Chinese text is left alone
 
 
+def test_two_words_a_wording_writes_as_one_are_also_searched_joined() -> None:
+    # "wetting the bed" found Productive cough, Pulmonary edema ("wet"); HPO writes Bedwetting as one word
+    names = {"EN": "Enuresis nocturna", "PC": "Productive cough", "SE": "Small earlobe"}
+    hits = {"keeps wetting the bed": [("PC", 0.5)], "keeps bedwetting": [("EN", 0.9)], "my son keeps wetting the bed":
+            [("PC", 0.5)], "lump on the lobe of my ear": [("PC", 0.2)], "lump on the earlobe": [("SE", 0.9)]}
+    wordings = {"EN": ("Enuresis nocturna", "Bedwetting"), "PC": ("Productive cough",),
+                "SE": ("Small earlobe", "Small ear lobes")}
+    det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
+    assert "EN" not in [t.id for t in det.detect("my son keeps wetting the bed").terms]  # the rule is off
+    det.calibration.rules = ("joined_words",)
+    spans = det._spans("my son keeps wetting the bed")
+    assert [(s.text, s.reading) for s in spans] == [("keeps wetting the bed", False), ("keeps bedwetting", True)]
+    assert [t.id for t in det.detect("my son keeps wetting the bed").terms] == ["EN"]
+    # ... and its learned name is said ("learned_unsaid" reads the joined words as the complaint's)
+    det.calibration.rules = ("joined_words", "learned_unsaid")
+    assert [t.id for t in det.detect("my son keeps wetting the bed").terms] == ["EN"]
+    # a part's name inside a longer wording is not joined: "earlobe" is no finding by itself
+    assert all(not s.reading for s in det._spans("a lump on the lobe of my ear"))
+
+
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:
     # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out"); that idiom is now searched
     # as "short of breath" (spans), and the rule still guards other words of breath

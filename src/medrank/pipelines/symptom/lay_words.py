@@ -152,6 +152,79 @@ def _general(word: str) -> bool:
     return zipf_frequency(word.lower(), "en") >= MAX_ZIPF
 
 
+#: a part of a word of the vocabulary written as two ("bed" and "wetting" of "bedwetting") is a word of English at least
+#: this frequent (wordfreq's Zipf scale), so that a split such as "abd" + "omen" is none
+MIN_PART_ZIPF = 2.5
+#: words that may stand between the two parts of such a word written apart in the other order ("wetting the bed",
+#: "bleeding from my nose", "the tip of my finger") ...
+_BETWEEN_REVERSED = frozenset({"the", "my", "from", "in", "of", "his", "her", "their", "our", "your", "its", "on", "at"})
+#: ... and in its own order ("my nose keeps bleeding", "my heart is beating")
+_BETWEEN_IN_ORDER = frozenset({"is", "was", "are", "were", "keeps", "keep", "kept", "has", "have", "been", "started",
+                               "starts", "won't", "wont", "stop", "stops"})
+#: at most this many words between the two parts
+_MAX_BETWEEN = 2
+_TOKEN = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+
+
+def compound_parts(words: Iterable[str]) -> dict[tuple[str, str], str]:
+    """The words of a vocabulary that are two English words written as one ("bedwetting": bed + wetting; "nosebleed",
+    "earache", "fingertip"), keyed by the Snowball stems of the two parts (:func:`~medrank.text.content_stems`): a
+    split of a lower-case word into parts of three letters or more, each a word of English (:data:`MIN_PART_ZIPF`) and
+    no stop word, where not both are words of general English (:data:`MAX_ZIPF`: "daytime" is no finding's word in
+    "this time of day"). The first split of a word (shortest first part) and the first word of a key are kept."""
+    from wordfreq import zipf_frequency
+
+    stop = stop_words()
+    out: dict[tuple[str, str], str] = {}
+    for word in sorted(set(words)):
+        if len(word) < 6 or not word.isalpha():
+            continue
+        for i in range(3, len(word) - 2):
+            first, second = word[:i], word[i:]
+            if first in stop or second in stop:
+                continue
+            zipfs = (zipf_frequency(first, "en"), zipf_frequency(second, "en"))
+            if min(zipfs) < MIN_PART_ZIPF or min(zipfs) >= MAX_ZIPF:
+                continue
+            stems = content_stems([first]) + content_stems([second])
+            if len(stems) == 2:
+                out.setdefault((stems[0], stems[1]), word)
+                break
+    return out
+
+
+def join_compounds(text: str, compounds: Mapping[tuple[str, str], str]) -> str | None:
+    """``text`` with two of its words that a vocabulary writes as one word (:func:`compound_parts`) written as that
+    word: side by side or with up to two words of being or going on between ("nose bleeds", "my nose keeps bleeding":
+    nosebleed), or in the other order with up to two words of place between ("wetting the bed": bedwetting; "bleeding
+    from my nose"). A dense encoder and BM25 both read "Bedwetting" as one word that "wetting the bed" does not
+    share. ``None`` when no two words are joined."""
+    tokens = list(_TOKEN.finditer(text))
+    lower = [t.group(0).lower() for t in tokens]
+    stems = [(content_stems([w]) or [None])[0] for w in lower]
+    out, at, i = [], 0, 0
+    while i < len(tokens):
+        joined = None
+        for j in range(i + 1, min(len(tokens), i + _MAX_BETWEEN + 2)):
+            between = lower[i + 1:j]
+            if not all(w in _BETWEEN_IN_ORDER or w in _BETWEEN_REVERSED for w in between) or not text[
+                    tokens[j - 1].end():tokens[j].start()].isspace():
+                break  # other words, or a comma, between
+            if all(w in _BETWEEN_IN_ORDER for w in between) and (stems[i], stems[j]) in compounds:
+                joined = (j, compounds[stems[i], stems[j]])
+            elif all(w in _BETWEEN_REVERSED for w in between) and (stems[j], stems[i]) in compounds:
+                joined = (j, compounds[stems[j], stems[i]])
+            if joined is not None:
+                break
+        if joined is None:
+            i += 1
+            continue
+        j, word = joined
+        out += [text[at:tokens[i].start()], word]
+        at, i = tokens[j].end(), j + 1
+    return "".join([*out, text[at:]]) if out else None
+
+
 def lay_words_for(encoder: Any, wordings: Mapping[str, Sequence[str]], target_encoder: Any = None) -> LayWords:
     """A :class:`LayWords` over every wording of ``wordings`` (term id → names and synonyms)."""
     return LayWords(encoder, (t for texts in wordings.values() for t in texts), target_encoder=target_encoder)

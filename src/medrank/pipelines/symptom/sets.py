@@ -159,13 +159,15 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: changes the pieces, as ``lay_words`` does. ``linking_only``: an English term with a wording in everyday words that
 #: shares with its piece a linking verb and none of its other words is offered, not decided ("I've been feeling weak":
 #: Nausea's "feeling sick to your stomach"), on top of the probabilities, and under ``give_way`` gives way
-#: (:meth:`SetDetector._linking_only`).
+#: (:meth:`SetDetector._linking_only`). ``joined_words``: an English piece with two words that a wording of one word
+#: writes as one ("wetting the bed": Bedwetting; "hay fever": Hayfever; :func:`.lay_words.join_compounds`) is also
+#: searched with them joined, as a reading of the same words; it changes the pieces, as ``lay_words`` does.
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
             "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first",
-            "often_words", "linking_only")
+            "often_words", "linking_only", "joined_words")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
@@ -942,6 +944,8 @@ class SetDetector:
             spans = self._plain_readings(spans)
         if not zh and self._rule("part_adjective"):
             spans = self._adjective_readings(spans)
+        if not zh and self._rule("joined_words"):
+            spans = self._joined_readings(spans)
         if not zh and self.lay_words is not None and self._rule("lay_words"):
             spans = self._lay_readings(spans)
         if not zh and self._rule("often_words"):
@@ -1018,6 +1022,31 @@ class SetDetector:
             said = as_part_adjective(s.text, words) if not s.reading else None
             if said is not None and parts.in_complaint(said.split()[-1]):
                 out.append(Span(s.start, s.end, said, None, s.negated, reading=True))
+        return out
+
+    def _joined(self, text: str) -> str | None:
+        """Under ``joined_words``, ``text`` with two words that a wording of one word writes as one joined so
+        (:func:`.lay_words.join_compounds` over those wordings, :func:`.lay_words.compound_parts`): a finding's own
+        name ("Bedwetting", "Nosebleed", "Hayfever"), not a part's within a longer wording ("the lobe of my ear"
+        joined as the earlobe of "Small earlobe" read "a lump on the earlobe" as that); ``None`` when none are, or the
+        rule is off."""
+        if not self._rule("joined_words") or not self.wordings:
+            return None
+        from medrank.pipelines.symptom.lay_words import compound_parts, join_compounds
+
+        return join_compounds(text, self._derived("compounds", (self.wordings,), lambda: compound_parts(
+            t.lower() for texts in (self.wordings or {}).values() for t in texts if t.isalpha())))
+
+    def _joined_readings(self, spans: Sequence[Span]) -> list[Span]:
+        """``spans`` under ``joined_words``: each piece with two words the vocabulary writes as one read with them
+        joined too ("keeps wetting the bed": "keeps bedwetting"; :meth:`_joined`), as a reading of the same words;
+        the patient's words stay searched."""
+        out: list[Span] = []
+        for s in spans:
+            out.append(s)
+            joined = self._joined(s.text) if not s.reading else None
+            if joined is not None:
+                out.append(Span(s.start, s.end, joined, None, s.negated, reading=True))
         return out
 
     def _lay_readings(self, spans: Sequence[Span]) -> list[Span]:
@@ -1798,8 +1827,10 @@ class SetDetector:
         ignored = stop_words() | _LINKING_WORDS
         wordings = self.wordings or {}
         parts = self._parts()
-        # the learned word is one the complaint says nowhere (a list split into pieces says it in another)
-        whole = _heard([w for w in _WORD.findall(text.lower()) if w not in ignored])
+        # the learned word is one the complaint says nowhere (a list split into pieces says it in another), nor in two
+        # words the vocabulary writes as one ("wetting the bed" says Bedwetting; ``joined_words``)
+        said_whole = f"{text} {self._joined(text) or ''}"
+        whole = _heard([w for w in _WORD.findall(said_whole.lower()) if w not in ignored])
         out = set()
         for j, c in enumerate(cands):
             if c.span_idx < 0:
