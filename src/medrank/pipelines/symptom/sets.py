@@ -1032,10 +1032,17 @@ class SetDetector:
         rule is off."""
         if not self._rule("joined_words") or not self.wordings:
             return None
-        from medrank.pipelines.symptom.lay_words import compound_parts, join_compounds
+        from medrank.pipelines.symptom.lay_words import join_compounds
 
-        return join_compounds(text, self._derived("compounds", (self.wordings,), lambda: compound_parts(
-            t.lower() for texts in (self.wordings or {}).values() for t in texts if t.isalpha())))
+        return join_compounds(text, self._compounds())
+
+    def _compounds(self) -> dict[tuple[str, str], str]:
+        """The one-word wordings that are two English words written as one, by their parts' stems
+        (:func:`.lay_words.compound_parts`), read once per wordings."""
+        from medrank.pipelines.symptom.lay_words import compound_parts
+
+        return self._derived("compounds", (self.wordings,), lambda: compound_parts(
+            t.lower() for texts in (self.wordings or {}).values() for t in texts if t.isalpha()))
 
     def _joined_readings(self, spans: Sequence[Span]) -> list[Span]:
         """``spans`` under ``joined_words``: each piece with two words the vocabulary writes as one read with them
@@ -1244,10 +1251,13 @@ class SetDetector:
         """Search the lexicon's forms and names now (else on the first complaint): their hits are kept, since
         every complaint that names a symptom asks for them; only the vocabulary is kept, never a complaint. The
         table of the vocabulary's English wordings (:meth:`_named_by`) and their words (:meth:`_headed_by`) are built
-        now too, and the body parts of its wordings when the calibration's rules read them (:meth:`_contradicted`)."""
+        now too, and the body parts of its wordings and its words written as two (:meth:`_compounds`) when the
+        calibration's rules read them (:meth:`_contradicted`, :meth:`_joined`)."""
         self._wording_table()
         self._every_wording_stem()
         self._parts()
+        if self.wordings and self._rule("joined_words"):
+            self._compounds()
         if self.lay_words is not None and self._rule("lay_words"):
             self.lay_words.warm()
         if self._lexicon_hits is not None and self._lexicon_hits_k == self.k:
