@@ -453,6 +453,9 @@ class EnglishDetector:
         self.said_more = said_more
         #: per description, the stems of its circumstance's words (empty: none to check)
         self.circumstances = [_circumstance_stems(d) for d in self.descriptions]
+        #: per description, whether its circumstance is a slight one ("out of breath with minimal physical effort"):
+        #: a clause states it only where it says the effort was slight too (:data:`EN_SLIGHT_SAID`)
+        self.slight = [EN_SLIGHT.search(_circumstance_of(d)[1]) is not None for d in self.descriptions]
         #: per description, whether the circumstance it names eases the finding ("pain that improves when you lean
         #: forward"; "chest pain even at rest" is brought on by it)
         self.eases = [bool(self.circumstances[j]) and EN_BETTER.search(_circumstance_of(d)[0]) is not None
@@ -780,6 +783,7 @@ class EnglishDetector:
             unplaced = [w for w in words if not (self.pain is not None and self.pain.places([w]))]
             if EN_EXERTION.search(clause):
                 stems |= _EXERTION_STEMS  # walking up a hill is a physical exertion
+            slight = EN_SLIGHT_SAID.search(clause) is not None
             # the findings that can be where the clause says (a swelling or a skin lesion at a place it names), and how
             # near the clause each is
             placed = {main: max(row[j] for j in self.rows_of[main])
@@ -863,7 +867,9 @@ class EnglishDetector:
                     # what the patient feels is a finding its question asks them to feel, where one names it: "I feel
                     # faint" is about to faint, not the loss of consciousness HPO's "Fainting" names
                     continue
-                if not self.circumstances[j] or self.circumstances[j] & stems:
+                if not self.circumstances[j] or (self.circumstances[j] & stems and (slight or not self.slight[j])):
+                    # "out of breath when I climb stairs" states an exertion, not a minimal one (DDXPlus asks of that
+                    # apart, and of breathlessness, and of symptoms increased with exertion)
                     chosen = j
                     break
                 if circumstantial is None:
@@ -1015,6 +1021,12 @@ EN_EXERTION = re.compile(rf"(?:\b(?:when|whenever|after|while|during|if|on)\b.*|
                          r"\b(?:walk\w*|climb\w*|stairs|hills?|uphill|exercis\w*|running|run|ran|jog\w*|exert\w*|hurry\w*|"
                          r"gym|sports?|cycling)\b", re.IGNORECASE)
 _EXERTION_STEMS = frozenset({"phys", "exer"})
+#: a circumstance that says its effort or exposure is slight ("with minimal physical effort") ...
+EN_SLIGHT = re.compile(r"\b(?:minimal|minimum|slight(?:est)?|little|mild|least)\b", re.IGNORECASE)
+#: ... and a clause that says the effort was slight ("just walking to the car", "even a few steps", "the slightest
+#: effort", "across the room")
+EN_SLIGHT_SAID = re.compile(r"\b(?:just|even|only|barely|minimal|minimum|slight(?:est)?|little|least|a\s+few\s+"
+                            r"(?:steps|stairs|yards|metres|meters)|across\s+the\s+room)\b", re.IGNORECASE)
 #: a circumstance that eases a finding ("pain that improves when you lean forward", "better when I sit up")
 EN_BETTER = re.compile(r"\b(?:improves?|improved|better|alleviated|relieved|relieves|eases?|eased|helps?|goes\s+away)\b",
                        re.IGNORECASE)
