@@ -479,8 +479,9 @@ def _as_weight(text: str) -> str:
 
 #: everyday words for being short of breath that share no word with the vocabulary's wordings of it, or one that
 #: finds another finding ("out of breath": MiniLM's nearest is Halitosis, BM25's "out" is Syncope's "passing out";
-#: "puffed out" finds Syncope)
-_EN_WINDED = re.compile(r"\bout\s+of\s+breath\b|\bpuffed(?:\s+out)?(?=\s*$|\s+(?:after|when|walking|climbing|going|from)\b)"
+#: "puffed out" finds Syncope); "puffed" only where it opens the piece, its subject the patient's lead-in ("I'm
+#: puffed"), since a part that is puffed ("my eyes are puffed", "my cheeks puffed out") is swollen
+_EN_WINDED = re.compile(r"\bout\s+of\s+breath\b|^puffed(?:\s+out)?(?=\s*$|\s+(?:after|when|walking|climbing|going|from)\b)"
                         r"|\bwinded\b", re.I)
 
 
