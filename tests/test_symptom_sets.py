@@ -1475,6 +1475,28 @@ def test_two_words_a_wording_writes_as_one_are_also_searched_joined() -> None:
     assert all(not s.reading for s in det._spans("a lump on the lobe of my ear"))
 
 
+def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:
+    from medrank.pipelines.symptom.sets import BEHAVIOUR, HpoHierarchy
+
+    # "the room spins" found Spinning (a child's twirling, a behaviour) above Vertigo
+    names = {"SP": "Spinning", "VE": "Vertigo", "RO": "Stereotypical body rocking"}
+    parents = {"SP": [BEHAVIOUR], "RO": [BEHAVIOUR], BEHAVIOUR: ["ROOT"], "VE": ["ROOT"], "ROOT": []}
+    hits = {"the room spins": [("SP", 0.9), ("VE", 0.85)], "keeps spinning": [("SP", 0.9), ("VE", 0.85)],
+            "the little one keeps rocking": [("RO", 0.9)]}
+    det = _toy_detector(hits, names, min_terms=0, hierarchy=HpoHierarchy(parents))
+    assert [t.id for t in det.detect("the room spins").terms] == ["SP"]  # the rule is off
+    det.calibration.rules = ("thing_subject",)
+    got = det.detect("the room spins")
+    assert got.terms == [] and "SP" in [t.id for t in got.alternatives]
+    det.calibration.rules = ("thing_subject", "give_way")
+    assert [t.id for t in det.detect("the room spins").terms] == ["VE"]  # the next hit is the piece's first
+    # the patient's own doing, or a person's, stays
+    assert [t.id for t in det.detect("my son keeps spinning").terms] == ["SP"]
+    assert [t.id for t in det.detect("the little one keeps rocking").terms] == ["RO"]
+    det.hierarchy = None
+    assert det._thing_subject("the room spins", [], []) == set()  # no hierarchy: no behaviour known
+
+
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:
     # "I'm out of breath" decided Loss of consciousness ("Passing out", near by its "out"); that idiom is now searched
     # as "short of breath" (spans), and the rule still guards other words of breath

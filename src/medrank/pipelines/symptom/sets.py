@@ -58,6 +58,7 @@ from medrank.text import (
     BLOOD_WORD,
     BREATH_WORD,
     EN_INTENSIFIER,
+    EN_PERSON_NOUNS,
     FEWER_SAID,
     LESS_SAID,
     LESS_WORD,
@@ -66,6 +67,7 @@ from medrank.text import (
     beginnings,
     content_stems,
     plain_adjectives,
+    singular,
     stop_words,
 )
 from medrank.utils.io import atomic_write_json
@@ -162,22 +164,30 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: (:meth:`SetDetector._linking_only`). ``joined_words``: an English piece with two words that a wording of one word
 #: writes as one ("wetting the bed": Bedwetting; "hay fever": Hayfever; :func:`.lay_words.join_compounds`) is also
 #: searched with them joined, as a reading of the same words; it changes the pieces, as ``lay_words`` does.
+#: ``thing_subject``: an English term of behaviour (a kind of :data:`BEHAVIOUR`) on a piece whose subject is a thing,
+#: neither a person nor a body part ("the room spins": Spinning, a child's twirling), is offered, not decided, on top
+#: of the probabilities, and under ``give_way`` gives way (:meth:`SetDetector._thing_subject`: Vertigo).
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
             "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first",
-            "often_words", "linking_only", "joined_words")
+            "often_words", "linking_only", "joined_words", "thing_subject")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source", "unread_words", "unsaid_less", "part_only", "learned_unsaid",
-                  "denied_wording", "less_of_more", "lay_first", "linking_only")
+                  "denied_wording", "less_of_more", "lay_first", "linking_only", "thing_subject")
 #: a wording that denies what follows: "Unable to get pregnant", "Inability to walk", "No speech", "Loss of smell"
 #: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
 WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
                             r"\s+((?:[a-z'-]+\s*){1,3})")
+#: HPO's behavioural abnormalities (the rule ``thing_subject``: what a person does)
+BEHAVIOUR = "HP:0000708"
+#: a piece that opens on a thing ("the room spins", "everything is spinning"): group 1 up to three words after the
+#: determiner, where one of them may name a person or a part ("the little one", "the left eye")
+_THING_SUBJECT = re.compile(r"^(?:the|this|that|everything|something|it)\b((?:\s+[a-z'-]+){0,3})", re.I)
 #: a piece that says a refusal denies what follows itself ("my baby refuses to eat": Anorexia's "Deliberately not eating"
 #: says the same, not the opposite; :meth:`SetDetector._denied_wording`)
 _PIECE_REFUSES = re.compile(r"\brefus\w*", re.I)
@@ -2002,7 +2012,30 @@ class SetDetector:
                 | self._unread(text, spans, cands) | self._unsaid_less(text, spans, cands)
                 | self._part_only(text, spans, cands) | self._learned_unsaid(text, spans, cands)
                 | self._denied_wording(text, spans, cands) | self._less_of_more(text, spans, cands)
-                | self._lay_first(spans, cands) | self._linking_only(text, spans, cands))
+                | self._lay_first(spans, cands) | self._linking_only(text, spans, cands)
+                | self._thing_subject(text, spans, cands))
+
+    def _thing_subject(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``thing_subject``, the English candidates of behaviour (kinds of :data:`BEHAVIOUR`) on a piece whose
+        subject is a thing, neither a person (:data:`~medrank.text.EN_PERSON_NOUNS`) nor a body part: offered, not
+        decided. A behaviour is what the patient does; "the room spins" says how the room looks to them, and found
+        Spinning ("An excessive frequency of spinning one's body") above Vertigo. Without a hierarchy: none."""
+        if not self._rule("thing_subject") or self._zh(text) or self.hierarchy is None:
+            return set()
+        parts = self._parts()
+        out = set()
+        for j, c in enumerate(cands):
+            if c.span_idx < 0 or not self.hierarchy.is_ancestor(BEHAVIOUR, c.id):
+                continue
+            m = _THING_SUBJECT.match(_piece_text(spans[c.span_idx]).strip())
+            if m is None:
+                continue
+            words = m.group(1).lower().split()
+            if any(w in EN_PERSON_NOUNS or singular(w) in EN_PERSON_NOUNS or w == "one" for w in words) or (
+                    parts is not None and any(parts.in_complaint(w) for w in words)):
+                continue  # "the baby keeps rocking", "the little one", "the eye twitches": a person's or a part's doing
+            out.add(j)
+        return out
 
     def _linking_only(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``linking_only``, the English candidates with a wording in everyday words (:func:`_everyday`) that
@@ -2083,14 +2116,14 @@ class SetDetector:
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
         """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``,
-        ``breath_words``, ``unsaid_less`` or ``less_of_more`` keeps from being decided (:meth:`_unsaid_blood`,
+        ``breath_words``, ``unsaid_less``, ``less_of_more``, ``linking_only`` or ``thing_subject`` keeps from being decided (:meth:`_unsaid_blood`,
         :meth:`_unsaid_breath`, :meth:`_unsaid_less`, :meth:`_less_of_more`): the next hit is then that piece's first ("coughing up yellow phlegm" finds Hemoptysis
         first, which names no blood the words say; Increased sputum production is next; "I'm always hungry" finds Poor
         appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged
         unsaid = (self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
                   | self._naming_less(text, spans, cands) | self._less_of_more(text, spans, cands)
-                  | self._linking_only(text, spans, cands))
+                  | self._linking_only(text, spans, cands) | self._thing_subject(text, spans, cands))
         first = {cands[j].id for j in unsaid
                  if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
         if not first:
