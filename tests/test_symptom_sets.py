@@ -1493,8 +1493,10 @@ def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:
     # the patient's own doing, or a person's, stays
     assert [t.id for t in det.detect("my son keeps spinning").terms] == ["SP"]
     assert [t.id for t in det.detect("the little one keeps rocking").terms] == ["RO"]
+    spans, cands, _, _ = det._candidates_many(["the room spins"])[0]
+    assert det._thing_subject("the room spins", spans, cands)
     det.hierarchy = None
-    assert det._thing_subject("the room spins", [], []) == set()  # no hierarchy: no behaviour known
+    assert det._thing_subject("the room spins", spans, cands) == set()  # no hierarchy: no behaviour known
 
 
 def test_words_of_breath_decide_only_a_term_of_breath() -> None:

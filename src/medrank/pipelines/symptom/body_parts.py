@@ -111,13 +111,18 @@ class BodyParts:
         stop = stop_words()
         return frozenset(beginnings([w for w in _WORD.findall(text.lower()) if w not in stop and stem(w) not in self.stems]))
 
+    def _finding_words_of(self, wording: str) -> frozenset[str]:
+        """:meth:`finding_words` of a wording, as read with the vocabulary (read now for one it did not hold)."""
+        words = self._wording_words.get(wording)
+        return self.finding_words(wording) if words is None else words
+
     def implied(self, text: str, wordings: Sequence[str]) -> bool:
         """Whether a word ``text`` says and a term's ``wordings`` hold besides their parts names the term's part by
         itself: every vocabulary wording that holds it and names a part names one that goes with the term's (see the
         module docstring)."""
         theirs = frozenset().union(*(self.in_wording(w) for w in wordings))
         near = frozenset().union(*(self.together.get(p, frozenset({p})) for p in theirs))
-        own = frozenset().union(*(self._wording_words.get(w) or self.finding_words(w) for w in wordings))
+        own = frozenset().union(*(self._finding_words_of(w) for w in wordings))
         return any((named := self.parts_of_word.get(b)) and named <= near for b in self.finding_words(text) & own)
 
     def only_a_part(self, piece: str) -> bool:

@@ -2040,7 +2040,8 @@ class SetDetector:
     def _linking_only(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``linking_only``, the English candidates with a wording in everyday words (:func:`_everyday`) that
         share with their piece a linking verb ("feel", "feeling", "get" …) and none of its other words (stop words and
-        casual intensifiers, :data:`~medrank.text.EN_INTENSIFIER`, aside; by beginning or by stem), where the piece has other words: offered, not decided.
+        casual intensifiers, :data:`~medrank.text.EN_INTENSIFIER`, aside; by beginning or by stem), where the piece has
+        other words: offered, not decided.
         The verb brought the term, the words that say what is felt are not its: "I've been feeling weak" decided Nausea
         ("feeling sick to your stomach"). A term only learned names stand for is the encoder's reading, left alone, as
         :meth:`_part_only` leaves it."""
@@ -2116,8 +2117,10 @@ class SetDetector:
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
         """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``,
-        ``breath_words``, ``unsaid_less``, ``less_of_more``, ``linking_only`` or ``thing_subject`` keeps from being decided (:meth:`_unsaid_blood`,
-        :meth:`_unsaid_breath`, :meth:`_unsaid_less`, :meth:`_less_of_more`): the next hit is then that piece's first ("coughing up yellow phlegm" finds Hemoptysis
+        ``breath_words``, ``unsaid_less``, ``less_of_more``, ``linking_only`` or ``thing_subject`` keeps from being
+        decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`, :meth:`_unsaid_less`, :meth:`_less_of_more`,
+        :meth:`_linking_only`, :meth:`_thing_subject`): the next hit is then that piece's first ("coughing up yellow
+        phlegm" finds Hemoptysis
         first, which names no blood the words say; Increased sputum production is next; "I'm always hungry" finds Poor
         appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged

@@ -764,6 +764,9 @@ class EnglishDetector:
         sims = np.stack([np.max([row, *(next(extra) for _ in ts)], axis=0)
                          for row, ts in zip(vectors[:len(parts)], others, strict=True)])
         feelings = {m.group(1).lower() for m in EN_FELT.finditer(text)}
+        # the words a term was decided on, the places they name aside (read once: every clause's candidates ask)
+        spoken_words = None if not term or question or spoken is None else [
+            w for w in re.findall(r"[a-z]+", spoken.lower()) if not (self.pain is not None and self.pain.places([w]))]
         found: dict[str, str] = {}
         located: list[tuple[str, str]] = []
         before: list[str] = []  # the words of the clause before, unless negated: where "... and is swollen" is
@@ -850,9 +853,7 @@ class EnglishDetector:
                     # "a hiatal hernia"), a place aside: the part a diagnosis is of ("Fluid in the chest") is no word of
                     # it ("my chest feels tight")
                     continue
-                if term and not question and spoken is not None and self.antecedent[j] and not shares_a_word(
-                        [w for w in re.findall(r"[a-z]+", spoken.lower())
-                         if not (self.pain is not None and self.pain.places([w]))], self.words[j]):
+                if spoken_words is not None and self.antecedent[j] and not shares_a_word(spoken_words, self.words[j]):
                     continue  # nor does a term decided on words that name none of it ("heartburn": a GERD diagnosis)
                 if term and row[j] < self.threshold + self.term_margin and not (
                         names_every_word(words, self.words[j]) if self.antecedent[j] and not question
@@ -1030,7 +1031,8 @@ EN_SLIGHT_SAID = re.compile(r"\b(?:just|even|only|barely|minimal|minimum|slight(
 #: a circumstance that eases a finding ("pain that improves when you lean forward", "better when I sit up")
 EN_BETTER = re.compile(r"\b(?:improves?|improved|better|alleviated|relieved|relieves|eases?|eased|helps?|goes\s+away)\b",
                        re.IGNORECASE)
-#: what opens a circumstance in a patient's clause: a conjunction, or a participle of moving ("out of breath walking up stairs", :data:`~medrank.text.EN_MOVING_PARTICIPLE`)
+#: what opens a circumstance in a patient's clause: a conjunction, or a participle of moving ("out of breath walking up
+#: stairs", :data:`~medrank.text.EN_MOVING_PARTICIPLE`)
 _CIRCUMSTANCE_OPENER = re.compile(rf"\b(?:when|whenever|after|while|during|if|every\s+time)\b|{EN_MOVING_PARTICIPLE}",
                                   re.IGNORECASE)
 #: a description of symptoms in general or of pain ("symptoms that are increased with …", "pain that is increased
