@@ -51,6 +51,19 @@ def test_a_complaint_names_a_part_by_its_own_word_only():
     assert p.in_wording("Pharyngeal edema") == {"phary"}
 
 
+def test_a_part_word_written_as_two_part_words_names_both():
+    # "my toenails are yellow" contradicted Yellow nails: "toenail" is a part of its own, and no wording names it
+    # beside the nail
+    p = BodyParts.from_wordings({"toe": ("Abnormality of the toe",), "nail": ("Abnormality of the nail",),
+                                 "toenail": ("Abnormality of the toenail",), "yellow": ("Yellow nails",),
+                                 "eye": ("Abnormality of the eye",), "eyelid": ("Abnormality of the eyelid",)})
+    assert p.in_complaint("my toenails are yellow") == {stem("toenail"), stem("toe"), stem("nail")}
+    assert not p.contradicts("my toenails are yellow", ("Yellow nails",))
+    assert p.contradicts("my eyes are yellow", ("Yellow nails",))
+    # one part word and another word is no such pair ("eyelid": "lid" is no part here)
+    assert p.in_complaint("my eyelid is swollen") == {stem("eyelid")}
+
+
 def test_parts_go_together_when_one_wording_names_both():
     p = parts()
     assert p.together[stem("skin")] == {stem("skin"), stem("hand")}

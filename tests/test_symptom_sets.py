@@ -272,6 +272,9 @@ def test_adjectives_after_a_part_say_how_that_part_is_one_after_another() -> Non
         ("my eyes are red", False), ("my eyes are red and sticky in the morning", True),
         ("my eyes are sticky in the morning", False)]
     assert spans("my nose is blocked and runny")[-1] == ("my nose is runny", False)
+    # a colour or a texture too ("yellow" alone decided Jaundice for "my toenails are thick and yellow")
+    assert spans("my toenails are thick and yellow")[-1] == ("my toenails are yellow", False)
+    assert spans("my pee is dark and cloudy")[-1] == ("my pee is cloudy", False)
     # those words alone, with no part before them, stay as they were: no piece of their own joins a circumstance
     assert spans("I feel hot and sweaty") == [("feel hot", False), ("sweaty", False)]
     assert spans("cold when I go outside") == [("cold", False), ("cold when I go outside", True)]
@@ -1475,6 +1478,24 @@ def test_two_words_a_wording_writes_as_one_are_also_searched_joined() -> None:
     assert all(not s.reading for s in det._spans("a lump on the lobe of my ear"))
 
 
+def test_the_first_hit_of_two_words_read_without_their_joined_meaning_gives_way_under_lay_first() -> None:
+    # "I keep getting bed sores" decided Oral ulcer ("Mouth sores" shares "sores"); read "bedsore" the piece finds
+    # Pressure ulcer first, which the patient's own words find second
+    names = {"PU": "Pressure ulcer", "OU": "Oral ulcer", "HB": "Heartburn"}
+    hits = {"bed sores": [("OU", 0.9), ("PU", 0.85)], "bedsore": [("PU", 0.8)],
+            "heart burn": [("HB", 0.9), ("PU", 0.1)], "heartburn": [("PU", 0.8), ("HB", 0.7)]}
+    wordings = {"PU": ("Pressure ulcer", "Bedsore"), "OU": ("Oral ulcer", "Mouth sores"), "HB": ("Heartburn", "Heart burn")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    det.calibration.rules = ("joined_words",)
+    assert [(s.text, s.joined_of) for s in det._spans("bed sores")] == [("bed sores", None), ("bedsore", "bed sores")]
+    assert "OU" in [t.id for t in det.detect("bed sores").terms]  # without lay_first, as before
+    det.calibration.rules = ("joined_words", "lay_first")
+    got = det.detect("bed sores")
+    assert [t.id for t in got.terms] == ["PU"] and "OU" in [t.id for t in got.alternatives]
+    # a term one of whose wordings holds both words was found with the joined meaning: it stays
+    assert "HB" in [t.id for t in det.detect("heart burn").terms]
+
+
 def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:
     from medrank.pipelines.symptom.sets import BEHAVIOUR, HpoHierarchy
 
@@ -1796,6 +1817,31 @@ def test_how_often_is_left_out_of_a_piece_and_read_as_frequent_under_often_words
     assert [(s.text, s.reading) for s in det._spans("I'm peeing a lot")] == [("peeing", False), ("frequent peeing", True)]
     assert [t.id for t in det.detect("I'm peeing a lot").terms] == ["PO"]
     assert [s.text for s in det._spans("I have a headache")] == ["headache"]  # nothing said of how often
+
+
+def test_a_frequent_reading_of_everyday_words_is_confirmed_by_the_frequent_reading_of_the_own_words() -> None:
+    # "I need to pee all the time": "frequent need to urinate" finds Pollakisuria first, "need to pee" not among its
+    # first three hits, "frequent need to pee" second; the clause's "all the time" is the patient's word too
+    names = {"AU": "Abnormality of urine homeostasis", "PO": "Pollakisuria", "UI": "Urinary incontinence",
+             "A": "Aciduria", "B": "Bacteriuria", "C": "Cystitis"}
+    hits = {"need to pee": [("AU", 0.6), ("A", 0.5), ("B", 0.4), ("C", 0.3)],
+            "frequent need to pee": [("AU", 0.6), ("PO", 0.55)], "need to urine": [("UI", 0.5)],
+            "frequent need to urine": [("PO", 0.9)]}
+    wordings = {"AU": ("Abnormality of urine homeostasis",), "PO": ("Pollakisuria", "Frequent urine passing"),
+                "UI": ("Urinary incontinence", "Urine leaking"), "A": ("Aciduria",), "B": ("Bacteriuria",),
+                "C": ("Cystitis",)}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    assert det.use_lay_words(_WordVectors())
+    det.calibration.rules = ("lay_words", "often_words")
+    spans = det._spans("I need to pee all the time")
+    assert [(s.text, s.lay_of) for s in spans] == [
+        ("need to pee", None), ("frequent need to pee", None), ("need to urine", "need to pee"),
+        ("frequent need to urine", "need to pee")]
+    assert "PO" in [t.id for t in det.detect("I need to pee all the time").terms]
+    # where the own words' frequent reading does not find it either, the reading is not confirmed: offered
+    hits["frequent need to pee"] = [("AU", 0.6), ("A", 0.5), ("B", 0.4), ("C", 0.3)]
+    got = det.detect("I need to pee all the time")
+    assert "PO" not in [t.id for t in got.terms] and "PO" in [t.id for t in got.alternatives]
 
 
 def test_a_term_on_words_the_vocabulary_does_not_use_and_shares_none_of_is_offered() -> None:

@@ -51,6 +51,11 @@ def stem(word: str) -> str:
     return singular(word)[:5]
 
 
+def _two_parts(word: str, parts: frozenset[str]) -> tuple[str, str] | None:
+    """``word`` split into two part words of three letters or more ("toenail": toe, nail), else None."""
+    return next(((word[:i], word[i:]) for i in range(3, len(word) - 2) if word[:i] in parts and word[i:] in parts), None)
+
+
 class BodyParts:
     """Part words, their stems, and which stems go together (see the module docstring).
 
@@ -61,6 +66,9 @@ class BodyParts:
     def __init__(self, words: Iterable[str], together: Mapping[str, Iterable[str]]) -> None:
         self.words = frozenset(words)
         self.stems = frozenset(stem(w) for w in self.words)
+        #: a part word written as two part words ("toenail": toe + nail; "fingernail") → their stems: a complaint that
+        #: names it names both parts ("my toenails are yellow" names the nails of Yellow nails)
+        self.compounds = {w: frozenset(stem(a) for a in pair) for w in self.words if (pair := _two_parts(w, self.words))}
         self.together = {p: frozenset(q) for p, q in together.items()}
         #: wording → the parts it names: the vocabulary's wordings are read again for every complaint
         self._in_wording: dict[str, frozenset[str]] = {}
@@ -140,7 +148,8 @@ class BodyParts:
 
     def in_complaint(self, text: str) -> frozenset[str]:
         """The stems of the parts ``text`` names by their own word."""
-        return frozenset(stem(w) for w in _WORD.findall(text.lower()) if singular(w) in self.words)
+        named = [singular(w) for w in _WORD.findall(text.lower())]
+        return frozenset(stem(w) for w in named if w in self.words).union(*(self.compounds.get(w, ()) for w in named))
 
     def in_wording(self, text: str) -> frozenset[str]:
         """The stems of the parts a vocabulary wording names."""

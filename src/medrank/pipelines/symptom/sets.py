@@ -154,7 +154,9 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``lay_first``: where a piece's reading of everyday words (``lay_words``) finds first a term the patient's own words
 #: find among their first :data:`LAY_CONFIRM_RANK` hits, the own words' first hit that the reading does not put first
 #: is offered, not decided: it was found without the everyday word's meaning (Low back pain for "pain in my lower
-#: right tummy", read "… lower right stomach": Abdominal pain); :meth:`SetDetector._lay_first`. ``often_words``: an
+#: right tummy", read "… lower right stomach": Abdominal pain); so too for a reading of two words joined
+#: (``joined_words``: "bed sores" read "bedsore" finds Pressure ulcer, the own words Oral ulcer first);
+#: :meth:`SetDetector._lay_first`. ``often_words``: an
 #: English piece whose clause said how often ("a lot", "all the time", left out of the piece as a time is) is also
 #: searched as "frequent <piece>", its reading of everyday words too ("peeing a lot": "frequent urinate", Pollakisuria's
 #: "Frequent urination"; "peeing" alone found Abnormality of urine homeostasis), as a reading of the same words; it
@@ -656,6 +658,22 @@ def _shared_reading(text: str, spans: list[Span]) -> list[tuple[int, Span]]:
     return out
 
 
+def _holds_rewritten(rewritten: set[str], stems: set[str], every: bool) -> bool:
+    """Whether a term's wording stems hold the words a reading rewrote: one of them, or ``every`` one."""
+    return rewritten <= stems if every else bool(rewritten & stems)
+
+
+def _own_words(spans: Sequence[Span], reading: Span, source: str) -> list[int]:
+    """The pieces of ``spans`` that search the patient's own words ``source`` a ``reading`` was read from: the piece
+    of those words, and their reading as "frequent <words>" where the reading is one too (``often_words``: "frequent
+    need to urinate" is confirmed by "frequent need to pee", the clause's "all the time" being the patient's too)."""
+    own = {source}
+    if reading.text.startswith("frequent "):
+        own.add(f"frequent {source}")
+    return [i for i, o in enumerate(spans) if (o.start, o.end) == (reading.start, reading.end) and o.text in own
+            and o.lay_of is None and o.joined_of is None]
+
+
 def _overlapping(spans: Sequence[Span], i: int, j: int) -> bool:
     """Whether spans ``i`` and ``j`` share characters (a span index below 0, the whole text, shares none)."""
     if not (0 <= i < len(spans) and 0 <= j < len(spans)):
@@ -1063,7 +1081,7 @@ class SetDetector:
             out.append(s)
             joined = self._joined(s.text) if not s.reading else None
             if joined is not None:
-                out.append(Span(s.start, s.end, joined, None, s.negated, reading=True))
+                out.append(Span(s.start, s.end, joined, None, s.negated, reading=True, joined_of=s.text))
         return out
 
     def _lay_readings(self, spans: Sequence[Span]) -> list[Span]:
@@ -2070,23 +2088,28 @@ class SetDetector:
         words (:meth:`_lay_readings`) finds first another term, one the own words also find among their first
         :data:`LAY_CONFIRM_RANK` hits: offered, not decided. The own words hold a word the vocabulary hardly uses, so
         their first hit was found without its meaning; the reading has it, and the own words agreeing on the reading's
-        first hit keeps a wrong sense of the everyday word (:meth:`_lay_only`) from deciding anything."""
+        first hit keeps a wrong sense of the everyday word (:meth:`_lay_only`) from deciding anything. A reading of
+        two words joined (``joined_words``, :attr:`.spans.Span.joined_of`) is read so too: the own words' first hit
+        was found without the compound's meaning."""
         if not self._rule("lay_first"):
             return set()
         out = set()
         for k, s in enumerate(spans):
-            if s.lay_of is None:
+            source = s.lay_of or s.joined_of
+            if source is None:
                 continue
-            own = [i for i, o in enumerate(spans) if (o.start, o.end, o.text) == (s.start, s.end, s.lay_of)]
+            own = _own_words(spans, s, source)
             first = next((c for c in cands if c.found_at.get(k) == 0), None)
             if first is None or not any(first.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own):
                 continue
             # a term one of whose wordings holds the everyday word was found with its meaning ("earache": Ear pain's
-            # "Earache"; "heartburn")
-            rewritten = set(content_stems(_WORD.findall(s.lay_of.lower()))) - set(content_stems(_WORD.findall(s.text.lower())))
+            # "Earache"; "heartburn"); of two words read as one ("bed sores": "bedsore"), one holding both ("Oral
+            # ulcer" holds neither word of "bed sores", "Mouth sores" one, and was found without the compound's meaning)
+            rewritten = set(content_stems(_WORD.findall(source.lower()))) - set(content_stems(_WORD.findall(s.text.lower())))
+            every = s.lay_of is None
             out |= {j for j, c in enumerate(cands)
                     if c.id != first.id and any(c.found_at.get(i) == 0 for i in own) and c.found_at.get(k) != 0
-                    and not rewritten & set(content_stems(self._wording_words(c.id)))}
+                    and not _holds_rewritten(rewritten, set(content_stems(self._wording_words(c.id))), every)}
         return out
 
     def _unread(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
@@ -2146,8 +2169,7 @@ class SetDetector:
         for j, c in enumerate(cands):
             if c.span_idx < 0 or spans[c.span_idx].lay_of is None:
                 continue
-            s = spans[c.span_idx]
-            own = [i for i, o in enumerate(spans) if (o.start, o.end, o.text) == (s.start, s.end, s.lay_of)]
+            own = _own_words(spans, spans[c.span_idx], spans[c.span_idx].lay_of)
             if not any(c.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own):
                 out.add(j)
         return out

@@ -78,7 +78,9 @@ _EN_ADJECTIVES = {"itchy", "swollen", "sore", "painful", "stiff", "numb", "tende
 # stays a piece of its own ("cold when I go out"), where a word of sensation and its circumstance are one piece
 _EN_PART_ADJECTIVES = _EN_ADJECTIVES | {"red", "hot", "warm", "cold", "sticky", "dry", "blocked", "stuffy", "runny",
                                         "bruised", "crusty", "weak", "heavy", "tight", "inflamed", "blistered",
-                                        "bloodshot", "flaky", "scaly", "bumpy", "lumpy"}
+                                        "bloodshot", "flaky", "scaly", "bumpy", "lumpy", "yellow", "pale", "blue",
+                                        "purple", "white", "black", "grey", "gray", "dark", "cloudy", "thick", "thin",
+                                        "brittle", "cracked", "peeling", "smelly"}
 # an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
 # a body part stays ("my head hurts"): only a person, with up to two words before it ("my little girl", "our
 # 3-year-old son"), is a subject. Whoever reports it says so too: "my daughter says her ear hurts", "he keeps
@@ -111,7 +113,9 @@ class Span:
     stairs"), which says when, not what. ``lay_of``: for a reading with everyday words written as the vocabulary's
     (the set detector's ``lay_words`` rule), the text it was read from. ``often``: the clause said how often ("a lot",
     "all the time"), which is left out of ``text`` as a time is ("I cough a lot": cough) but may be the finding itself
-    ("I'm peeing a lot": the set detector's ``often_words`` rule)."""
+    ("I'm peeing a lot": the set detector's ``often_words`` rule). ``joined_of``: for a reading with two words written
+    as the one word the vocabulary writes them as (the ``joined_words`` rule: "bed sores" as "bedsore"), the text it was
+    read from."""
 
     start: int
     end: int
@@ -122,6 +126,7 @@ class Span:
     circumstance: str | None = None
     lay_of: str | None = None
     often: bool = False
+    joined_of: str | None = None
 
 
 def is_chinese(text: str) -> bool:
