@@ -1323,9 +1323,26 @@ def test_the_first_of_a_descriptions_alternatives_is_what_it_asks_on_its_own():
     assert hpo_synonyms(own, vomiting, alternatives=list(own)) == {"E_210": ["Hematemesis", "Vomiting blood"]}
 
 
+def test_sore_is_pain_as_an_adjective_not_as_the_noun_of_a_lesion():
+    from medrank.pipelines.history.inquiry.findings import EN_PAIN
+
+    # "I have a sore on my lip", "a cold sore" and the term Pressure ulcer ("Pressure sore") read as pain somewhere, and
+    # the engine asked where the pain was
+    for text in ("I have a sore throat", "my throat is sore in the morning", "my back is sore", "sore muscles",
+                 "I feel sore all over", "a sore, itchy eye"):
+        assert EN_PAIN.search(text), text
+    for text in ("I have a sore on my lip", "I have a cold sore", "bed sores", "Pressure sore", "I have a sore.",
+                 "a sore in my mouth that won't heal", "a canker sore"):
+        assert not EN_PAIN.search(text), text
+
+
 def test_a_negation_that_says_a_finding_goes_on_is_no_denial():
     for clause in ("I have a tickly cough that won't go away", "I can't stop coughing", "my cough doesn't go away",
-                   "the pain is not getting better", "my headache won't clear up", "it's no better"):
+                   "the pain is not getting better", "my headache won't clear up", "it's no better",
+                   # ... each was read as no fever, no headache, no mouth ulcers
+                   "I have a fever that doesn't go down", "I've got a headache that won't shift",
+                   "I've got mouth ulcers that won't heal", "the pain won't ease off", "my temperature hasn't come down",
+                   "the itching won't let up", "my rash isn't healing"):
         assert not is_negated(clause), clause
     for clause in ("I have no fever", "no cough", "I don't have a cough", "I haven't lost my appetite", "never had asthma",
                    "my appetite is fine", "I can breathe fine", "my breathing is normal", "my throat is ok"):

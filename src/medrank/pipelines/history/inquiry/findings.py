@@ -63,7 +63,9 @@ EN_PERSISTS = re.compile(
     r"\b(?:won't|wont|doesn't|does\s+not|don't|do\s+not|didn't|did\s+not|isn't|is\s+not|not|never|hasn't|has\s+not|"
     r"haven't|have\s+not)\s+(?:(?:seem\s+to|really|quite|completely|fully|ever)\s+)*(?:go(?:ne|ing|es)?\s+away|"
     r"stop(?:ped|ping|s)?|clear(?:ed|ing|s)?(?:\s+up)?|settl(?:e|ed|ing|es)(?:\s+down)?|get(?:ting|s)?\s+better|"
-    r"improv(?:e|ed|ing|es))\b"
+    r"improv(?:e|ed|ing|es)|heal(?:ed|ing|s)?|shift(?:ed|ing|s)?|budg(?:e|ed|ing|es)|(?:go(?:ne|ing|es)?|come|coming|"
+    r"came)\s+down|let(?:ting|s)?\s+up|eas(?:e|ed|ing|es)(?:\s+(?:off|up))?|subsid(?:e|ed|ing|es)|wear(?:ing|s)?\s+off|"
+    r"calm(?:ed|ing|s)?\s+down)\b"
     r"|\b(?:can't|cannot|can\s+not|couldn't|could\s+not)\s+(?:seem\s+to\s+)?(?:stop|get\s+rid\s+of|shake(?:\s+off)?)\b"
     r"|\bno\s+better\b", re.IGNORECASE)
 # a point between two digits is part of a number ("38.5"), not the end of a sentence
@@ -1008,8 +1010,11 @@ def _circumstance_stems(description: str) -> frozenset[str]:
 
 
 #: a word of pain (a cramp is one: DDXPlus characterises pain as "a cramp"); group 1: the part a compound names
-#: ("headache": head; HPO's "Pharyngalgia": pharyng)
-EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|sore|aches?|aching|cramps?|cramping)\b"
+#: ("headache": head; HPO's "Pharyngalgia": pharyng). "Sore" is pain as an adjective ("a sore throat", "my back is
+#: sore"), not as the noun of a lesion ("a cold sore", "bed sores", "a sore on my lip", "Pressure sore")
+EN_PAIN = re.compile(r"\b(?:pain|pains|painful|hurts?|hurting|aches?|aching|cramps?|cramping)\b"
+                     r"|\b(?<!\bcold )(?<!\bbed )(?<!\bcanker )(?<!\bpressure )(?<!\bopen )"
+                     r"(?!(?<=\ba )sore\s*(?:$|[.;!?]|(?:on|in|at|near|under|inside|by|that|which)\b))sore\b"
                      r"|\b([a-z]+?)(?:aches?|algias?)\b"
                      # a head that pounds or throbs aches ("a pounding head": MiniLM's nearest is a head trauma); a
                      # pounding heart does not
