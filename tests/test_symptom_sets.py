@@ -275,10 +275,26 @@ def test_adjectives_after_a_part_say_how_that_part_is_one_after_another() -> Non
     # a colour or a texture too ("yellow" alone decided Jaundice for "my toenails are thick and yellow")
     assert spans("my toenails are thick and yellow")[-1] == ("my toenails are yellow", False)
     assert spans("my pee is dark and cloudy")[-1] == ("my pee is cloudy", False)
+    # a participle too ("bleeding" alone was nothing but blood, and "my gums are sore and bleeding" decided nothing)
+    assert spans("my gums are sore and bleeding")[-1] == ("my gums are bleeding", False)
+    # ... after a verb with its auxiliary ("painful" alone decided Pain)
+    assert spans("my left calf has been swollen and painful")[-1] == ("left calf pain", False)
     # those words alone, with no part before them, stay as they were: no piece of their own joins a circumstance
     assert spans("I feel hot and sweaty") == [("feel hot", False), ("sweaty", False)]
     assert spans("cold when I go outside") == [("cold", False), ("cold when I go outside", True)]
     assert spans("burning when I pee") == [("burning when I pee", False)]
+
+
+def test_a_time_that_opens_a_clause_is_left_out_as_a_trailing_one_is() -> None:
+    def spans(text: str) -> list[str]:
+        return [s.text for s in find_spans(text, language="en", part_pain=True)]
+
+    # "Since Monday my left calf …" kept the time, and the part's clause was no longer one that opens with the part
+    assert spans("Since Monday my knee is swollen") == ["my knee is swollen"]
+    assert spans("For the last three days I've had a sore throat") == ["sore throat"]
+    assert spans("for a couple of months I have been tired") == ["tired"]
+    assert spans("two days ago I started vomiting") == ["started vomiting"]
+    assert spans("for two days") == []  # nothing but a time, as before
 
 
 def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone() -> None:

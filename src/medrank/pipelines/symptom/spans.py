@@ -80,7 +80,8 @@ _EN_PART_ADJECTIVES = _EN_ADJECTIVES | {"red", "hot", "warm", "cold", "sticky", 
                                         "bruised", "crusty", "weak", "heavy", "tight", "inflamed", "blistered",
                                         "bloodshot", "flaky", "scaly", "bumpy", "lumpy", "yellow", "pale", "blue",
                                         "purple", "white", "black", "grey", "gray", "dark", "cloudy", "thick", "thin",
-                                        "brittle", "cracked", "peeling", "smelly"}
+                                        "brittle", "cracked", "peeling", "smelly", "bleeding", "aching", "itching",
+                                        "tingling", "weeping", "oozing", "twitching", "shaking"}
 # an English clause's lead-in ("I have", "my child has been", "now my little girl has") says who and when, not what;
 # a body part stays ("my head hurts"): only a person, with up to two words before it ("my little girl", "our
 # 3-year-old son"), is a subject. Whoever reports it says so too: "my daughter says her ear hurts", "he keeps
@@ -178,9 +179,10 @@ _EN_SUBJECT = re.compile(rf"\b(?:i|we|he|she|they|{EN_PERSON})\b", re.I)
 #: verbs that link a subject to how it is ("my eyes are", "the skin feels", "it gets"): no word of a finding
 EN_LINKING = frozenset({"is", "are", "was", "were", "feels", "feel", "looks", "look", "gets", "get", "seems", "seem"})
 # a clause that opens with a body part and its verb: "my eyes are", "his left knee hurts", "the skin feels"
+# ("my calf has been swollen": the verb with its auxiliary)
 _EN_PART_SUBJECT = re.compile(
     rf"^((?:my|your|his|her|our|their|the)\s+(?:[\w-]+\s+){{0,2}}?[\w-]+)\s+"
-    rf"({'|'.join(sorted(EN_LINKING | _EN_PREDICATES))})\b", re.I)
+    rf"((?:(?:has|have|had)\s+been)|{'|'.join(sorted(EN_LINKING | _EN_PREDICATES))})\b", re.I)
 
 
 _EN_WORD_BEFORE = re.compile(r"([A-Za-z']+)\s*$")
@@ -313,6 +315,12 @@ _EN_NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|
 _EN_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?)"
 # how close a count is ("for about an hour", "in over a week")
 _EN_ABOUT = r"(?:(?:about|around|nearly|almost|over|under|roughly|more\s+than|less\s+than|at\s+least)\s+)?"
+# a time that opens a clause ("Since Monday my calf has been swollen", "For the last three days I've had …"): when, not
+# what, as a trailing time is; what follows it opens the clause (its subject, its lead-in)
+_EN_LEADING_TIME = re.compile(
+    rf"^(?:(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?{_EN_ABOUT}(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
+    rf"|(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
+    rf"|{_EN_ABOUT}{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)\s*,?\s+(?=\w)", re.I)
 # a clause's trailing time ("for two days", "over the past week", "since yesterday", "last night") or how often ("a lot",
 # "all the time") says when, not what: left in, it pulls the clause towards terms about timing or kind ("Quotidian
 # fever" for "fever for two days", "Productive cough" for "cough a lot")
@@ -356,6 +364,9 @@ _EN_TIME_OF_DAY = re.compile(r"\s+(?:in|at|during)\s+(?:the\s+)?(?:morning|eveni
 
 
 def _strip_lead(text: str, a: int, b: int) -> tuple[int, int]:
+    t = _EN_LEADING_TIME.match(text[a:b])
+    if t is not None:
+        a += t.end()
     m = _EN_LEAD.match(text[a:b])
     if m and m.end() < b - a:
         feel = list(_EN_FEEL.finditer(text, a, a + m.end()))
@@ -381,7 +392,7 @@ def _with_shared_subject(clause: str, bare: str, part_pain: bool = False) -> str
         return f"{subject} {bare}"
     # a verb of pain ("hurts") stays alone: read with the whole clause it is already ("my knee is swollen and
     # hurts"), and "my knee hurts" alone reads as Knee dislocation to the zero-shot MiniLM
-    if first not in _EN_PREDICATES and verb.lower() in EN_LINKING:
+    if first not in _EN_PREDICATES and (verb.lower() in EN_LINKING or verb.lower().endswith("been")):
         return f"{subject} {verb} {bare}"
     return None
 
