@@ -1512,6 +1512,45 @@ def test_the_first_hit_of_two_words_read_without_their_joined_meaning_gives_way_
     assert "HB" in [t.id for t in det.detect("heart burn").terms]
 
 
+def test_a_term_found_for_where_a_named_finding_is_gives_way_to_it() -> None:
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    # "headaches on one side of my head" decided Hemiparesis (found for "one side"), Headache third
+    names = {"HP": "Hemiparesis", "HS": "Hemifacial spasm", "HA": "Headache", "MI": "Migraine", "CP": "Chest pain",
+             "PA": "Pain", "IB": "Increased bone mineral density", "OR": "Osteosclerosis of ribs",
+             "AR": "Abnormality of the rib"}
+    parents = {"HP": ["ROOT"], "HS": ["ROOT"], "HA": ["PA"], "MI": ["HA"], "CP": ["PA"], "PA": ["ROOT"], "IB": ["ROOT"],
+               "OR": ["AR"], "AR": ["ROOT"], "ROOT": []}
+    hits = {"headaches on one side of my head": [("HP", 0.9), ("HS", 0.85), ("HA", 0.8)],
+            "migraines on one side": [("MI", 0.9), ("HP", 0.5)], "pain in my chest": [("CP", 0.9), ("PA", 0.5)],
+            "increased bone density in ribs": [("OR", 0.9), ("IB", 0.5)]}
+    wordings = {"HP": ("Hemiparesis", "Weakness of one side of the body"), "HS": ("Hemifacial spasm",),
+                "HA": ("Headache", "Head ache"), "MI": ("Migraine",), "CP": ("Chest pain",), "PA": ("Pain",),
+                "IB": ("Increased bone mineral density", "Increased bone density"), "OR": ("Osteosclerosis of ribs",),
+                "AR": ("Abnormality of the rib",)}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0),
+                          hierarchy=HpoHierarchy(parents), wordings=wordings)
+    text = "headaches on one side of my head"
+    assert "HP" in [t.id for t in det.detect(text).terms]  # the rule is off
+    det.calibration.rules = ("placed_head",)
+    got = det.detect(text)
+    assert "HP" not in [t.id for t in got.terms] and "HP" in [t.id for t in got.alternatives]
+    det.calibration.rules = ("placed_head", "give_way")
+    got = det.detect(text)  # both terms of the place give way at once
+    assert [t.id for t in got.terms] == ["HA"] and {"HP", "HS"} <= {t.id for t in got.alternatives}
+    # the head's term and its kinds stay ("pain in my chest": Chest pain is a pain; a plural head is read singular)
+    assert [t.id for t in det.detect("pain in my chest").terms][:1] == ["CP"]
+    got = [t.id for t in det.detect("migraines on one side").terms]
+    assert "MI" in got and "HP" not in got
+    spans, cands = det._candidates_many(["pain in my chest"])[0][:2]
+    assert det._placed_head("pain in my chest", spans, cands) == set()
+    # a term worded with the place's body part is the head's finding there, though not filed under it
+    assert [t.id for t in det.detect("increased bone density in ribs").terms][:1] == ["OR"]
+    spans, cands = det._candidates_many(["increased bone density in ribs"])[0][:2]
+    assert det._placed_head("increased bone density in ribs", spans, cands) == set()
+    assert det._placed_head("头痛", [], []) == set()  # Chinese text is left alone
+
+
 def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:
     from medrank.pipelines.symptom.sets import BEHAVIOUR, HpoHierarchy
 

@@ -169,22 +169,30 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: ``thing_subject``: an English term of behaviour (a kind of :data:`BEHAVIOUR`) on a piece whose subject is a thing,
 #: neither a person nor a body part ("the room spins": Spinning, a child's twirling), is offered, not decided, on top
 #: of the probabilities, and under ``give_way`` gives way (:meth:`SetDetector._thing_subject`: Vertigo).
+#: ``placed_head``: on an English piece whose head words are one of a term's wordings and whose rest says where
+#: ("headaches on one side of my head": Headache), a term that is neither that term nor a kind of it and shares no word
+#: with the head is offered, not decided (Hemiparesis, found for "one side"), on top of the probabilities, and under
+#: ``give_way`` gives way (:meth:`SetDetector._placed_head`).
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
             "breath_words", "blood_source", "plain_adjectives", "lay_words", "give_way", "unread_words", "unsaid_less",
             "part_only", "part_adjective", "learned_unsaid", "denied_wording", "less_of_more", "lay_first",
-            "often_words", "linking_only", "joined_words", "thing_subject")
+            "often_words", "linking_only", "joined_words", "thing_subject", "placed_head")
 ZH_RULES = ("zh_kinds", "zh_variants", "zh_joined")
 RULES = EN_RULES + ZH_RULES
 #: the rules on top of the probabilities: :meth:`SetDetector.fit` chooses the threshold without them
 DECISION_RULES = ("body_parts", "zh_kinds", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "breath_words",
                   "blood_source", "unread_words", "unsaid_less", "part_only", "learned_unsaid",
-                  "denied_wording", "less_of_more", "lay_first", "linking_only", "thing_subject")
+                  "denied_wording", "less_of_more", "lay_first", "linking_only", "thing_subject", "placed_head")
 #: a wording that denies what follows: "Unable to get pregnant", "Inability to walk", "No speech", "Loss of smell"
 #: (the words after the denial, up to three; :meth:`SetDetector._denied_wording`)
 WORDING_DENIES = re.compile(r"\b(?:unable to|inability to|cannot|can't|no|not|without|lack of|loss of|absence of|absent)"
                             r"\s+((?:[a-z'-]+\s*){1,3})")
+#: a piece of a finding and where it is ("headaches on one side of my head", "these pains in my side"): group 1 the
+#: words before the place, after a determiner (the rule ``placed_head``)
+_PLACED_HEAD = re.compile(r"^(?:(?:these|those|this|that|the|my|a|an|some)\s+)?([a-z' -]+?)\s+"
+                          r"(?:on|in|at|around|behind|over|across|under|along|near|inside|down)\s+\S", re.I)
 #: HPO's behavioural abnormalities (the rule ``thing_subject``: what a person does)
 BEHAVIOUR = "HP:0000708"
 #: a piece that opens on a thing ("the room spins", "everything is spinning"): group 1 up to three words after the
@@ -1728,9 +1736,9 @@ class SetDetector:
 
     def _parts(self) -> BodyParts | None:
         """The body parts of the vocabulary's wordings, built once, when a rule that reads them applies (``body_parts``,
-        ``unnamed_parts``, ``bare_parts``, ``part_only``, ``part_adjective``)."""
+        ``unnamed_parts``, ``bare_parts``, ``part_only``, ``part_adjective``, ``learned_unsaid``, ``placed_head``)."""
         on = any(self._rule(r) for r in ("body_parts", "unnamed_parts", "bare_parts", "part_only", "part_adjective",
-                                         "learned_unsaid"))
+                                         "learned_unsaid", "placed_head"))
         if self._body_parts is None and self.wordings is not None and on:
             self._body_parts = BodyParts.from_wordings(self.wordings)
         return self._body_parts if on else None
@@ -2031,7 +2039,50 @@ class SetDetector:
                 | self._part_only(text, spans, cands) | self._learned_unsaid(text, spans, cands)
                 | self._denied_wording(text, spans, cands) | self._less_of_more(text, spans, cands)
                 | self._lay_first(spans, cands) | self._linking_only(text, spans, cands)
-                | self._thing_subject(text, spans, cands))
+                | self._thing_subject(text, spans, cands) | self._placed_head(text, spans, cands))
+
+    def _placed_head(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
+        """Under ``placed_head``, on each English piece whose words before a place (:data:`_PLACED_HEAD`) are one of a
+        term's wordings (a plural as its singular: "headaches"), the candidates that are neither that term nor a kind
+        of it and none of whose wordings shares a word with those words: offered, not decided. The head says what,
+        the rest where; a term found for the place alone ("one side": Hemiparesis) names no finding the words say.
+        Without a hierarchy or wordings: none."""
+        if not self._rule("placed_head") or self._zh(text) or self.hierarchy is None or self.wordings is None:
+            return set()
+        out = set()
+        for i, sp in enumerate(spans):
+            piece = _piece_text(sp).strip()
+            m = _PLACED_HEAD.match(piece) if not sp.negated else None
+            if m is None:
+                continue
+            words = m.group(1).lower().split()
+            # the head's last words: "bad headache" is a headache
+            named, head = frozenset(), ""
+            for k in range(len(words)):
+                head = " ".join(words[k:])
+                named = self._named_by(head, text) or self._named_by(" ".join([*words[k:-1], singular(words[-1])]), text)
+                if named:
+                    break
+            if not named:
+                continue
+            stems = _word_stems(head)
+            ruled = {j for j, c in enumerate(cands)
+                     if c.span_idx == i and c.id not in named
+                     and not any(self.hierarchy.is_ancestor(n, c.id) for n in named)
+                     and not any(stems & w for w in self._wording_stems(c.id))}
+            # ... nor one worded with the place's body part: the head's finding there ("increased bone density in
+            # ribs": Osteosclerosis of ribs, which HPO does not file under Increased bone mineral density)
+            out |= {j for j in ruled if not self._of_place(piece[m.end(1):], cands[j].id)}
+        return out
+
+    def _of_place(self, place: str, cid: str) -> bool:
+        """Whether ``place`` names a body part and a wording of term ``cid`` names one that goes with it
+        (:class:`.BodyParts`)."""
+        parts = self._parts()
+        if parts is None or not parts.in_complaint(place):
+            return False
+        wordings = self.wordings.get(cid, ()) if self.wordings is not None else ()
+        return any(parts.in_wording(w) for w in wordings) and not parts.contradicts(place, wordings)
 
     def _thing_subject(self, text: str, spans: Sequence[Span], cands: Sequence[_Candidate]) -> set[int]:
         """Under ``thing_subject``, the English candidates of behaviour (kinds of :data:`BEHAVIOUR`) on a piece whose
@@ -2140,7 +2191,8 @@ class SetDetector:
                          hits: list[list[tuple[str, float]]], merged: tuple[list[Span], list[_Candidate], np.ndarray]
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
         """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``,
-        ``breath_words``, ``unsaid_less``, ``less_of_more``, ``linking_only`` or ``thing_subject`` keeps from being
+        ``breath_words``, ``unsaid_less``, ``less_of_more``, ``linking_only``, ``thing_subject`` or ``placed_head``
+        keeps from being
         decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`, :meth:`_unsaid_less`, :meth:`_less_of_more`,
         :meth:`_linking_only`, :meth:`_thing_subject`): the next hit is then that piece's first ("coughing up yellow
         phlegm" finds Hemoptysis
@@ -2149,9 +2201,15 @@ class SetDetector:
         _, cands, x = merged
         unsaid = (self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
                   | self._naming_less(text, spans, cands) | self._less_of_more(text, spans, cands)
-                  | self._linking_only(text, spans, cands) | self._thing_subject(text, spans, cands))
+                  | self._linking_only(text, spans, cands) | self._thing_subject(text, spans, cands)
+                  | self._placed_head(text, spans, cands))
         first = {cands[j].id for j in unsaid
                  if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
+        # a place's terms give way all at once: the head's term may come after several ("one side": Hemiparesis,
+        # Hemifacial spasm, then Headache)
+        placed = self._placed_head(text, spans, cands)
+        if any(cands[j].id in first for j in placed):
+            first |= {cands[j].id for j in placed}
         if not first:
             return merged
         kept_hits = [[(cid, score) for cid, score in row if cid not in first] for row in hits]
