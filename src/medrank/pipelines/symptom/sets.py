@@ -170,9 +170,10 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: neither a person nor a body part ("the room spins": Spinning, a child's twirling), is offered, not decided, on top
 #: of the probabilities, and under ``give_way`` gives way (:meth:`SetDetector._thing_subject`: Vertigo).
 #: ``placed_head``: on an English piece whose head words are one of a term's wordings and whose rest says where
-#: ("headaches on one side of my head": Headache), a term that is neither that term nor a kind of it and shares no word
-#: with the head is offered, not decided (Hemiparesis, found for "one side"), on top of the probabilities, and under
-#: ``give_way`` gives way (:meth:`SetDetector._placed_head`).
+#: ("headaches on one side of my head": Headache), a term that is neither that term nor a kind of it, shares no word
+#: with the head and names no body part of the place is offered, not decided (Hemiparesis, found for "one side"), on
+#: top of the probabilities, and under ``give_way`` all such terms of the piece give way at once
+#: (:meth:`SetDetector._placed_head`).
 #: A trained run's
 #: calibration written before a rule existed does not turn it on, so what it serves stays what was measured.
 EN_RULES = ("part_pain", "body_parts", "grouping", "unnamed_parts", "bare_parts", "unsaid_blood", "part_swelling",
@@ -2192,22 +2193,20 @@ class SetDetector:
                          ) -> tuple[list[Span], list[_Candidate], np.ndarray]:
         """Under ``give_way``, ``merged`` read again without the terms a piece's search finds first that ``unsaid_blood``,
         ``breath_words``, ``unsaid_less``, ``less_of_more``, ``linking_only``, ``thing_subject`` or ``placed_head``
-        keeps from being
-        decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`, :meth:`_unsaid_less`, :meth:`_less_of_more`,
-        :meth:`_linking_only`, :meth:`_thing_subject`): the next hit is then that piece's first ("coughing up yellow
-        phlegm" finds Hemoptysis
-        first, which names no blood the words say; Increased sputum production is next; "I'm always hungry" finds Poor
-        appetite, then Polyphagia; :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
+        keeps from being decided (:meth:`_unsaid_blood`, :meth:`_unsaid_breath`, :meth:`_unsaid_less`,
+        :meth:`_less_of_more`, :meth:`_linking_only`, :meth:`_thing_subject`, :meth:`_placed_head`): the next hit is
+        then that piece's first ("coughing up yellow phlegm" finds Hemoptysis first, which names no blood the words
+        say; Increased sputum production is next; "I'm always hungry" finds Poor appetite, then Polyphagia;
+        :meth:`_naming_less`). The ruled-out terms stay as first read, to be offered."""
         _, cands, x = merged
+        placed = self._placed_head(text, spans, cands)
         unsaid = (self._unsaid_blood(text, spans, cands) | self._unsaid_breath(text, spans, cands)
                   | self._naming_less(text, spans, cands) | self._less_of_more(text, spans, cands)
-                  | self._linking_only(text, spans, cands) | self._thing_subject(text, spans, cands)
-                  | self._placed_head(text, spans, cands))
+                  | self._linking_only(text, spans, cands) | self._thing_subject(text, spans, cands) | placed)
         first = {cands[j].id for j in unsaid
                  if cands[j].span_idx >= 0 and cands[j].span_rank == 0 and not spans[cands[j].span_idx].negated}
         # a place's terms give way all at once: the head's term may come after several ("one side": Hemiparesis,
         # Hemifacial spasm, then Headache)
-        placed = self._placed_head(text, spans, cands)
         if any(cands[j].id in first for j in placed):
             first |= {cands[j].id for j in placed}
         if not first:
