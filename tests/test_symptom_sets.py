@@ -397,6 +397,10 @@ def test_english_spans_leave_out_who_and_when() -> None:
     # a child named by age is who, not what ("2 year old" found Neonatal inspiratory stridor)
     assert spans("my 2 year old has a high temperature") == [("high temperature", False)]
     assert spans("our 18 month old is vomiting") == [("vomiting", False)]
+    # ... and a parent's "little one" ("my little one is off her food" decided Food allergy), not a part's "left one"
+    assert spans("my little one has a fever") == [("fever", False)]
+    assert spans("my newborn is jaundiced") == [("jaundiced", False)]
+    assert spans("my left one is swollen") == [("my left one is swollen", False)]
     assert spans("now I don't have a fever") == [("fever", True)]
     assert spans("her throat hurts") == [("her throat hurts", False)]  # a body part is what, not who
 
@@ -1558,7 +1562,7 @@ def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:
     names = {"SP": "Spinning", "VE": "Vertigo", "RO": "Stereotypical body rocking"}
     parents = {"SP": [BEHAVIOUR], "RO": [BEHAVIOUR], BEHAVIOUR: ["ROOT"], "VE": ["ROOT"], "ROOT": []}
     hits = {"the room spins": [("SP", 0.9), ("VE", 0.85)], "keeps spinning": [("SP", 0.9), ("VE", 0.85)],
-            "the little one keeps rocking": [("RO", 0.9)]}
+            "keeps rocking": [("RO", 0.9)]}
     det = _toy_detector(hits, names, min_terms=0, hierarchy=HpoHierarchy(parents))
     assert [t.id for t in det.detect("the room spins").terms] == ["SP"]  # the rule is off
     det.calibration.rules = ("thing_subject",)
@@ -1568,7 +1572,7 @@ def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:
     assert [t.id for t in det.detect("the room spins").terms] == ["VE"]  # the next hit is the piece's first
     # the patient's own doing, or a person's, stays
     assert [t.id for t in det.detect("my son keeps spinning").terms] == ["SP"]
-    assert [t.id for t in det.detect("the little one keeps rocking").terms] == ["RO"]
+    assert [t.id for t in det.detect("the little one keeps rocking").terms] == ["RO"]  # a person: the lead-in
     spans, cands, _, _ = det._candidates_many(["the room spins"])[0]
     assert det._thing_subject("the room spins", spans, cands)
     det.hierarchy = None

@@ -86,11 +86,12 @@ EN_MOVING_PARTICIPLE = (r"(?<=\w )" + "".join(rf"(?<!\b{re.escape(w)} )" for w i
 #: inquiry's findings both leave such a subject out of what they search
 EN_PERSON_NOUNS = ("son", "daughter", "child", "children", "baby", "kid", "kids", "toddler", "infant", "girl", "boy",
                    "wife", "husband", "partner", "mother", "father", "mum", "mom", "dad", "sister", "brother",
-                   "grandmother", "grandfather", "grandma", "grandpa", "granny")
+                   "grandmother", "grandfather", "grandma", "grandpa", "granny", "grandson", "granddaughter",
+                   "newborn", "teenager", "teen")
 #: :data:`EN_PERSON_NOUNS` as a regular-expression alternation, with a child named by age ("my 2 year old", "my
-#: two-year-old", "our 18 month old")
+#: two-year-old", "our 18 month old") and a parent's "little one" (not "my left one", a part)
 EN_PERSON = "|".join(EN_PERSON_NOUNS) + (r"|(?:\d+|[a-z]+)[\s-]+(?:year|month|week|day)s?[\s-]+old(?:\s+(?:"
-                                          + "|".join(EN_PERSON_NOUNS) + "))?")
+                                          + "|".join(EN_PERSON_NOUNS) + r"))?|(?<=little )ones?")
 #: how many times more likely English is taken to be a priori than the identifier's uniform prior says (chosen on
 #: short English symptom names and French / German complaints, `tests/test_text.py` holds examples of both)
 ENGLISH_PRIOR = 10.0
