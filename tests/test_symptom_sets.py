@@ -285,6 +285,17 @@ def test_adjectives_after_a_part_say_how_that_part_is_one_after_another() -> Non
     assert spans("burning when I pee") == [("burning when I pee", False)]
 
 
+def test_a_clause_that_says_when_the_one_before_is_worst_is_no_piece() -> None:
+    def spans(text: str) -> list[str]:
+        return [s.text for s in find_spans(text, language="en", part_pain=True)]
+
+    # "especially in the cold" alone decided Coldness, "worse when I climb stairs" Difficulty climbing stairs
+    assert spans("my chest feels tight, especially in the cold") == ["my chest feels tight"]
+    assert spans("my knee hurts, worse when I climb stairs") == ["knee pain"]
+    assert spans("I get a rash, especially on my arms") == ["rash"]
+    assert spans("I feel worse") == ["feel worse"]  # no place or time after it: left as it was
+
+
 def test_a_time_that_opens_a_clause_is_left_out_as_a_trailing_one_is() -> None:
     def spans(text: str) -> list[str]:
         return [s.text for s in find_spans(text, language="en", part_pain=True)]
@@ -317,10 +328,10 @@ def test_a_subordinate_clause_is_read_with_the_clause_it_qualifies_never_alone()
         ("my knee hurts", False, False), ("my knee hurts and is stiff", False, True),
         ("my knee is stiff", False, False), ("my knee is stiff when I wake up", False, True)]
     assert spans("no pain when I swallow") == [("no pain", True, False), ("no pain when I swallow", True, True)]
-    # nothing before it to qualify, or a comma between: its own clause, as before
+    # nothing before it to qualify: its own clause, as before
     assert spans("when I walk my knee hurts") == [("when I walk my knee hurts", False, False)]
-    assert spans("a cough, especially when I lie down") == [("cough", False, False),
-                                                            ("especially when I lie down", False, False)]
+    # after a comma, what says when the clause before is worst is no piece at all
+    assert spans("a cough, especially when I lie down") == [("cough", False, False)]
 
 
 def test_english_spans_leave_out_who_and_when() -> None:

@@ -344,6 +344,12 @@ _EN_TIME = re.compile(
 )
 
 
+# a clause that says when or where the one before it is worst ("…, especially in the cold", "…, worse when I climb
+# stairs", "…, mostly on my arms"): no finding of its own (alone, "especially in the cold" decided Coldness)
+_EN_QUALIFIED = re.compile(r"(?:especially|particularly|mostly|mainly|usually|often|worse|worst|even)\s+"
+                           r"(?:when|whenever|after|before|in|at|on|during|with|if|while|around|first)\b", re.I)
+
+
 def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
     """``(a, b)`` without its trailing time; ``(a, a)`` when the clause is nothing but a time ("since yesterday")."""
     m = _EN_TIME.search(" " + text[a:b])
@@ -695,6 +701,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
         spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
     if not zh:
         spans = _sick_idioms(text, [replace(s, text=_as_breathless(_as_weight(s.text))) for s in spans])
+        spans = [s for s in spans if _EN_QUALIFIED.match(text, s.start) is None]
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or (len(s.text.replace(" ", "")) >= min_chars
