@@ -294,6 +294,9 @@ def test_a_clause_that_says_when_the_one_before_is_worst_is_no_piece() -> None:
     assert spans("my knee hurts, worse when I climb stairs") == ["knee pain"]
     assert spans("I get a rash, especially on my arms") == ["rash"]
     assert spans("I feel worse") == ["feel worse"]  # no place or time after it: left as it was
+    # ... nor one that says the finding goes ("it goes when I rest" alone decided Resting tremor)
+    assert spans("my legs hurt when I walk and it goes when I rest") == ["leg pain", "leg pain when I walk"]
+    assert spans("it goes to my arm") == ["goes to my arm"]  # where it goes is no relief
 
 
 def test_a_time_that_opens_a_clause_is_left_out_as_a_trailing_one_is() -> None:

@@ -349,6 +349,12 @@ _EN_TIME = re.compile(
 _EN_QUALIFIED = re.compile(r"(?:especially|particularly|mostly|mainly|usually|often|worse|worst|even)\s+"
                            r"(?:when|whenever|after|before|in|at|on|during|with|if|while|around|first)\b", re.I)
 
+# ... and one that says the finding before it goes ("…, and it goes when I rest", "it settles after a while"): alone,
+# "goes when I rest" decided Resting tremor
+_EN_RELIEF = re.compile(r"(?:goes|go|went|gone|stops|stopped|eases|eased|settles|settled|(?:gets|got)\s+better|improves|"
+                        r"improved|disappears|disappeared|(?:wears|wore)\s+off|calms\s+down|passes|passed)"
+                        r"(?:\s+(?:away|off|down))?(?=\s*(?:$|[,.;!?]|(?:when|whenever|after|if|once|with|by)\b))", re.I)
+
 
 def _strip_time(text: str, a: int, b: int) -> tuple[int, int]:
     """``(a, b)`` without its trailing time; ``(a, a)`` when the clause is nothing but a time ("since yesterday")."""
@@ -701,7 +707,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
         spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
     if not zh:
         spans = _sick_idioms(text, [replace(s, text=_as_breathless(_as_weight(s.text))) for s in spans])
-        spans = [s for s in spans if _EN_QUALIFIED.match(text, s.start) is None]
+        spans = [s for s in spans if _EN_QUALIFIED.match(text, s.start) is None and _EN_RELIEF.match(text, s.start) is None]
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
     return [s for s in spans if s.normalised is not None or (len(s.text.replace(" ", "")) >= min_chars
