@@ -285,10 +285,13 @@ def test_adjectives_after_a_part_say_how_that_part_is_one_after_another() -> Non
     assert spans("burning when I pee") == [("burning when I pee", False)]
 
 
-def test_a_clause_that_says_when_the_one_before_is_worst_is_no_piece() -> None:
-    def spans(text: str) -> list[str]:
-        return [s.text for s in find_spans(text, language="en", part_pain=True)]
+def _english_pieces(text: str) -> list[str]:
+    """The texts of the English pieces of ``text``, as the set detector reads them (``part_pain``)."""
+    return [s.text for s in find_spans(text, language="en", part_pain=True)]
 
+
+def test_a_clause_that_says_when_the_one_before_is_worst_is_no_piece() -> None:
+    spans = _english_pieces
     # "especially in the cold" alone decided Coldness, "worse when I climb stairs" Difficulty climbing stairs
     assert spans("my chest feels tight, especially in the cold") == ["my chest feels tight"]
     assert spans("my knee hurts, worse when I climb stairs") == ["knee pain"]
@@ -300,9 +303,7 @@ def test_a_clause_that_says_when_the_one_before_is_worst_is_no_piece() -> None:
 
 
 def test_a_time_that_opens_a_clause_is_left_out_as_a_trailing_one_is() -> None:
-    def spans(text: str) -> list[str]:
-        return [s.text for s in find_spans(text, language="en", part_pain=True)]
-
+    spans = _english_pieces
     # "Since Monday my left calf …" kept the time, and the part's clause was no longer one that opens with the part
     assert spans("Since Monday my knee is swollen") == ["my knee is swollen"]
     assert spans("For the last three days I've had a sore throat") == ["sore throat"]
