@@ -1567,7 +1567,10 @@ def test_a_term_found_for_where_a_named_finding_is_gives_way_to_it() -> None:
     assert [t.id for t in det.detect("increased bone density in ribs").terms][:1] == ["OR"]
     spans, cands = det._candidates_many(["increased bone density in ribs"])[0][:2]
     assert det._placed_head("increased bone density in ribs", spans, cands) == set()
-    assert det._placed_head("头痛", [], []) == set()  # Chinese text is left alone
+    spans, cands = det._candidates_many([text])[0][:2]
+    assert {cands[j].id for j in det._placed_head(text, spans, cands)} == {"HP", "HS"}
+    det.calibration.rules = ()
+    assert det._placed_head(text, spans, cands) == set()  # the rule is off
 
 
 def test_a_behaviour_is_not_decided_for_a_thing_that_does_it() -> None:

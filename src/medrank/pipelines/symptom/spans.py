@@ -315,19 +315,21 @@ _EN_NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|
 _EN_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?)"
 # how close a count is ("for about an hour", "in over a week")
 _EN_ABOUT = r"(?:(?:about|around|nearly|almost|over|under|roughly|more\s+than|less\s+than|at\s+least)\s+)?"
+# how long ("for two days", "over the past week") and since when ("since yesterday", "from Monday"): a time a clause
+# opens or ends with
+_EN_HOW_LONG = rf"(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?{_EN_ABOUT}(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
+_EN_SINCE = rf"(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
 # a time that opens a clause ("Since Monday my calf has been swollen", "For the last three days I've had …"): when, not
 # what, as a trailing time is; what follows it opens the clause (its subject, its lead-in)
 _EN_LEADING_TIME = re.compile(
-    rf"^(?:(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?{_EN_ABOUT}(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
-    rf"|(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
-    rf"|{_EN_ABOUT}{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)\s*,?\s+(?=\w)", re.I)
+    rf"^(?:{_EN_HOW_LONG}|{_EN_SINCE}|{_EN_ABOUT}{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)\s*,?\s+(?=\w)", re.I)
 # a clause's trailing time ("for two days", "over the past week", "since yesterday", "last night") or how often ("a lot",
 # "all the time") says when, not what: left in, it pulls the clause towards terms about timing or kind ("Quotidian
 # fever" for "fever for two days", "Productive cough" for "cough a lot")
 _EN_TIME = re.compile(
-    rf"(?:\s+(?:for|over|in|during)\s+(?:the\s+)?(?:(?:past|last)\s+)?{_EN_ABOUT}(?:{_EN_NUMBER}\s+)?{_EN_UNIT}"
+    rf"(?:\s+{_EN_HOW_LONG}"
     rf"|\s+(?:{_EN_ABOUT}{_EN_NUMBER}\s+{_EN_UNIT}\s+(?:ago|now))"
-    rf"|\s+(?:since|from)\s+(?:yesterday|last\s+\w+|this\s+\w+|\w+day|{_EN_NUMBER}\s+{_EN_UNIT}\s+ago)"
+    rf"|\s+{_EN_SINCE}"
     rf"|\s+(?:today|yesterday|tonight|(?:last|this)\s+(?:night|morning|evening|week|month)|all\s+day"
     rf"|now|lately|recently|(?:every\s+)?now\s+and\s+then|on\s+and\s+off|off\s+and\s+on|from\s+time\s+to\s+time|a\s+lot|a\s+little|a\s+bit|all\s+the\s+time|constantly|frequently|often|sometimes"
     rf"|occasionally|(?:every|each)\s+(?:day|morning|evening|afternoon|week)|so\s+much|very\s+much|badly"
