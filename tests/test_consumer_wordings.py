@@ -57,6 +57,13 @@ def test_wording_rules() -> None:
     assert not usable_wording("one two three four five")
 
 
+def test_an_abbreviation_that_reads_as_a_common_word_makes_no_wording() -> None:
+    # the index lower-cases "HIS deficiency" to "his deficiency": "he's off his food" would find Hyperhistidinemia
+    assert not usable_wording("HIS deficiency") and not usable_wording("ST-elevation myocardial infarction")
+    # an abbreviation no one writes as a word, a Roman numeral, a wording all in capitals stay
+    assert usable_wording("HAL deficiency") and usable_wording("MPGN type II") and usable_wording("GLOBOZOOSPERMIA, TOTAL")
+
+
 def test_added_wordings_are_synonyms_marked_as_consumer_and_held_phrases_never_reach_an_index() -> None:
     plus = with_consumer_wordings([DIARRHEA, FEVER], {"HP:0002014": ("The runs",), "HP:0001945": ("watery stool",)})
     assert plus[0].synonyms == ("Diarrhoea", "Watery stool", "The runs") and plus[0].meta["consumer"] == ("The runs",)

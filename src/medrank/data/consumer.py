@@ -10,7 +10,8 @@ term's name or an HPO synonym of it, case and punctuation aside. Of the page's o
 
 * no HPO term already uses (a word HPO gives another term stays that term's),
 * are short (four words at most) and not a MedlinePlus article title ("Diarrhea - what to ask your doctor") or a
-  short upper-case acronym ("CRF", which reads as too many things),
+  short upper-case acronym ("CRF", which reads as too many things), and hold no abbreviation that lower-cased is a
+  common English word ("HIS deficiency": the index reads "his"),
 * and that no other anchored page lends to a different term (a word two terms claim says neither).
 
 NIH's plain-language pages also gloss a clinical word where they use it: "nausea (feeling sick to your stomach)",
@@ -120,11 +121,25 @@ def hpo_umls_terms(path: PathLike | None = None) -> dict[str, frozenset[str]]:
     return {cui: frozenset(ids) for cui, ids in by_cui.items()}
 
 
+#: an abbreviation inside a wording: two to six capitals ("HIS" in "HIS deficiency"), not a Roman numeral ("type II")
+_ABBREVIATION = re.compile(r"\b(?![IVX]+\b)[A-Z]{2,6}\b")
+#: wordfreq's Zipf scale: an abbreviation that lower-cased is a word at least this common in English ("his" 6.5)
+#: reads as that word, as the index lower-cases it ("he's off his food" found Hyperhistidinemia by "HIS deficiency")
+COMMON_WORD_ZIPF = 5.0
+
+
+def _reads_as_common_word(text: str) -> bool:
+    from wordfreq import zipf_frequency
+
+    return not text.isupper() and any(zipf_frequency(a.lower(), "en") >= COMMON_WORD_ZIPF
+                                      for a in _ABBREVIATION.findall(text))
+
+
 def usable_wording(text: str) -> bool:
     """Whether a page's word may be a wording (see the module docstring)."""
     key = wording_key(text)
     return (bool(key) and not _NOT_A_WORDING.search(text) and len(key.split()) <= MAX_WORDS
-            and not (text.isupper() and len(text) <= 6))
+            and not (text.isupper() and len(text) <= 6) and not _reads_as_common_word(text))
 
 
 def consumer_wordings(concepts: Sequence[Concept], annotations: Iterable[FocusAnnotation],
@@ -151,8 +166,9 @@ def consumer_wordings(concepts: Sequence[Concept], annotations: Iterable[FocusAn
 
 
 #: how the wordings are derived: part of the service's knowledge-base fingerprint, so that a knowledge base built with
-#: an earlier derivation is built again (2: the glosses of :func:`gloss_wordings` added)
-WORDINGS_VERSION = 2
+#: an earlier derivation is built again (2: the glosses of :func:`gloss_wordings` added; 3: no abbreviation that reads
+#: as a common word)
+WORDINGS_VERSION = 3
 #: "<a term's wording> (<gloss>)": a parenthesis of lower-case words, and up to five words just before it
 _GLOSS = re.compile(r"\(([a-z][a-z '-]{4,80})\)")
 _WORDS_BEFORE = re.compile(r"((?:[A-Za-z'-]+\s+){0,4}[A-Za-z'-]+)\s+$")
