@@ -106,6 +106,20 @@ def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
     assert [s.text for s in find_spans("I feel sick and tired")] == ["feel sick", "tired"]
 
 
+def test_cold_as_a_noun_is_no_coldness() -> None:
+    # "I have a cold" decided Coldness: the illness, or the weather a finding comes in, is no sensation of cold
+    assert find_spans("I have a cold") == [] and find_spans("I've had a stinking cold for a week") == []
+    assert [s.text for s in find_spans("I think I've caught a cold, runny nose and sneezing")] == [
+        "runny nose", "sneezing"]
+    assert [s.text for s in find_spans("I had a cold last week and now my ear hurts")] == ["my ear hurts"]
+    assert [s.text for s in find_spans("my fingers go white in the cold")] == ["my fingers go white"]
+    # the adjective says the sensation; a compound with the noun after it is another thing
+    assert [s.text for s in find_spans("my hands are cold")] == ["my hands are cold"]
+    assert [s.text for s in find_spans("I feel cold all the time")] == ["feel cold"]
+    assert [s.text for s in find_spans("I break out in a cold sweat")] == ["break out in a cold sweat"]
+    assert [s.text for s in find_spans("I've got a cold sore")] == ["cold sore"]
+
+
 def test_a_relative_clause_of_a_sensation_is_a_second_finding() -> None:
     # "a rash on my legs that itches" was one piece, which decided Pruritus alone: the rash and the itch are two
     spans = find_spans("I have a rash on my legs that itches")

@@ -533,20 +533,46 @@ _EN_ERRAND_WORDS = frozenset({"a", "an", "the", "for", "from", "to", "my", "me",
                               "give", "write", "sign", "been", "be", "is", "am", "was", "of", "it", "again", "you", "us"})
 
 
+#: "cold" as a noun: the illness ("I have a cold", "I think I've caught a bad cold", "off work with a cold") or the
+#: weather a finding comes in ("my fingers go white in the cold"); neither is the sensation of coldness, which the
+#: adjective says ("I feel cold", "my hands are cold", "a cold sweat"; alone, "I have a cold" decided Coldness)
+_EN_COLD_NOUN = re.compile(
+    r"(?:\b(?:caught|catch(?:es|ing)?|got|getting|coming\s+down\s+with|fighting(?:\s+off)?|with)\s+)?"
+    r"(?:\b(?:a|my|this|that|his|her|their|our|your)|\b(?:in|into|out\s+in|from|during|by)\s+the)\s+"
+    r"(?P<noun>(?:(?:bad|heavy|nasty|stinking|streaming|horrible|terrible|awful|head|chest|summer|winter|common|little|"
+    r"slight|proper)\s+)?cold)\b(?!\s*-)(?=\s*(?:$|[,.;:!?)]|(?:and|or|but|with|for|since|that|which|so|last|from|on|"
+    r"at|now|again|too|as|all|over|after|before|coming|going|i|it|he|she|they|we)\b))", re.I)
+#: words of a piece that, with the cold taken out, say nothing more ("I think I've caught …", "probably just …")
+_EN_COLD_LEFT = _EN_ERRAND_WORDS | {"think", "i've", "i'm", "ive", "im", "caught", "catch", "catching", "coming", "down",
+                                    "with", "probably", "just", "maybe", "only", "still", "bit", "really", "off", "has",
+                                    "he's", "she's", "he", "she", "they", "we", "think"}
+
+
+def _without(span: Span, pattern: re.Pattern[str], filler: frozenset[str]) -> Span | None:
+    """``span`` searched without the words ``pattern`` finds in its text; None when nothing but ``filler`` is left."""
+    left = " ".join(pattern.sub(" ", span.text).split())
+    return replace(span, text=left) if any(w not in filler for w in re.findall(r"[a-z']+", left.lower())) else None
+
+
 def _sick_idioms(text: str, spans: list[Span]) -> list[Span]:
     """The pieces searched without words in which "sick" states no illness ("I need a sick note for work" is no
-    nausea; "off sick with the flu" keeps the flu); a piece left with nothing but words of an errand is dropped, and
-    "sick" alone before "and tired" too."""
+    nausea; "off sick with the flu" keeps the flu) and without "cold" as a noun (:data:`_EN_COLD_NOUN`, read in the
+    whole text: a piece's lead-in, "I have a", is stripped before); a piece left with nothing but words of an errand is
+    dropped, and "sick" alone before "and tired" too."""
+    nouns = [m.span("noun") for m in _EN_COLD_NOUN.finditer(text)]
     out = []
     for span in spans:
         if span.text.strip().lower() == "sick" and re.match(r"\s+and\s+tired\b", text[span.end:], re.I):
             continue
-        if _EN_SICK_IDIOM.search(span.text) is None:
-            out.append(span)
-            continue
-        left = " ".join(_EN_SICK_IDIOM.sub(" ", span.text).split())
-        if any(w not in _EN_ERRAND_WORDS for w in re.findall(r"[a-z']+", left.lower())):
-            out.append(replace(span, text=left))
+        kept: Span | None = span
+        if _EN_SICK_IDIOM.search(span.text) is not None:
+            kept = _without(span, _EN_SICK_IDIOM, _EN_ERRAND_WORDS)
+        held = [text[a:b] for a, b in nouns if span.start <= a and b <= span.end]
+        if kept is not None and held:
+            kept = _without(kept, re.compile(rf"(?:{_EN_COLD_NOUN.pattern})|{'|'.join(map(re.escape, held))}", re.I),
+                            _EN_COLD_LEFT)
+        if kept is not None:
+            out.append(kept)
     return out
 
 
