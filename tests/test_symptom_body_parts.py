@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from medrank.pipelines.symptom.body_parts import BodyParts, stem
+from medrank.pipelines.symptom.body_parts import BodyParts, containing_parts, pained_parts, stem
 from medrank.pipelines.symptom.sets import FEATURES, SetCalibration, SetDetector
 
 WORDINGS = {
@@ -182,3 +182,44 @@ def test_the_rule_travels_with_the_calibration():
     assert "rules" not in _detector(False).calibration.to_json()  # type: ignore[union-attr]
     row = np.zeros((1, len(FEATURES)))
     assert np.isclose(again.probability(row)[0], cal.probability(row)[0])
+
+
+# a tiny part hierarchy: the foot in the lower limb, the hand in the upper limb
+PART_TREE = {"lower-limb": (), "foot": ("lower-limb",), "upper-limb": (), "hand": ("upper-limb",),
+             "heel-1": ("foot",), "heel-2": ("foot",), "heel-3": ("lower-limb",), "calf-1": ("lower-limb",),
+             "calf-2": ("lower-limb",), "calf-3": ("lower-limb",), "sole-1": ("foot",), "sole-2": ("foot",),
+             "sole-3": ("hand",), "cheek-1": ("foot",), "cheek-2": (), "cheek-3": ("hand",), "shin-1": ("lower-limb",),
+             "foot-pain": (), "leg-pain": ()}
+PART_WORDINGS = {
+    "lower-limb": ("Abnormality of the lower limb",), "foot": ("Abnormality of the foot",),
+    "upper-limb": ("Abnormality of the upper limb",), "hand": ("Abnormality of the hand",),
+    "heel-1": ("Prominent heel",), "heel-2": ("Heel spur",), "heel-3": ("Short heel cord",),
+    "calf-1": ("Calf muscle hypertrophy",), "calf-2": ("Calf muscle weakness",), "calf-3": ("Calf tightness",),
+    "sole-1": ("Thick soles",), "sole-2": ("Sole pits",), "sole-3": ("Palms and soles peeling",),
+    "cheek-1": ("Red cheeks",), "cheek-2": ("Full cheeks",), "cheek-3": ("Cheek pits",),
+    "shin-1": ("Shin bowing",),
+    "foot-pain": ("Foot pain",), "leg-pain": ("Lower limb pain", "Leg pain"),
+}
+
+
+def _ancestors(tid: str) -> set[str]:
+    out: set[str] = set()
+    todo = list(PART_TREE[tid])
+    while todo:
+        a = todo.pop()
+        if a not in out:
+            out.add(a)
+            todo.extend(PART_TREE[a])
+    return out
+
+
+def test_a_part_without_a_pain_of_its_own_is_read_as_the_part_that_holds_it():
+    names = {tid: ws[0] for tid, ws in PART_WORDINGS.items()}
+    within = containing_parts(PART_WORDINGS, names, _ancestors)
+    # heel: all three terms under the lower limb, two of three under the foot: the foot, the more specific
+    assert within["heel"] == "foot" and within["calf"] == "lower limb"
+    # sole: under the foot twice, the hand once: the foot
+    assert within["sole"] == "foot"
+    # cheek: no part holds half of its terms; shin: named by one term only; foot: has a pain of its own
+    assert "cheek" not in within and "shin" not in within and "foot" not in within and "leg" not in within
+    assert pained_parts(PART_WORDINGS.values()) == frozenset({"foot", "lower limb", "leg"})

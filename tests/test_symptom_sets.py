@@ -1146,6 +1146,14 @@ def test_a_body_part_and_a_verb_of_pain_read_as_the_vocabulary_says_them() -> No
     assert [s.text for s in find_spans("the back of my head hurts", None, "en", part_pain=True,
                                        ache_words=aches)] == ["the back of my head hurts"]
     assert read("my head hurts") == [("head pain", False)]  # without the word
+    # a part whose pain no term words, as the part that holds it ("heel pain" found nothing; Foot pain is worded)
+    within = {"heel": "foot", "calf": "lower limb"}
+    assert [s.text for s in find_spans("my heel hurts", None, "en", part_pain=True, part_within=within)] == ["foot pain"]
+    assert [s.text for s in find_spans("my left heel is painful", None, "en", part_pain=True, part_within=within)] == [
+        "left foot pain"]
+    assert [s.text for s in find_spans("my calf aches", None, "en", part_pain=True, part_within=within)] == [
+        "lower limb pain"]
+    assert [s.text for s in find_spans("my knee hurts", None, "en", part_pain=True, part_within=within)] == ["knee pain"]
 
 
 def test_a_swollen_body_part_reads_as_the_vocabulary_says_it() -> None:

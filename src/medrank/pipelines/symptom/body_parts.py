@@ -20,12 +20,15 @@ with them: "I am bleeding" says where nothing bleeds, and Gingival bleeding ("Bl
 a word the complaint says names the part by itself: every wording of the vocabulary that holds the word, and names a
 part, names one that goes with the term's ("everything's gone blurry": each wording of blurring that names a part
 names vision; bleeding is of the gums, the nose, the rectum …).
+
+A part that no wording names the pain of ("my heel hurts": HPO has Foot pain, no heel pain) is read as the part that
+holds it (:func:`containing_parts`), from where the vocabulary's hierarchy puts the terms that name it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from medrank.text import beginnings, singular, stop_words
 
@@ -177,3 +180,57 @@ class BodyParts:
         theirs = frozenset().union(*named)
         return (not any(theirs & self.together.get(p, frozenset()) for p in self.in_complaint(text))
                 and not self.implied(text, wordings))
+
+
+#: a wording that names a part's pain ("Foot pain", "Lower limb pain" and its synonym "Leg pain")
+_PART_PAIN = re.compile(r"([a-z]+(?: [a-z]+)?) pain")
+#: how many of the vocabulary's terms must name a part word, and what share of them must sit under one part with a
+#: pain of its own, for the word to be read as in that part
+MIN_HOLDERS, MIN_SHARE = 3, 0.5
+
+
+def pained_parts(wordings: Iterable[Sequence[str]]) -> frozenset[str]:
+    """The parts whose pain a wording names ("Foot pain": foot; "Lower limb pain": lower limb), lower case."""
+    return frozenset(m.group(1) for ws in wordings for w in ws if (m := _PART_PAIN.fullmatch(w.lower())))
+
+
+def containing_parts(wordings: Mapping[str, Sequence[str]], names: Mapping[str, str],
+                     ancestors: Callable[[str], Iterable[str]]) -> dict[str, str]:
+    """Part word → the part that holds it and has a pain of its own ("heel": foot, "calf": lower limb, "thumb":
+    finger), read from the vocabulary's hierarchy: the terms whose wordings name the word (Prominent heel, Calcaneal
+    spur …) sit, for at least :data:`MIN_SHARE` of them, under one part's branch ("Abnormality of the foot") whose pain a
+    wording names (Foot pain). Of such parts the most specific is kept (foot, not lower limb, which holds it), and of
+    two apart the one more terms sit under ("sole": foot, not hand). A word with a pain of its own, one that fewer
+    than :data:`MIN_HOLDERS` terms name, or one named all over the body ("cheek", "tooth") is not in the map.
+
+    ``wordings``: term id → its name and synonyms; ``names``: term id → its name; ``ancestors``: term id → its
+    ancestors."""
+    pained = pained_parts(wordings.values())
+    branch: dict[str, str] = {}  # a part-naming term whose part has a pain wording → the part
+    for tid, name in names.items():
+        for pattern in PART_NAMES:
+            m = pattern.match(name.lower())
+            if m and m.group(1) in pained:
+                branch[tid] = m.group(1)
+    holders: dict[str, set[str]] = {}
+    for tid, ws in wordings.items():
+        if any(_PART_PAIN.fullmatch(w.lower()) for w in ws):
+            continue  # a pain's own wordings say nothing of where its part sits
+        for word in {singular(w) for text in ws for w in _WORD.findall(text.lower())}:
+            holders.setdefault(word, set()).add(tid)
+    out: dict[str, str] = {}
+    for word in sorted(holders):
+        terms = holders[word]
+        if word in pained or len(terms) < MIN_HOLDERS:
+            continue
+        under: dict[str, set[str]] = {}  # part-naming term → the holders under it
+        for tid in terms:
+            for a in {tid, *ancestors(tid)} & branch.keys():
+                under.setdefault(a, set()).add(tid)
+        kept = {a for a, ts in under.items() if len(ts) >= MIN_SHARE * len(terms)}
+        # the most specific: no other kept branch sits under it
+        leaves = [a for a in kept if not any(a in set(ancestors(b)) for b in kept if b != a)]
+        if leaves:
+            best = max(sorted(leaves), key=lambda a: len(under[a]))
+            out[word] = branch[best]
+    return out

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from medrank.blood_pressure import with_readings_said
-from medrank.pipelines.symptom.body_parts import BodyParts
+from medrank.pipelines.symptom.body_parts import BodyParts, containing_parts
 from medrank.pipelines.symptom.boosted import BoostedTrees
 from medrank.pipelines.symptom.memory import UNSEEN, TrainingMemory
 from medrank.pipelines.symptom.spans import (
@@ -974,7 +974,8 @@ class SetDetector:
         zh = self._zh(text)
         part_pain = self._rule("part_pain")
         spans = find_spans(text, self.lexicon if zh else None, "zh" if zh else "en", part_pain=part_pain,
-                           ache_words=self._ache_words() if part_pain and not zh else ())
+                           ache_words=self._ache_words() if part_pain and not zh else (),
+                           part_within=self._part_within() if part_pain and not zh else None)
         if not zh and self._rule("part_swelling"):
             spans = self._swelling_readings(text, spans)
         if not zh and self._rule("plain_adjectives"):
@@ -1293,6 +1294,8 @@ class SetDetector:
         self._wording_table()
         self._every_wording_stem()
         self._parts()
+        if self._rule("part_pain"):
+            self._part_within()
         if self.wordings and self._rule("joined_words"):
             self._compounds()
         if self.lay_words is not None and self._rule("lay_words"):
@@ -1690,6 +1693,17 @@ class SetDetector:
                                     for w in _WORD.findall(wording.lower())
                                     if w.endswith("ache") and len(w) > 5 and f"{w[:-4]} pain" not in table)
         return self._aches
+
+    def _part_within(self) -> Mapping[str, str]:
+        """Part word → the part that holds it and has a pain of its own ("heel": foot), from the hierarchy's branches
+        (:func:`~medrank.pipelines.symptom.body_parts.containing_parts`); empty without wordings or a hierarchy that
+        gives ancestors. Built once per ``names``, wordings and hierarchy."""
+        ancestors = getattr(self.hierarchy, "ancestors", None)
+        wordings = self.wordings
+        if wordings is None or ancestors is None:
+            return {}
+        return self._derived("part within", (self.names, wordings, self.hierarchy),
+                             lambda: containing_parts(wordings, self.names, ancestors))
 
     def _every_wording_stem(self) -> frozenset[str]:
         """Every content-word stem of the vocabulary's wordings."""

@@ -25,7 +25,7 @@ is searched as the vocabulary says it ("my knee hurts" as "knee pain").
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Container
+from collections.abc import Callable, Collection, Container, Mapping
 from dataclasses import dataclass, replace
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -427,15 +427,18 @@ _EN_PART_HURTS = re.compile(
     re.I)
 
 
-def _as_pain(text: str, ache_words: Collection[str] = ()) -> str:
+def _as_pain(text: str, ache_words: Collection[str] = (), part_within: Mapping[str, str] | None = None) -> str:
     """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain", "my feet hurt" → "foot pain";
     anything else as it is); a part whose pain is one of ``ache_words`` is searched as that word ("my head hurts"
-    → "headache", where "head pain" is nearer "Pain in head and neck region" than Headache)."""
+    → "headache", where "head pain" is nearer "Pain in head and neck region" than Headache), and a part of
+    ``part_within`` (lower case → the part that holds it and has a pain of its own) as that part ("my heel hurts" →
+    "foot pain": no term is worded "heel pain")."""
     m = _EN_PART_HURTS.match(text)
     if m is None:
         return text
     *before, part = (m.group(1) or m.group(2)).split()
     part = singular(part)
+    part = (part_within or {}).get(part.lower(), part)
     if not before and f"{part.lower()}ache" in ache_words:
         return f"{part}ache{text[m.end():]}"
     return " ".join([*before, part]) + f" pain{text[m.end():]}"
@@ -622,14 +625,16 @@ def _deny_listed(text: str, spans: list[Span], start: int) -> bool:
 
 
 def find_spans(text: str, lexicon: object | None = None, language: str | None = None,
-               min_chars: int = 2, part_pain: bool = False, ache_words: Collection[str] = ()) -> list[Span]:
+               min_chars: int = 2, part_pain: bool = False, ache_words: Collection[str] = (),
+               part_within: Mapping[str, str] | None = None) -> list[Span]:
     """Mention spans of ``text``: lexicon words and the rest of each clause (Chinese), clauses (English).
 
     ``lexicon`` is anything with ``find(text) -> [(start, end, name)]`` (a
     :class:`~medrank.pipelines.symptom.lexicon.SurfaceLexicon`). Pieces shorter than ``min_chars``
     non-space characters (a stray 的 between two symptoms) are dropped; lexicon words are always kept. With
     ``part_pain``, an English piece of a body part and a verb of pain is searched as "<part> pain" ("my knee hurts"
-    → "knee pain"), or as the one word of ``ache_words`` (lower case) that names the part's pain ("headache").
+    → "knee pain"), or as the one word of ``ache_words`` (lower case) that names the part's pain ("headache"), a part
+    of ``part_within`` as the part that holds it ("my heel hurts" → "foot pain").
     """
     zh = is_chinese(text) if language is None else language == "zh"
     spans: list[Span] = []
@@ -732,7 +737,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                     span = replace(span, text=shared)
             spans.append(span)
     if part_pain and not zh:
-        spans = [replace(s, text=_as_pain(s.text, ache_words)) for s in spans]
+        spans = [replace(s, text=_as_pain(s.text, ache_words, part_within)) for s in spans]
     if not zh:
         spans = _sick_idioms(text, [replace(s, text=_as_breathless(_as_weight(s.text))) for s in spans])
         spans = [s for s in spans if _EN_QUALIFIED.match(text, s.start) is None and _EN_RELIEF.match(text, s.start) is None]
