@@ -548,7 +548,7 @@ _EN_COLD_NOUN = re.compile(
 #: words of a piece that, with the cold taken out, say nothing more ("I think I've caught …", "probably just …")
 _EN_COLD_LEFT = _EN_ERRAND_WORDS | {"think", "i've", "i'm", "ive", "im", "caught", "catch", "catching", "coming", "down",
                                     "with", "probably", "just", "maybe", "only", "still", "bit", "really", "off", "has",
-                                    "he's", "she's", "he", "she", "they", "we", "think"}
+                                    "he's", "she's", "he", "she", "they", "we"}
 
 
 def _without(span: Span, pattern: re.Pattern[str], filler: frozenset[str]) -> Span | None:
