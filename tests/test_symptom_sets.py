@@ -106,6 +106,16 @@ def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
     assert [s.text for s in find_spans("I feel sick and tired")] == ["feel sick", "tired"]
 
 
+def test_a_piece_whose_subject_is_nothing_denies_what_it_says() -> None:
+    # "nothing makes me happy" decided Conspicuously happy disposition, "nothing stays down" Insomnia
+    assert [(s.text, s.negated) for s in find_spans("I feel low and nothing makes me happy")] == [
+        ("feel low", False), ("nothing makes me happy", True)]
+    assert [s.negated for s in find_spans("nothing I eat stays down")] == [True]
+    # that nothing relieves a finding says the finding is there
+    for text in ("nothing helps the pain", "nothing I take seems to help my cough", "nothing at all helps"):
+        assert [s.negated for s in find_spans(text)] == [False], text
+
+
 def test_cold_as_a_noun_is_no_coldness() -> None:
     # "I have a cold" decided Coldness: the illness, or the weather a finding comes in, is no sensation of cold
     assert find_spans("I have a cold") == [] and find_spans("I've had a stinking cold for a week") == []

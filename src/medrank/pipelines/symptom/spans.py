@@ -67,6 +67,14 @@ _ZH_MEASURE = re.compile(
     r"cm|厘米|mm|毫米|%|了|啦|的|以上|以下)+"
 )
 _EN_NEG = {"no", "not", "without", "denies", "deny", "never", "nor", "none", "neither", "n't"}
+#: a piece whose subject is "nothing" denies what it says ("nothing makes me happy" decided Conspicuously happy
+#: disposition, "nothing stays down" Insomnia), unless it says that nothing relieves a finding ("nothing helps the
+#: pain", "nothing I take seems to help my cough": the finding is there)
+_EN_NOTHING_DOES = re.compile(
+    r"nothing\b(?!\s+(?:(?:really|much|else|at\s+all|seems\s+to|has|have|will|can|could|would|i(?:'ve)?\s+(?:do|take|try|"
+    r"tried|have\s+tried|use|used))\s+)*(?:helps?|helped|helping|works?|worked|eases?|eased|relieves?|relieved|stops?|"
+    r"stopped|shifts?|shifted|touches|touched|takes?\s+(?:it\s+)?away|gets?\s+rid|settles?|calms?|improves?|fix(?:es)?)\b)",
+    re.I)
 _EN_PREDICATES = {"hurts", "hurt", "aches", "ache", "itches", "itch", "burns", "burn", "swells", "swell", "bleeds",
                   "bleed", "throbs", "stings", "is", "are", "feels", "feel", "gets", "get"}
 # an adjective alone after a clause says how that same part is ("my eyes are red and itchy"); before a noun it
@@ -677,7 +685,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 # ("feel really weak" found Retrognathia's "weak chin" above Asthenia)
                 inner = EN_INTENSIFIER.sub("", inner)
             first = inner.split(maxsplit=1)[0].lower() if inner.split() else ""
-            if first in _EN_NEG:
+            if first in _EN_NEG or _EN_NOTHING_DOES.match(inner):
                 neg = True
             # a clause that says all is well with what it names denies it as a negation does ("my appetite is fine")
             neg = neg or _negated_en(text[a:b], c - a) or EN_ALL_WELL.search(text[a:b]) is not None
