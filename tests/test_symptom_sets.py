@@ -116,6 +116,17 @@ def test_a_piece_whose_subject_is_nothing_denies_what_it_says() -> None:
         assert [s.negated for s in find_spans(text)] == [False], text
 
 
+def test_wetting_and_leaking_urine_read_in_the_vocabulary_words() -> None:
+    # "my mum wets herself" decided Productive cough ("Wet cough"), "leak" Capillary leak (the bed: joined_words)
+    assert [s.text for s in find_spans("my mum wets herself")] == ["loss of bladder control"]
+    assert [s.text for s in find_spans("I leak a bit of wee when I sneeze") if not s.reading] == [
+        "loss of bladder control"]
+    assert [s.text for s in find_spans("I can't hold my wee")] == ["loss of bladder control"]
+    # a wet cough, and what is wet with sweat, are no wetting
+    assert [s.text for s in find_spans("I have a wet cough")] == ["wet cough"]
+    assert [s.text for s in find_spans("my shirt is wet with sweat")] == ["my shirt is wet", "sweat"]
+
+
 def test_cold_as_a_noun_is_no_coldness() -> None:
     # "I have a cold" decided Coldness: the illness, or the weather a finding comes in, is no sensation of cold
     assert find_spans("I have a cold") == [] and find_spans("I've had a stinking cold for a week") == []
@@ -1561,6 +1572,23 @@ def test_the_first_hit_of_two_words_read_without_their_joined_meaning_gives_way_
     assert [t.id for t in got.terms] == ["PU"] and "OU" in [t.id for t in got.alternatives]
     # a term one of whose wordings holds both words was found with the joined meaning: it stays
     assert "HB" in [t.id for t in det.detect("heart burn").terms]
+
+
+def test_a_joined_reading_needs_no_confirmation_from_the_own_words() -> None:
+    # "he still wets the bed" decided Productive cough ("Wet cough"): read "bedwetting" the piece finds Enuresis
+    # nocturna first, which the own words never find; a joined reading is the vocabulary's own word, no wrong sense
+    names = {"EN": "Enuresis nocturna", "PC": "Productive cough"}
+    hits = {"wets the bed": [("PC", 0.9), ("EN", 0.1)], "bedwetting": [("EN", 0.8)]}
+    wordings = {"EN": ("Enuresis nocturna", "Bedwetting"), "PC": ("Productive cough", "Wet cough")}
+    det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
+    hits["wets the bed"] = [("PC", 0.9)]  # the own words' list holds no Enuresis nocturna
+    det.calibration.rules = ("joined_words",)
+    assert [(s.text, s.joined_of) for s in det._spans("wets the bed")] == [
+        ("wets the bed", None), ("bedwetting", "wets the bed")]
+    assert "PC" in [t.id for t in det.detect("wets the bed").terms]  # without lay_first
+    det.calibration.rules = ("joined_words", "lay_first")
+    got = det.detect("wets the bed")
+    assert [t.id for t in got.terms] == ["EN"] and "PC" in [t.id for t in got.alternatives]
 
 
 def test_a_term_found_for_where_a_named_finding_is_gives_way_to_it() -> None:

@@ -155,7 +155,8 @@ CALIBRATION_FORMAT = "medrank-symptom-set-calibration"
 #: find among their first :data:`LAY_CONFIRM_RANK` hits, the own words' first hit that the reading does not put first
 #: is offered, not decided: it was found without the everyday word's meaning (Low back pain for "pain in my lower
 #: right tummy", read "… lower right stomach": Abdominal pain); so too for a reading of two words joined
-#: (``joined_words``: "bed sores" read "bedsore" finds Pressure ulcer, the own words Oral ulcer first);
+#: (``joined_words``: "bed sores" read "bedsore" finds Pressure ulcer, the own words Oral ulcer first), whether the
+#: own words find the reading's first term or not ("wets the bed" read "bedwetting");
 #: :meth:`SetDetector._lay_first`. ``often_words``: an
 #: English piece whose clause said how often ("a lot", "all the time", left out of the piece as a time is) is also
 #: searched as "frequent <piece>", its reading of everyday words too ("peeing a lot": "frequent urinate", Pollakisuria's
@@ -2155,8 +2156,9 @@ class SetDetector:
         :data:`LAY_CONFIRM_RANK` hits: offered, not decided. The own words hold a word the vocabulary hardly uses, so
         their first hit was found without its meaning; the reading has it, and the own words agreeing on the reading's
         first hit keeps a wrong sense of the everyday word (:meth:`_lay_only`) from deciding anything. A reading of
-        two words joined (``joined_words``, :attr:`.spans.Span.joined_of`) is read so too: the own words' first hit
-        was found without the compound's meaning."""
+        two words joined (``joined_words``, :attr:`.spans.Span.joined_of`) is read so too, without the own words'
+        agreement: the own words' first hit was found without the compound's meaning, and the compound is the
+        vocabulary's own word."""
         if not self._rule("lay_first"):
             return set()
         out = set()
@@ -2166,7 +2168,11 @@ class SetDetector:
                 continue
             own = _own_words(spans, s, source)
             first = next((c for c in cands if c.found_at.get(k) == 0), None)
-            if first is None or not any(first.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own):
+            # a reading of two words joined is a word of the vocabulary's own ("bedwetting"), with no wrong sense for
+            # the own words to guard against: it needs no confirmation ("wets the bed" finds Enuresis nocturna only
+            # when read joined; its own words find Productive cough's "Wet cough" and never Bedwetting)
+            if first is None or not (s.joined_of is not None
+                                     or any(first.found_at.get(i, LAY_CONFIRM_RANK) < LAY_CONFIRM_RANK for i in own)):
                 continue
             # a term one of whose wordings holds the everyday word was found with its meaning ("earache": Ear pain's
             # "Earache"; "heartburn"); of two words read as one ("bed sores": "bedsore"), one holding both ("Oral

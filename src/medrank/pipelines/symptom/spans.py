@@ -532,6 +532,23 @@ def _as_breathless(text: str) -> str:
     return _EN_WINDED.sub("short of breath", text)
 
 
+# wetting oneself, leaking urine: the vocabulary words them "Loss of bladder control" (Urinary incontinence);
+# alone, "wet" found Wet cough ("I wet myself when I cough" decided Productive cough) and "leak" Capillary leak;
+# wetting the bed is the rule ``joined_words``' (Bedwetting is one of the vocabulary's words)
+_EN_WET = r"(?:wet|wets|wetting|wetted)"
+_EN_WETTING = re.compile(
+    rf"\b{_EN_WET}\s+(?:myself|herself|himself|themselves|yourself|ourselves|(?:my|his|her|their|your|the)\s+"
+    r"(?:pants|knickers|trousers|underwear|nappy|nappies|diapers?))\b"
+    r"|\bleak(?:s|ing|ed)?\s+(?:(?:a\s+)?(?:bit|little|drop|drops|few\s+drops)\s+of\s+)?(?:wee|pee|urine)\b"
+    r"|\b(?:can't|can’t|cannot|can\s+not|couldn't|unable\s+to)\s+(?:hold|control)\s+(?:in\s+)?(?:my|his|her|their|your|the)\s+"
+    r"(?:wee|pee|urine|bladder)\b", re.I)
+
+
+def _as_wetting(text: str) -> str:
+    """``text`` with wetting oneself and leaking urine in the vocabulary's words (:data:`_EN_WETTING`)."""
+    return _EN_WETTING.sub("loss of bladder control", text)
+
+
 #: "sick" in words that state no illness: a sick note, off sick, sick of something ("sick and tired" is cut at its
 #: "and" before this is read: :func:`_sick_idioms` drops the "sick" before "and tired")
 _EN_SICK_IDIOM = re.compile(
@@ -747,7 +764,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
     if part_pain and not zh:
         spans = [replace(s, text=_as_pain(s.text, ache_words, part_within)) for s in spans]
     if not zh:
-        spans = _sick_idioms(text, [replace(s, text=_as_breathless(_as_weight(s.text))) for s in spans])
+        spans = _sick_idioms(text, [replace(s, text=_as_wetting(_as_breathless(_as_weight(s.text)))) for s in spans])
         spans = [s for s in spans if _EN_QUALIFIED.match(text, s.start) is None and _EN_RELIEF.match(text, s.start) is None]
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
