@@ -98,3 +98,12 @@ def test_two_words_a_vocabulary_writes_as_one_are_joined() -> None:
     assert join_compounds("I wet myself in bed", table) is None
     assert join_compounds("my nose from bleeding", table) is None
     assert join_compounds("a fever", table) is None and join_compounds("", {}) is None
+
+
+def test_a_word_that_alone_is_a_wording_is_never_rewritten() -> None:
+    # a term's one-word name is the vocabulary's own however rarely other wordings use it ("nocturia" was read as
+    # MiniLM's nearest "uraciluria", another term's name); "pee", in the two-word "Pee issues", is still read
+    words = LayWords(_Encoder(), [*WORDINGS, "Tummy"], min_similarity=0.7)
+    assert words.uses["tummy"] == 1 and not words.rare("tummy") and words.rewrite("my tummy") is None
+    assert words.rare("pee") and words.rewrite("I pee") == "I urine"
+

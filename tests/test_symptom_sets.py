@@ -31,7 +31,7 @@ from medrank.pipelines.symptom.sets import (
     set_prf,
     zh_says_more,
 )
-from medrank.pipelines.symptom.spans import clauses, find_spans, is_measure_zh
+from medrank.pipelines.symptom.spans import clauses, find_spans, in_vocabulary_words, is_measure_zh
 
 
 # -- spans -------------------------------------------------------------------------------------------
@@ -102,14 +102,14 @@ def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
     assert [s.text for s in find_spans("sick and tired of being tired")] == ["tired of being tired"]
     # "sick" that states it is kept
     assert [s.text for s in find_spans("I feel sick")] == ["feel sick"]
-    assert [s.text for s in find_spans("I was sick twice this morning")] == ["sick"]
+    assert [s.text for s in find_spans("I've been sick for a week")] == ["sick"]
     assert [s.text for s in find_spans("I feel sick and tired")] == ["feel sick", "tired"]
 
 
 def test_a_piece_whose_subject_is_nothing_denies_what_it_says() -> None:
     # "nothing makes me happy" decided Conspicuously happy disposition, "nothing stays down" Insomnia
     assert [(s.text, s.negated) for s in find_spans("I feel low and nothing makes me happy")] == [
-        ("feel low", False), ("nothing makes me happy", True)]
+        ("feel depressed", False), ("nothing makes me happy", True)]
     assert [s.negated for s in find_spans("nothing I eat stays down")] == [True]
     # that nothing relieves a finding says the finding is there
     for text in ("nothing helps the pain", "nothing I take seems to help my cough", "nothing at all helps"):
@@ -125,6 +125,65 @@ def test_wetting_and_leaking_urine_read_in_the_vocabulary_words() -> None:
     # a wet cough, and what is wet with sweat, are no wetting
     assert [s.text for s in find_spans("I have a wet cough")] == ["wet cough"]
     assert [s.text for s in find_spans("my shirt is wet with sweat")] == ["my shirt is wet", "sweat"]
+
+
+def test_british_sickness_counted_is_vomiting_and_peeing_at_night_is_nocturia() -> None:
+    # "sick" alone finds Nausea: "been sick twice", "being sick" is vomiting; "been sick for a week" stays ill
+    assert [s.text for s in find_spans("I was sick twice this morning")] == ["vomiting"]
+    assert [s.text for s in find_spans("I've been sick three times")] == ["vomiting"]
+    assert [s.text for s in find_spans("my son keeps being sick")] == ["keeps vomiting"]
+    assert [s.text for s in find_spans("I have diarrhoea and I've been sick twice")] == ["diarrhoea", "vomiting"]
+    assert [s.text for s in find_spans("I'm sick of being tired")] == ["being tired"]
+    # the time "at night" is a piece's trailing time, so the clause is read whole ("up at night to pee" found
+    # Maintenance insomnia); a second clause keeps its own words
+    assert [s.text for s in find_spans("I get up at night to pee")] == ["nocturia"]
+    assert [s.text for s in find_spans("I pee a lot at night")] == ["nocturia"]
+    assert [s.text for s in find_spans("I have to get up twice a night to wee and my back hurts")] == [
+        "nocturia", "my back hurts"]
+    assert [s.text for s in find_spans("I wake up at night and can't get back to sleep")] == [
+        "wake up at night", "can't get back to sleep"]
+
+
+def test_everyday_words_and_idioms_read_in_the_vocabulary_words() -> None:
+    def read(text: str) -> list[str]:
+        return [s.text for s in find_spans(text) if not s.reading]
+
+    # British "poo" and "wee" as "poop" and "pee", which the lay-word reading reads; "a wee bit" is small
+    assert read("there is blood in my poo") == ["blood in my poop"]
+    assert read("it stings when I wee") == ["stings when I pee"]
+    assert read("my wee is dark") == ["my pee is dark"]
+    assert read("a wee bit of pain in my chest") == ["wee bit of pain in my chest"]
+    assert read("I feel queasy") == ["feel nauseous"]
+    # feeling faint or light-headed is presyncope ("faint" alone found Loss of consciousness); fainting stays
+    assert read("I feel faint") == ["presyncope"]
+    assert read("I get really light-headed") == ["presyncope"]
+    assert read("I fainted yesterday") == ["fainted"]
+    assert read("food gets stuck in my throat") == ["difficulty swallowing"]
+    assert read("something feels stuck in my throat") == ["difficulty swallowing"]
+    assert read("I have something stuck in my eye") == ["something stuck in my eye"]
+    # not remembering things ("trouble remembering words" is Semantic dementia's wording)
+    assert read("I can't remember things") == ["poor memory"]
+    assert read("my memory is getting worse") == ["poor memory"]
+    # British "spots" on the face are acne (they found Purpura); coloured spots stay spots
+    assert read("I have spots on my face") == ["acne on my face"]
+    assert read("I've got red spots on my legs") == ["red spots on my legs"]
+    assert read("my nose is all blocked up") == ["stuffy nose"] and read("I have a blocked nose") == ["stuffy nose"]
+    assert read("my throat is scratchy") == ["sore throat"]
+    assert read("I keep hearing voices") == ["auditory hallucinations"]
+    # Dyspareunia has no everyday wording; "sex is painful" reads "sex pain" by the part-pain rule first
+    assert read("it hurts when we have sex") == ["dyspareunia"] and read("sex is painful") == ["dyspareunia"]
+    assert [s.text for s in find_spans("sex is painful", part_pain=True)] == ["dyspareunia"]
+    assert read("I've been off my food") == ["poor appetite"] and read("I've done my back in") == ["back pain"]
+    assert read("I feel really low") == ["feel depressed"] and read("I'm feeling low on energy") == [
+        "feeling low on energy"]
+    assert read("he's pulling at his ear") == ["ear pain"] and read("I can't concentrate") == ["poor concentration"]
+    assert read("I've got wind") == ["flatulence"] and read("the wind makes my eyes water") == [
+        "the wind makes my eyes water"]
+    assert read("I'm run down") == ["tired"] and read("I'm burning up") == ["fever"]
+    assert read("I have a water infection") == ["urinary tract infection"]
+    assert read("I can't hear properly") == ["hearing loss"]
+    # the small-talk gate reads a piece in the words it is searched as
+    assert in_vocabulary_words("feel down") == "feel depressed" and in_vocabulary_words("thank you") == "thank you"
 
 
 def test_cold_as_a_noun_is_no_coldness() -> None:
@@ -1058,14 +1117,14 @@ def test_the_lead_of_a_span_named_by_its_top_term_passes_over_descendants_that_s
 def test_a_piece_that_is_a_terms_own_wording_decides_it() -> None:
     names = {"P": "Pharyngalgia", "R": "Rhinorrhea"}
     wordings = {"P": ("Pharyngalgia", "Sore throat"), "R": ("Rhinorrhea", "Runny nose")}
-    hits = {"sore throat": [("P", 0.3)], "runny nose": [("R", 0.9)], "scratchy throat": [("P", 0.3)]}
+    hits = {"sore throat": [("P", 0.3)], "runny nose": [("R", 0.9)], "throat irritation": [("P", 0.3)]}
     det = _table_detector(hits, names, _one_feature_calibration("span_score"), wordings=wordings)
     got = det.detect("a runny nose and a sore throat")
     assert [t.id for t in got.terms] == ["R", "P"]
     # its probability stays the calibration's: the words decide, they do not make it surer
     assert got.terms[1].probability == pytest.approx(1 / (1 + math.exp(-(4 * 0.3 - 2))), abs=1e-4)
     # other words for it, a denial of it, or no wordings: the calibration alone decides
-    assert [t.id for t in det.detect("a runny nose and a scratchy throat").terms] == ["R"]
+    assert [t.id for t in det.detect("a runny nose and throat irritation").terms] == ["R"]
     assert [t.id for t in det.detect("a runny nose but no sore throat").terms] == ["R"]
     det.wordings = None
     assert [t.id for t in det.detect("a runny nose and a sore throat").terms] == ["R"]
@@ -1100,7 +1159,7 @@ def test_a_piece_ending_in_a_terms_wording_decides_it_when_the_search_reads_it_a
 def test_a_clause_that_says_there_is_none_is_a_denial() -> None:
     spans = find_spans("itchy all over, but there's no rash", None, "en")
     assert [(s.text, s.negated) for s in spans] == [("itchy all over", False), ("no rash", True)]
-    assert [(s.text, s.negated) for s in find_spans("there was blood in my wee", None, "en")] == [("blood in my wee", False)]
+    assert [(s.text, s.negated) for s in find_spans("there was blood in my wee", None, "en")] == [("blood in my pee", False)]
 
 
 def test_a_trailing_time_goes_before_the_lead_in_is_weighed() -> None:
@@ -1485,7 +1544,7 @@ def test_a_term_of_a_lessening_is_decided_only_on_words_that_say_one() -> None:
     # "I'm always hungry" decided Poor appetite: "hungry" is as near a poor appetite as an increased one by meaning
     names = {"PA": "Poor appetite", "PP": "Polyphagia", "WL": "Weight loss", "CO": "Cough"}
     hits = {"hungry": [("PA", 0.9), ("PP", 0.8)], "my appetite has changed": [("PA", 0.9), ("PP", 0.8)],
-            "gone off my food": [("PA", 0.9)], "losing weight": [("WL", 0.9)],
+            "eating less": [("PA", 0.9)], "losing weight": [("WL", 0.9)],
             "getting thinner": [("WL", 0.9)], "thinner": [("WL", 0.9)], "cough": [("CO", 0.9)]}
     wordings = {"PA": ("Poor appetite", "Loss of appetite", "No appetite"), "PP": ("Polyphagia", "Increased appetite"),
                 "WL": ("Weight loss",), "CO": ("Cough",)}
@@ -1501,16 +1560,16 @@ def test_a_term_of_a_lessening_is_decided_only_on_words_that_say_one() -> None:
     got = det.detect("my appetite has changed")
     assert got.terms == [] and {"PA", "PP"} <= {t.id for t in got.alternatives}
     # everyday words of a lessening keep the term, as does a term with a wording that names none
-    for words, term in (("gone off my food", "PA"), ("losing weight", "WL"), ("getting thinner", "WL"), ("cough", "CO")):
+    for words, term in (("eating less", "PA"), ("losing weight", "WL"), ("getting thinner", "WL"), ("cough", "CO")):
         assert [t.id for t in det.detect(words).terms] == [term], words
     assert det._unsaid_less("食欲不振", [], []) == set()  # Chinese text is left alone
-    # words that share with the term only the word of the lessening say nothing of what is less: "I feel low" is no
-    # low body weight
-    hits["feel low"] = [("DW", 0.9)]
+    # words that share with the term only the word of the lessening say nothing of what is less: "a low mood" is no
+    # low body weight (nor was "I feel low", now read as feeling depressed before any search)
+    hits["low mood"] = [("DW", 0.9)]
     names["DW"], wordings["DW"] = "Decreased body weight", ("Decreased body weight", "Low weight")
     det = _toy_detector(hits, names, min_terms=0, wordings=wordings)
     det.calibration.rules = ("unsaid_less",)
-    got = det.detect("I feel low")
+    got = det.detect("a low mood")
     assert got.terms == [] and "DW" in [t.id for t in got.alternatives]
     hits["my weight is low"] = [("DW", 0.9)]
     assert [t.id for t in det.detect("my weight is low").terms] == ["DW"]
@@ -1983,15 +2042,16 @@ def test_a_frequent_reading_of_everyday_words_is_confirmed_by_the_frequent_readi
 
 def test_a_term_on_words_the_vocabulary_does_not_use_and_shares_none_of_is_offered() -> None:
     # "I feel lightheaded" decided Paresthesia: no wording says lightheaded, and the encoder guessed from word pieces
+    # (lightheadedness is now read as presyncope before any search: "wobbly" stands in for such a word here)
     names = {"PA": "Paresthesia", "VE": "Vertigo", "UO": "Urine odor"}
-    hits = {"feel lightheaded": [("PA", 0.9)], "feel dizzy": [("VE", 0.9)], "feel pee": [("UO", 0.9)]}
+    hits = {"feel wobbly": [("PA", 0.9)], "feel dizzy": [("VE", 0.9)], "feel pee": [("UO", 0.9)]}
     wordings = {"PA": ("Paresthesia", "Pins and needles feeling"), "VE": ("Vertigo", "Dizzy spell"),
                 "UO": ("Urine odor", "Red urine")}
     det = _table_detector(hits, names, _one_feature_calibration("span_score", intercept=-1.0), wordings=wordings)
     det.calibration.rules = ("unread_words",)
-    assert [t.id for t in det.detect("I feel lightheaded").terms] == ["PA"]  # no lay-word reader: the rule is off
+    assert [t.id for t in det.detect("I feel wobbly").terms] == ["PA"]  # no lay-word reader: the rule is off
     assert det.use_lay_words(_WordVectors())
-    got = det.detect("I feel lightheaded")
+    got = det.detect("I feel wobbly")
     assert got.terms == [] and [t.id for t in got.alternatives] == ["PA"]
     # a word the term's wordings begin like ("dizzy": "Dizzy spell") is one the vocabulary reads
     assert [t.id for t in det.detect("I feel dizzy").terms] == ["VE"]

@@ -77,8 +77,16 @@ def test_turns_are_short_patient_and_family_turns_once_each(tmp_path) -> None:
 
 def test_a_turn_holding_a_wording_is_not_small_talk() -> None:
     wordings = ["Fever", "Headache", "Pain", "ok"]  # "ok" is too short to take a turn out
-    assert without_wordings(["No fever.", "Okay.", "ok then", "A headache!", "Painful?", "Pain, yes."], wordings) == [
-        "Okay.", "ok then", "Painful?"]
+    assert without_wordings(["No fever.", "Okay.", "ok then", "A headache!", "Pain, yes."], wordings) == [
+        "Okay.", "ok then"]
+
+
+def test_a_turn_holding_a_short_wordings_stems_is_not_small_talk() -> None:
+    # "I feel depressed." held no wording as whole words; it and "I'm sad and depressed." were each other's nearest
+    # turn, so both stayed small talk and the gate took "I feel depressed" from every complaint
+    wordings = ["Depression", "Pain", "Poor sleep", "Abnormality of the nervous system"]
+    turns = ["I feel depressed.", "Painful?", "I sleep poorly.", "Thank you.", "My nerves, doctor.", "Systems are fine."]
+    assert without_wordings(turns, wordings) == ["Thank you.", "My nerves, doctor.", "Systems are fine."]
 
 
 def test_the_gate_keeps_turns_nearer_to_each_other_than_to_a_term() -> None:

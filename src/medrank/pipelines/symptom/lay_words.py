@@ -69,7 +69,12 @@ class LayWords:
         self.encoder = encoder
         self.target_encoder = target_encoder if target_encoder is not None else encoder
         self.min_similarity = float(min_similarity)
+        wordings = list(wordings)
         self.uses = word_uses(wordings)
+        #: words that alone are a whole wording, a term's one-word name ("Nocturia", "Presyncope"): the vocabulary's
+        #: own however rarely its other wordings use them, never rewritten (under MiniLM "nocturia" is nearest
+        #: "uraciluria", which another term is named)
+        self.names: frozenset[str] = frozenset(t.strip().lower() for t in wordings if _WORD.fullmatch(t.strip().lower()))
         stop = stop_words()
         #: the vocabulary's common words: what a rare word may be read as (sorted, for a reproducible order)
         self.targets: list[str] = sorted(w for w, n in self.uses.items() if n >= min_uses and w not in stop)
@@ -93,10 +98,10 @@ class LayWords:
 
     def rare(self, word: str) -> bool:
         """Whether ``word`` (any case) is one the rewrite reads: three letters or more, no stop word, used by fewer
-        than ``min_uses`` wordings, and not an irregular inflection of a common word ("bled": bleed). A regular one
+        than ``min_uses`` wordings, no wording by itself, and not an irregular inflection of a common word ("bled": bleed). A regular one
         ("coughs") is rare but never rewritten: it shares its stem with its nearest word (:meth:`nearest`)."""
         w = word.lower()
-        if len(w) < 3 or w in self._stop or self.uses[w] >= self.min_uses:
+        if len(w) < 3 or w in self._stop or self.uses[w] >= self.min_uses or w in self.names:
             return False
         return self.uses[base_form(w)] < self.min_uses
 

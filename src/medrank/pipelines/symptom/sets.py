@@ -50,6 +50,7 @@ from medrank.pipelines.symptom.spans import (
     as_swelling,
     denied_name_zh,
     find_spans,
+    in_vocabulary_words,
     is_bare_swelling,
     is_chinese,
 )
@@ -2302,7 +2303,8 @@ class SetDetector:
                         for t in s.terms + s.alternatives})
         if not spans:
             return sets
-        pieces = [texts[i][a:b] for i, (a, b) in spans]
+        # a piece is read in the words it was searched as ("I feel down" as "feel depressed")
+        pieces = [texts[i][a:b] if self._zh(texts[i]) else in_vocabulary_words(texts[i][a:b]) for i, (a, b) in spans]
         known: list[float | None] = [None] * len(spans)
         if self._small_talk_reads_search:  # this search's own scores are the gate's: no second search
             known = [searched[p][0][1] if searched.get(p) else None for p in pieces]

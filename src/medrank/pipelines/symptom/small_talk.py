@@ -47,6 +47,9 @@ _WORD = re.compile(r"[a-z0-9]+")
 #: the shortest vocabulary wording that takes a turn out of the small talk (shorter ones are words of everyday
 #: talk: "ok" is no reason to keep "Okay." out)
 MIN_WORDING_CHARS = 4
+#: the most content words a wording may have for its stems, in any order and any form, to take a turn out of the
+#: small talk ("depressed" holds Depression's stem, "I can't sleep well" Poor sleep's)
+MAX_STEMMED_WORDS = 2
 
 
 def patient_turns(path: PathLike) -> list[str]:
@@ -77,16 +80,30 @@ def _words(text: str) -> str:
 
 def without_wordings(turns: Iterable[str], wordings: Iterable[str]) -> list[str]:
     """``turns`` that hold none of ``wordings`` (of :data:`MIN_WORDING_CHARS` or more) as whole words, case and
-    punctuation aside."""
-    keys = {_words(w).strip() for w in wordings if len(w.strip()) >= MIN_WORDING_CHARS}
+    punctuation aside, nor the stems of a wording of at most :data:`MAX_STEMMED_WORDS` content words in any order
+    (:func:`~medrank.text.content_stems`: "I feel depressed." holds Depression's; as whole words it held none, and it
+    and "I'm sad and depressed." were each other's nearest turn, so both stayed small talk and the gate took
+    "I feel depressed" from every complaint)."""
+    from medrank.text import content_stems
+
+    wordings = [w for w in wordings if len(w.strip()) >= MIN_WORDING_CHARS]
+    keys = {_words(w).strip() for w in wordings}
     keys.discard("")
+    stemmed = set()
+    for w in wordings:
+        stems = frozenset(content_stems(_words(w).split()))
+        if 0 < len(stems) <= MAX_STEMMED_WORDS and min(map(len, stems)) >= MIN_WORDING_CHARS:
+            stemmed.add(stems)
     out = []
     for t in turns:
         words = _words(t)
         tokens = words.split()
         # every run of consecutive words of the turn, looked up (turns are short)
         runs = {" ".join(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, len(tokens) + 1)}
-        if not runs & keys:
+        if runs & keys:
+            continue
+        held = set(content_stems(tokens))
+        if not any(stems <= held for stems in stemmed):
             out.append(t)
     return out
 

@@ -549,6 +549,116 @@ def _as_wetting(text: str) -> str:
     return _EN_WETTING.sub("loss of bladder control", text)
 
 
+# everyday words and idioms whose own words the vocabulary's search reads as another finding or as none, said as
+# the vocabulary (or the lay words it already reads) says them. British "poo" and "wee" are read as "poop" and "pee",
+# whose readings the rule ``lay_words`` makes (alone, MiniLM puts "poo" nearest "apo"; "a wee bit" is small, and
+# "weed" no urine); feeling faint or light-headed is Presyncope ("faint" alone found Loss of consciousness, whose
+# wording is "fainting", and "light-headed" Fair hair); food stuck on the way down is a swallowing difficulty ("food
+# gets stuck" found Food allergy; a circumstance "when I swallow" finds Dysphagia alone, so is no finding of its own);
+# not remembering things is a poor memory (Semantic dementia's wording "trouble remembering words" took it); British
+# "spots" on the face or back are acne ("spots on my face" found Purpura; coloured spots stay spots); a blocked
+# nose is a stuffy one ("my nose is all blocked up" found Fullness of paranasal tissue), a scratchy throat a sore one
+# (Pharyngeal edema); hearing voices is hallucinating them (Hoarse voice); pain at sex is Dyspareunia, which no
+# wording of the vocabulary says in everyday words; being run down is being tired ("run" found Difficulty running, and
+# "the runs" Diarrhea); wind is flatulence (Wind-swept deformity of the knees); burning up is a fever; a British
+# "water infection" is a urinary one (Excessive salivation); not hearing properly is hearing loss (Auditory
+# hallucination's "hearing sounds" took it); off one's food is a poor appetite ("gone off my food" found Food
+# intolerance); a bad back, or one done in, is back pain (Kyphosis); a baby pulling at an ear has ear pain
+# (Hair-pulling); feeling down or low is feeling depressed (no term: low is Hypotonia's, down Down syndrome's); not
+# being able to concentrate is poor concentration
+_EN_EVERYDAY = (
+    (re.compile(r"\bpoo(?=(?:s|ing|ed)?\b)", re.I), "poop"),
+    (re.compile(r"(?<!\b[aA] )\bwee(?=(?:s|ing)?\b)(?!\s+(?:bit|bits|one|ones|while|boy|boys|girl|girls|lad|lads|lass|"
+                r"bairns?|thing|things|baby|man|hours|dram|drop)\b)", re.I), "pee"),
+    (re.compile(r"\bqueasiness\b", re.I), "nausea"),
+    (re.compile(r"\bqueasy\b", re.I), "nauseous"),
+    (re.compile(r"\b(?:(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?|get(?:s|ting)?|got)\s+"
+                r"(?:(?:a\s+)?(?:bit|little|really|very|quite|so|all|kind\s+of|sort\s+of)\s+)*)?"
+                r"(?:light[\s-]?headed(?:ness)?|wooz(?:y|iness))\b"
+                r"|\b(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?)\s+"
+                r"(?:(?:a\s+)?(?:bit|little|really|very|quite|so|all|kind\s+of|sort\s+of)\s+)*faint\b", re.I), "presyncope"),
+    (re.compile(r"\b(?:(?:my\s+)?food|bread|meat|tablets?|pills?)\s+(?:(?:gets?|getting|got|keeps?\s+getting|feels?|felt|is|"
+                r"seems?\s+to\s+get)\s+)?(?:stuck|sticks|sticking)\b(?:\s+(?:in|at)\s+(?:my|his|her|the)\s+(?:throat|gullet|"
+                r"chest|oesophagus|esophagus))?"
+                r"|\b(?:something|things|it)\s+(?:(?:gets?|getting|got|keeps?\s+getting|feels?|felt|is|seems?)\s+)?"
+                r"(?:stuck|sticking)\s+(?:in|at)\s+(?:my|his|her|the)\s+(?:throat|gullet|oesophagus|esophagus)\b", re.I),
+     "difficulty swallowing"),
+    (re.compile(r"(?<!red )(?<!purple )(?<!dark )(?<!brown )(?<!white )(?<!blue )(?<!black )(?<!pink )(?<!yellow )"
+                r"\bspots(?=\s+(?:on|all\s+over|around|across)\s+(?:my|his|her|their|your|the)\s+(?:face|chin|forehead|"
+                r"cheeks?|nose|back|shoulders|chest)\b)", re.I), "acne"),
+    (re.compile(r"\b(?:blocked|bunged|stuffed)(?:[\s-]+up)?\s+nose\b|\b(?:(?:my|his|her|their|your)\s+)?nose\s+(?:is|feels|gets|keeps\s+getting|'s)\s+"
+                r"(?:(?:all|really|so|completely|totally|a\s+bit)\s+)*(?:blocked|bunged|stuffed)(?:\s+up)?\b", re.I),
+     "stuffy nose"),
+    (re.compile(r"\b(?:scratchy|tickly|raw)\s+throat\b|\b(?:(?:my|his|her|their|your)\s+)?throat\s+(?:is|feels|'s)\s+(?:(?:all|really|so|very|a\s+bit)\s+)*"
+                r"(?:scratchy|tickly|raw)\b", re.I), "sore throat"),
+    (re.compile(r"\b(?:hear|hears|hearing|heard)\s+voices\b", re.I), "auditory hallucinations"),
+    (re.compile(r"\b(?:run|worn)[\s-]+down\b", re.I), "tired"),
+    (re.compile(r"\b(?:(?:gone|went|go|goes|going)\s+)?off\s+(?:my|his|her|their|your|our)\s+(?:food|feeds?|milk|bottle)\b",
+                re.I), "poor appetite"),
+    (re.compile(r"\bbad\s+back\b|\b(?:done|did|do|put|putting|puts)\s+(?:my|his|her|their|your)\s+back\s+(?:in|out)\b", re.I),
+     "back pain"),
+    (re.compile(r"\b(?:pull(?:s|ing|ed)?|tug(?:s|ging|ged)?)\s+(?:at|on)\s+(?:my|his|her|their|your|the)\s+ears?\b", re.I),
+     "ear pain"),
+    (re.compile(r"\b(?:feel(?:s|ing)?|felt)\s+(?:(?:really|so|very|a\s+bit|quite|pretty|a\s+little)\s+)*(?:down|low)\b"
+                r"(?!\s+(?:on|in|at|with)\b)", re.I), "feel depressed"),
+    (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+concentrate\b", re.I), "poor concentration"),
+    (re.compile(r"\b(?:fart(?:s|ing|ed)?|(?:passing|pass|passes|trapped|got|have|has|much|lots\s+of|a\s+lot\s+of)\s+wind)\b"
+                r"(?!\s*(?:-|swept|pipe))|^wind$", re.I), "flatulence"),
+    (re.compile(r"\bburning\s+up\b", re.I), "fever"),
+    (re.compile(r"\bwater\s+infections?\b", re.I), "urinary tract infection"),
+    (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+hear\s+(?:properly|well|very\s+well|much|"
+                r"anything|clearly|as\s+well|people|what\s+people)\b", re.I), "hearing loss"),
+    (re.compile(r"\b(?:hurts?|painful|pain|sore|burns?|stings?)\s+(?:when|during|after|while)\s+(?:(?:we|i|she|he)\s+"
+                r"(?:have|has|had|are\s+having|am\s+having)\s+|having\s+)?(?:sex|intercourse)\b"
+                r"|\b(?:painful|pain\s+(?:during|with|at))\s+(?:sex|intercourse)\b"
+                r"|\b(?:sex|intercourse)\s+pain\b|\b(?:sex|intercourse)\s+(?:is|has\s+been|'s|was)\s+(?:(?:really|very|so|a\s+bit)\s+)*(?:painful|sore)\b", re.I), "dyspareunia"),
+    (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+remember\s+(?:things|anything|stuff|much|"
+                r"a\s+thing|names)\b|\b(?:(?:my|his|her|their|your|our)\s+)?memory\s+(?:is|has\s+been|'s|seems)\s+(?:(?:really|very|so|getting|a\s+bit)\s+)*"
+                r"(?:bad|poor|terrible|awful|rubbish|shocking|worse|going)\b", re.I), "poor memory"),
+)
+
+
+def _as_everyday(text: str) -> str:
+    """``text`` with the everyday words and idioms of :data:`_EN_EVERYDAY` said as the vocabulary says them."""
+    for pattern, said in _EN_EVERYDAY:
+        text = pattern.sub(said, text)
+    return text
+
+
+def in_vocabulary_words(text: str) -> str:
+    """An English piece as it is searched once its everyday words are said as the vocabulary says them (a weight
+    lost, being out of breath, wetting oneself, :data:`_EN_EVERYDAY`): what the small-talk gate reads ("I feel down"
+    is near the small talk "I feel fine"; "feel depressed" is near Depression)."""
+    return _as_everyday(_as_wetting(_as_breathless(_as_weight(text))))
+
+
+# idioms read in the whole clause, since a piece loses its lead-in and its time ("I've been sick three times" is
+# searched from "sick"): British "been sick twice", "being sick" is vomiting ("sick" alone finds Nausea; "I've been
+# sick for a week" is ill, and stays so); getting up at night to pee, or peeing at night, is Nocturia (alone,
+# "up at night to pee" found Maintenance insomnia, and "pee a lot" keeps no "at night")
+_EN_TIMES = r"(?:once|twice|again|everywhere|up|all\s+over|(?:\w+\s+)?\w+\s+times)"
+_EN_CLAUSE_IDIOMS = (
+    (re.compile(r"\bbeing\s+sick\b(?!\s+(?:of|notes?|leave|days?|pay)\b)"
+                rf"|\b(?:been|was|were|is|are|am|get|gets|got|getting)\s+sick(?=\s+{_EN_TIMES}\b)", re.I), "vomiting"),
+    (re.compile(r"(?:\b(?:(?:have|has|had|need|needs)\s+to\s+)?(?:get|gets|getting|got|wake|wakes|waking|woke|woken)\s+)?"
+                r"\bup\b(?:\s+(?!and\b|but\b)[\w-]+){0,3}?\s+(?:at|in\s+the|a|every|each|during\s+the)\s+night\s+to\s+"
+                r"(?:pee|wee|urinate|go\s+(?:to\s+the\s+)?(?:toilet|loo|bathroom)|use\s+the\s+(?:toilet|loo|bathroom))\b"
+                r"|\b(?:pee|wee|urinate|peeing|weeing|urinating)\s+(?:(?:a\s+lot|lots|more|often|loads|all\s+the\s+time)\s+)?"
+                r"(?:at|in\s+the|during\s+the|every|each)\s+night\b", re.I), "nocturia"),
+)
+
+
+def _clause_idiom(text: str, a: int, b: int, c: int, d: int) -> str | None:
+    """The piece ``text[c:d]`` of the clause ``text[a:b]`` with the part an idiom of :data:`_EN_CLAUSE_IDIOMS` in
+    the clause covers said as the vocabulary says it; None when no idiom covers any of it."""
+    for pattern, said in _EN_CLAUSE_IDIOMS:
+        m = pattern.search(text, a, b)
+        if m is not None and m.start() < d and c < m.end():
+            x, y = max(c, m.start()), min(d, m.end())
+            return " ".join(f"{text[c:x]} {said} {text[y:d]}".split())
+    return None
+
+
 #: "sick" in words that state no illness: a sick note, off sick, sick of something ("sick and tired" is cut at its
 #: "and" before this is read: :func:`_sick_idioms` drops the "sick" before "and tired")
 _EN_SICK_IDIOM = re.compile(
@@ -697,6 +807,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             neg = _negated_en(text[a:b], c - a + 1) if c > a else False
             # the lead-in can hold the negation ("I have no fever"); a negation word inside the rest counts too
             inner = text[c:d]
+            inner = _clause_idiom(text, a, b, c, d) or inner
             if _EN_FEEL.match(inner):
                 # "I feel really weak": the verb kept for the one word after it reads that word, not how much of it
                 # ("feel really weak" found Retrognathia's "weak chin" above Asthenia)
@@ -764,7 +875,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
     if part_pain and not zh:
         spans = [replace(s, text=_as_pain(s.text, ache_words, part_within)) for s in spans]
     if not zh:
-        spans = _sick_idioms(text, [replace(s, text=_as_wetting(_as_breathless(_as_weight(s.text)))) for s in spans])
+        spans = _sick_idioms(text, [replace(s, text=in_vocabulary_words(s.text)) for s in spans])
         spans = [s for s in spans if _EN_QUALIFIED.match(text, s.start) is None and _EN_RELIEF.match(text, s.start) is None]
     spans = as_temperature(spans, "zh" if zh else "en")
     # a lexicon word is kept whatever its length (吐 → 呕吐); only the pieces between words need min_chars
