@@ -150,7 +150,7 @@ def test_everyday_words_and_idioms_read_in_the_vocabulary_words() -> None:
 
     # British "poo" and "wee" as "poop" and "pee", which the lay-word reading reads; "a wee bit" is small
     assert read("there is blood in my poo") == ["blood in my poop"]
-    assert read("it stings when I wee") == ["stings when I pee"]
+    assert read("it hurts when I wee") == ["hurts when I pee"]
     assert read("my wee is dark") == ["my pee is dark"]
     assert read("a wee bit of pain in my chest") == ["wee bit of pain in my chest"]
     assert read("I feel queasy") == ["feel nauseous"]
@@ -182,8 +182,51 @@ def test_everyday_words_and_idioms_read_in_the_vocabulary_words() -> None:
     assert read("I'm run down") == ["tired"] and read("I'm burning up") == ["fever"]
     assert read("I have a water infection") == ["urinary tract infection"]
     assert read("I can't hear properly") == ["hearing loss"]
+    assert read("my head is pounding") == ["headache"] and read("I see flashing lights") == ["photopsia"]
+    assert read("I'm passing blood") == ["rectal bleeding"] and read("I'm passing blood in my urine") == [
+        "passing blood in my urine"]
+    assert read("it burns when I go to the loo") == ["burns when I pee"]
+    assert read("it stings when I wee") == ["burns when I pee"] and read("my wee stings") == ["my pee burns"]
+    assert read("a bee sting") == ["bee sting"]
+    assert read("I get bad period pains") == ["bad painful periods"]
+    assert read("it's painful to pee") == ["painful urination"]
     # the small-talk gate reads a piece in the words it is searched as
     assert in_vocabulary_words("feel down") == "feel depressed" and in_vocabulary_words("thank you") == "thank you"
+
+
+def test_a_pain_said_before_its_part_is_searched_as_the_parts_pain() -> None:
+    # "a sore tummy" found Peptic ulcer and "a sore back" Oral ulcer: "sore" is an ulcer's word too
+    def read(text: str) -> list[str]:
+        return [s.text for s in find_spans(text, part_pain=True)]
+
+    assert read("my kid has a sore tummy") == ["tummy pain"] and read("I've got a sore back") == ["back pain"]
+    assert read("she has sore eyes") == ["eye pain"] and read("I have a really sore knee") == ["knee pain"]
+    # a sore throat is worded so already; a part with more after it is left to the other rules
+    assert read("I have a sore throat") == ["sore throat"]
+    assert read("a sore on my foot") == ["sore on my foot"]
+    # painful stools, periods, a painful defecation are no part's pain (the vocabulary's own wordings stay)
+    assert read("Painful stools") == ["Painful stools"] and read("Painful defecation") == ["Painful defecation"]
+    assert read("Menstrual cramps") == ["Menstrual cramps"]
+
+
+def test_the_words_of_a_crisis_and_of_an_emergency_are_read() -> None:
+    def read(text: str) -> list[tuple[str, bool]]:
+        return [(s.text, s.negated) for s in find_spans(text) if not s.reading]
+
+    # "I don't want to live anymore" was read as denying "want to live anymore": its negation states the finding
+    assert read("I don't want to live anymore") == [("suicidal thoughts", False)]
+    assert find_spans("I don't want to live anymore")[0].start == 2  # the piece holds the negation
+    assert read("I want to kill myself") == [("suicidal thoughts", False)]
+    assert read("I've been thinking about ending it all") == [("suicidal thoughts", False)]
+    assert read("I don't want to die") == [("suicidal thoughts", True)]  # a fear of dying, denied
+    assert read("I had a fit") == [("seizure", False)] and read("my son has fits") == [("seizure", False)]
+    assert read("I'm fit and well") == [("fit", False), ("well", False)]
+    assert read("I had a coughing fit") == [("coughing fit", False)]
+    assert read("I feel like I'm going to pass out") == [("presyncope", False)]
+    assert read("my face has dropped on one side") == [("facial droop", False)]
+    assert read("his lips have gone blue") == [("lip cyanosis", False)]
+    assert read("my baby is floppy") == [("low muscle tone", False)]
+    assert in_vocabulary_words("don't want to live anymore") == "suicidal thoughts anymore"
 
 
 def test_cold_as_a_noun_is_no_coldness() -> None:

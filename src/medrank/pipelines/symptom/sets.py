@@ -1891,8 +1891,11 @@ class SetDetector:
         wordings = self.wordings or {}
         parts = self._parts()
         # the learned word is one the complaint says nowhere (a list split into pieces says it in another), nor in two
-        # words the vocabulary writes as one ("wetting the bed" says Bedwetting; ``joined_words``)
-        said_whole = f"{text} {self._joined(text) or ''}"
+        # words the vocabulary writes as one ("wetting the bed" says Bedwetting; ``joined_words``), nor in the
+        # vocabulary's words a piece's idiom is searched as ("it's painful to pee" says painful urination, Dysuria's
+        # wording); a lay-word reading is the encoder's guess, and says nothing here
+        pieces = " ".join(s.text for s in spans if s.lay_of is None and s.joined_of is None)
+        said_whole = f"{text} {self._joined(text) or ''} {pieces}"
         whole = _heard([w for w in _WORD.findall(said_whole.lower()) if w not in ignored])
         out = set()
         for j, c in enumerate(cands):

@@ -431,12 +431,18 @@ _EN_PART_HURTS = re.compile(
     rf"{_EN_PART_WORD}?)|(?=[a-z]+\s+(?:hurts|hurt|aches|ache|is|are|feels)\b)({_EN_BARE_PART}))(?:'s)?\s+"
     r"(?:(?:is|are|was|were|has\s+been|have\s+been|been|feels|feel|keeps|keep)\s+)?"
     r"(?:(?:really|very|so|quite|pretty|extremely|too|a\s+bit|a\s+little)\s+)?"
-    r"(?:hurts|hurt|hurting|aches|ache|aching|achy|sore|painful|killing\s+me)\b",
+    r"(?:hurts|hurt|hurting|aches|ache|aching|achy|sore|painful|killing\s+me)\b"
+    # ... or a pain before its part ("a sore tummy" found Peptic ulcer, "a sore back" Oral ulcer: "sore" is an
+    # ulcer's word too); a sore throat is worded so already, sore lips are chapped ones, and sore stools or periods
+    # are no body part's pain; "painful <part>" is how the vocabulary words some terms ("Painful breast"), and stays
+    rf"|^(?:(?:my|your|his|her|our|their|the|a)\s+)?(?:(?:really|very|bit\s+of\s+a)\s+)?(?:sore|aching|achy)\s+"
+    rf"(?!(?:throat|lips?|stools?|periods?|sex|intercourse)\b)(?![a-z]+(?:tion|ment)\b)({_EN_BARE_PART})$",
     re.I)
 
 
 def _as_pain(text: str, ache_words: Collection[str] = (), part_within: Mapping[str, str] | None = None) -> str:
-    """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain", "my feet hurt" → "foot pain";
+    """``text`` searched as the vocabulary words it ("my knee hurts" → "knee pain", "my feet hurt" → "foot pain", "a
+    sore back" → "back pain";
     anything else as it is); a part whose pain is one of ``ache_words`` is searched as that word ("my head hurts"
     → "headache", where "head pain" is nearer "Pain in head and neck region" than Headache), and a part of
     ``part_within`` (lower case → the part that holds it and has a pain of its own) as that part ("my heel hurts" →
@@ -444,7 +450,7 @@ def _as_pain(text: str, ache_words: Collection[str] = (), part_within: Mapping[s
     m = _EN_PART_HURTS.match(text)
     if m is None:
         return text
-    *before, part = (m.group(1) or m.group(2)).split()
+    *before, part = (m.group(1) or m.group(2) or m.group(3)).split()
     part = singular(part)
     part = (part_within or {}).get(part.lower(), part)
     if not before and f"{part.lower()}ache" in ache_words:
@@ -565,7 +571,14 @@ def _as_wetting(text: str) -> str:
 # hallucination's "hearing sounds" took it); off one's food is a poor appetite ("gone off my food" found Food
 # intolerance); a bad back, or one done in, is back pain (Kyphosis); a baby pulling at an ear has ear pain
 # (Hair-pulling); feeling down or low is feeling depressed (no term: low is Hypotonia's, down Down syndrome's); not
-# being able to concentrate is poor concentration
+# being able to concentrate is poor concentration; a pounding head is a headache (Macrocephaly); passing blood is
+# rectal bleeding unless the urine is said (Loss of consciousness's "passing out" took it); needing the loo is
+# needing to pee, and burning when one goes to it burning when one pees, as stinging then is (Venom allergy); period cramps are painful periods (Muscle
+# spasm); seeing flashing lights is Photopsia, which has no everyday wording; wanting to die or to end it all is
+# suicidal ideation; a British "fit" is a seizure ("I had a fit" decided nothing); feeling about to faint is
+# Presyncope (Syncope); a face dropped on one side is a facial droop (Hemifacial hypoplasia); blue lips are lip
+# cyanosis (Blue irides); a child who is floppy has low muscle tone (Neck muscle weakness). "suicidal" and "floppy"
+# are read so only where they end a piece: before a noun they are the vocabulary's ("Suicidal actions", "Floppy infant")
 _EN_EVERYDAY = (
     (re.compile(r"\bpoo(?=(?:s|ing|ed)?\b)", re.I), "poop"),
     (re.compile(r"(?<!\b[aA] )\bwee(?=(?:s|ing)?\b)(?!\s+(?:bit|bits|one|ones|while|boy|boys|girl|girls|lad|lads|lass|"
@@ -592,6 +605,20 @@ _EN_EVERYDAY = (
     (re.compile(r"\b(?:scratchy|tickly|raw)\s+throat\b|\b(?:(?:my|his|her|their|your)\s+)?throat\s+(?:is|feels|'s)\s+(?:(?:all|really|so|very|a\s+bit)\s+)*"
                 r"(?:scratchy|tickly|raw)\b", re.I), "sore throat"),
     (re.compile(r"\b(?:hear|hears|hearing|heard)\s+voices\b", re.I), "auditory hallucinations"),
+    (re.compile(r"(?:\b(?:thinking|thought|thoughts|think|thinks)\s+(?:of|about)\s+)?(?:\b(?:want(?:s|ed)?|wanting|wanna)\s+to\s+die\b|\b(?:(?:want(?:s|ed)?|wanting|wanna|going)\s+to\s+)?(?:kill(?:ing)?|hang(?:ing)?)\s+"
+                r"(?:myself|himself|herself)\b"
+                r"|\b(?:end(?:ing)?|take|taking)\s+(?:it\s+all|my\s+(?:own\s+)?life)\b|\bsuicidal$"
+                r"|\bthoughts\s+of\s+suicide\b)", re.I), "suicidal thoughts"),
+    (re.compile(r"\b(?:(?:feel|feels|felt|feeling)\s+)?(?:(?:like|as\s+if|as\s+though)\s+)?(?:(?:i'm|i\s+am|i\s+was|i'll|"
+                r"i\s+will|he's|she's|he\s+was|she\s+was)\s+)?(?:going\s+to|gonna|about\s+to)\s+(?:faint|pass\s+out|black\s+out|"
+                r"keel\s+over)\b", re.I), "presyncope"),
+    (re.compile(r"\b(?:(?:my|his|her|their)\s+)?face\s+(?:has\s+|is\s+|'s\s+|went\s+|has\s+gone\s+)?(?:dropped|drooped|"
+                r"drooping|droopy|fallen|sagging|slipped)\b(?:\s+on\s+one\s+side)?|\bone\s+side\s+of\s+(?:my|his|her|their|the)\s+"
+                r"face\s+(?:has\s+|is\s+|'s\s+)?(?:dropped|drooped|drooping|droopy|fallen|sagging|gone\s+droopy)\b", re.I),
+     "facial droop"),
+    (re.compile(r"\b(?:(?:my|his|her|their)\s+)?lips\s+(?:are|have\s+gone|went|turned|turn|go|goes|look|looked)\s+"
+                r"(?:(?:a\s+bit|slightly|really|very)\s+)?blue\b|\bblue\s+lips\b", re.I), "lip cyanosis"),
+    (re.compile(r"\bfloppy$", re.I), "low muscle tone"),
     (re.compile(r"\b(?:run|worn)[\s-]+down\b", re.I), "tired"),
     (re.compile(r"\b(?:(?:gone|went|go|goes|going)\s+)?off\s+(?:my|his|her|their|your|our)\s+(?:food|feeds?|milk|bottle)\b",
                 re.I), "poor appetite"),
@@ -600,8 +627,23 @@ _EN_EVERYDAY = (
     (re.compile(r"\b(?:pull(?:s|ing|ed)?|tug(?:s|ging|ged)?)\s+(?:at|on)\s+(?:my|his|her|their|your|the)\s+ears?\b", re.I),
      "ear pain"),
     (re.compile(r"\b(?:feel(?:s|ing)?|felt)\s+(?:(?:really|so|very|a\s+bit|quite|pretty|a\s+little)\s+)*(?:down|low)\b"
-                r"(?!\s+(?:on|in|at|with)\b)", re.I), "feel depressed"),
+                r"(?!\s+(?:on|in|at|with|below|there|here)\b)", re.I), "feel depressed"),
     (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+concentrate\b", re.I), "poor concentration"),
+    (re.compile(r"\b(?:(?:my|his|her|their|your)\s+)?head\s+(?:is|'s|keeps|feels\s+like\s+it's)\s+(?:(?:really|so|just)\s+)?"
+                r"(?:pounding|throbbing|banging|thumping|splitting|killing\s+me)\b", re.I), "headache"),
+    (re.compile(r"\bpass(?:ing|ed|es)?\s+blood\b(?!\s+(?:in|with|when)\s+(?:my|his|her|the)?\s*(?:urine|wee|pee)\b)", re.I),
+     "rectal bleeding"),
+    (re.compile(r"\b(?:need(?:s|ing)?|want(?:s|ing)?)\s+(?:to\s+go\s+to\s+)?the\s+(?:loo|toilet|bathroom)\b", re.I),
+     "need to pee"),
+    (re.compile(r"\b(?P<how>burns?|burning|stings?|stinging)\s+when\s+(?:i|he|she|they|you)\s+(?:go|goes)\s+to\s+the\s+"
+                r"(?:loo|toilet|bathroom)\b", re.I), r"\g<how> when I pee"),
+    (re.compile(r"\b(?:painful|hurts|sore|burns|stings)\s+to\s+(?:pee|urinate)\b", re.I), "painful urination"),
+    (re.compile(r"\bscratch(?:es|ing|ed)?\s+(?:at\s+)?(?:my|his|her|their|your)\s+(?:bottom|bum|backside)\b", re.I), "itchy bottom"),
+    (re.compile(r"\b(?:stings?|stinging)(?=\s+when\s+(?:i|he|she|they|you)\s+(?:pee|urinate)\b)"
+                r"|(?<=\bpee\s)(?:stings|is\s+stinging)\b", re.I), "burns"),
+    (re.compile(r"\bperiod\s+(?:cramps?|pains?)\b|\bcramps?\s+(?:with|during|before|on)\s+(?:my|her)\s+periods?\b",
+                re.I), "painful periods"),
+    (re.compile(r"\b(?:see|seeing|sees|saw)\s+(?:flashing\s+lights|flashes(?:\s+of\s+light)?)\b", re.I), "photopsia"),
     (re.compile(r"\b(?:fart(?:s|ing|ed)?|(?:passing|pass|passes|trapped|got|have|has|much|lots\s+of|a\s+lot\s+of)\s+wind)\b"
                 r"(?!\s*(?:-|swept|pipe))|^wind$", re.I), "flatulence"),
     (re.compile(r"\bburning\s+up\b", re.I), "fever"),
@@ -629,17 +671,27 @@ def in_vocabulary_words(text: str) -> str:
     """An English piece as it is searched once its everyday words are said as the vocabulary says them (a weight
     lost, being out of breath, wetting oneself, :data:`_EN_EVERYDAY`): what the small-talk gate reads ("I feel down"
     is near the small talk "I feel fine"; "feel depressed" is near Depression)."""
+    for pattern, said in _EN_NEGATION_SAYS:
+        text = pattern.sub(said, text)
     return _as_everyday(_as_wetting(_as_breathless(_as_weight(text))))
 
 
 # idioms read in the whole clause, since a piece loses its lead-in and its time ("I've been sick three times" is
 # searched from "sick"): British "been sick twice", "being sick" is vomiting ("sick" alone finds Nausea; "I've been
 # sick for a week" is ill, and stays so); getting up at night to pee, or peeing at night, is Nocturia (alone,
-# "up at night to pee" found Maintenance insomnia, and "pee a lot" keeps no "at night")
+# "up at night to pee" found Maintenance insomnia, and "pee a lot" keeps no "at night"); a British "fit" had is a
+# seizure ("I had a fit" is searched from "fit", and decided nothing); leaking when one laughs or coughs is
+# wetting oneself ("leaking" alone found Capillary leak; the circumstance is a clause of its own, so these idioms are
+# looked for from the clause on, up to the complaint's end)
 _EN_TIMES = r"(?:once|twice|again|everywhere|up|all\s+over|(?:\w+\s+)?\w+\s+times)"
 _EN_CLAUSE_IDIOMS = (
     (re.compile(r"\bbeing\s+sick\b(?!\s+(?:of|notes?|leave|days?|pay)\b)"
                 rf"|\b(?:been|was|were|is|are|am|get|gets|got|getting)\s+sick(?=\s+{_EN_TIMES}\b)", re.I), "vomiting"),
+    (re.compile(r"\bleak(?:s|ing|ed)?\b(?:\s+(?:a\s+(?:bit|little)|urine|wee|pee))?\s+(?:when|whenever|if|every\s+time)\s+"
+                r"(?:i|he|she|they|you|we)\s+(?:laugh|cough|sneeze|jump|run|exercise|lift|strain|stand)", re.I),
+     "loss of bladder control"),
+    (re.compile(r"\b(?:had|has|have|having|got|gets|get)\s+(?:a\s+|another\s+|some\s+|these\s+|those\s+)?fits?\b"
+                r"(?!\s+(?:of|for|in|and\s+well)\b)", re.I), "seizure"),
     (re.compile(r"(?:\b(?:(?:have|has|had|need|needs)\s+to\s+)?(?:get|gets|getting|got|wake|wakes|waking|woke|woken)\s+)?"
                 r"\bup\b(?:\s+(?!and\b|but\b)[\w-]+){0,3}?\s+(?:at|in\s+the|a|every|each|during\s+the)\s+night\s+to\s+"
                 r"(?:pee|wee|urinate|go\s+(?:to\s+the\s+)?(?:toilet|loo|bathroom)|use\s+the\s+(?:toilet|loo|bathroom))\b"
@@ -648,11 +700,30 @@ _EN_CLAUSE_IDIOMS = (
 )
 
 
-def _clause_idiom(text: str, a: int, b: int, c: int, d: int) -> str | None:
-    """The piece ``text[c:d]`` of the clause ``text[a:b]`` with the part an idiom of :data:`_EN_CLAUSE_IDIOMS` in
-    the clause covers said as the vocabulary says it; None when no idiom covers any of it."""
-    for pattern, said in _EN_CLAUSE_IDIOMS:
+#: idioms whose own words hold a negation and that state a finding, not deny one: not wanting to live is suicidal
+#: ideation ("I don't want to live anymore" was read as a denial of "want to live anymore" and decided nothing)
+_EN_NEGATION_SAYS = (
+    (re.compile(r"\b(?:don't|do\s+not|dont|doesn't|does\s+not|didn't|no\s+longer|not)\s+(?:really\s+)?(?:want|wanna|wish)\s+"
+                r"to\s+(?:live|be\s+alive|be\s+here|go\s+on|wake\s+up|carry\s+on)\b"
+                r"|\b(?:can't|cannot|can\s+not)\s+(?:go\s+on|carry\s+on)\s+(?:living|like\s+this)\b", re.I), "suicidal thoughts"),
+)
+
+
+def _said_by_negation(text: str, a: int, b: int, c: int, d: int) -> tuple[str, int] | None:
+    """What an idiom of :data:`_EN_NEGATION_SAYS` in the clause ``text[a:b]`` states, and where it starts, when it
+    reaches into the piece ``text[c:d]``; None otherwise."""
+    for pattern, said in _EN_NEGATION_SAYS:
         m = pattern.search(text, a, b)
+        if m is not None and c < m.end() and m.start() < d:
+            return said, m.start()
+    return None
+
+
+def _clause_idiom(text: str, a: int, b: int, c: int, d: int) -> str | None:
+    """The piece ``text[c:d]`` of the clause ``text[a:b]`` with the part an idiom of :data:`_EN_CLAUSE_IDIOMS` from
+    the clause on covers said as the vocabulary says it; None when no idiom covers any of it."""
+    for pattern, said in _EN_CLAUSE_IDIOMS:
+        m = pattern.search(text, a)
         if m is not None and m.start() < d and c < m.end():
             x, y = max(c, m.start()), min(d, m.end())
             return " ".join(f"{text[c:x]} {said} {text[y:d]}".split())
@@ -826,6 +897,12 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
             able = _EN_ABLE_TO.match(inner)
             if able is not None and neg and not EN_ALL_WELL.search(text[a:b]):
                 inner, neg = f"can't {inner[able.end():]}", False
+            stated = _said_by_negation(text, a, b, c, d)
+            if stated is not None:
+                # the piece holds the idiom's negation too: read alone (the small-talk gate reads it so), it says
+                # what the idiom says
+                (inner, at), neg = stated, False
+                c = min(c, at)
             # "I can't smell or taste anything": what "or" adds to what the patient cannot do, they cannot do either
             # ("taste anything" alone found Phantageusia)
             last = next((sp for sp in reversed(spans) if not sp.reading), None)
