@@ -573,23 +573,23 @@ def _as_wetting(text: str) -> str:
 # (Hair-pulling); feeling down or low is feeling depressed (no term: low is Hypotonia's, down Down syndrome's); not
 # being able to concentrate is poor concentration; a pounding head is a headache (Macrocephaly); passing blood is
 # rectal bleeding unless the urine is said (Loss of consciousness's "passing out" took it); needing the loo is
-# needing to pee, and burning when one goes to it burning when one pees, as stinging then is (Venom allergy); period cramps are painful periods (Muscle
-# spasm); seeing flashing lights is Photopsia, which has no everyday wording; wanting to die or to end it all is
+# needing to pee, and burning when one goes to it burning when one pees, as stinging then is (Venom allergy); period
+# cramps are painful periods (Muscle spasm); seeing flashing lights is Photopsia, which has no everyday wording; wanting to die or to end it all is
 # suicidal ideation; a British "fit" is a seizure ("I had a fit" decided nothing); feeling about to faint is
 # Presyncope (Syncope); a face dropped on one side is a facial droop (Hemifacial hypoplasia); blue lips are lip
 # cyanosis (Blue irides); a child who is floppy has low muscle tone (Neck muscle weakness). "suicidal" and "floppy"
 # are read so only where they end a piece: before a noun they are the vocabulary's ("Suicidal actions", "Floppy infant")
+#: how much, between a verb and how one feels ("feel a bit faint", "going all woozy")
+_EN_DEGREE = r"(?:(?:a\s+)?(?:bit|little|really|very|quite|so|all|kind\s+of|sort\s+of)\s+)*"
 _EN_EVERYDAY = (
     (re.compile(r"\bpoo(?=(?:s|ing|ed)?\b)", re.I), "poop"),
     (re.compile(r"(?<!\b[aA] )\bwee(?=(?:s|ing)?\b)(?!\s+(?:bit|bits|one|ones|while|boy|boys|girl|girls|lad|lads|lass|"
                 r"bairns?|thing|things|baby|man|hours|dram|drop)\b)", re.I), "pee"),
     (re.compile(r"\bqueasiness\b", re.I), "nausea"),
     (re.compile(r"\bqueasy\b", re.I), "nauseous"),
-    (re.compile(r"\b(?:(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?|get(?:s|ting)?|got)\s+"
-                r"(?:(?:a\s+)?(?:bit|little|really|very|quite|so|all|kind\s+of|sort\s+of)\s+)*)?"
+    (re.compile(rf"\b(?:(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?|get(?:s|ting)?|got)\s+{_EN_DEGREE})?"
                 r"(?:light[\s-]?headed(?:ness)?|wooz(?:y|iness))\b"
-                r"|\b(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?)\s+"
-                r"(?:(?:a\s+)?(?:bit|little|really|very|quite|so|all|kind\s+of|sort\s+of)\s+)*faint\b", re.I), "presyncope"),
+                rf"|\b(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?)\s+{_EN_DEGREE}faint\b", re.I), "presyncope"),
     (re.compile(r"\b(?:(?:my\s+)?food|bread|meat|tablets?|pills?)\s+(?:(?:gets?|getting|got|keeps?\s+getting|feels?|felt|is|"
                 r"seems?\s+to\s+get)\s+)?(?:stuck|sticks|sticking)\b(?:\s+(?:in|at)\s+(?:my|his|her|the)\s+(?:throat|gullet|"
                 r"chest|oesophagus|esophagus))?"
