@@ -98,8 +98,9 @@ class LayWords:
 
     def rare(self, word: str) -> bool:
         """Whether ``word`` (any case) is one the rewrite reads: three letters or more, no stop word, used by fewer
-        than ``min_uses`` wordings, no wording by itself, and not an irregular inflection of a common word ("bled": bleed). A regular one
-        ("coughs") is rare but never rewritten: it shares its stem with its nearest word (:meth:`nearest`)."""
+        than ``min_uses`` wordings, no wording by itself, and not an irregular inflection of a common word ("bled":
+        bleed). A regular one ("coughs") is rare but never rewritten: it shares its stem with its nearest word
+        (:meth:`nearest`)."""
         w = word.lower()
         if len(w) < 3 or w in self._stop or self.uses[w] >= self.min_uses or w in self.names:
             return False

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from medrank.encoders.memo import remembering_queries
+from medrank.text import content_stems
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,6 @@ def without_wordings(turns: Iterable[str], wordings: Iterable[str]) -> list[str]
     (:func:`~medrank.text.content_stems`: "I feel depressed." holds Depression's; as whole words it held none, and it
     and "I'm sad and depressed." were each other's nearest turn, so both stayed small talk and the gate took
     "I feel depressed" from every complaint)."""
-    from medrank.text import content_stems
-
     wordings = [w for w in wordings if len(w.strip()) >= MIN_WORDING_CHARS]
     keys = {_words(w).strip() for w in wordings}
     keys.discard("")

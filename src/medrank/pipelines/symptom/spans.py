@@ -555,108 +555,123 @@ def _as_wetting(text: str) -> str:
     return _EN_WETTING.sub("loss of bladder control", text)
 
 
-# everyday words and idioms whose own words the vocabulary's search reads as another finding or as none, said as
-# the vocabulary (or the lay words it already reads) says them. British "poo" and "wee" are read as "poop" and "pee",
-# whose readings the rule ``lay_words`` makes (alone, MiniLM puts "poo" nearest "apo"; "a wee bit" is small, and
-# "weed" no urine); feeling faint or light-headed is Presyncope ("faint" alone found Loss of consciousness, whose
-# wording is "fainting", and "light-headed" Fair hair); food stuck on the way down is a swallowing difficulty ("food
-# gets stuck" found Food allergy; a circumstance "when I swallow" finds Dysphagia alone, so is no finding of its own);
-# not remembering things is a poor memory (Semantic dementia's wording "trouble remembering words" took it); British
-# "spots" on the face or back are acne ("spots on my face" found Purpura; coloured spots stay spots); a blocked
-# nose is a stuffy one ("my nose is all blocked up" found Fullness of paranasal tissue), a scratchy throat a sore one
-# (Pharyngeal edema); hearing voices is hallucinating them (Hoarse voice); pain at sex is Dyspareunia, which no
-# wording of the vocabulary says in everyday words; being run down is being tired ("run" found Difficulty running, and
-# "the runs" Diarrhea); wind is flatulence (Wind-swept deformity of the knees); burning up is a fever; a British
-# "water infection" is a urinary one (Excessive salivation); not hearing properly is hearing loss (Auditory
-# hallucination's "hearing sounds" took it); off one's food is a poor appetite ("gone off my food" found Food
-# intolerance); a bad back, or one done in, is back pain (Kyphosis); a baby pulling at an ear has ear pain
-# (Hair-pulling); feeling down or low is feeling depressed (no term: low is Hypotonia's, down Down syndrome's); not
-# being able to concentrate is poor concentration; a pounding head is a headache (Macrocephaly); passing blood is
-# rectal bleeding unless the urine is said (Loss of consciousness's "passing out" took it); needing the loo is
-# needing to pee, and burning when one goes to it burning when one pees, as stinging then is (Venom allergy); period
-# cramps are painful periods (Muscle spasm); seeing flashing lights is Photopsia, which has no everyday wording; wanting to die or to end it all is
-# suicidal ideation; a British "fit" is a seizure ("I had a fit" decided nothing); feeling about to faint is
-# Presyncope (Syncope); a face dropped on one side is a facial droop (Hemifacial hypoplasia); blue lips are lip
-# cyanosis (Blue irides); a child who is floppy has low muscle tone (Neck muscle weakness). "suicidal" and "floppy"
-# are read so only where they end a piece: before a noun they are the vocabulary's ("Suicidal actions", "Floppy infant")
-#: how much, between a verb and how one feels ("feel a bit faint", "going all woozy")
+#: everyday words and idioms whose own words the vocabulary's search reads as another finding or as none, each said
+#: as the vocabulary (or the lay words it already reads) says it; applied in this order, each to what the ones before
+#: it left. In parentheses, what the patient's own words found before.
 _EN_DEGREE = r"(?:(?:a\s+)?(?:bit|little|really|very|quite|so|all|kind\s+of|sort\s+of)\s+)*"
+_EN_OWNER = r"(?:my|his|her|their|your)"
 _EN_EVERYDAY = (
+    # British "poo" and "wee" as "poop" and "pee", which the rule ``lay_words`` reads (MiniLM puts "poo" nearest
+    # "apo"); "a wee bit" is small, and "weed" no urine
     (re.compile(r"\bpoo(?=(?:s|ing|ed)?\b)", re.I), "poop"),
     (re.compile(r"(?<!\b[aA] )\bwee(?=(?:s|ing)?\b)(?!\s+(?:bit|bits|one|ones|while|boy|boys|girl|girls|lad|lads|lass|"
                 r"bairns?|thing|things|baby|man|hours|dram|drop)\b)", re.I), "pee"),
     (re.compile(r"\bqueasiness\b", re.I), "nausea"),
     (re.compile(r"\bqueasy\b", re.I), "nauseous"),
-    (re.compile(rf"\b(?:(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?|get(?:s|ting)?|got)\s+{_EN_DEGREE})?"
-                r"(?:light[\s-]?headed(?:ness)?|wooz(?:y|iness))\b"
-                rf"|\b(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?)\s+{_EN_DEGREE}faint\b", re.I), "presyncope"),
-    (re.compile(r"\b(?:(?:my\s+)?food|bread|meat|tablets?|pills?)\s+(?:(?:gets?|getting|got|keeps?\s+getting|feels?|felt|is|"
-                r"seems?\s+to\s+get)\s+)?(?:stuck|sticks|sticking)\b(?:\s+(?:in|at)\s+(?:my|his|her|the)\s+(?:throat|gullet|"
-                r"chest|oesophagus|esophagus))?"
+    # feeling faint or light-headed is Presyncope ("faint" found Loss of consciousness, whose wording is "fainting";
+    # "light-headed" Fair hair)
+    (re.compile(rf"\b(?:(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?|get(?:s|ting)?|got)\s+"
+                rf"{_EN_DEGREE})?(?:light[\s-]?headed(?:ness)?|wooz(?:y|iness))\b"
+                rf"|\b(?:feel(?:s|ing)?|felt|go(?:es|ing)?|went|gone|turn(?:s|ed|ing)?)\s+{_EN_DEGREE}faint\b", re.I),
+     "presyncope"),
+    # food stuck on the way down ("food gets stuck" found Food allergy; "when I swallow" alone finds Dysphagia, so is
+    # no finding of its own)
+    (re.compile(r"\b(?:(?:my\s+)?food|bread|meat|tablets?|pills?)\s+(?:(?:gets?|getting|got|keeps?\s+getting|feels?|felt|"
+                r"is|seems?\s+to\s+get)\s+)?(?:stuck|sticks|sticking)\b(?:\s+(?:in|at)\s+(?:my|his|her|the)\s+"
+                r"(?:throat|gullet|chest|oesophagus|esophagus))?"
                 r"|\b(?:something|things|it)\s+(?:(?:gets?|getting|got|keeps?\s+getting|feels?|felt|is|seems?)\s+)?"
                 r"(?:stuck|sticking)\s+(?:in|at)\s+(?:my|his|her|the)\s+(?:throat|gullet|oesophagus|esophagus)\b", re.I),
      "difficulty swallowing"),
+    # British "spots" on the face or back are acne (Purpura); coloured spots stay spots
     (re.compile(r"(?<!red )(?<!purple )(?<!dark )(?<!brown )(?<!white )(?<!blue )(?<!black )(?<!pink )(?<!yellow )"
                 r"\bspots(?=\s+(?:on|all\s+over|around|across)\s+(?:my|his|her|their|your|the)\s+(?:face|chin|forehead|"
                 r"cheeks?|nose|back|shoulders|chest)\b)", re.I), "acne"),
-    (re.compile(r"\b(?:blocked|bunged|stuffed)(?:[\s-]+up)?\s+nose\b|\b(?:(?:my|his|her|their|your)\s+)?nose\s+(?:is|feels|gets|keeps\s+getting|'s)\s+"
-                r"(?:(?:all|really|so|completely|totally|a\s+bit)\s+)*(?:blocked|bunged|stuffed)(?:\s+up)?\b", re.I),
-     "stuffy nose"),
-    (re.compile(r"\b(?:scratchy|tickly|raw)\s+throat\b|\b(?:(?:my|his|her|their|your)\s+)?throat\s+(?:is|feels|'s)\s+(?:(?:all|really|so|very|a\s+bit)\s+)*"
-                r"(?:scratchy|tickly|raw)\b", re.I), "sore throat"),
+    # a blocked nose (Fullness of paranasal tissue), a scratchy throat (Pharyngeal edema)
+    (re.compile(rf"\b(?:blocked|bunged|stuffed)(?:[\s-]+up)?\s+nose\b|\b(?:{_EN_OWNER}\s+)?nose\s+(?:is|feels|gets|"
+                r"keeps\s+getting|'s)\s+(?:(?:all|really|so|completely|totally|a\s+bit)\s+)*(?:blocked|bunged|stuffed)"
+                r"(?:\s+up)?\b", re.I), "stuffy nose"),
+    (re.compile(rf"\b(?:scratchy|tickly|raw)\s+throat\b|\b(?:{_EN_OWNER}\s+)?throat\s+(?:is|feels|'s)\s+"
+                r"(?:(?:all|really|so|very|a\s+bit)\s+)*(?:scratchy|tickly|raw)\b", re.I), "sore throat"),
+    # hearing voices (Hoarse voice)
     (re.compile(r"\b(?:hear|hears|hearing|heard)\s+voices\b", re.I), "auditory hallucinations"),
-    (re.compile(r"(?:\b(?:thinking|thought|thoughts|think|thinks)\s+(?:of|about)\s+)?(?:\b(?:want(?:s|ed)?|wanting|wanna)\s+to\s+die\b|\b(?:(?:want(?:s|ed)?|wanting|wanna|going)\s+to\s+)?(?:kill(?:ing)?|hang(?:ing)?)\s+"
+    # wanting to die, ending it all; "suicidal" only where it ends a piece ("Suicidal actions" is the vocabulary's)
+    (re.compile(r"(?:\b(?:thinking|thought|thoughts|think|thinks)\s+(?:of|about)\s+)?"
+                r"(?:\b(?:want(?:s|ed)?|wanting|wanna)\s+to\s+die\b"
+                r"|\b(?:(?:want(?:s|ed)?|wanting|wanna|going)\s+to\s+)?(?:kill(?:ing)?|hang(?:ing)?)\s+"
                 r"(?:myself|himself|herself)\b"
                 r"|\b(?:end(?:ing)?|take|taking)\s+(?:it\s+all|my\s+(?:own\s+)?life)\b|\bsuicidal$"
                 r"|\bthoughts\s+of\s+suicide\b)", re.I), "suicidal thoughts"),
+    # about to faint (Syncope)
     (re.compile(r"\b(?:(?:feel|feels|felt|feeling)\s+)?(?:(?:like|as\s+if|as\s+though)\s+)?(?:(?:i'm|i\s+am|i\s+was|i'll|"
-                r"i\s+will|he's|she's|he\s+was|she\s+was)\s+)?(?:going\s+to|gonna|about\s+to)\s+(?:faint|pass\s+out|black\s+out|"
-                r"keel\s+over)\b", re.I), "presyncope"),
+                r"i\s+will|he's|she's|he\s+was|she\s+was)\s+)?(?:going\s+to|gonna|about\s+to)\s+(?:faint|pass\s+out|"
+                r"black\s+out|keel\s+over)\b", re.I), "presyncope"),
+    # a face dropped on one side (Hemifacial hypoplasia)
     (re.compile(r"\b(?:(?:my|his|her|their)\s+)?face\s+(?:has\s+|is\s+|'s\s+|went\s+|has\s+gone\s+)?(?:dropped|drooped|"
-                r"drooping|droopy|fallen|sagging|slipped)\b(?:\s+on\s+one\s+side)?|\bone\s+side\s+of\s+(?:my|his|her|their|the)\s+"
-                r"face\s+(?:has\s+|is\s+|'s\s+)?(?:dropped|drooped|drooping|droopy|fallen|sagging|gone\s+droopy)\b", re.I),
-     "facial droop"),
+                r"drooping|droopy|fallen|sagging|slipped)\b(?:\s+on\s+one\s+side)?|\bone\s+side\s+of\s+(?:my|his|her|"
+                r"their|the)\s+face\s+(?:has\s+|is\s+|'s\s+)?(?:dropped|drooped|drooping|droopy|fallen|sagging|"
+                r"gone\s+droopy)\b", re.I), "facial droop"),
+    # blue lips (Blue irides)
     (re.compile(r"\b(?:(?:my|his|her|their)\s+)?lips\s+(?:are|have\s+gone|went|turned|turn|go|goes|look|looked)\s+"
                 r"(?:(?:a\s+bit|slightly|really|very)\s+)?blue\b|\bblue\s+lips\b", re.I), "lip cyanosis"),
+    # a child who is floppy (Neck muscle weakness); before a noun it is the vocabulary's ("Floppy infant")
     (re.compile(r"\bfloppy$", re.I), "low muscle tone"),
+    # run down ("run" found Difficulty running, "the runs" Diarrhea)
     (re.compile(r"\b(?:run|worn)[\s-]+down\b", re.I), "tired"),
-    (re.compile(r"\b(?:(?:gone|went|go|goes|going)\s+)?off\s+(?:my|his|her|their|your|our)\s+(?:food|feeds?|milk|bottle)\b",
-                re.I), "poor appetite"),
-    (re.compile(r"\bbad\s+back\b|\b(?:done|did|do|put|putting|puts)\s+(?:my|his|her|their|your)\s+back\s+(?:in|out)\b", re.I),
+    # off one's food ("gone off my food" found Food intolerance)
+    (re.compile(r"\b(?:(?:gone|went|go|goes|going)\s+)?off\s+(?:my|his|her|their|your|our)\s+(?:food|feeds?|milk|"
+                r"bottle)\b", re.I), "poor appetite"),
+    # a bad back, or one done in (Kyphosis)
+    (re.compile(rf"\bbad\s+back\b|\b(?:done|did|do|put|putting|puts)\s+{_EN_OWNER}\s+back\s+(?:in|out)\b", re.I),
      "back pain"),
-    (re.compile(r"\b(?:pull(?:s|ing|ed)?|tug(?:s|ging|ged)?)\s+(?:at|on)\s+(?:my|his|her|their|your|the)\s+ears?\b", re.I),
-     "ear pain"),
+    # a baby pulling at an ear (Hair-pulling)
+    (re.compile(r"\b(?:pull(?:s|ing|ed)?|tug(?:s|ging|ged)?)\s+(?:at|on)\s+(?:my|his|her|their|your|the)\s+ears?\b",
+                re.I), "ear pain"),
+    # feeling down or low (no term: low is Hypotonia's, down Down syndrome's); "down below" is a place
     (re.compile(r"\b(?:feel(?:s|ing)?|felt)\s+(?:(?:really|so|very|a\s+bit|quite|pretty|a\s+little)\s+)*(?:down|low)\b"
                 r"(?!\s+(?:on|in|at|with|below|there|here)\b)", re.I), "feel depressed"),
     (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+concentrate\b", re.I), "poor concentration"),
-    (re.compile(r"\b(?:(?:my|his|her|their|your)\s+)?head\s+(?:is|'s|keeps|feels\s+like\s+it's)\s+(?:(?:really|so|just)\s+)?"
+    # a pounding head (Macrocephaly)
+    (re.compile(rf"\b(?:{_EN_OWNER}\s+)?head\s+(?:is|'s|keeps|feels\s+like\s+it's)\s+(?:(?:really|so|just)\s+)?"
                 r"(?:pounding|throbbing|banging|thumping|splitting|killing\s+me)\b", re.I), "headache"),
-    (re.compile(r"\bpass(?:ing|ed|es)?\s+blood\b(?!\s+(?:in|with|when)\s+(?:my|his|her|the)?\s*(?:urine|wee|pee)\b)", re.I),
-     "rectal bleeding"),
+    # passing blood, unless the urine is said (Loss of consciousness's "passing out" took it)
+    (re.compile(r"\bpass(?:ing|ed|es)?\s+blood\b(?!\s+(?:in|with|when)\s+(?:my|his|her|the)?\s*(?:urine|wee|pee)\b)",
+                re.I), "rectal bleeding"),
+    # needing the loo is needing to pee, and burning or stinging when one goes to it or pees is burning when one
+    # pees (Venom allergy)
     (re.compile(r"\b(?:need(?:s|ing)?|want(?:s|ing)?)\s+(?:to\s+go\s+to\s+)?the\s+(?:loo|toilet|bathroom)\b", re.I),
      "need to pee"),
     (re.compile(r"\b(?P<how>burns?|burning|stings?|stinging)\s+when\s+(?:i|he|she|they|you)\s+(?:go|goes)\s+to\s+the\s+"
                 r"(?:loo|toilet|bathroom)\b", re.I), r"\g<how> when I pee"),
     (re.compile(r"\b(?:painful|hurts|sore|burns|stings)\s+to\s+(?:pee|urinate)\b", re.I), "painful urination"),
-    (re.compile(r"\bscratch(?:es|ing|ed)?\s+(?:at\s+)?(?:my|his|her|their|your)\s+(?:bottom|bum|backside)\b", re.I), "itchy bottom"),
+    # scratching one's bottom (Rocker bottom foot)
+    (re.compile(rf"\bscratch(?:es|ing|ed)?\s+(?:at\s+)?{_EN_OWNER}\s+(?:bottom|bum|backside)\b", re.I), "itchy bottom"),
     (re.compile(r"\b(?:stings?|stinging)(?=\s+when\s+(?:i|he|she|they|you)\s+(?:pee|urinate)\b)"
                 r"|(?<=\bpee\s)(?:stings|is\s+stinging)\b", re.I), "burns"),
+    # period cramps (Muscle spasm); "Menstrual cramps" is the vocabulary's own
     (re.compile(r"\bperiod\s+(?:cramps?|pains?)\b|\bcramps?\s+(?:with|during|before|on)\s+(?:my|her)\s+periods?\b",
                 re.I), "painful periods"),
+    # seeing flashing lights: Photopsia has no everyday wording
     (re.compile(r"\b(?:see|seeing|sees|saw)\s+(?:flashing\s+lights|flashes(?:\s+of\s+light)?)\b", re.I), "photopsia"),
-    (re.compile(r"\b(?:fart(?:s|ing|ed)?|(?:passing|pass|passes|trapped|got|have|has|much|lots\s+of|a\s+lot\s+of)\s+wind)\b"
-                r"(?!\s*(?:-|swept|pipe))|^wind$", re.I), "flatulence"),
+    # wind (Wind-swept deformity of the knees)
+    (re.compile(r"\b(?:fart(?:s|ing|ed)?|(?:passing|pass|passes|trapped|got|have|has|much|lots\s+of|a\s+lot\s+of)\s+"
+                r"wind)\b(?!\s*(?:-|swept|pipe))|^wind$", re.I), "flatulence"),
     (re.compile(r"\bburning\s+up\b", re.I), "fever"),
+    # a British "water infection" (Excessive salivation)
     (re.compile(r"\bwater\s+infections?\b", re.I), "urinary tract infection"),
+    # not hearing properly (Auditory hallucination's "hearing sounds" took it)
     (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+hear\s+(?:properly|well|very\s+well|much|"
                 r"anything|clearly|as\s+well|people|what\s+people)\b", re.I), "hearing loss"),
+    # pain at sex: Dyspareunia has no everyday wording (Addictive sex behavior)
     (re.compile(r"\b(?:hurts?|painful|pain|sore|burns?|stings?)\s+(?:when|during|after|while)\s+(?:(?:we|i|she|he)\s+"
                 r"(?:have|has|had|are\s+having|am\s+having)\s+|having\s+)?(?:sex|intercourse)\b"
                 r"|\b(?:painful|pain\s+(?:during|with|at))\s+(?:sex|intercourse)\b"
-                r"|\b(?:sex|intercourse)\s+pain\b|\b(?:sex|intercourse)\s+(?:is|has\s+been|'s|was)\s+(?:(?:really|very|so|a\s+bit)\s+)*(?:painful|sore)\b", re.I), "dyspareunia"),
+                r"|\b(?:sex|intercourse)\s+pain\b|\b(?:sex|intercourse)\s+(?:is|has\s+been|'s|was)\s+"
+                r"(?:(?:really|very|so|a\s+bit)\s+)*(?:painful|sore)\b", re.I), "dyspareunia"),
+    # not remembering things (Semantic dementia's wording "trouble remembering words" took it)
     (re.compile(r"\b(?:can't|can’t|cannot|can\s+not|couldn't|could\s+not)\s+remember\s+(?:things|anything|stuff|much|"
-                r"a\s+thing|names)\b|\b(?:(?:my|his|her|their|your|our)\s+)?memory\s+(?:is|has\s+been|'s|seems)\s+(?:(?:really|very|so|getting|a\s+bit)\s+)*"
-                r"(?:bad|poor|terrible|awful|rubbish|shocking|worse|going)\b", re.I), "poor memory"),
+                r"a\s+thing|names)\b|\b(?:(?:my|his|her|their|your|our)\s+)?memory\s+(?:is|has\s+been|'s|seems)\s+"
+                r"(?:(?:really|very|so|getting|a\s+bit)\s+)*(?:bad|poor|terrible|awful|rubbish|shocking|worse|going)\b",
+                re.I), "poor memory"),
 )
 
 
@@ -679,7 +694,7 @@ def in_vocabulary_words(text: str) -> str:
 # idioms read in the whole clause, since a piece loses its lead-in and its time ("I've been sick three times" is
 # searched from "sick"): British "been sick twice", "being sick" is vomiting ("sick" alone finds Nausea; "I've been
 # sick for a week" is ill, and stays so); getting up at night to pee, or peeing at night, is Nocturia (alone,
-# "up at night to pee" found Maintenance insomnia, and "pee a lot" keeps no "at night"); a British "fit" had is a
+# "up at night to pee" found Maintenance insomnia, and "pee a lot" keeps no "at night"); a British "fit" one has is a
 # seizure ("I had a fit" is searched from "fit", and decided nothing); leaking when one laughs or coughs is
 # wetting oneself ("leaking" alone found Capillary leak; the circumstance is a clause of its own, so these idioms are
 # looked for from the clause on, up to the complaint's end)
@@ -719,9 +734,9 @@ def _said_by_negation(text: str, a: int, b: int, c: int, d: int) -> tuple[str, i
     return None
 
 
-def _clause_idiom(text: str, a: int, b: int, c: int, d: int) -> str | None:
-    """The piece ``text[c:d]`` of the clause ``text[a:b]`` with the part an idiom of :data:`_EN_CLAUSE_IDIOMS` from
-    the clause on covers said as the vocabulary says it; None when no idiom covers any of it."""
+def _clause_idiom(text: str, a: int, c: int, d: int) -> str | None:
+    """The piece ``text[c:d]`` of the clause that starts at ``a`` with the part an idiom of :data:`_EN_CLAUSE_IDIOMS`
+    from the clause on covers said as the vocabulary says it; None when no idiom covers any of it."""
     for pattern, said in _EN_CLAUSE_IDIOMS:
         m = pattern.search(text, a)
         if m is not None and m.start() < d and c < m.end():
@@ -877,8 +892,7 @@ def find_spans(text: str, lexicon: object | None = None, language: str | None = 
                 continue
             neg = _negated_en(text[a:b], c - a + 1) if c > a else False
             # the lead-in can hold the negation ("I have no fever"); a negation word inside the rest counts too
-            inner = text[c:d]
-            inner = _clause_idiom(text, a, b, c, d) or inner
+            inner = _clause_idiom(text, a, c, d) or text[c:d]
             if _EN_FEEL.match(inner):
                 # "I feel really weak": the verb kept for the one word after it reads that word, not how much of it
                 # ("feel really weak" found Retrognathia's "weak chin" above Asthenia)
