@@ -1062,3 +1062,36 @@ def test_auto_completes_the_chinese_set_with_the_dxy_terms_on_uncovered_words(se
     assert [t.name for t in services.symptoms.decide_many([q], "zh", kb="dxy")[0].terms] == ["咳嗽", "流涕", "发烧", "厌食"]
     # a knowledge base asked for by name answers alone
     assert [t["name"] for t in c.post("/symptoms", json={"query": q, "kb": "chip-cdn"}).json()["terms"]] == ["咳嗽", "发热"]
+
+
+def test_a_decided_urgent_sign_puts_its_notice_in_the_response(services):
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
+
+    class En:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("HP:0031589", "Suicidal ideation", 0.5, (0, 10)),
+                               DetectedTerm("HP:0033771", "Pleuritic chest pain", 0.7, (12, 20))],  # below Chest pain
+                              [DetectedTerm("HP:0001250", "Seizure", 0.1, (0, 10))])  # an alternative raises nothing
+
+    class Quiet:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("HP:0002315", "Headache", 0.9, (0, 8))], [])
+
+    class Dxy:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("抽搐", "抽搐", 0.9, (2, 4))], [])
+
+    en, tiny = services.symptoms.kbs["tiny-en"], services.symptoms.kbs["tiny-zh"]
+    dxy = KnowledgeBase(KBInfo("dxy", "zh", "test", "1", "test"), list(tiny.concepts.values()), tiny.backend)
+    services.symptoms = SymptomService({"tiny-en": en, "dxy": dxy}, set_detectors={"tiny-en": En(), "dxy": Dxy()})
+    c = _client(services)
+    body = c.post("/symptoms", json={"query": "I want to die and my chest hurts"}).json()
+    crisis, emergency = body["urgent"]
+    assert crisis["kind"] == "crisis" and crisis["terms"] == ["HP:0031589"] and "emergency number" in crisis["message"]
+    assert emergency["kind"] == "emergency" and emergency["signs"] == ["chest pain"]
+    assert emergency["terms"] == ["HP:0033771"] and emergency["source"].startswith("https://")
+    assert c.post("/symptoms", json={"query": "宝宝抽搐了"}).json()["urgent"][0]["signs"] == ["抽搐"]
+    services.symptoms = SymptomService({"tiny-en": en}, set_detectors={"tiny-en": Quiet()})
+    assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] == []
+    services.symptoms = SymptomService({"tiny-en": en})  # a ranking only: no set decided, nothing read
+    assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] is None

@@ -75,6 +75,12 @@ def test_serve_command_rejects_bad_options(tmp_path):
     assert res.exit_code == 2 and "NAME=PATH" in res.output
     res = CliRunner().invoke(app, ["serve", "--build-only", "--kb", "nope", "--pipelines", "symptoms", "--state", str(tmp_path)])
     assert res.exit_code == 2 and "unknown knowledge base" in res.output
+    bad = tmp_path / "signs.json"
+    bad.write_text('{"format": "medrank-urgent-signs", "messages": {}}', encoding="utf-8")
+    for path, said in ((bad, "no crisis message"), (tmp_path / "missing.json", "not found")):
+        res = CliRunner().invoke(app, ["serve", "--build-only", "--urgent-signs", str(path), "--state", str(tmp_path)])
+        said_out = " ".join(res.output.split())  # rich wraps long lines
+        assert res.exit_code == 2 and "--urgent-signs" in said_out and said in said_out
 
 
 def test_batching_encoder_coalesces_concurrent_calls(tiny_encoder):

