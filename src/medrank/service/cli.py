@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         if urgent_signs is not None:
             settings.urgent_signs = urgent_signs
         if settings.urgent_signs is not None:
-            from medrank.pipelines.symptom.urgent import UrgentSigns
+            from medrank.pipelines.symptom.inference import UrgentSigns
 
             try:  # a wrong file is said at once, not when the first symptom list is built
                 UrgentSigns.load(settings.urgent_signs)

@@ -29,6 +29,7 @@ from medrank.pipelines.symptom.sets import (
     shipped_calibration,
     with_uncovered,
 )
+from medrank.pipelines.symptom.urgent import CODE_SYSTEMS, DEFAULT_SIGNS, UrgentNotice, UrgentSigns
 from medrank.records import Query, Ranking
 
 DEFAULT_K = 5
@@ -36,8 +37,9 @@ log = logging.getLogger(__name__)
 
 #: the set-level detection the service serves beside each knowledge base's ranking
 #: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
-__all__ = ["DEFAULT_K", "SERVED_BACKEND", "ZERO_SHOT_VOCABULARIES", "DetectedTerm", "SelfReportModel",
-           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "dxy_self_report_model",
+__all__ = ["CODE_SYSTEMS", "DEFAULT_K", "DEFAULT_SIGNS", "SERVED_BACKEND", "ZERO_SHOT_VOCABULARIES", "DetectedTerm", "SelfReportModel",
+           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns",
+           "dxy_self_report_model",
            "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration",
            "with_uncovered", "zero_shot_concepts", "zero_shot_set_detector"]
 

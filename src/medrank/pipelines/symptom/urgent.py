@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrank.pipelines.symptom.sets import code_key
+from medrank.pipelines.symptom.sets import HpoHierarchy, code_key
 
 DEFAULT_SIGNS = Path(__file__).with_name("urgent_signs.json")
 FORMAT = "medrank-urgent-signs"
@@ -160,8 +160,11 @@ class UrgentSigns:
                 ancestors: Callable[[str], Iterable[str]] | None = None) -> list[UrgentNotice]:
         """The notices for decided ``terms`` (``(code system, term id, codes)`` each), in ``language`` (``zh``, else
         English): at most one per kind, crisis first, each naming the signs read (in the file's order) and the terms
-        that raised them."""
+        that raised them. ``ancestors`` of an HPO term: default, the HPO is-a hierarchy (:func:`hpo_ancestors`)."""
         lang = "zh" if language == "zh" else "en"
+        terms = list(terms)
+        if ancestors is None and any(system == "hpo" for system, _, _ in terms):
+            ancestors = hpo_ancestors()
         found: dict[str, dict[str, list[str]]] = {}  # kind → sign key → term ids
         for system, term_id, codes in terms:
             for sign in self.signs_of(system, term_id, codes, ancestors):
@@ -181,3 +184,14 @@ class UrgentSigns:
             terms_read = tuple(dict.fromkeys(t for s in signs for t in found[kind][s.key]))
             out.append(UrgentNotice(kind, labels, terms_read, message, self.sources.get(kind, "")))
         return out
+
+
+_HIERARCHY: list[HpoHierarchy] = []
+
+
+def hpo_ancestors() -> Callable[[str], frozenset[str]]:
+    """The is-a ancestors of an HPO term, from the ontology read once (``hp.obo`` is parsed once per process, so a
+    set detector's hierarchy and this one share that work)."""
+    if not _HIERARCHY:
+        _HIERARCHY.append(HpoHierarchy())
+    return _HIERARCHY[0].ancestors
