@@ -1095,3 +1095,19 @@ def test_a_decided_urgent_sign_puts_its_notice_in_the_response(services):
     assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] == []
     services.symptoms = SymptomService({"tiny-en": en})  # a ranking only: no set decided, nothing read
     assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] is None
+
+
+def test_next_questions_and_differential_carry_the_notices_of_the_confirmed_symptoms(services):
+    en = services.symptoms.kbs["tiny-en"]
+    hpo = KnowledgeBase(KBInfo("hpo", "en", "test", "1", "test"),
+                        [Concept("HP:0100749", "Chest pain"), Concept("HP:0002315", "Headache")], en.backend)
+    services.symptoms = SymptomService({"hpo": hpo})
+    c = _client(services)
+    dialogue = [{"speaker": "patient", "text": "my chest hurts"}]
+    body = c.post("/next-questions", json={"dialogue": dialogue, "symptoms": ["Chest pain", "Headache"]}).json()
+    assert [(n["kind"], n["terms"]) for n in body["urgent"]] == [("emergency", ["HP:0100749"])]
+    assert c.post("/next-questions", json={"dialogue": dialogue, "symptoms": ["Headache"]}).json()["urgent"] == []
+    assert c.post("/next-questions", json={"dialogue": dialogue, "symptoms": ["not a term"]}).json()["urgent"] == []
+    services.symptoms = None  # no symptom list served (yet): nothing can be said
+    assert _client(services).post("/next-questions", json={"dialogue": dialogue, "symptoms": ["Chest pain"]}).json()[
+        "urgent"] is None

@@ -737,3 +737,19 @@ def test_a_collection_about_children_asks_the_adult_who_writes_of_themself(servi
     assert "You write of yourself, and its cases are consultations about children" in note
     note = c.post("/differential", json={"dialogue": [_patient("宝宝发烧咳嗽两天了")], "language": "zh"}).json()["note"]
     assert "You write of yourself" not in note
+
+
+def test_differential_carries_the_urgent_notice_of_a_confirmed_symptom(inquiry_services):
+    from medrank.records import Concept
+    from medrank.service.adapters import SymptomService
+    from medrank.service.backends import KBInfo, KnowledgeBase
+
+    tiny = inquiry_services.symptoms.kbs["tiny-zh"]
+    dxy = KnowledgeBase(KBInfo("dxy", "zh", "test", "1", "test"), [Concept("抽搐", "抽搐"), Concept("腹泻", "腹泻")],
+                        tiny.backend)
+    c = _client(dataclasses.replace(inquiry_services, symptoms=SymptomService({"dxy": dxy})))
+    body = {"dialogue": [_patient("宝宝拉肚子还抽搐")], "symptoms": ["拉肚子", "抽搐"], "language": "zh", "k": 3}
+    ranked = c.post("/differential", json=body).json()
+    assert [(n["kind"], n["signs"], n["terms"]) for n in ranked["urgent"]] == [("emergency", ["抽搐"], ["抽搐"])]
+    assert "120" in ranked["urgent"][0]["message"]
+    assert c.post("/differential", json={**body, "symptoms": ["拉肚子"]}).json()["urgent"] == []

@@ -151,6 +151,8 @@ class SymptomService:
         #: the signs that put an urgent notice above a decided set (``medrank.pipelines.symptom.urgent``; default:
         #: the file shipped with the package)
         self.urgent_signs = urgent_signs if urgent_signs is not None else UrgentSigns.load()
+        #: knowledge base name → (that knowledge base, its term names → ids), for :meth:`urgent_for_names`
+        self._names: dict[str, tuple[KnowledgeBase, dict[str, str]]] = {}
         for lang, name in self.defaults.items():
             if name not in kbs:
                 raise ValueError(f"default knowledge base {name!r} for {lang} is not loaded")
@@ -226,21 +228,48 @@ class SymptomService:
         return out
 
     def urgent(self, terms: Sequence[Any], kb: str, language: str) -> list[Any]:
-        """The urgent notices (``medrank.pipelines.symptom.urgent.UrgentNotice``) for decided ``terms`` of knowledge
+        """The urgent notices (``medrank.pipelines.symptom.inference.UrgentNotice``) for decided ``terms`` of knowledge
         base ``kb`` (a term decided by another list names it as its ``source``), in ``language``."""
+        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in terms], language)
+
+    def urgent_for_names(self, names: Sequence[str], language: str) -> list[Any]:
+        """The urgent notices for symptoms known by name only (those a patient confirmed on the page, or
+        ``/next-questions`` read): each name is looked up in the served lists, the language's own first."""
+        kbs = self.kbs
+        order = list(dict.fromkeys([*self.PREFERENCE.get(language, ()), *(n for n in kbs if kbs[n].info.language == language),
+                                    *kbs]))
+        found = []
+        for name in dict.fromkeys(names):
+            kb = next((n for n in order if n in kbs and name in self._ids_by_name(n)), None)
+            if kb is not None:
+                found.append((self._ids_by_name(kb)[name], kb))
+        return self._notices(found, language)
+
+    def _ids_by_name(self, kb: str) -> dict[str, str]:
+        """Term name → id of a served list (built on first use; rebuilt when that list was swapped)."""
+        base = self.kbs[kb]
+        held = self._names.get(kb)
+        if held is None or held[0] is not base:
+            ids: dict[str, str] = {}
+            for c in base.concepts.values():
+                ids.setdefault(c.name, c.id)
+            held = self._names[kb] = (base, ids)
+        return held[1]
+
+    def _notices(self, terms: Sequence[tuple[str, str]], language: str) -> list[Any]:
+        """The notices for ``(term id, knowledge base name)`` pairs."""
         from medrank.pipelines.symptom.inference import CODE_SYSTEMS
 
         rows = []
-        for t in terms:
-            name = getattr(t, "source", None) or kb
+        for cid, name in terms:
             base = self.kbs.get(name)
-            concept = base.concepts.get(t.id) if base is not None else None
+            concept = base.concepts.get(cid) if base is not None else None
             codes = tuple(concept.meta.get("codes", ())) if concept is not None else ()
-            system = CODE_SYSTEMS.get(name) or ("hpo" if t.id.startswith("HP:") else None)
+            system = CODE_SYSTEMS.get(name) or ("hpo" if cid.startswith("HP:") else None)
             if system is None and codes and base is not None:  # a trained run's list of ICD-10 terms
                 system = "icd10_beijing" if base.info.language == "zh" else "icd10cm"
             if system is not None:
-                rows.append((system, t.id, codes))
+                rows.append((system, cid, codes))
         return self.urgent_signs.notices(rows, language)
 
     def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:

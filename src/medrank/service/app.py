@@ -294,6 +294,14 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         if problems:
             raise RequestValidationError(problems)
 
+    def with_urgent(out: dict[str, Any], symptoms: list[str] | None) -> dict[str, Any]:
+        """``out`` with the urgent notices of the symptoms confirmed (else those read from the first patient turn);
+        null when no symptom list is served yet."""
+        reader = services.symptoms
+        names = symptoms if symptoms is not None else list(out.get("symptoms_read") or [])
+        out["urgent"] = None if reader is None else [n.as_dict() for n in reader.urgent_for_names(names, out["language"])]
+        return out
+
     async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` in a worker thread: 503 when no slot frees up in time, 504 when it runs too long."""
         sem = limiter.get("sem")
@@ -383,8 +391,8 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
                              "candidates": len(req.candidates or [])}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
         symptoms = list(req.symptoms) if req.symptoms is not None else None
-        return await call(svc.rank, dialogue, symptoms, req.candidates, req.language, req.k,
-                          findings=_findings(req.findings))
+        return await call(lambda: with_urgent(svc.rank(dialogue, symptoms, req.candidates, req.language, req.k,
+                                                       findings=_findings(req.findings)), symptoms))
 
     @app.post("/similar-questions", response_model=S.SimilarResponse, dependencies=auth, responses=responses,
               tags=["patient"])
@@ -403,8 +411,9 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         check_limits([f.name for f in req.findings] + [t.text for t in req.dialogue] + list(req.symptoms or []),
                      {"dialogue": len(req.dialogue)}, req.k)
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
-        return await call(svc.rank, _findings(req.findings), req.language, req.k, dialogue=dialogue,
-                          symptoms=list(req.symptoms) if req.symptoms is not None else None)
+        symptoms = list(req.symptoms) if req.symptoms is not None else None
+        return await call(lambda: with_urgent(svc.rank(_findings(req.findings), req.language, req.k, dialogue=dialogue,
+                                                       symptoms=symptoms), symptoms))
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:

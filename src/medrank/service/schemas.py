@@ -244,6 +244,11 @@ NOT_WEIGHED = ("The symptoms (confirmed, or read as symptoms_read) from which th
                "Empty when every one is weighed; null when the question bank answered.")
 
 
+URGENT_BY_NAME = ("As /symptoms' urgent notices, for the symptoms confirmed (or, when none were sent, those read from "
+                  "the first patient turn, symptoms_read): show them before the questions; empty when none is a sign "
+                  "to act on now; null while no symptom list is served.")
+
+
 class NextQuestionsResponse(_Response):
     language: str
     engine: str = Field(description="What chose the questions: 'ddxplus-kb' (English), 'dxy-kb' (Chinese) or "
@@ -257,6 +262,7 @@ class NextQuestionsResponse(_Response):
                                                        "(null for the question bank).")
     symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
     symptoms_not_weighed: list[str] | None = Field(None, description=NOT_WEIGHED)
+    urgent: list[UrgentNotice] | None = Field(None, description=URGENT_BY_NAME)
     note: str | None = Field(None, description="Why the question bank answered though an engine serves the language "
                                                "(nothing in the words is a finding it asks about), and that no "
                                                "list of possible conditions follows yet; null otherwise.")
@@ -326,6 +332,7 @@ class DifferentialResponse(_Response):
     should_stop: bool = Field(description="True when the engine's stopping rule says the inquiry can stop.")
     symptoms_read: list[str] | None = Field(None, description=SYMPTOMS_READ)
     symptoms_not_weighed: list[str] = Field([], description=NOT_WEIGHED)
+    urgent: list[UrgentNotice] | None = Field(None, description=URGENT_BY_NAME)
 
 
 # -- /health, /models ---------------------------------------------------------------------------------

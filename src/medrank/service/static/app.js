@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 // re-ranker reads a dialogue from its end, so the page sends the most recent turns that fit.
 const MAX_TURNS = 50;
 const MAX_DIALOGUE_BYTES = 48 * 1024;
-const state = { complaint: "", symptoms: [], dialogue: [], findings: [] };
+const state = { complaint: "", symptoms: [], dialogue: [], findings: [], urgent: [] };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -130,6 +130,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
   if (!text) { showError(patient, "Please describe what brings you here."); return; }
   // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
   for (const id of ["urgent", "symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
+  state.urgent = [];
   busy(patient, "Looking up symptoms…", async () => {
     const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value });
     state.complaint = text;
@@ -160,12 +161,14 @@ $("complaint-form").addEventListener("submit", (ev) => {
 // A decided symptom that is a sign to act on now (thoughts of suicide; chest pain, a face drooping, blue lips …):
 // the service's notice, above everything else, with the guidance it follows.
 function showUrgent(notices, language) {
+  notices = [...notices].sort((a, b) => (a.kind === "crisis" ? 0 : 1) - (b.kind === "crisis" ? 0 : 1));
   $("urgent").replaceChildren(...notices.map((n) => el("p", { class: n.kind, lang: language },
     ...(n.kind === "crisis" ? [el("strong", { text: language === "zh" ? "请现在寻求帮助。" : "Please get help now. " })] : []),
     n.message,
     ...(n.source ? [" ", el("a", { href: n.source, target: "_blank", rel: "noopener noreferrer",
       text: language === "zh" ? "（依据）" : "(guidance)" })] : []))));
   $("urgent").hidden = notices.length === 0;
+  state.urgent = notices;
 }
 
 // The top-k terms of the knowledge base with their scores, none ticked.
@@ -381,6 +384,11 @@ function showNoDifferential(note) {
 async function rankQuestions(dialogue, findings) {
   const sent = dialogueToSend(dialogue);
   const data = await api("/next-questions", { dialogue: sent, symptoms: state.symptoms, findings, k: 5 });
+  // a symptom ticked from the alternatives may be a sign to act on now: its notice joins those shown (a notice
+  // already shown stays, though its symptom was unticked)
+  const shown = state.urgent.map((n) => n.kind);
+  const added = (data.urgent || []).filter((n) => !shown.includes(n.kind));
+  if (added.length) showUrgent([...state.urgent, ...added], data.language);
   const engine = data.engine !== "question-bank";
   // nothing known yet (a greeting the engine still asks after): no condition to rank
   if (engine && data.findings.length) await showDifferential(sent, findings, data.language);
