@@ -1111,3 +1111,19 @@ def test_next_questions_and_differential_carry_the_notices_of_the_confirmed_symp
     services.symptoms = None  # no symptom list served (yet): nothing can be said
     assert _client(services).post("/next-questions", json={"dialogue": dialogue, "symptoms": ["Chest pain"]}).json()[
         "urgent"] is None
+
+
+def test_a_signs_own_words_raise_its_notice_where_the_detector_misreads_them(services):
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
+
+    class Dxy:  # 吐血 read as vomiting: the blood is lost in the term, not in the notice
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("呕吐", "呕吐", 0.6, (0, 2))], [])
+
+    tiny = services.symptoms.kbs["tiny-zh"]
+    dxy = KnowledgeBase(KBInfo("dxy", "zh", "test", "1", "test"), list(tiny.concepts.values()), tiny.backend)
+    services.symptoms = SymptomService({"dxy": dxy}, set_detectors={"dxy": Dxy()})
+    c = _client(services)
+    (notice,) = c.post("/symptoms", json={"query": "吐血了"}).json()["urgent"]
+    assert (notice["kind"], notice["terms"], notice["spans"]) == ("emergency", [], [[0, 2]])
+    assert c.post("/symptoms", json={"query": "没有吐血"}).json()["urgent"] == []

@@ -752,4 +752,7 @@ def test_differential_carries_the_urgent_notice_of_a_confirmed_symptom(inquiry_s
     ranked = c.post("/differential", json=body).json()
     assert [(n["kind"], n["signs"], n["terms"]) for n in ranked["urgent"]] == [("emergency", ["抽搐"], ["抽搐"])]
     assert "120" in ranked["urgent"][0]["message"]
-    assert c.post("/differential", json={**body, "symptoms": ["拉肚子"]}).json()["urgent"] == []
+    # a sign in the patient's words raises it though unticked; words without one raise nothing
+    assert c.post("/differential", json={**body, "symptoms": ["拉肚子"]}).json()["urgent"][0]["signs"] == ["抽搐"]
+    calm = {**body, "dialogue": [_patient("宝宝拉肚子")], "symptoms": ["拉肚子"]}
+    assert c.post("/differential", json=calm).json()["urgent"] == []

@@ -20,7 +20,9 @@ def _signs(**changes) -> dict:
                 "hpo": ["HP:9"]},
                {"key": "chest", "kind": "emergency", "label": {"en": "chest pain", "zh": "胸痛"},
                 "hpo": ["HP:1"], "hpo_except": ["HP:12"], "icd10cm": ["R07.1"], "icd10_beijing": ["R07.4"]},
-               {"key": "fit", "kind": "emergency", "label": {"en": "a fit", "zh": "抽搐"}, "dxy": ["抽搐"]}]}
+               {"key": "fit", "kind": "emergency", "label": {"en": "a fit", "zh": "抽搐"}, "dxy": ["抽搐"]},
+               {"key": "blood", "kind": "emergency", "label": {"en": "vomiting blood", "zh": "吐血"},
+                "words": {"zh": ["吐血"], "en": [r"\bthrew\s+up\s+blood\b"]}}]}
     raw.update(changes)
     return raw
 
@@ -80,6 +82,9 @@ def test_notices_one_per_kind_crisis_first_with_the_signs_in_file_order():
     ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a"}}]}, "label must give"),
     ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a", "zh": "a"}, "hpo": "HP:1"}]}, "hpo must be a list"),
     ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a", "zh": "a"}}] * 2}, "listed twice"),
+    ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a", "zh": "a"}, "words": {"fr": ["x"]}}]}, "words must map"),
+    ({"signs": [{"key": "a", "kind": "crisis", "label": {"en": "a", "zh": "a"}, "words": {"en": ["(x"]}}]},
+     "not a regular expression"),
 ])
 def test_a_wrong_signs_file_is_refused_naming_the_problem(tmp_path, change, error):
     path = tmp_path / "signs.json"
@@ -111,3 +116,26 @@ def test_the_shipped_signs_name_real_hpo_terms_and_say_they_are_not_reviewed():
     assert [n.kind for n in signs.notices([("hpo", "HP:5200339", ())], "en", ancestors)] == ["crisis"]
     assert [s.key for s in signs.signs_of("icd10cm", "R45.851", ("R45.851",))] == ["self-harm"]
     assert [s.key for s in signs.signs_of("icd10_beijing", "自杀观念", ("R45.811",))] == ["self-harm"]
+
+
+def test_a_signs_own_words_raise_it_unless_denied_and_say_where():
+    signs = UrgentSigns.from_dict(_signs())
+    (notice,) = signs.notices([], "zh", texts=["孩子今天吐血了"])
+    assert notice.signs == ("吐血",) and notice.terms == () and notice.spans == ((4, 6),)
+    assert notice.as_dict()["spans"] == [[4, 6]]
+    assert signs.notices([], "zh", texts=["孩子没有吐血"]) == [] and signs.notices([], "zh", texts=["不吐血"]) == []
+    assert signs.notices([], "en", texts=["I never threw up blood"]) == []
+    assert signs.notices([], "en", texts=["I didn't eat, then I threw up blood"])[0].signs == ("vomiting blood",)
+    # several texts (a dialogue's turns): the sign is raised, no span said (it would be ambiguous)
+    (notice,) = signs.notices([("dxy", "抽搐", ())], "en", texts=["hello", "then he threw up blood"])
+    assert notice.signs == ("a fit", "vomiting blood") and notice.spans == ()
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("我不想活了", "crisis"), ("有时候想死", "crisis"), ("吐血了", "emergency"), ("咳血两天", "emergency"),
+    ("宝宝发烧抽筋了", "emergency"), ("吃了花生后喉咙肿了", "emergency"), ("I took an overdose", "emergency"),
+    ("he swallowed a battery", "emergency"), ("我不想死", None), ("没有咳血", None), ("腿抽筋", None),
+    ("I have not taken an overdose", None), ("宝宝咳嗽流鼻涕", None)])
+def test_the_shipped_words(text, kind):
+    got = [n.kind for n in UrgentSigns.load().notices([], "zh", texts=[text])]
+    assert got == ([kind] if kind else [])

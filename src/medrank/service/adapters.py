@@ -216,7 +216,7 @@ class SymptomService:
         if found is not None:
             out["terms"] = [_term(t) for t in found.terms]
             out["alternatives"] = [_term(t) for t in found.alternatives[:k]]
-            out["urgent"] = [n.as_dict() for n in self.urgent(found.terms, base.info.name, lang)]
+            out["urgent"] = [n.as_dict() for n in self.urgent(found.terms, base.info.name, lang, [query])]
         if unread:
             out["unread"] = unread
         if kb == "auto":
@@ -227,14 +227,16 @@ class SymptomService:
             out["still_building"] = [n for n in ahead if n in pending]
         return out
 
-    def urgent(self, terms: Sequence[Any], kb: str, language: str) -> list[Any]:
+    def urgent(self, terms: Sequence[Any], kb: str, language: str, texts: Sequence[str] = ()) -> list[Any]:
         """The urgent notices (``medrank.pipelines.symptom.inference.UrgentNotice``) for decided ``terms`` of knowledge
-        base ``kb`` (a term decided by another list names it as its ``source``), in ``language``."""
-        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in terms], language)
+        base ``kb`` (a term decided by another list names it as its ``source``) and for the signs' own words in the
+        patient's ``texts``, in ``language``."""
+        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in terms], language, texts)
 
-    def urgent_for_names(self, names: Sequence[str], language: str) -> list[Any]:
+    def urgent_for_names(self, names: Sequence[str], language: str, texts: Sequence[str] = ()) -> list[Any]:
         """The urgent notices for symptoms known by name only (those a patient confirmed on the page, or
-        ``/next-questions`` read): each name is looked up in the served lists, the language's own first."""
+        ``/next-questions`` read), each looked up in the served lists (the language's own first), and for the signs'
+        own words in the patient's ``texts``."""
         kbs = self.kbs
         order = list(dict.fromkeys([*self.PREFERENCE.get(language, ()), *(n for n in kbs if kbs[n].info.language == language),
                                     *kbs]))
@@ -243,7 +245,7 @@ class SymptomService:
             kb = next((n for n in order if n in kbs and name in self._ids_by_name(n)), None)
             if kb is not None:
                 found.append((self._ids_by_name(kb)[name], kb))
-        return self._notices(found, language)
+        return self._notices(found, language, texts)
 
     def _ids_by_name(self, kb: str) -> dict[str, str]:
         """Term name → id of a served list (built on first use; rebuilt when that list was swapped)."""
@@ -256,8 +258,8 @@ class SymptomService:
             held = self._names[kb] = (base, ids)
         return held[1]
 
-    def _notices(self, terms: Sequence[tuple[str, str]], language: str) -> list[Any]:
-        """The notices for ``(term id, knowledge base name)`` pairs."""
+    def _notices(self, terms: Sequence[tuple[str, str]], language: str, texts: Sequence[str] = ()) -> list[Any]:
+        """The notices for ``(term id, knowledge base name)`` pairs and the patient's ``texts``."""
         from medrank.pipelines.symptom.inference import CODE_SYSTEMS
 
         rows = []
@@ -270,7 +272,7 @@ class SymptomService:
                 system = "icd10_beijing" if base.info.language == "zh" else "icd10cm"
             if system is not None:
                 rows.append((system, cid, codes))
-        return self.urgent_signs.notices(rows, language)
+        return self.urgent_signs.notices(rows, language, texts=texts)
 
     def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:
         """The set detector of ``base`` on ``texts``; with ``complete``, each set completed by the :data:`COMPLEMENTS`

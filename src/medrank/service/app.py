@@ -294,12 +294,14 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         if problems:
             raise RequestValidationError(problems)
 
-    def with_urgent(out: dict[str, Any], symptoms: list[str] | None) -> dict[str, Any]:
-        """``out`` with the urgent notices of the symptoms confirmed (else those read from the first patient turn);
-        null when no symptom list is served yet."""
+    def with_urgent(out: dict[str, Any], symptoms: list[str] | None, dialogue: list[dict[str, str]]) -> dict[str, Any]:
+        """``out`` with the urgent notices of the symptoms confirmed (else those read from the first patient turn) and
+        of the signs' own words in the patient's turns; null when no symptom list is served yet."""
         reader = services.symptoms
         names = symptoms if symptoms is not None else list(out.get("symptoms_read") or [])
-        out["urgent"] = None if reader is None else [n.as_dict() for n in reader.urgent_for_names(names, out["language"])]
+        said = [t["text"] for t in dialogue if t["speaker"] == "patient"]
+        out["urgent"] = (None if reader is None else
+                         [n.as_dict() for n in reader.urgent_for_names(names, out["language"], said)])
         return out
 
     async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -392,7 +394,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
         symptoms = list(req.symptoms) if req.symptoms is not None else None
         return await call(lambda: with_urgent(svc.rank(dialogue, symptoms, req.candidates, req.language, req.k,
-                                                       findings=_findings(req.findings)), symptoms))
+                                                       findings=_findings(req.findings)), symptoms, dialogue))
 
     @app.post("/similar-questions", response_model=S.SimilarResponse, dependencies=auth, responses=responses,
               tags=["patient"])
@@ -413,7 +415,7 @@ def create_app(settings: ServiceSettings | None = None, services: Services | Non
         dialogue = [{"speaker": t.speaker, "text": t.text} for t in req.dialogue]
         symptoms = list(req.symptoms) if req.symptoms is not None else None
         return await call(lambda: with_urgent(svc.rank(_findings(req.findings), req.language, req.k, dialogue=dialogue,
-                                                       symptoms=symptoms), symptoms))
+                                                       symptoms=symptoms), symptoms, dialogue))
 
     @app.get("/health", response_model=S.HealthResponse, tags=["service"])
     async def health() -> Any:

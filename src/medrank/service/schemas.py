@@ -84,6 +84,9 @@ class UrgentNotice(BaseModel):
     message: str = Field(description="What to tell the patient now, in the response's language.")
     source: str = Field(description="The public guidance the advice follows (a URL); the shipped signs file is not "
                                     "reviewed by a clinician: a deployment passes its own (medrank serve --urgent-signs).")
+    spans: list[list[int]] = Field([], description="[start, end) of the patient's words that raised a sign by "
+                                                  "themselves (no term decided for them: an overdose, 吐血), in the text "
+                                                  "/symptoms read; empty otherwise.")
 
 
 class UnreadPart(BaseModel):

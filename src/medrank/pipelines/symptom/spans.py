@@ -633,6 +633,9 @@ _EN_EVERYDAY = (
     # a pounding head (Macrocephaly)
     (re.compile(rf"\b(?:{_EN_OWNER}\s+)?head\s+(?:is|'s|keeps|feels\s+like\s+it's)\s+(?:(?:really|so|just)\s+)?"
                 r"(?:pounding|throbbing|banging|thumping|splitting|killing\s+me)\b", re.I), "headache"),
+    # blood in one's poo ("blood in my poo" found nothing, Hematuria offered); "Blood in stool" is the vocabulary's
+    (re.compile(rf"\bblood\s+(?:in|on)\s+(?:{_EN_OWNER}|the|a)\s+(?:poops?|stools?|faeces|feces|motions?|"
+                r"bowel\s+movements?)\b", re.I), "blood in stool"),
     # passing blood, unless the urine is said (Loss of consciousness's "passing out" took it)
     (re.compile(r"\bpass(?:ing|ed|es)?\s+blood\b(?!\s+(?:in|with|when)\s+(?:my|his|her|the)?\s*(?:urine|wee|pee)\b)",
                 re.I), "rectal bleeding"),
@@ -672,6 +675,27 @@ _EN_EVERYDAY = (
                 r"a\s+thing|names)\b|\b(?:(?:my|his|her|their|your|our)\s+)?memory\s+(?:is|has\s+been|'s|seems)\s+"
                 r"(?:(?:really|very|so|getting|a\s+bit)\s+)*(?:bad|poor|terrible|awful|rubbish|shocking|worse|going)\b",
                 re.I), "poor memory"),
+    # others better off without one is a thought of suicide (nothing was read in "everyone would be better off if I
+    # was dead"), and pills taken on purpose an attempt (Pill-rolling tremor)
+    (re.compile(r"\b(?:(?:everyone|everybody|they|people|my\s+(?:family|kids|children|wife|husband))\s+(?:would|'d)\s+"
+                r"be\s+better\s+off\s+(?:if\s+i\s+(?:was|were)\s+(?:dead|gone|not\s+(?:here|around))|without\s+me)"
+                r"|\bbetter\s+off\s+dead)\b", re.I), "suicidal thoughts"),
+    (re.compile(r"\b(?:took|taken|take|swallowed)\s+(?:an\s+overdose|(?:too\s+many|a\s+lot\s+of|loads\s+of|a\s+load\s+of|"
+                r"all\s+(?:my|the|of\s+my))\s+(?:pills|tablets|paracetamol|painkillers))\s+(?:on\s+purpose|deliberately)\b",
+                re.I), "suicide attempt"),
+    # bleeding from one's bottom (nothing was read)
+    (re.compile(rf"\bbleed(?:s|ing)?\s+from\s+(?:{_EN_OWNER}|the)\s+(?:bottom|bum|back\s+passage|behind|rectum|anus)\b",
+                re.I), "rectal bleeding"),
+    # blacking out (Eschar); "about to black out" is Presyncope's, above
+    (re.compile(r"\b(?:black(?:ed|s)?|blacking)\s+out\b|\bblackouts?\b", re.I), "loss of consciousness"),
+    # gasping or fighting for air (Night gasping)
+    (re.compile(r"\b(?:gasp(?:s|ing|ed)?|fight(?:s|ing)?|struggl(?:e|es|ing|ed))\s+for\s+(?:air|breath)\b", re.I),
+     "shortness of breath"),
+    # a tongue swelling alone is the tongue's edema (Glossitis: its wording "Smooth swollen tongue"); with the lips,
+    # angioedema (a clause idiom, below)
+    (re.compile(rf"\b(?:{_EN_OWNER}\s+)?tongue\s+(?:is|has|'s|feels|looks|keeps)?\s*(?:gone\s+|got\s+|been\s+|all\s+)?"
+                r"(?:swollen|swelling(?:\s+up)?|swelled(?:\s+up)?|puffy|puffed\s+up)\b|(?<!smooth )\bswollen\s+tongue\b", re.I),
+     "tongue edema"),
 )
 
 
@@ -712,6 +736,11 @@ _EN_CLAUSE_IDIOMS = (
                 r"(?:pee|wee|urinate|go\s+(?:to\s+the\s+)?(?:toilet|loo|bathroom)|use\s+the\s+(?:toilet|loo|bathroom))\b"
                 r"|\b(?:pee|wee|urinate|peeing|weeing|urinating)\s+(?:(?:a\s+lot|lots|more|often|loads|all\s+the\s+time)\s+)?"
                 r"(?:at|in\s+the|during\s+the|every|each)\s+night\b", re.I), "nocturia"),
+    # lips and tongue (or face and tongue) swelling together is angioedema (Glossitis; the pieces are cut at "and")
+    (re.compile(rf"\b(?:{_EN_OWNER}\s+)?(?:(?:lips|face|mouth)\s+and\s+tongue|tongue\s+and\s+(?:lips|face|mouth))\s+"
+                r"(?:(?:are|have|'ve|both|all|gone|got|become|been|went|keep|kept)\s+)*(?:swollen|swelling(?:\s+up)?|"
+                r"swelled(?:\s+up)?|puffy|puffed\s+up)\b|\bswollen\s+(?:lips\s+and\s+tongue|tongue\s+and\s+lips)\b", re.I),
+     "angioedema"),
 )
 
 

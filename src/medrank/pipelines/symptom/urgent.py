@@ -9,18 +9,23 @@ kind (``emergency``, ``crisis``) and language:
 - HPO terms by id, each with the terms below it in the is-a hierarchy (``hpo_except``: ids left out, with their own
   descendants still in: Exertional dyspnea is not flagged, Respiratory distress is);
 - ICD-10-CM and ICD-10 Beijing (CHIP-CDN) terms by code prefix ("R07.1" holds R07.101);
-- the DXY list's symptoms by name.
+- the DXY list's symptoms by name;
+- ``words``: patterns (regular expressions, per language) that raise the sign from the patient's own words where the
+  detector decides no such term. The vocabularies hold no overdose, and the zero-shot Chinese detector reads 吐血 as
+  呕吐 and 咳血 as 咳嗽 (the blood is lost); a notice must not wait on those readings. A pattern preceded closely by a
+  negation (没有吐血, "never coughed up blood") raises nothing.
 
 The file shipped with the package (:data:`DEFAULT_SIGNS`) was written from public emergency guidance, not reviewed
 by a clinician; it says so (``"reviewed": false``) and a deployment passes its own reviewed, localised copy
-(:meth:`UrgentSigns.load`). Only decided terms are read: a sign among the alternatives raises nothing until the
-patient ticks it.
+(:meth:`UrgentSigns.load`). Of the terms, only decided ones are read: a sign among the alternatives raises nothing
+until the patient ticks it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +54,8 @@ class UrgentSign:
     icd10cm: tuple[str, ...] = ()
     icd10_beijing: tuple[str, ...] = ()
     dxy: frozenset[str] = frozenset()
+    #: language → patterns of the patient's words that raise this sign by themselves
+    words: Mapping[str, tuple[re.Pattern[str], ...]] = field(default_factory=dict)
 
     def holds(self, system: str, term_id: str, codes: Iterable[str] = (),
               ancestors: Callable[[str], Iterable[str]] | None = None) -> bool:
@@ -76,10 +83,12 @@ class UrgentNotice:
     terms: tuple[str, ...]
     message: str
     source: str
+    #: ``[start, end)`` of the words that raised it by themselves (:attr:`UrgentSign.words`), in the text read
+    spans: tuple[tuple[int, int], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "signs": list(self.signs), "terms": list(self.terms), "message": self.message,
-                "source": self.source}
+                "source": self.source, "spans": [list(x) for x in self.spans]}
 
 
 @dataclass(frozen=True)
@@ -139,10 +148,19 @@ class UrgentSigns:
                 if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
                     raise fail(f"sign {s['key']!r}: {name} must be a list of strings")
                 lists[name] = values
+            words = s.get("words", {})
+            if not isinstance(words, dict) or any(lang not in LANGUAGES or not isinstance(v, list)
+                                                  or not all(isinstance(p, str) and p for p in v)
+                                                  for lang, v in words.items()):
+                raise fail(f"sign {s['key']!r}: words must map a language ({', '.join(LANGUAGES)}) to a list of patterns")
+            try:
+                compiled = {lang: tuple(re.compile(p, re.I) for p in v) for lang, v in words.items()}
+            except re.error as exc:
+                raise fail(f"sign {s['key']!r}: a words pattern is not a regular expression ({exc})") from None
             signs.append(UrgentSign(
                 s["key"], s["kind"], dict(label), frozenset(lists["hpo"]), frozenset(lists["hpo_except"]),
                 tuple(code_key(c) for c in lists["icd10cm"]), tuple(code_key(c) for c in lists["icd10_beijing"]),
-                frozenset(lists["dxy"])))
+                frozenset(lists["dxy"]), compiled))
         if not signs:
             raise fail("no signs")
         sources = raw.get("sources") or {}
@@ -156,21 +174,42 @@ class UrgentSigns:
         codes = tuple(codes)
         return [s for s in self.signs if s.holds(system, term_id, codes, ancestors)]
 
+    def words_in(self, text: str) -> list[tuple[UrgentSign, tuple[int, int]]]:
+        """The signs whose :attr:`~UrgentSign.words` (of any language) occur in ``text``, with where; a match closely
+        preceded by a negation is left out."""
+        out = []
+        for sign in self.signs:
+            for patterns in sign.words.values():
+                for pattern in patterns:
+                    for m in pattern.finditer(text):
+                        if not _negated(text, m.start()):
+                            out.append((sign, m.span()))
+        return out
+
     def notices(self, terms: Iterable[tuple[str, str, Iterable[str]]], language: str,
-                ancestors: Callable[[str], Iterable[str]] | None = None) -> list[UrgentNotice]:
-        """The notices for decided ``terms`` (``(code system, term id, codes)`` each), in ``language`` (``zh``, else
-        English): at most one per kind, crisis first, each naming the signs read (in the file's order) and the terms
-        that raised them. ``ancestors`` of an HPO term: default, the HPO is-a hierarchy (:func:`hpo_ancestors`)."""
+                ancestors: Callable[[str], Iterable[str]] | None = None,
+                texts: Iterable[str] = ()) -> list[UrgentNotice]:
+        """The notices for decided ``terms`` (``(code system, term id, codes)`` each) and for the signs' words in
+        ``texts`` (the patient's), in ``language`` (``zh``, else English): at most one per kind, crisis first, each
+        naming the signs read (in the file's order), the terms that raised them and, when one text was read, where
+        the words that raised one by themselves are. ``ancestors`` of an HPO term: default, the HPO is-a hierarchy
+        (:func:`hpo_ancestors`)."""
         lang = "zh" if language == "zh" else "en"
-        terms = list(terms)
+        terms, texts = list(terms), list(texts)
         if ancestors is None and any(system == "hpo" for system, _, _ in terms):
             ancestors = hpo_ancestors()
         found: dict[str, dict[str, list[str]]] = {}  # kind → sign key → term ids
+        spans: dict[str, list[tuple[int, int]]] = {}  # kind → words that raised a sign of it
         for system, term_id, codes in terms:
             for sign in self.signs_of(system, term_id, codes, ancestors):
                 ids = found.setdefault(sign.kind, {}).setdefault(sign.key, [])
                 if term_id not in ids:
                     ids.append(term_id)
+        for text in texts:
+            for sign, span in self.words_in(text):
+                found.setdefault(sign.kind, {}).setdefault(sign.key, [])
+                if len(texts) == 1 and span not in spans.setdefault(sign.kind, []):
+                    spans[sign.kind].append(span)
         out = []
         for kind in KINDS:
             if kind not in found:
@@ -182,8 +221,19 @@ class UrgentSigns:
                 joined = joined[:1].upper() + joined[1:]
             message = self.messages[kind][lang].replace("{signs}", joined)
             terms_read = tuple(dict.fromkeys(t for s in signs for t in found[kind][s.key]))
-            out.append(UrgentNotice(kind, labels, terms_read, message, self.sources.get(kind, "")))
+            out.append(UrgentNotice(kind, labels, terms_read, message, self.sources.get(kind, ""),
+                                    tuple(sorted(spans.get(kind, ())))))
         return out
+
+
+#: a negation just before a sign's words: they deny it ("没有吐血", "I have never coughed up blood")
+_NEGATED_ZH = re.compile(r"(?:没有|没|无|未|不|否认)\s*$")
+_NEGATED_EN = re.compile(r"(?:\b(?:no|not|never|without|denies)\b|n't\b)(?:\W+\w+){0,2}\W*$", re.I)
+
+
+def _negated(text: str, start: int) -> bool:
+    before = text[max(0, start - 40):start]
+    return bool(_NEGATED_ZH.search(before[-3:]) or _NEGATED_EN.search(re.split(r"[.,;!?，。；！？]", before)[-1]))
 
 
 _HIERARCHY: list[HpoHierarchy] = []
