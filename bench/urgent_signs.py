@@ -140,7 +140,8 @@ def main() -> None:
     seconds = round(time.perf_counter() - t0, 1)
     out = {"complaints": len(rows), "data": args.data.name, "written": score(rows, read), "everyday": everyday,
            "seconds": seconds, "environment": common.environment(threads=args.threads, seed=None, data=args.data.name)}
-    common.write("urgent_signs" if args.data == DATA else "urgent_signs_2", out, markdown(out))
+    # urgent_complaints.jsonl -> urgent_signs, urgent_complaints_2.jsonl -> urgent_signs_2, and so on
+    common.write("urgent_signs" + args.data.stem.removeprefix("urgent_complaints"), out, markdown(out))
 
 
 if __name__ == "__main__":
