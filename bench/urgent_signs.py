@@ -15,10 +15,13 @@ none written about emergencies) are read the same way, and every notice they rai
 (a chest pain, a faint), so a notice there is not by itself wrong.
 
 ``bench/data/urgent_complaints_2.jsonl`` (``--data``, results in ``urgent_signs_2``) holds 90 more, written by a
-second writer (a helper session) who saw neither the signs file, nor the detectors, nor their output: unseen text.
+second writer (a helper session) who saw neither the signs file, nor the detectors, nor their output. It was unseen
+text at its first reading (2026-12-02 06:14 UTC); its misses were then read and the signs' words widened from them,
+so it is seen since. ``bench/data/urgent_complaints_3.jsonl`` (115, results in ``urgent_signs_3``) was written the
+same way by a third writer and read once before that widening: the widening's check on text it was not fitted on.
 
     python bench/urgent_signs.py [--state DIR] [--threads 1]
-    python bench/urgent_signs.py --data bench/data/urgent_complaints_2.jsonl
+    python bench/urgent_signs.py --data bench/data/urgent_complaints_2.jsonl   # and ..._3.jsonl
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data" / "urgent_complaints.jsonl"
 EVERYDAY = ("everyday_complaints_en.jsonl", "everyday_complaints_en_2.jsonl", "everyday_complaints_zh.jsonl",
             "everyday_complaints_zh_2.jsonl")
+
+
+#: who wrote each set, and what the signs were fitted on
+WRITTEN_BY = {
+    "urgent_complaints.jsonl": "written by a developer of this project while the signs were tried, not unseen data; "
+                               "and the everyday complaint sets",
+    "urgent_complaints_2.jsonl": "written by a second writer who saw neither the signs nor any output; unseen at its "
+                                 "first reading, the signs' words were widened from its misses since: seen",
+    "urgent_complaints_3.jsonl": "written by a third writer who saw neither the signs nor any output, read once "
+                                 "before the words were widened from the second set's misses: unseen",
+}
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -77,9 +91,7 @@ def markdown(out: dict[str, Any]) -> str:
     env = out["environment"]
     lines = ["# Urgent notices on written complaints (`bench/urgent_signs.py`)", "",
              f"{env.get('threads')} thread(s); data: `bench/data/{out['data']}` ({out['complaints']} complaints; "
-             + ("written by a developer of this project while the signs were tried, not unseen data; and the everyday "
-                "complaint sets" if out["everyday"] else "written by a second writer who saw neither the signs nor any "
-                "output: unseen")
+             + WRITTEN_BY.get(out["data"], "written by someone else")
              + "); read as `/symptoms` reads them on a fresh checkout (kb auto, no trained run). The shipped "
              "urgent-signs file is not reviewed by a clinician.", "",
              "| language | crisis raised | emergency raised | notice on a complaint that calls for none | wrong kind |",

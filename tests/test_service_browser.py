@@ -521,3 +521,37 @@ def test_a_complaint_no_engine_reads_says_why_no_condition_is_listed(base_url, p
     page.wait_for_selector("#differential-block:not([hidden])")
     assert page.inner_text("#differential-note") == note
     assert page.locator("#differential li").count() == 0 and page.is_hidden("#differential-outside")
+
+
+def test_a_notice_to_get_help_now_pauses_the_routine_questions(base_url, page):
+    real = bool(os.environ.get("MEDRANK_SERVICE_URL"))
+    if not real:  # the tiny services read no such words: their answer gets the notice a real service gives
+        def with_notice(route):
+            response = route.fetch()
+            body = response.json()
+            body["urgent"] = [{"kind": "crisis", "signs": ["thoughts of suicide or self-harm"], "terms": [],
+                               "message": "Thoughts of suicide or self-harm: please talk to someone now.",
+                               "source": "", "spans": []}]
+            route.fulfill(response=response, json=body)
+        page.route("**/symptoms", with_notice)
+    page.goto(base_url + "/")
+    page.fill("#complaint", "I have a headache and everyone would be better off without me")
+    page.click("#detect")
+    page.wait_for_selector("#urgent p.crisis")
+    page.click("#confirm")
+    page.wait_for_selector("#questions-paused:not([hidden])")
+    # the notice stays on top; "Do you smoke?" waits until the patient chooses to go on
+    assert "safety comes first" in page.inner_text("#questions-paused")
+    assert page.is_visible("#urgent") and not page.is_visible("#questions")
+    page.click("#questions-go-on")
+    page.wait_for_selector("#questions li")
+    assert not page.is_visible("#questions-paused") and page.is_visible("#urgent")
+    # a new complaint starts without the notice, and its questions are not paused
+    page.unroute("**/symptoms")
+    page.fill("#complaint", "I have a headache and fever since yesterday")
+    page.click("#detect")
+    page.wait_for_selector("#symptoms li")
+    assert not page.is_visible("#urgent")
+    page.click("#confirm")
+    page.wait_for_selector("#questions li")
+    assert not page.is_visible("#questions-paused")

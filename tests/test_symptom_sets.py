@@ -106,6 +106,28 @@ def test_sick_in_words_that_state_no_illness_is_not_searched() -> None:
     assert [s.text for s in find_spans("I feel sick and tired")] == ["feel sick", "tired"]
 
 
+def test_a_craving_said_as_dying_for_something_is_not_searched() -> None:
+    # "dying for a coffee" decided Coffee ground vomitus, and raised an emergency notice
+    assert find_spans("dying for a coffee") == []
+    assert find_spans("honestly dying for a cup of tea") == []
+    assert [s.text for s in find_spans("I could murder a pint and I have a headache")] == ["headache"]
+    assert [s.text for s in find_spans("gasping for air")] == ["shortness of breath"]
+
+
+def test_a_thing_swallowed_is_not_searched_but_what_it_does_is() -> None:
+    # "my 3yo swallowed a button battery" decided Aphagia; no phenotype names an ingestion (a notice reads the words)
+    assert find_spans("my 3yo swallowed a button battery from the tv remote") == []
+    assert find_spans("I think I swallowed some bleach") == []
+    assert [s.text for s in find_spans("my son has swallowed a magnet and has tummy pain")] == ["tummy pain"]
+    assert [s.text for s in find_spans("it hurts when I swallow")] == ["hurts when I swallow"]
+
+
+def test_not_breathing_through_the_nose_is_its_blockage() -> None:
+    # "can't breathe through it" (a stuffy nose) decided Dyspnea, and raised a notice to act on now
+    assert [s.text for s in find_spans("can't breathe through my nose")] == ["stuffy nose"]
+    assert [s.text for s in find_spans("I can't breathe")] == ["can't breathe"]
+
+
 def test_a_piece_whose_subject_is_nothing_denies_what_it_says() -> None:
     # "nothing makes me happy" decided Conspicuously happy disposition, "nothing stays down" Insomnia
     assert [(s.text, s.negated) for s in find_spans("I feel low and nothing makes me happy")] == [

@@ -113,6 +113,9 @@ def test_the_shipped_signs_name_real_hpo_terms_and_say_they_are_not_reviewed():
     # Lip cyanosis sits below Cyanosis; Exertional dyspnea is left out; Self-cutting raises the crisis notice
     assert [s.key for s in signs.signs_of("hpo", "HP:0034030", (), ancestors)] == ["breathing"]
     assert signs.signs_of("hpo", "HP:0002875", (), ancestors) == []
+    # Coffee ground vomitus is decided from "coffee" alone ("dying for a coffee"): the patient's words raise it
+    assert signs.signs_of("hpo", "HP:0032144", (), ancestors) == []
+    assert [n.kind for n in signs.notices([], "en", texts=["I threw up stuff like coffee grounds"])] == ["emergency"]
     assert [n.kind for n in signs.notices([("hpo", "HP:5200339", ())], "en", ancestors)] == ["crisis"]
     assert [s.key for s in signs.signs_of("icd10cm", "R45.851", ("R45.851",))] == ["self-harm"]
     assert [s.key for s in signs.signs_of("icd10_beijing", "自杀观念", ("R45.811",))] == ["self-harm"]
@@ -135,7 +138,22 @@ def test_a_signs_own_words_raise_it_unless_denied_and_say_where():
     ("我不想活了", "crisis"), ("有时候想死", "crisis"), ("吐血了", "emergency"), ("咳血两天", "emergency"),
     ("宝宝发烧抽筋了", "emergency"), ("吃了花生后喉咙肿了", "emergency"), ("I took an overdose", "emergency"),
     ("he swallowed a battery", "emergency"), ("我不想死", None), ("没有咳血", None), ("腿抽筋", None),
-    ("I have not taken an overdose", None), ("宝宝咳嗽流鼻涕", None)])
+    ("I have not taken an overdose", None), ("宝宝咳嗽流鼻涕", None),
+    # thoughts and acts of self-harm in a patient's own words, and what only sounds like them
+    ("I keep having urges to hurt myself", "crisis"), ("burned my leg with a lighter last night", "crisis"),
+    ("I can't keep myself safe tonight", "crisis"), ("thinking about jumping off the bridge", "crisis"),
+    ("honestly might just kms", "crisis"), ("有自残的冲动", "crisis"), ("用烟头烫自己", "crisis"), ("又割手腕了", "crisis"),
+    ("站在楼顶想跳下去", "crisis"), ("I hurt myself playing football", None), ("I cut myself shaving", None),
+    ("I'm not suicidal", None), ("I don't want to die", None), ("好想死你了", None), ("累死了", None),
+    # emergencies in everyday words
+    ("he can't get his words out and his smile is lopsided", "emergency"), ("她说话不利索，左边手脚没力气", "emergency"),
+    ("baby's lips have gone greyish", "emergency"), ("喘得说不出话", "emergency"), ("she collapsed in the kitchen", "emergency"),
+    ("爷爷突然糊涂了，说胡话", "emergency"), ("吐了好多血，有咖啡渣样的东西", "emergency"),
+    ("my 3yo swallowed a button battery", "emergency"), ("I took double my paracetamol", "emergency"),
+    ("孩子吞了一颗纽扣电池", "emergency"), ("crushing pain in my chest", "emergency"),
+    ("stuffy nose, can't breathe through it", None), ("I can't lift my arm above my head", None),
+    ("collapsed on the sofa after work", None), ("I choked up at the film", None), ("could kill for a nap", None),
+    ("my blood test came back normal", None)])
 def test_the_shipped_words(text, kind):
     got = [n.kind for n in UrgentSigns.load().notices([], "zh", texts=[text])]
     assert got == ([kind] if kind else [])

@@ -38,6 +38,7 @@ from medrank.text import (
     EN_MOVING,
     EN_MOVING_PARTICIPLE,
     EN_PERSON,
+    EN_PERSON_NOUNS,
     HANGUL,
     KANA,
     ZH_AFFIRMS,
@@ -590,6 +591,10 @@ _EN_EVERYDAY = (
     (re.compile(rf"\b(?:blocked|bunged|stuffed)(?:[\s-]+up)?\s+nose\b|\b(?:{_EN_OWNER}\s+)?nose\s+(?:is|feels|gets|"
                 r"keeps\s+getting|'s)\s+(?:(?:all|really|so|completely|totally|a\s+bit)\s+)*(?:blocked|bunged|stuffed)"
                 r"(?:\s+up)?\b", re.I), "stuffy nose"),
+    # not breathing through the nose is its blockage, not Dyspnea (which raised a notice to act on now)
+    (re.compile(rf"\b(?:can't|can’t|cant|cannot|can\s+not|couldn't|could\s+not)\s+breathe\s+(?:properly\s+|well\s+)?"
+                rf"(?:through|out\s+of)\s+(?:(?:{_EN_OWNER}|the)\s+|one\s+side\s+of\s+(?:{_EN_OWNER}|the)\s+)?"
+                r"(?:nose|nostrils?|it)\b", re.I), "stuffy nose"),
     (re.compile(rf"\b(?:scratchy|tickly|raw)\s+throat\b|\b(?:{_EN_OWNER}\s+)?throat\s+(?:is|feels|'s)\s+"
                 r"(?:(?:all|really|so|very|a\s+bit)\s+)*(?:scratchy|tickly|raw)\b", re.I), "sore throat"),
     # hearing voices (Hoarse voice)
@@ -801,6 +806,22 @@ _EN_COLD_LEFT = _EN_ERRAND_WORDS | {"think", "i've", "i'm", "ive", "im", "caught
                                     "he's", "she's", "he", "she", "they", "we"}
 
 
+#: a craving said as dying or killing for something: no illness ("dying for a coffee" decided Coffee ground vomitus)
+_EN_CRAVING = re.compile(
+    r"\b(?:(?:dying|gagging|gasping|desperate|could\s+(?:murder|kill\s+for|do\s+with))\s+(?:for\s+)?)"
+    r"(?:a|an|some|my)\s+(?:(?:cup|mug|glass|pint|bottle)\s+of\s+|nice\s+|good\s+|cold\s+|hot\s+|proper\s+|strong\s+|"
+    r"quick\s+|long\s+|decent\s+)*(?:coffee|tea|cuppa|brew|drink|beer|pint|wine|smoke|fag|cigarette|ciggie|nap|sleep|"
+    r"holiday|break|lie-in|kip|bath|shower|snack|burger|pizza|chocolate|biscuit|sandwich|meal|water)\b", re.I)
+_EN_CRAVING_LEFT = _EN_COLD_LEFT | {"honestly", "so", "totally", "absolutely", "literally", "right", "now", "seriously"}
+#: a thing swallowed is an ingestion, which no phenotype names ("swallowed a button battery" decided Aphagia): the
+#: piece from the verb on is not searched (a poisoning is an urgent sign's own words, read in the whole text)
+_EN_SWALLOWED = re.compile(
+    r"\b(?:(?:has|have|had|just|accidentally|may\s+have|might\s+have|think\s+(?:he|she|i|they)(?:'s|\s+has|\s+have)?)\s+)*"
+    r"swallowed\s+(?:a|an|some|the|one|two|three|\d+|his|her|my|their|a\s+few|part\s+of\s+(?:a|an|the))\b.*$", re.I)
+_EN_SWALLOWED_LEFT = _EN_CRAVING_LEFT | set(EN_PERSON_NOUNS) | {"our", "his", "her", "their", "yo", "year", "years",
+                                                                 "month", "months", "old", "think", "may", "might"}
+
+
 def _without(span: Span, pattern: re.Pattern[str], filler: frozenset[str]) -> Span | None:
     """``span`` searched without the words ``pattern`` finds in its text; None when nothing but ``filler`` is left."""
     left = " ".join(pattern.sub(" ", span.text).split())
@@ -810,8 +831,9 @@ def _without(span: Span, pattern: re.Pattern[str], filler: frozenset[str]) -> Sp
 def _sick_idioms(text: str, spans: list[Span]) -> list[Span]:
     """The pieces searched without words in which "sick" states no illness ("I need a sick note for work" is no
     nausea; "off sick with the flu" keeps the flu) and without "cold" as a noun (:data:`_EN_COLD_NOUN`, read in the
-    whole text: a piece's lead-in, "I have a", is stripped before); a piece left with nothing but words of an errand is
-    dropped, and "sick" alone before "and tired" too."""
+    whole text: a piece's lead-in, "I have a", is stripped before), without a craving (:data:`_EN_CRAVING`, "dying
+    for a coffee") and without a thing swallowed (:data:`_EN_SWALLOWED`); a piece left with nothing but words of an errand is dropped, and "sick" alone before "and tired"
+    too."""
     nouns = [m.span("noun") for m in _EN_COLD_NOUN.finditer(text)]
     out = []
     for span in spans:
@@ -821,6 +843,10 @@ def _sick_idioms(text: str, spans: list[Span]) -> list[Span]:
         if _EN_SICK_IDIOM.search(span.text) is not None:
             kept = _without(span, _EN_SICK_IDIOM, _EN_ERRAND_WORDS)
         held = [text[a:b] for a, b in nouns if span.start <= a and b <= span.end]
+        if kept is not None and _EN_CRAVING.search(kept.text) is not None:
+            kept = _without(kept, _EN_CRAVING, _EN_CRAVING_LEFT)
+        if kept is not None and _EN_SWALLOWED.search(kept.text) is not None:
+            kept = _without(kept, _EN_SWALLOWED, _EN_SWALLOWED_LEFT)
         if kept is not None and held:
             kept = _without(kept, re.compile(rf"(?:{_EN_COLD_NOUN.pattern})|{'|'.join(map(re.escape, held))}", re.I),
                             _EN_COLD_LEFT)

@@ -6,7 +6,7 @@ const $ = (id) => document.getElementById(id);
 // re-ranker reads a dialogue from its end, so the page sends the most recent turns that fit.
 const MAX_TURNS = 50;
 const MAX_DIALOGUE_BYTES = 48 * 1024;
-const state = { complaint: "", symptoms: [], dialogue: [], findings: [], urgent: [] };
+const state = { complaint: "", symptoms: [], dialogue: [], findings: [], urgent: [], goOn: false };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -131,6 +131,7 @@ $("complaint-form").addEventListener("submit", (ev) => {
   // the previous complaint's results go at once: after a failure they must not stay (Confirm would send them)
   for (const id of ["urgent", "symptoms-block", "questions-block", "similar-block"]) $(id).hidden = true;
   state.urgent = [];
+  state.goOn = false;
   busy(patient, "Looking up symptoms…", async () => {
     const data = await api("/symptoms", { query: text, k: 5, kb: $("complaint-kb").value });
     state.complaint = text;
@@ -415,8 +416,34 @@ async function rankQuestions(dialogue, findings) {
     : `question bank (${data.retrieval})`;
   $("questions-meta").textContent = `${served} · ${modelLine(data)}`;
   renderDialogue(sent.length);
+  showPaused(data.language);
   $("questions-block").hidden = false;
 }
+
+// While a notice asks the patient to get help now, the routine questions ("Do you smoke?") wait behind it until the
+// patient chooses to go on: what was understood and the conversation stay in view.
+function showPaused(language) {
+  const paused = state.urgent.length > 0 && !state.goOn;
+  const crisis = state.urgent.some((n) => n.kind === "crisis");
+  const zh = language === "zh";
+  $("questions-paused-text").textContent = crisis
+    ? (zh ? "您的安全最重要。问题可以等一等：请先按照上面的提示寻求帮助。" :
+      "Your safety comes first. The questions can wait: please use the help above now.")
+    : (zh ? "如果情况正在发生、来得突然或很严重，请先按照上面的提示求助，问题可以稍后再答。" :
+      "If this is happening now, came on suddenly or is severe, act on the notice above first: the questions can wait.");
+  $("questions-paused-text").lang = zh ? "zh" : "en";
+  $("questions-go-on").textContent = crisis ? (zh ? "我现在是安全的，继续回答问题" : "I am safe now: go on with the questions")
+    : (zh ? "继续回答问题" : "Go on with the questions");
+  $("questions-paused").hidden = !paused;
+  $("questions-body").hidden = paused;
+}
+
+$("questions-go-on").addEventListener("click", () => {
+  state.goOn = true;
+  $("questions-paused").hidden = true;
+  $("questions-body").hidden = false;
+  $("questions-title").focus();
+});
 
 // a solved question's answer, folded; its source only as an http(s) link
 function answerBlock(r, language) {
