@@ -153,7 +153,12 @@ def test_a_signs_own_words_raise_it_unless_denied_and_say_where():
     ("孩子吞了一颗纽扣电池", "emergency"), ("crushing pain in my chest", "emergency"),
     ("stuffy nose, can't breathe through it", None), ("I can't lift my arm above my head", None),
     ("collapsed on the sofa after work", None), ("I choked up at the film", None), ("could kill for a nap", None),
-    ("my blood test came back normal", None)])
+    ("my blood test came back normal", None),
+    ("I want to go to sleep and never wake up", "crisis"), ("how many paracetamol would it take to die", "crisis"),
+    ("不如死了算了", "crisis"), ("攒了好多安眠药", "crisis"), ("I think he's having a stroke", "emergency"),
+    ("我爸是不是心梗了", "emergency"), ("she's not breathing", "emergency"), ("孩子口吐白沫", "emergency"),
+    ("my dad had a heart attack five years ago", None), ("I'm not breathing well through my nose", None),
+    ("fitting room was too hot", None)])
 def test_the_shipped_words(text, kind):
     got = [n.kind for n in UrgentSigns.load().notices([], "zh", texts=[text])]
     assert got == ([kind] if kind else [])
