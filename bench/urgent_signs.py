@@ -18,7 +18,9 @@ none written about emergencies) are read the same way, and every notice they rai
 second writer (a helper session) who saw neither the signs file, nor the detectors, nor their output. It was unseen
 text at its first reading (2026-12-02 06:14 UTC); its misses were then read and the signs' words widened from them,
 so it is seen since. ``bench/data/urgent_complaints_3.jsonl`` (115, results in ``urgent_signs_3``) was written the
-same way by a third writer and read once before that widening: the widening's check on text it was not fitted on.
+same way by a third writer and read before and after that widening (the widening's check on text it was not
+fitted on); its misses were read then, and ``urgent_complaints_4.jsonl`` (114, by a fourth writer) plays its part
+for the widening from them.
 
     python bench/urgent_signs.py [--state DIR] [--threads 1]
     python bench/urgent_signs.py --data bench/data/urgent_complaints_2.jsonl   # and ..._3.jsonl
@@ -50,7 +52,10 @@ WRITTEN_BY = {
     "urgent_complaints_2.jsonl": "written by a second writer who saw neither the signs nor any output; unseen at its "
                                  "first reading, the signs' words were widened from its misses since: seen",
     "urgent_complaints_3.jsonl": "written by a third writer who saw neither the signs nor any output, read once "
-                                 "before the words were widened from the second set's misses: unseen",
+                                 "before the words were widened from the second set's misses and once after; the "
+                                 "words were then widened from its misses too: seen",
+    "urgent_complaints_4.jsonl": "written by a fourth writer who saw neither the signs nor any output, read before "
+                                 "the words were widened from the third set's misses: unseen",
 }
 
 
