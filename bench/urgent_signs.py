@@ -55,7 +55,9 @@ WRITTEN_BY = {
                                  "before the words were widened from the second set's misses and once after; the "
                                  "words were then widened from its misses too: seen",
     "urgent_complaints_4.jsonl": "written by a fourth writer who saw neither the signs nor any output, read before "
-                                 "the words were widened from the third set's misses: unseen",
+                                 "and after the words were widened from the third set's misses: unseen (a dozen of "
+                                 "its complaints that call for no crisis notice were printed by a trial of sentence "
+                                 "similarity; nothing was fitted on them)",
 }
 
 

@@ -1093,6 +1093,15 @@ def test_a_decided_urgent_sign_puts_its_notice_in_the_response(services):
     assert c.post("/symptoms", json={"query": "宝宝抽搐了"}).json()["urgent"][0]["signs"] == ["抽搐"]
     services.symptoms = SymptomService({"tiny-en": en}, set_detectors={"tiny-en": Quiet()})
     assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] == []
+
+    class Past:  # a faint of years ago is history, not a notice
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("HP:0001279", "Syncope", 0.9, (2, 9))], [])
+
+    services.symptoms = SymptomService({"tiny-en": en}, set_detectors={"tiny-en": Past()})
+    c = _client(services)
+    assert c.post("/symptoms", json={"query": "I fainted at a concert years ago"}).json()["urgent"] == []
+    assert c.post("/symptoms", json={"query": "I fainted at work today"}).json()["urgent"][0]["kind"] == "emergency"
     services.symptoms = SymptomService({"tiny-en": en})  # a ranking only: no set decided, nothing read
     assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] is None
 

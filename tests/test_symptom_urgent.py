@@ -158,7 +158,28 @@ def test_a_signs_own_words_raise_it_unless_denied_and_say_where():
     ("不如死了算了", "crisis"), ("攒了好多安眠药", "crisis"), ("I think he's having a stroke", "emergency"),
     ("我爸是不是心梗了", "emergency"), ("she's not breathing", "emergency"), ("孩子口吐白沫", "emergency"),
     ("my dad had a heart attack five years ago", None), ("I'm not breathing well through my nose", None),
-    ("fitting room was too hot", None)])
+    ("fitting room was too hot", None),
+    # from the third written set's misses
+    ("took 30 of my tablets on purpose", ("crisis", "emergency")), ("he can't see any way out", "crisis"), ("thinking about unaliving myself", "crisis"),
+    ("拿刀片划手腕", "crisis"), ("想结束这一切", "crisis"), ("my left arm and leg have gone numb and heavy", "emergency"),
+    ("my words keep coming out wrong", "emergency"), ("她突然一边脸麻了，右手拿不住筷子，说话也含含糊糊的", "emergency"),
+    ("哮喘犯了 说话都说不完整一句", "emergency"), ("血一直止不住 毛巾都湿透了", "emergency"),
+    ("nose pouring blood for 40 minutes non stop", "emergency"), ("dad keeled over at dinner", "emergency"),
+    ("my toddler got into granny's pill box", "emergency"), ("stung by a wasp and now I'm wheezing", "emergency"),
+    # a resolved past raises nothing, unless it is back now
+    ("I had a seizure as a child", None), ("我爸小时候抽风过", None), ("my grandad died of a stroke", None),
+    ("coughed up blood years ago and again now", "emergency"), ("小时候抽风过一次，今天又抽风了", "emergency")])
 def test_the_shipped_words(text, kind):
     got = [n.kind for n in UrgentSigns.load().notices([], "zh", texts=[text])]
-    assert got == ([kind] if kind else [])
+    assert got == (list(kind) if isinstance(kind, tuple) else [kind] if kind else [])
+
+
+def test_words_said_of_a_resolved_past_are_told_apart_from_now():
+    from medrank.pipelines.symptom.urgent import said_of_the_past
+
+    text = "I fainted once at a concert years ago when it was hot, should I mention it?"
+    assert said_of_the_past(text, 2, 9)  # "fainted"
+    assert not said_of_the_past(text, 62, 69)  # "mention": the clause after the comma says nothing of the past
+    assert not said_of_the_past("I fainted years ago and again today", 2, 9)
+    assert said_of_the_past("我去年晕倒过一次", 3, 5) and not said_of_the_past("去年晕倒过，今天又晕倒了", 9, 11)
+    assert not said_of_the_past("I fainted at work", 2, 9)

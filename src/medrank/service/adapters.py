@@ -230,8 +230,13 @@ class SymptomService:
     def urgent(self, terms: Sequence[Any], kb: str, language: str, texts: Sequence[str] = ()) -> list[Any]:
         """The urgent notices (``medrank.pipelines.symptom.inference.UrgentNotice``) for decided ``terms`` of knowledge
         base ``kb`` (a term decided by another list names it as its ``source``) and for the signs' own words in the
-        patient's ``texts``, in ``language``."""
-        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in terms], language, texts)
+        patient's ``texts``, in ``language``. A term whose words (in the one text read) are said of a resolved past
+        raises none ("I fainted once at a concert years ago")."""
+        from medrank.pipelines.symptom.inference import said_of_the_past
+
+        now = [t for t in terms if len(texts) != 1 or getattr(t, "span", None) is None
+               or not said_of_the_past(texts[0], *t.span)]
+        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in now], language, texts)
 
     def urgent_for_names(self, names: Sequence[str], language: str, texts: Sequence[str] = ()) -> list[Any]:
         """The urgent notices for symptoms known by name only (those a patient confirmed on the page, or

@@ -29,7 +29,13 @@ from medrank.pipelines.symptom.sets import (
     shipped_calibration,
     with_uncovered,
 )
-from medrank.pipelines.symptom.urgent import CODE_SYSTEMS, DEFAULT_SIGNS, UrgentNotice, UrgentSigns
+from medrank.pipelines.symptom.urgent import (
+    CODE_SYSTEMS,
+    DEFAULT_SIGNS,
+    UrgentNotice,
+    UrgentSigns,
+    said_of_the_past,
+)
 from medrank.records import Query, Ranking
 
 DEFAULT_K = 5
@@ -38,7 +44,7 @@ log = logging.getLogger(__name__)
 #: the set-level detection the service serves beside each knowledge base's ranking
 #: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
 __all__ = ["CODE_SYSTEMS", "DEFAULT_K", "DEFAULT_SIGNS", "SERVED_BACKEND", "ZERO_SHOT_VOCABULARIES", "DetectedTerm", "SelfReportModel",
-           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns",
+           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns", "said_of_the_past",
            "dxy_self_report_model",
            "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration",
            "with_uncovered", "zero_shot_concepts", "zero_shot_set_detector"]

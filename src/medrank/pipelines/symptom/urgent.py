@@ -15,6 +15,9 @@ kind (``emergency``, ``crisis``) and language:
   呕吐 and 咳血 as 咳嗽 (the blood is lost); a notice must not wait on those readings. A pattern preceded closely by a
   negation (没有吐血, "never coughed up blood") raises nothing.
 
+Words said of a resolved past ("I fainted once at a concert years ago", 小时候抽过一次) raise nothing either, and a
+service leaves out a decided term whose words are (:func:`said_of_the_past`): the notice is for what happens now.
+
 The file shipped with the package (:data:`DEFAULT_SIGNS`) was written from public emergency guidance, not reviewed
 by a clinician; it says so (``"reviewed": false``) and a deployment passes its own reviewed, localised copy
 (:meth:`UrgentSigns.load`). Of the terms, only decided ones are read: a sign among the alternatives raises nothing
@@ -182,7 +185,7 @@ class UrgentSigns:
             for patterns in sign.words.values():
                 for pattern in patterns:
                     for m in pattern.finditer(text):
-                        if not _negated(text, m.start()):
+                        if not _negated(text, m.start()) and not said_of_the_past(text, *m.span()):
                             out.append((sign, m.span()))
         return out
 
@@ -234,6 +237,28 @@ _NEGATED_EN = re.compile(r"(?:\b(?:no|not|never|without|denies)\b|n't\b)(?:\W+\w
 def _negated(text: str, start: int) -> bool:
     before = text[max(0, start - 40):start]
     return bool(_NEGATED_ZH.search(before[-3:]) or _NEGATED_EN.search(re.split(r"[.,;!?，。；！？]", before)[-1]))
+
+
+#: a resolved past: years ago, in childhood, a year named; a death of long ago ("my grandad died of a stroke")
+_PAST = re.compile(
+    r"\b(?:\d+|a\s+few|few|several|many|two|three|four|five|six|seven|eight|nine|ten|twenty)\s+years?\s+ago\b|\byears\s+ago\b"
+    r"|\blast\s+year\b|\bas\s+a\s+(?:child|kid|teen(?:ager)?|baby|student)\b"
+    r"|\bwhen\s+(?:i|he|she|they)\s+(?:was|were)\s+(?:young|little|small|a\s+(?:child|kid|teen(?:ager)?|baby|student)|\d+)\b"
+    r"|\b(?:in|back\s+in|since)\s+(?:19|20)\d\d\b|\bdied\s+(?:of|from|after)\b|\bpassed\s+away\b|\bhistory\s+of\b"
+    r"|\d+\s*年前|几年前|多年前|好几年|去年|前年|小时候|年轻(?:的)?时候|(?:19|20)\d\d\s*年|病史|死于|去世|过世", re.I)
+#: … unless the same words say it is back now ("had chest pain years ago and again now")
+_NOW = re.compile(r"\b(?:now|again|today|tonight|this\s+(?:morning|evening|afternoon)|right\s+now|currently|just\s+now)\b"
+                  r"|现在|又|今天|刚才|刚刚|这会儿|目前", re.I)
+_CLAUSE_END = re.compile(r"[.!?;。！？；，,\n]")
+
+
+def said_of_the_past(text: str, start: int, end: int) -> bool:
+    """Whether the words ``text[start:end]`` stand in a clause that puts them in a resolved past (:data:`_PAST`) and
+    does not bring them back to now (:data:`_NOW`)."""
+    a = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    b = next((m.start() for m in _CLAUSE_END.finditer(text, end)), len(text))
+    clause = text[a:b]
+    return bool(_PAST.search(clause)) and not _NOW.search(clause)
 
 
 _HIERARCHY: list[HpoHierarchy] = []
