@@ -1106,6 +1106,26 @@ def test_a_decided_urgent_sign_puts_its_notice_in_the_response(services):
     assert _client(services).post("/symptoms", json={"query": "I have a headache"}).json()["urgent"] is None
 
 
+def test_a_crisis_reader_raises_the_crisis_notice_where_no_word_or_term_does(services):
+    from medrank.pipelines.symptom.sets import DetectedTerm, SymptomSet
+
+    class Quiet:
+        def detect(self, text):
+            return SymptomSet([DetectedTerm("HP:0002315", "Headache", 0.9, (0, 8))], [])
+
+    def reader(text):  # stands for the probe: the clause that says it
+        at = text.find("sorted out who gets the dog")
+        return (at, at + 27) if at >= 0 else None
+
+    en = services.symptoms.kbs["tiny-en"]
+    services.symptoms = SymptomService({"tiny-en": en}, set_detectors={"tiny-en": Quiet()}, crisis_readers={"en": reader})
+    c = _client(services)
+    text = "headache, and I have sorted out who gets the dog"
+    (notice,) = c.post("/symptoms", json={"query": text}).json()["urgent"]
+    assert notice["kind"] == "crisis" and notice["spans"] == [[21, 48]]
+    assert c.post("/symptoms", json={"query": "headache since Monday"}).json()["urgent"] == []
+
+
 def test_next_questions_and_differential_carry_the_notices_of_the_confirmed_symptoms(services):
     en = services.symptoms.kbs["tiny-en"]
     hpo = KnowledgeBase(KBInfo("hpo", "en", "test", "1", "test"),

@@ -134,7 +134,7 @@ class SymptomService:
 
     def __init__(self, kbs: dict[str, KnowledgeBase], defaults: dict[str, str] | None = None,
                  pending: dict[str, tuple[str, Any]] | None = None, set_detectors: dict[str, Any] | None = None,
-                 urgent_signs: Any = None) -> None:
+                 urgent_signs: Any = None, crisis_readers: dict[str, Callable[[str], Any]] | None = None) -> None:
         from medrank.pipelines.symptom.inference import UrgentSigns
 
         if not kbs and not pending:
@@ -151,6 +151,9 @@ class SymptomService:
         #: the signs that put an urgent notice above a decided set (``medrank.pipelines.symptom.urgent``; default:
         #: the file shipped with the package)
         self.urgent_signs = urgent_signs if urgent_signs is not None else UrgentSigns.load()
+        #: language → text → the span of the clause read as a thought of suicide or self-harm, or None (a probe on
+        #: the served encoder's embeddings, ``medrank.pipelines.symptom.crisis``); it raises the ``self-harm`` sign
+        self.crisis_readers = dict(crisis_readers or {})
         #: knowledge base name → (that knowledge base, its term names → ids), for :meth:`urgent_for_names`
         self._names: dict[str, tuple[KnowledgeBase, dict[str, str]]] = {}
         for lang, name in self.defaults.items():
@@ -236,7 +239,13 @@ class SymptomService:
 
         now = [t for t in terms if len(texts) != 1 or getattr(t, "span", None) is None
                or not said_of_the_past(texts[0], *t.span)]
-        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in now], language, texts)
+        read = []
+        reader = self.crisis_readers.get(language)
+        if reader is not None and len(texts) == 1:
+            span = reader(texts[0])
+            if span is not None and not said_of_the_past(texts[0], *span):
+                read.append(("self-harm", tuple(span)))
+        return self._notices([(t.id, getattr(t, "source", None) or kb) for t in now], language, texts, read)
 
     def urgent_for_names(self, names: Sequence[str], language: str, texts: Sequence[str] = ()) -> list[Any]:
         """The urgent notices for symptoms known by name only (those a patient confirmed on the page, or
@@ -263,8 +272,10 @@ class SymptomService:
             held = self._names[kb] = (base, ids)
         return held[1]
 
-    def _notices(self, terms: Sequence[tuple[str, str]], language: str, texts: Sequence[str] = ()) -> list[Any]:
-        """The notices for ``(term id, knowledge base name)`` pairs and the patient's ``texts``."""
+    def _notices(self, terms: Sequence[tuple[str, str]], language: str, texts: Sequence[str] = (),
+                 read: Sequence[tuple[str, tuple[int, int]]] = ()) -> list[Any]:
+        """The notices for ``(term id, knowledge base name)`` pairs, the patient's ``texts`` and the signs ``read``
+        in the one text by another reader."""
         from medrank.pipelines.symptom.inference import CODE_SYSTEMS
 
         rows = []
@@ -277,7 +288,8 @@ class SymptomService:
                 system = "icd10_beijing" if base.info.language == "zh" else "icd10cm"
             if system is not None:
                 rows.append((system, cid, codes))
-        return self.urgent_signs.notices(rows, language, texts=texts)
+        keys = {sg.key for sg in self.urgent_signs.signs}  # a deployment's own signs file may have no such sign
+        return self.urgent_signs.notices(rows, language, texts=texts, read=[r for r in read if r[0] in keys])
 
     def _decided(self, base: KnowledgeBase, texts: Sequence[str], complete: bool) -> list[Any]:
         """The set detector of ``base`` on ``texts``; with ``complete``, each set completed by the :data:`COMPLEMENTS`

@@ -142,6 +142,23 @@ class Builder:
             self._urgent_signs = UrgentSigns.load(self.settings.urgent_signs or DEFAULT_SIGNS)
         return self._urgent_signs
 
+    def crisis_reader(self, language: str) -> Any:
+        """A reader of thoughts of suicide or self-harm in a text of ``language`` (text → the clause's span or None):
+        the probe shipped for the language on its served query encoder; None where none is shipped, or where the
+        served encoder is not the one the probe was fitted on."""
+        from medrank.pipelines.symptom.inference import shipped_crisis_probe
+
+        probe = shipped_crisis_probe(language)
+        served = self.settings.encoder_en if language == "en" else self.settings.encoder_zh
+        if probe is None or probe.encoder != served:
+            return None
+        encoder = self.encoder(language)
+
+        def read(text: str) -> tuple[int, int] | None:
+            return probe.read(text, lambda texts: encoder.encode(list(texts), kind="query", show_progress=False))[1]
+
+        return read
+
     def say(self, message: str) -> None:
         if not self.quiet:
             self.report.say(message)  # plain lines: a log file gets them unwrapped
@@ -1065,6 +1082,11 @@ def run_step(b: Builder, services: Services, name: str) -> None:
                                                urgent_signs=b.urgent_signs())
         else:
             services.symptoms.add(kb_name, kb, detector)
+        language = KB_LANGUAGES.get(kb_name)
+        if language and language not in services.symptoms.crisis_readers:
+            reader = b.crisis_reader(language)
+            if reader is not None:
+                services.symptoms.crisis_readers[language] = reader
         return
     if name == "differential":
         inquiry = b.inquiry()

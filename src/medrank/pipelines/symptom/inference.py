@@ -18,6 +18,8 @@ from typing import Any
 from medrank.encoders.memo import remembering_queries
 from medrank.index.base import check_k
 from medrank.pipelines.symptom.artefacts import DETECTOR_MARKER, ensemble_members, open_run_index
+from medrank.pipelines.symptom.crisis import CrisisProbe
+from medrank.pipelines.symptom.crisis import shipped as shipped_crisis_probe
 from medrank.pipelines.symptom.reranker import SERVED_BACKEND, TermReranker
 from medrank.pipelines.symptom.self_report import SelfReportModel, dxy_self_report_model
 from medrank.pipelines.symptom.sets import (
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 #: the set-level detection the service serves beside each knowledge base's ranking
 #: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
 __all__ = ["CODE_SYSTEMS", "DEFAULT_K", "DEFAULT_SIGNS", "SERVED_BACKEND", "ZERO_SHOT_VOCABULARIES", "DetectedTerm", "SelfReportModel",
-           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns", "said_of_the_past",
+           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns", "said_of_the_past", "CrisisProbe", "shipped_crisis_probe",
            "dxy_self_report_model",
            "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration",
            "with_uncovered", "zero_shot_concepts", "zero_shot_set_detector"]
