@@ -1,8 +1,8 @@
 """Thoughts of suicide or self-harm in a patient's own words: a linear probe on sentence embeddings.
 
 The urgent signs' word patterns (:mod:`medrank.pipelines.symptom.urgent`) catch what they were written for and
-little of the indirect ways people say it ("I've sorted out who gets the dog", "I just want to sleep and not wake
-up"). A logistic regression on the served query encoder's normalised embeddings,
+little of the indirect ways people say it ("I keep thinking there's no way forward for me", "everyone would
+be better off if I wasn't around"). A logistic regression on the served query encoder's normalised embeddings,
 
     p(crisis | x) = σ(w · e(x) + b),
 
