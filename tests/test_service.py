@@ -1124,12 +1124,6 @@ def test_a_crisis_reader_raises_the_crisis_notice_where_no_word_or_term_does(ser
     (notice,) = c.post("/symptoms", json={"query": text}).json()["urgent"]
     assert notice["kind"] == "crisis" and notice["spans"] == [[21, 48]]
     assert c.post("/symptoms", json={"query": "headache since Monday"}).json()["urgent"] == []
-    # a turn answering a question is read too: the notice comes with the next questions (no span: several turns)
-    dialogue = [{"speaker": "patient", "text": "headache since Monday"}, {"speaker": "doctor", "text": "Anything else?"},
-                {"speaker": "patient", "text": "honestly I have sorted out who gets the dog"}]
-    (notice,) = c.post("/next-questions", json={"dialogue": dialogue, "symptoms": ["Headache"]}).json()["urgent"]
-    assert notice["kind"] == "crisis" and notice["spans"] == []
-    assert c.post("/next-questions", json={"dialogue": dialogue[:2], "symptoms": []}).json()["urgent"] == []
 
 
 def test_next_questions_and_differential_carry_the_notices_of_the_confirmed_symptoms(services):

@@ -239,17 +239,18 @@ class SymptomService:
 
         now = [t for t in terms if len(texts) != 1 or getattr(t, "span", None) is None
                or not said_of_the_past(texts[0], *t.span)]
-        read = self._crisis_read(texts, language, spans=len(texts) == 1)
+        read = []
+        reader = self.crisis_readers.get(language)
+        if reader is not None and len(texts) == 1:
+            span = reader(texts[0])
+            if span is not None and not said_of_the_past(texts[0], *span):
+                read.append(("self-harm", tuple(span)))
         return self._notices([(t.id, getattr(t, "source", None) or kb) for t in now], language, texts, read)
-
-    #: how many of the patient's last turns the crisis reader reads for ``/next-questions`` and ``/differential``
-    CRISIS_TURNS = 8
 
     def urgent_for_names(self, names: Sequence[str], language: str, texts: Sequence[str] = ()) -> list[Any]:
         """The urgent notices for symptoms known by name only (those a patient confirmed on the page, or
-        ``/next-questions`` read), each looked up in the served lists (the language's own first), for the signs'
-        own words in the patient's ``texts`` and for what the crisis reader reads in the last :data:`CRISIS_TURNS`
-        of them (a turn answering a question may say it)."""
+        ``/next-questions`` read), each looked up in the served lists (the language's own first), and for the signs'
+        own words in the patient's ``texts``."""
         kbs = self.kbs
         order = list(dict.fromkeys([*self.PREFERENCE.get(language, ()), *(n for n in kbs if kbs[n].info.language == language),
                                     *kbs]))
@@ -258,20 +259,7 @@ class SymptomService:
             kb = next((n for n in order if n in kbs and name in self._ids_by_name(n)), None)
             if kb is not None:
                 found.append((self._ids_by_name(kb)[name], kb))
-        return self._notices(found, language, texts, self._crisis_read(texts[-self.CRISIS_TURNS:], language,
-                                                                     spans=len(texts) == 1))
-
-    def _crisis_read(self, texts: Sequence[str], language: str, spans: bool = True) -> list[tuple[str, Any]]:
-        """The ``self-harm`` sign as the crisis reader of ``language`` reads it in the first of ``texts`` that says
-        it (not of a resolved past), with the clause's span when ``spans``; none where no reader serves it."""
-        from medrank.pipelines.symptom.inference import said_of_the_past
-
-        reader = self.crisis_readers.get(language)
-        for text in texts if reader is not None else ():
-            span = reader(text)
-            if span is not None and not said_of_the_past(text, *span):
-                return [("self-harm", tuple(span) if spans else None)]
-        return []
+        return self._notices(found, language, texts)
 
     def _ids_by_name(self, kb: str) -> dict[str, str]:
         """Term name → id of a served list (built on first use; rebuilt when that list was swapped)."""
@@ -285,7 +273,7 @@ class SymptomService:
         return held[1]
 
     def _notices(self, terms: Sequence[tuple[str, str]], language: str, texts: Sequence[str] = (),
-                 read: Sequence[tuple[str, Any]] = ()) -> list[Any]:
+                 read: Sequence[tuple[str, tuple[int, int]]] = ()) -> list[Any]:
         """The notices for ``(term id, knowledge base name)`` pairs, the patient's ``texts`` and the signs ``read``
         in the one text by another reader."""
         from medrank.pipelines.symptom.inference import CODE_SYSTEMS

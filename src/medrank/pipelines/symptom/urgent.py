@@ -191,12 +191,12 @@ class UrgentSigns:
 
     def notices(self, terms: Iterable[tuple[str, str, Iterable[str]]], language: str,
                 ancestors: Callable[[str], Iterable[str]] | None = None,
-                texts: Iterable[str] = (), read: Iterable[tuple[str, tuple[int, int] | None]] = ()) -> list[UrgentNotice]:
+                texts: Iterable[str] = (), read: Iterable[tuple[str, tuple[int, int]]] = ()) -> list[UrgentNotice]:
         """The notices for decided ``terms`` (``(code system, term id, codes)`` each) and for the signs' words in
         ``texts`` (the patient's), in ``language`` (``zh``, else English): at most one per kind, crisis first, each
         naming the signs read (in the file's order), the terms that raised them and, when one text was read, where
-        the words that raised one by themselves are. ``read``: signs (by key) another reader raised, with where in
-        the one text (None: not said; :mod:`medrank.pipelines.symptom.crisis`). ``ancestors`` of an HPO term: default, the HPO is-a
+        the words that raised one by themselves are. ``read``: signs (by key) another reader raised in the one text,
+        with where (:mod:`medrank.pipelines.symptom.crisis`). ``ancestors`` of an HPO term: default, the HPO is-a
         hierarchy (:func:`hpo_ancestors`)."""
         lang = "zh" if language == "zh" else "en"
         terms, texts = list(terms), list(texts)
@@ -220,7 +220,7 @@ class UrgentSigns:
                 raise ValueError(f"no urgent sign {key!r} in {self.path or 'the signs'}")
             sign = keys[key]
             found.setdefault(sign.kind, {}).setdefault(sign.key, [])
-            if span is not None and tuple(span) not in spans.setdefault(sign.kind, []):
+            if tuple(span) not in spans.setdefault(sign.kind, []):
                 spans[sign.kind].append(tuple(span))
         out = []
         for kind in KINDS:
