@@ -192,6 +192,18 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
+def read_json_file(path: str | os.PathLike[str], what: str) -> Any:
+    """The JSON value of the file at ``path``; ``FileNotFoundError`` or ``ValueError`` naming ``what`` it should be
+    ("urgent signs file") where it is missing or unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable JSON {what} ({exc})") from exc
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -129,13 +129,9 @@ class CrisisProbe:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CrisisProbe:
         """Read and check a probe file; ``ValueError`` names the first problem."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"crisis probe {path} not found")
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable JSON crisis probe ({exc})") from exc
+        from medrank.utils.io import read_json_file
+
+        raw = read_json_file(path, "crisis probe")
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise ValueError(f"{path}: expected an object with \"format\": \"{FORMAT}\"")
         weights = raw.get("weights")

@@ -26,7 +26,6 @@ until the patient ticks it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -109,14 +108,9 @@ class UrgentSigns:
     def load(cls, path: str | os.PathLike[str] = DEFAULT_SIGNS) -> UrgentSigns:
         """Read and check a signs file (JSON, the shape of :data:`DEFAULT_SIGNS`); raises ``ValueError`` naming the
         first problem."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"urgent signs file {path} not found")
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable JSON signs file ({exc})") from exc
-        return cls.from_dict(raw, str(path))
+        from medrank.utils.io import read_json_file
+
+        return cls.from_dict(read_json_file(path, "urgent signs file"), str(path))
 
     @classmethod
     def from_dict(cls, raw: Any, where: str = "signs") -> UrgentSigns:
