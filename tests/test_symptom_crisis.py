@@ -101,3 +101,15 @@ def test_figures_of_speech_are_blanked_and_denials_read_nothing():
     texts, labels = _texts()
     probe = fit(texts, labels, _encode, encoder="words", language="en", false_alarms=0.0)
     assert probe.read("I have a cough, no thoughts I want to die", _encode)[1] is None
+
+
+def test_the_threshold_can_be_set_on_some_texts_while_others_only_shape_the_fit():
+    texts, labels = _texts()
+    replies = ["a bit", "my knee", "i have a rash", "tired", "a fever"]
+    marked = [True] * len(texts) + [False] * len(replies)
+    probe = fit(texts + replies, labels + [False] * len(replies), _encode, encoder="words", language="en",
+                false_alarms=0.0, calibrate_on=marked)
+    oof = probe.fitted["out_of_fold"]
+    assert oof["calibrated_on"] == 23 and oof["others"] == 5 and oof["false_alarms"] == 0
+    with pytest.raises(ValueError, match="calibrate_on"):
+        fit(texts, labels, _encode, encoder="words", language="en", calibrate_on=[True] * 10 + [False] * 23)

@@ -108,7 +108,7 @@ class CrisisProbe:
         """The largest p(crisis) over the clauses of ``text`` (and the whole of it) and, when it reaches the
         threshold, that clause's span; ``encode`` maps texts to embeddings (the probe's encoder, query side)."""
         text = blank_figurative(text)
-        spans = [(a, b) for a, b in clauses(text) if not denies(text[a:b])]
+        spans = _read_spans(text)
         if not spans:
             return 0.0, None
         p = self.probabilities(np.asarray(encode([text[a:b] for a, b in spans])))
@@ -148,20 +148,35 @@ class CrisisProbe:
                    float(raw["threshold"]), dict(raw.get("fitted") or {}))
 
 
+def _read_spans(blanked: str) -> list[tuple[int, int]]:
+    """The clauses of a text (figures of speech blanked) that are read: those that deny nothing."""
+    return [(a, b) for a, b in clauses(blanked) if not denies(blanked[a:b])]
+
+
+def _pieces(text: str) -> list[str]:
+    blanked = blank_figurative(text)
+    return [blanked[a:b] for a, b in _read_spans(blanked)]
+
+
 def fit(texts: Sequence[str], crisis: Sequence[bool], encode: Encode, *, encoder: str, language: str,
-        c: float = 4.0, false_alarms: float = 0.01, folds: int = 5, seed: int = 0) -> CrisisProbe:
+        c: float = 4.0, false_alarms: float = 0.01, folds: int = 5, seed: int = 0,
+        calibrate_on: Sequence[bool] | None = None) -> CrisisProbe:
     """Fit a probe on ``texts`` labelled ``crisis`` (whole texts), its threshold the lowest at which at most
-    ``false_alarms`` of the out-of-fold non-crisis texts (each read clause by clause, as served) reach it."""
+    ``false_alarms`` of the out-of-fold non-crisis texts (each read clause by clause, as served) reach it; with
+    ``calibrate_on``, of those non-crisis texts it marks (others, such as dialogue replies, only shape the fit)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
 
     y = np.asarray(crisis, dtype=bool)
     if len(texts) != len(y) or y.all() or not y.any():
         raise ValueError("fit needs one label per text and texts of both kinds")
+    marked = np.ones(len(y), dtype=bool) if calibrate_on is None else np.asarray(calibrate_on, dtype=bool)
+    if len(marked) != len(y) or not (marked & ~y).any():
+        raise ValueError("calibrate_on must mark, one flag per text, some texts without a crisis")
     if y.sum() < folds or (~y).sum() < folds:
         raise ValueError(f"fit needs at least {folds} texts of each kind for {folds}-fold thresholds")
     x = _normalised(np.asarray(encode(list(texts))))
-    pieces = [[t[a:b] for a, b in clauses(t)] or [t] for t in texts]
+    pieces = [_pieces(t) or [t] for t in texts]  # as :meth:`CrisisProbe.read` reads them
     flat = [p for ps in pieces for p in ps]
     e = _normalised(np.asarray(encode(flat)))
     at = np.cumsum([0, *map(len, pieces)])
@@ -174,14 +189,17 @@ def fit(texts: Sequence[str], crisis: Sequence[bool], encode: Encode, *, encoder
         m = model().fit(x[train], y[train])
         for i in held:
             oof[i] = m.predict_proba(e[at[i]:at[i + 1]])[:, 1].max()
-    calm = np.sort(oof[~y])
+    calm = np.sort(oof[~y & marked])
     allowed = int(np.floor(false_alarms * len(calm)))
     threshold = float(min(calm[len(calm) - 1 - allowed] + 1e-6, 1 - 1e-6))
     m = model().fit(x, y)
     fitted = {"texts": len(y), "crisis": int(y.sum()), "c": c, "folds": folds, "seed": seed,
               "false_alarms_target": false_alarms,
               "out_of_fold": {"crisis_raised": int((oof[y] >= threshold).sum()),
-                              "false_alarms": int((oof[~y] >= threshold).sum())}}
+                              "false_alarms": int((oof[~y & marked] >= threshold).sum()),
+                              "calibrated_on": int((~y & marked).sum()),
+                              "others_reaching_it": int((oof[~y & ~marked] >= threshold).sum()),
+                              "others": int((~y & ~marked).sum())}}
     return CrisisProbe(encoder, language, m.coef_[0].astype(np.float64), float(m.intercept_[0]), threshold, fitted)
 
 
