@@ -9,13 +9,14 @@ be better off if I wasn't around"). A logistic regression on the served query en
 reads each clause of a complaint and the whole of it; the largest probability at or above a threshold raises the
 crisis notice, naming the clause. Death said as a figure of speech ("I could kill for a nap", 笑死我了, "this cough
 is killing me") is blanked before reading, and a clause that denies such thoughts ("no thoughts of harming myself",
-没有自杀的想法) raises nothing: embeddings read both much like the thought itself. The threshold is chosen on out-of-fold probabilities (k-fold cross-validation of
-the same fit) so that at most a given share of the texts that call for no crisis notice reach it: a false alarm
-puts a crisis line above a complaint about a cough.
+没有自杀的想法) raises nothing: embeddings read both much like the thought itself. The threshold is chosen on
+out-of-fold probabilities (k-fold cross-validation of the same fit, each text read as it is served) so that at most a
+given share of the texts that call for no crisis notice reach it: a false alarm puts a crisis line above a complaint
+about a cough.
 
 A probe belongs to one encoder (its name is stored with the weights): a service serving another encoder does not use
 it. The shipped probes are fitted by ``bench/crisis_probe.py`` on short complaints written by people of this project
-(not patients, not clinicians) and say so.
+(not patients, not clinicians) and on patients' replies to doctors from public dialogue sets, and say so.
 """
 
 from __future__ import annotations

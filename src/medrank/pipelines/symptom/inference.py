@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 #: the set-level detection the service serves beside each knowledge base's ranking
 #: (and the DXY self-report model, which decides the 41 DXY symptoms itself)
 __all__ = ["CODE_SYSTEMS", "DEFAULT_K", "DEFAULT_SIGNS", "SERVED_BACKEND", "ZERO_SHOT_VOCABULARIES", "DetectedTerm", "SelfReportModel",
-           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns", "said_of_the_past", "CrisisProbe", "shipped_crisis_probe",
-           "dxy_self_report_model",
+           "SetCalibration", "SetDetector", "SymptomDetector", "SymptomSet", "TermReranker", "UrgentNotice", "UrgentSigns",
+           "CrisisProbe", "dxy_self_report_model", "said_of_the_past", "shipped_crisis_probe",
            "ensemble_members", "set_detector_for_knowledge_base", "set_detector_for_run", "shipped_calibration",
            "with_uncovered", "zero_shot_concepts", "zero_shot_set_detector"]
 
